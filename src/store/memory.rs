@@ -1,0 +1,289 @@
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::{
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
+    LockRecord, LockStore, ReleaseOutcome, StoreError,
+};
+use crate::LockName;
+
+/// How often the sweeper removes expired records unless configured otherwise.
+const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// An embedded, in-process [`LockStore`]: a map of lock name → lease behind one mutex.
+///
+/// - **Atomic acquisition**: the free-or-expired check and the write happen under one lock, so
+///   exactly one attempt wins; success is decided by the stored lease id being the caller's.
+/// - **Owner-checked** extend and release (`is_locked_by` is the same check, public).
+/// - **Sweeper**: a background task (started by the first [`LockManager`](crate::LockManager)
+///   on this store) removes expired records every minute; removal re-checks expiry under the
+///   same lock, so a record re-taken in between is never deleted (compare-and-remove).
+/// - **Fencing tokens** come from one counter for the whole store, never reset, so they keep
+///   increasing for every name after release, expiry and sweeping, with no per-name memory.
+/// - **Time** is `tokio::time::Instant`: the store's clock is the "server time", and tests can
+///   pause it.
+///
+/// `MemoryStore` is `Clone`; clones share one state, so two managers started on clones behave
+/// like two processes sharing a database.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let store = MemoryStore::new();
+/// let a = LockManager::start(store.clone(), LockOptions::default()).await?;
+/// let b = LockManager::start(store.clone(), LockOptions::default()).await?;
+/// let held = a.lock("orders")?.acquire().await?;
+/// assert!(b.lock("orders")?.try_acquire().await?.is_none());
+/// held.release().await?;
+/// assert!(b.lock("orders")?.try_acquire().await?.is_some());
+/// # a.shutdown().await; b.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MemoryStore {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<MemoryState>,
+    sweep_interval: Duration,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    records: HashMap<LockName, Record>,
+    last_token: u64,
+    sweeper_started: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    lease: LeaseId,
+    holder: HolderId,
+    token: u64,
+    expires_at: Instant,
+}
+
+impl Record {
+    fn is_expired(&self, now: Instant) -> bool {
+        self.expires_at <= now
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store whose sweeper runs every 60 s.
+    ///
+    /// ```
+    /// let store = mongolock::MemoryStore::new();
+    /// assert_eq!(store.len(), 0);
+    /// ```
+    pub fn new() -> Self {
+        Self::with_sweep_interval(DEFAULT_SWEEP_INTERVAL)
+    }
+
+    /// An empty store whose sweeper runs every `interval`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let store = mongolock::MemoryStore::with_sweep_interval(Duration::from_secs(5));
+    /// assert!(store.is_empty());
+    /// ```
+    pub fn with_sweep_interval(interval: Duration) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(MemoryState::default()),
+                sweep_interval: interval.max(Duration::from_millis(1)),
+            }),
+        }
+    }
+
+    /// How many records the store keeps (held or expired but not yet swept).
+    ///
+    /// ```
+    /// assert_eq!(mongolock::MemoryStore::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.state().records.len()
+    }
+
+    /// Whether the store keeps no record at all.
+    ///
+    /// ```
+    /// assert!(mongolock::MemoryStore::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `lease` currently holds `name` (unexpired).
+    ///
+    /// ```
+    /// use mongolock::{store::LeaseId, LockName, MemoryStore};
+    /// let store = MemoryStore::new();
+    /// assert!(!store.is_locked_by(&LockName::new("orders")?, LeaseId::new()));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn is_locked_by(&self, name: &LockName, lease: LeaseId) -> bool {
+        let now = Instant::now();
+        self.state()
+            .records
+            .get(name)
+            .is_some_and(|record| record.lease == lease && !record.is_expired(now))
+    }
+
+    /// Whether `name` has no unexpired lease (also true when there is no record).
+    ///
+    /// ```
+    /// use mongolock::{LockName, MemoryStore};
+    /// assert!(MemoryStore::new().is_expired(&LockName::new("orders")?));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn is_expired(&self, name: &LockName) -> bool {
+        let now = Instant::now();
+        self.state()
+            .records
+            .get(name)
+            .is_none_or(|record| record.is_expired(now))
+    }
+
+    /// Deletes the record of `name` whoever holds it, as an operator deleting a document would.
+    /// Returns whether there was one. The holder learns of it at its next renewal.
+    ///
+    /// ```
+    /// use mongolock::{LockName, MemoryStore};
+    /// assert!(!MemoryStore::new().remove(&LockName::new("orders")?));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn remove(&self, name: &LockName) -> bool {
+        self.state().records.remove(name).is_some()
+    }
+
+    /// Removes every expired record now; returns how many were removed. The background
+    /// sweeper calls this on its interval.
+    ///
+    /// ```
+    /// assert_eq!(mongolock::MemoryStore::new().sweep_expired(), 0);
+    /// ```
+    pub fn sweep_expired(&self) -> usize {
+        let now = Instant::now();
+        let mut state = self.state();
+        let before = state.records.len();
+        // The expiry check and the removal happen under one lock: a record re-taken since the
+        // last look is unexpired again and stays (the compare-and-remove of seed 004).
+        state.records.retain(|_, record| !record.is_expired(now));
+        before - state.records.len()
+    }
+
+    fn state(&self) -> MutexGuard<'_, MemoryState> {
+        // A panic while holding this mutex cannot leave a half-written record (every
+        // mutation is a single map operation), so a poisoned lock is still consistent.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn start_sweeper(&self) {
+        {
+            let mut state = self.state();
+            if state.sweeper_started {
+                return;
+            }
+            state.sweeper_started = true;
+        }
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        let interval = self.shared.sweep_interval;
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
+            loop {
+                ticks.tick().await;
+                // Stops once every clone of the store is gone.
+                let Some(shared) = weak.upgrade() else { break };
+                let swept = MemoryStore { shared }.sweep_expired();
+                if swept > 0 {
+                    tracing::debug!(swept, "memory store removed expired records");
+                }
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl LockStore for MemoryStore {
+    async fn prepare(&self) -> Result<(), StoreError> {
+        self.start_sweeper();
+        Ok(())
+    }
+
+    async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        if let Some(current) = state.records.get(&request.name) {
+            if !current.is_expired(now) {
+                return Ok(AcquireOutcome::Busy {
+                    holder: Some(current.holder.clone()),
+                });
+            }
+        }
+        state.last_token += 1;
+        let token = state.last_token;
+        state.records.insert(
+            request.name.clone(),
+            Record {
+                lease: request.lease,
+                holder: request.holder.clone(),
+                token,
+                expires_at: now + request.expiry,
+            },
+        );
+        Ok(AcquireOutcome::Acquired { token })
+    }
+
+    async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        match state.records.get_mut(&request.key.name) {
+            Some(record) if record.lease == request.key.lease && !record.is_expired(now) => {
+                record.expires_at = now + request.expiry;
+                Ok(ExtendOutcome::Extended)
+            }
+            _ => Ok(ExtendOutcome::NotOwner),
+        }
+    }
+
+    async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+        let mut state = self.state();
+        match state.records.get(&key.name) {
+            Some(record) if record.lease == key.lease => {
+                state.records.remove(&key.name);
+                Ok(ReleaseOutcome::Released)
+            }
+            _ => Ok(ReleaseOutcome::NotOwner),
+        }
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+        let now = Instant::now();
+        let state = self.state();
+        Ok(state.records.get(name).map(|record| {
+            let held = !record.is_expired(now);
+            LockRecord {
+                holder: held.then(|| record.holder.clone()),
+                token: record.token,
+                expires_in: held.then(|| record.expires_at - now),
+            }
+        }))
+    }
+}

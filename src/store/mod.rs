@@ -1,0 +1,89 @@
+//! The storage backend contract and its implementations.
+//!
+//! A [`LockStore`] is what the runtime needs from a database to run leases: one call each to
+//! try-acquire, extend, release and inspect, all owner-checked by [`LeaseId`] and all timed by
+//! the store's own clock so client clocks never matter. Like `deadpool`'s `Manager`, it is the
+//! one small trait a backend implements; the actors do everything else (waiting, backoff,
+//! renewal cadence, loss deadlines, metrics).
+//!
+//! Implementations: [`MemoryStore`] (embedded, for tests and single-process use) and, with the
+//! `mongodb` feature, [`MongoStore`].
+
+mod error;
+mod memory;
+mod outcome;
+mod request;
+
+use async_trait::async_trait;
+
+pub use error::StoreError;
+pub use memory::MemoryStore;
+pub use outcome::{AcquireOutcome, ExtendOutcome, LockRecord, ReleaseOutcome};
+pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
+
+use crate::LockName;
+
+/// A lease store: the operations a distributed lock needs, each meant to be one round trip
+/// using the store's clock.
+///
+/// Contract every implementation must keep (the conformance suite in `tests/` checks it):
+/// - `try_acquire` grants iff the lock is free or its lease has expired *by the store's clock*,
+///   atomically with writing the new lease, and returns a fencing token larger than every token
+///   ever issued for that name — also after release, expiry and deletion of the record.
+/// - `extend` and `release` change nothing unless the record still carries the caller's lease.
+/// - Lock names are opaque values, never interpreted as keys, paths or query operators.
+///
+/// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
+/// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need
+/// no timeouts of their own.
+///
+/// ```
+/// use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId, LockStore};
+/// use mongolock::{LockName, MemoryStore};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let request = AcquireRequest {
+///     name: LockName::new("orders")?,
+///     lease: LeaseId::new(),
+///     holder: HolderId::generate(),
+///     expiry: Duration::from_secs(30),
+/// };
+/// assert!(matches!(store.try_acquire(&request).await?, AcquireOutcome::Acquired { .. }));
+/// assert!(matches!(store.try_acquire(&request).await?, AcquireOutcome::Busy { .. }));
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait LockStore: Send + Sync + 'static {
+    /// Called once by [`LockManager::start`](crate::LockManager::start) before any lock is
+    /// used: check the server, create indexes, start background housekeeping.
+    async fn prepare(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Takes the lock for `request.lease` if it is free or expired.
+    async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError>;
+
+    /// Extends a held lease; [`ExtendOutcome::NotOwner`] means the lock was lost.
+    async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError>;
+
+    /// Extends several leases. The default calls [`LockStore::extend`] for each; a backend
+    /// with a bulk write can answer all of them in one round trip.
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let mut results = Vec::with_capacity(requests.len());
+        for request in requests {
+            results.push(self.extend(request).await);
+        }
+        results
+    }
+
+    /// Releases a held lease, only if the record still carries it.
+    async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError>;
+
+    /// Reads what the store knows about `name` (`None`: it has never seen it or forgot it).
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError>;
+}

@@ -1,0 +1,77 @@
+use std::time::Duration;
+
+use super::HolderId;
+
+/// The answer to an acquisition attempt.
+///
+/// ```
+/// use mongolock::store::AcquireOutcome;
+/// let outcome = AcquireOutcome::Acquired { token: 7 };
+/// assert!(matches!(outcome, AcquireOutcome::Acquired { token: 7 }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The attempt's lease now owns the lock, with this fencing token. Tokens for one name
+    /// strictly increase across every grant the store ever makes.
+    Acquired {
+        /// The fencing token of this grant.
+        token: u64,
+    },
+    /// Someone else holds an unexpired lease (not an error: try again later).
+    Busy {
+        /// The current holder, when the store knows it.
+        holder: Option<HolderId>,
+    },
+}
+
+/// The answer to an owner-checked extension.
+///
+/// ```
+/// use mongolock::store::ExtendOutcome;
+/// assert_ne!(ExtendOutcome::Extended, ExtendOutcome::NotOwner);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtendOutcome {
+    /// The lease still belonged to the caller and now lasts a full expiry from the store's "now".
+    Extended,
+    /// The record no longer carries the caller's lease (taken over, released or deleted).
+    NotOwner,
+}
+
+/// The answer to an owner-checked release.
+///
+/// ```
+/// use mongolock::store::ReleaseOutcome;
+/// assert_ne!(ReleaseOutcome::Released, ReleaseOutcome::NotOwner);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// The caller's lease was removed; the lock is free.
+    Released,
+    /// The record did not carry the caller's lease: nothing was changed.
+    NotOwner,
+}
+
+/// What a store knows about one lock, for inspection (dashboards, the CLI, "who holds this?").
+///
+/// ```
+/// use mongolock::store::LockRecord;
+/// let record = LockRecord { holder: None, token: 3, expires_in: None };
+/// assert!(!record.is_held());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRecord {
+    /// The manager instance holding an unexpired lease, or `None` when the lock is free.
+    pub holder: Option<HolderId>,
+    /// The last fencing token issued for this name (0 when the store no longer remembers it).
+    pub token: u64,
+    /// Time left on the current lease by the store's clock, `None` when free.
+    pub expires_in: Option<Duration>,
+}
+
+impl LockRecord {
+    /// Whether an unexpired lease holds the lock.
+    pub fn is_held(&self) -> bool {
+        self.holder.is_some()
+    }
+}

@@ -1,0 +1,156 @@
+use std::fmt;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::LockName;
+
+/// Identifies one grant of a lock: a fresh random id is sent with every acquisition attempt,
+/// and extend/release only act on a record that still carries it (the owner check).
+///
+/// ```
+/// use mongolock::store::LeaseId;
+/// assert_ne!(LeaseId::new(), LeaseId::new());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseId(Uuid);
+
+impl LeaseId {
+    /// A new random (v4) lease id.
+    pub fn new() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// The id as a UUID, for stores that persist it.
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+
+    /// Rebuilds a lease id a store persisted.
+    pub fn from_uuid(id: Uuid) -> Self {
+        Self(id)
+    }
+}
+
+impl Default for LeaseId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Who holds a lock: the identity of a [`LockManager`](crate::LockManager) instance
+/// (`host:pid:random`), shown by inspection so operators can tell which process holds what.
+///
+/// ```
+/// use mongolock::store::HolderId;
+/// let id = HolderId::generate();
+/// assert!(id.as_str().contains(&std::process::id().to_string()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HolderId(String);
+
+impl HolderId {
+    /// `host:pid:xxxxxxxx` for this process, with a random suffix so two managers in one
+    /// process are distinct.
+    pub fn generate() -> Self {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown-host".to_owned());
+        let suffix = &Uuid::new_v4().simple().to_string()[..8];
+        Self(format!("{host}:{}:{suffix}", std::process::id()))
+    }
+
+    /// Wraps an identity read back from a store.
+    pub fn from_string(id: String) -> Self {
+        Self(id)
+    }
+
+    /// The identity as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HolderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One acquisition attempt: take `name` for `expiry` (measured by the store's clock) if it is
+/// free or expired, recording `lease` and `holder`.
+///
+/// ```
+/// use mongolock::store::{AcquireRequest, HolderId, LeaseId};
+/// use mongolock::LockName;
+/// use std::time::Duration;
+///
+/// let request = AcquireRequest {
+///     name: LockName::new("orders")?,
+///     lease: LeaseId::new(),
+///     holder: HolderId::generate(),
+///     expiry: Duration::from_secs(30),
+/// };
+/// assert_eq!(request.name.as_str(), "orders");
+/// # Ok::<(), mongolock::LockError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    /// The lock to take.
+    pub name: LockName,
+    /// The fresh lease id this attempt writes.
+    pub lease: LeaseId,
+    /// The manager instance making the attempt.
+    pub holder: HolderId,
+    /// How long the lease lasts from the store's "now".
+    pub expiry: Duration,
+}
+
+/// Names a granted lease for the owner-checked operations (extend, release).
+///
+/// ```
+/// use mongolock::store::{LeaseId, LeaseKey};
+/// use mongolock::LockName;
+///
+/// let key = LeaseKey { name: LockName::new("orders")?, lease: LeaseId::new() };
+/// assert_eq!(key.name.as_str(), "orders");
+/// # Ok::<(), mongolock::LockError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseKey {
+    /// The lock.
+    pub name: LockName,
+    /// The lease id the holder was granted.
+    pub lease: LeaseId,
+}
+
+/// Push the expiry of a held lease to the store's "now" + `expiry`, only if `key` still owns it.
+///
+/// ```
+/// use mongolock::store::{ExtendRequest, LeaseId, LeaseKey};
+/// use mongolock::LockName;
+/// use std::time::Duration;
+///
+/// let request = ExtendRequest {
+///     key: LeaseKey { name: LockName::new("orders")?, lease: LeaseId::new() },
+///     expiry: Duration::from_secs(30),
+/// };
+/// assert_eq!(request.expiry, Duration::from_secs(30));
+/// # Ok::<(), mongolock::LockError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExtendRequest {
+    /// The lease to extend.
+    pub key: LeaseKey,
+    /// The new lease length, from the store's "now".
+    pub expiry: Duration,
+}
