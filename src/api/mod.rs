@@ -1,0 +1,18 @@
+//! The public API: [`LockManager`] → [`Lock`] → [`LockGuard`], with their options, names,
+//! errors and loss reasons.
+
+mod error;
+mod guard;
+mod lock;
+mod loss;
+mod manager;
+mod name;
+mod options;
+
+pub use error::LockError;
+pub use guard::LockGuard;
+pub use lock::Lock;
+pub use loss::LossReason;
+pub use manager::LockManager;
+pub use name::{LockName, MAX_LOCK_NAME_BYTES};
+pub use options::LockOptions;

@@ -1,0 +1,186 @@
+//! Metrics emitted through the [`metrics`] facade; the application installs the exporter
+//! (for example `metrics-exporter-prometheus`).
+//!
+//! Every metric carries the labels listed below; with
+//! [`LockOptions::lock_name_label`](crate::LockOptions::lock_name_label) a lock's series also
+//! carry `lock="<name>"`. Counters end in `_total`, durations are histograms in seconds.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `mongolock_acquire_attempts_total` | counter | `result` = acquired, contended, error | store acquisition attempts |
+//! | `mongolock_acquire_wait_seconds` | histogram | | from `acquire()` call to lock held |
+//! | `mongolock_hold_seconds` | histogram | | from lock held to release or loss |
+//! | `mongolock_waiters` | gauge | | local tasks waiting for a lock |
+//! | `mongolock_held_locks` | gauge | | locks this process holds |
+//! | `mongolock_renewals_total` | counter | `result` = extended, lost, error | lease renewals |
+//! | `mongolock_losses_total` | counter | `reason` (see [`LossReason::as_str`](crate::LossReason::as_str)) | held locks lost |
+//! | `mongolock_store_operation_seconds` | histogram | `op` = acquire, extend, release, inspect | store call latency |
+//! | `mongolock_store_errors_total` | counter | `op` | store calls that failed or timed out |
+
+use std::time::Duration;
+
+use metrics::Label;
+
+use crate::{LockName, LossReason};
+
+/// Counter: store acquisition attempts, by `result`.
+pub const ACQUIRE_ATTEMPTS: &str = "mongolock_acquire_attempts_total";
+/// Histogram (seconds): time from an `acquire` call until the lock is held.
+pub const ACQUIRE_WAIT: &str = "mongolock_acquire_wait_seconds";
+/// Histogram (seconds): how long locks were held.
+pub const HOLD_TIME: &str = "mongolock_hold_seconds";
+/// Gauge: local tasks currently waiting for a lock.
+pub const WAITERS: &str = "mongolock_waiters";
+/// Gauge: locks currently held by this process.
+pub const HELD_LOCKS: &str = "mongolock_held_locks";
+/// Counter: lease renewals, by `result`.
+pub const RENEWALS: &str = "mongolock_renewals_total";
+/// Counter: held locks lost, by `reason`.
+pub const LOSSES: &str = "mongolock_losses_total";
+/// Histogram (seconds): store call latency, by `op`.
+pub const STORE_OPERATION: &str = "mongolock_store_operation_seconds";
+/// Counter: failed or timed-out store calls, by `op`.
+pub const STORE_ERRORS: &str = "mongolock_store_errors_total";
+
+/// Registers units and help texts for every metric with the installed recorder. Call it once
+/// after installing an exporter so scrapes show `# HELP` lines.
+///
+/// ```
+/// mongolock::metrics::describe();
+/// ```
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        ACQUIRE_ATTEMPTS,
+        "Lock acquisition attempts against the store, by result."
+    );
+    describe_histogram!(
+        ACQUIRE_WAIT,
+        Unit::Seconds,
+        "Time from an acquire call until the lock was held."
+    );
+    describe_histogram!(
+        HOLD_TIME,
+        Unit::Seconds,
+        "How long locks were held, until release or loss."
+    );
+    describe_gauge!(WAITERS, "Local tasks waiting for a lock.");
+    describe_gauge!(HELD_LOCKS, "Locks held by this process.");
+    describe_counter!(RENEWALS, "Lease renewals, by result.");
+    describe_counter!(LOSSES, "Held locks lost, by reason.");
+    describe_histogram!(
+        STORE_OPERATION,
+        Unit::Seconds,
+        "Store call latency, by operation."
+    );
+    describe_counter!(
+        STORE_ERRORS,
+        "Store calls that failed or timed out, by operation."
+    );
+}
+
+/// Result label of an acquisition attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AttemptResult {
+    Acquired,
+    Contended,
+    Error,
+}
+
+/// Result label of a renewal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RenewalResult {
+    Extended,
+    Lost,
+    Error,
+}
+
+/// A store operation, as the `op` label.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum StoreOp {
+    Acquire,
+    Extend,
+    Release,
+}
+
+impl StoreOp {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire",
+            Self::Extend => "extend",
+            Self::Release => "release",
+        }
+    }
+}
+
+/// The metric handles of one lock actor: the base labels are computed once, not per event.
+#[derive(Debug, Clone)]
+pub(crate) struct LockMetrics {
+    base: Vec<Label>,
+}
+
+impl LockMetrics {
+    pub(crate) fn new(name: &LockName, with_name_label: bool) -> Self {
+        let base = if with_name_label {
+            vec![Label::new("lock", name.as_str().to_owned())]
+        } else {
+            Vec::new()
+        };
+        Self { base }
+    }
+
+    fn with(&self, key: &'static str, value: &'static str) -> Vec<Label> {
+        let mut labels = self.base.clone();
+        labels.push(Label::from_static_parts(key, value));
+        labels
+    }
+
+    pub(crate) fn attempt(&self, result: AttemptResult) {
+        let value = match result {
+            AttemptResult::Acquired => "acquired",
+            AttemptResult::Contended => "contended",
+            AttemptResult::Error => "error",
+        };
+        metrics::counter!(ACQUIRE_ATTEMPTS, self.with("result", value)).increment(1);
+    }
+
+    pub(crate) fn acquire_wait(&self, waited: Duration) {
+        metrics::histogram!(ACQUIRE_WAIT, self.base.clone()).record(waited.as_secs_f64());
+    }
+
+    pub(crate) fn held(&self, delta: f64) {
+        metrics::gauge!(HELD_LOCKS, self.base.clone()).increment(delta);
+    }
+
+    pub(crate) fn hold_ended(&self, held_for: Duration) {
+        metrics::histogram!(HOLD_TIME, self.base.clone()).record(held_for.as_secs_f64());
+        self.held(-1.0);
+    }
+
+    pub(crate) fn waiters(&self, delta: f64) {
+        if delta != 0.0 {
+            metrics::gauge!(WAITERS, self.base.clone()).increment(delta);
+        }
+    }
+
+    pub(crate) fn renewal(&self, result: RenewalResult) {
+        let value = match result {
+            RenewalResult::Extended => "extended",
+            RenewalResult::Lost => "lost",
+            RenewalResult::Error => "error",
+        };
+        metrics::counter!(RENEWALS, self.with("result", value)).increment(1);
+    }
+
+    pub(crate) fn loss(&self, reason: &LossReason) {
+        metrics::counter!(LOSSES, self.with("reason", reason.as_str())).increment(1);
+    }
+
+    pub(crate) fn store_call(&self, op: StoreOp, took: Duration, failed: bool) {
+        metrics::histogram!(STORE_OPERATION, self.with("op", op.as_str()))
+            .record(took.as_secs_f64());
+        if failed {
+            metrics::counter!(STORE_ERRORS, self.with("op", op.as_str())).increment(1);
+        }
+    }
+}
