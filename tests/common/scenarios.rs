@@ -1,0 +1,636 @@
+//! The conformance scenarios (anchors' "Test scenarios" that apply to one process), each
+//! generic over the [`Backend`]. Timings come from [`fast_options`]; every time bound is a
+//! property a user relies on (loss reported before others can hold, timeouts honoured).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mongolock::{LockError, LockManager, LockName, LockOptions, LossReason};
+use tokio::time::{sleep, timeout, Instant};
+
+use super::faulty::FaultyStore;
+use super::{fast_options, Backend, SLACK};
+
+async fn start(store: impl mongolock::LockStore) -> LockManager {
+    match LockManager::start(store, fast_options()).await {
+        Ok(manager) => manager,
+        Err(error) => panic!("starting a manager failed: {error}"),
+    }
+}
+
+/// Two managers on one namespace, like two processes sharing a database.
+async fn two_managers<B: Backend>(backend: &B) -> (LockManager, LockManager, B::Store) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    (start(store.clone()).await, start(peer).await, store)
+}
+
+/// A manager whose store can be made to hang or fail, and a healthy peer manager.
+async fn faulty_and_peer<B: Backend>(
+    backend: &B,
+) -> (LockManager, FaultyStore<B::Store>, LockManager, B::Store) {
+    let store = backend.fresh().await;
+    let faulty = FaultyStore::new(store.clone());
+    let peer = backend.peer(&store).await;
+    (
+        start(faulty.clone()).await,
+        faulty,
+        start(peer).await,
+        store,
+    )
+}
+
+/// Polls `try_acquire` until it succeeds or `within` passes.
+async fn acquired_within(
+    manager: &LockManager,
+    name: &str,
+    within: Duration,
+) -> Option<mongolock::LockGuard> {
+    let lock = manager.lock(name).ok()?;
+    let until = Instant::now() + within;
+    loop {
+        if let Ok(Some(guard)) = lock.try_acquire().await {
+            return Some(guard);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub async fn acquire_release_not_reentrant<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let lock = a.lock("orders").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "not re-entrant in one manager"
+    );
+    assert!(b
+        .lock("orders")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    assert!(matches!(
+        lock.acquire_timeout(Duration::from_millis(100)).await,
+        Err(LockError::Timeout(_))
+    ));
+    guard.release().await.unwrap();
+    let other = b.lock("orders").unwrap().try_acquire().await.unwrap();
+    assert!(other.is_some(), "free right after release");
+}
+
+pub async fn different_names_are_independent<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let _x = a.lock("x").unwrap().acquire().await.unwrap();
+    let y = b
+        .lock("y")
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(500))
+        .await;
+    assert!(y.is_ok(), "{y:?}");
+    let _y2 = a
+        .lock("y2")
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(500))
+        .await
+        .unwrap();
+}
+
+pub async fn reacquire_right_after_release_ten_times<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let mut last = 0;
+    for round in 0..10 {
+        let manager = if round % 2 == 0 { &a } else { &b };
+        let guard = manager.lock("cycle").unwrap().try_acquire().await.unwrap();
+        let guard = guard.unwrap_or_else(|| panic!("round {round}: not free right after release"));
+        assert!(
+            guard.token() > last,
+            "round {round}: token {} after {last}",
+            guard.token()
+        );
+        last = guard.token();
+        guard.release().await.unwrap();
+    }
+}
+
+pub async fn try_acquire_makes_one_attempt<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let counting = FaultyStore::new(store.clone());
+    let a = start(counting.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let held = b.lock("single").unwrap().acquire().await.unwrap();
+    let before = counting.acquire_calls();
+    assert!(a
+        .lock("single")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        counting.acquire_calls() - before,
+        1,
+        "exactly one store attempt"
+    );
+    held.release().await.unwrap();
+    assert!(a
+        .lock("single")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_some());
+}
+
+pub async fn short_timeout_returns_promptly<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let _held = b.lock("slow").unwrap().acquire().await.unwrap();
+    let started = Instant::now();
+    let result = a
+        .lock("slow")
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(200))
+        .await;
+    assert!(
+        matches!(result, Err(LockError::Timeout(d)) if d == Duration::from_millis(200)),
+        "{result:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+pub async fn cancelled_before_waiting_leaves_nothing_held<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let lock = a.lock("never").unwrap();
+    drop(lock.acquire()); // created, never polled
+    let pending = lock.acquire();
+    tokio::select! { biased; _ = async {} => {}, _ = pending => panic!("not expected to finish first") }
+    assert!(
+        acquired_within(&b, "never", SLACK).await.is_some(),
+        "a dropped acquire must hold nothing"
+    );
+}
+
+pub async fn cancelled_while_waiting_leaves_no_phantom_hold<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let held = b.lock("phantom").unwrap().acquire().await.unwrap();
+    let lock = a.lock("phantom").unwrap();
+    // Cancel mid-wait, many times, at different points of the attempt/backoff cycle.
+    for step in 0..10u64 {
+        let _ = timeout(Duration::from_millis(3 * step + 1), lock.acquire()).await;
+    }
+    held.release().await.unwrap();
+    // A phantom hold would keep the lock for a whole expiry (1.5 s); a clean runtime frees it
+    // at once, or after releasing a grant that arrived with nobody waiting.
+    let again = acquired_within(&b, "phantom", SLACK).await;
+    assert!(again.is_some(), "a cancelled acquire left the lock held");
+}
+
+pub async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let inside = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let manager = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let (inside, done) = (inside.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = manager.lock("hot").unwrap().acquire().await.unwrap();
+            assert!(
+                !inside.swap(true, Ordering::SeqCst),
+                "two holders inside the critical section"
+            );
+            tokio::task::yield_now().await;
+            sleep(Duration::from_millis(1)).await;
+            inside.store(false, Ordering::SeqCst);
+            done.fetch_add(1, Ordering::SeqCst);
+            guard.release().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 100);
+}
+
+pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let counting = FaultyStore::new(store.clone());
+    let a = start(counting.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let held = b.lock("queue").unwrap().acquire().await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let (lock, order) = (a.lock("queue").unwrap(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.acquire().await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.release().await.unwrap();
+        }));
+        // Let each waiter reach the actor before the next, so arrival order is defined.
+        sleep(Duration::from_millis(2)).await;
+    }
+    let window = Duration::from_millis(500);
+    let before = counting.acquire_calls();
+    sleep(window).await;
+    let attempts = counting.acquire_calls() - before;
+    // One poller sleeps at least busy_wait min (5 ms) between attempts; ten pollers would
+    // make about ten times as many.
+    let bound = (window.as_millis() / 5 + 1) as u64;
+    assert!(
+        attempts <= bound,
+        "{attempts} store attempts in {window:?} for 10 local waiters (one poller allows {bound})"
+    );
+    held.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..10).collect::<Vec<_>>(),
+        "local waiters are served FIFO"
+    );
+}
+
+pub async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
+    let (holder, faulty, peer, _) = faulty_and_peer(backend).await;
+    let guard = holder.lock("crash").unwrap().acquire().await.unwrap();
+    let acquired = Instant::now();
+    faulty.hang(); // the holder can no longer reach the store: as if it crashed
+    let reason = guard.lost().await;
+    let told = Instant::now();
+    let taken = peer
+        .lock("crash")
+        .unwrap()
+        .acquire_timeout(fast_options().expiry_value() * 3)
+        .await;
+    let taken = taken.unwrap_or_else(|e| panic!("peer never got the expired lock: {e}"));
+    let took_over = Instant::now();
+    assert!(taken.token() > guard.token());
+    assert_eq!(reason, LossReason::DeadlineExceeded);
+    assert!(
+        told < took_over,
+        "the old holder must learn before the new one holds"
+    );
+    assert!(
+        took_over - acquired >= Duration::from_millis(1400),
+        "taken over before expiry: {:?}",
+        took_over - acquired
+    );
+}
+
+pub async fn extension_keeps_the_lock_past_expiry<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let guard = a.lock("long").unwrap().acquire().await.unwrap();
+    let expiry = fast_options().expiry_value();
+    let until = Instant::now() + expiry * 2 + expiry / 2;
+    while Instant::now() < until {
+        assert!(
+            b.lock("long")
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_none(),
+            "lost to a peer while renewing"
+        );
+        sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(guard.loss(), None);
+    guard.release().await.unwrap();
+}
+
+pub async fn external_takeover_is_reported_within_one_cadence<B: Backend>(backend: &B) {
+    let (a, b, store) = two_managers(backend).await;
+    let guard = a.lock("stolen").unwrap().acquire().await.unwrap();
+    backend
+        .delete_record(&store, &LockName::new("stolen").unwrap())
+        .await;
+    let thief = b
+        .lock("stolen")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("record deleted: free");
+    assert!(
+        thief.token() > guard.token(),
+        "token after deletion must still increase"
+    );
+    let bound = fast_options().extension_cadence_value() + SLACK;
+    let reason = timeout(bound, guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("no loss signal within {bound:?}"));
+    assert_eq!(reason, LossReason::Superseded);
+    // Subscribing after the loss resolves at once.
+    assert_eq!(
+        timeout(Duration::from_millis(1), guard.lost()).await,
+        Ok(LossReason::Superseded)
+    );
+    assert!(matches!(
+        guard.release().await,
+        Err(LockError::Lost(LossReason::Superseded))
+    ));
+    assert_eq!(
+        thief.loss(),
+        None,
+        "the old holder's release must not touch the new holder"
+    );
+}
+
+pub async fn hung_store_is_reported_by_local_deadline<B: Backend>(backend: &B) {
+    let (holder, faulty, _peer, _) = faulty_and_peer(backend).await;
+    let options = fast_options();
+    let sent = Instant::now();
+    let guard = holder.lock("hang").unwrap().acquire().await.unwrap();
+    faulty.hang();
+    let reason = timeout(options.expiry_value(), guard.lost()).await;
+    let reason = reason.unwrap_or_else(|_| panic!("no loss before the lease expiry"));
+    assert_eq!(reason, LossReason::DeadlineExceeded);
+    let elapsed = sent.elapsed();
+    assert!(
+        elapsed >= options.renew_deadline_value() - Duration::from_millis(50)
+            && elapsed < options.expiry_value(),
+        "loss after {elapsed:?}"
+    );
+}
+
+pub async fn failing_store_is_reported_as_store_errors<B: Backend>(backend: &B) {
+    let (holder, faulty, _peer, _) = faulty_and_peer(backend).await;
+    let guard = holder.lock("errors").unwrap().acquire().await.unwrap();
+    faulty.fail();
+    let reason = timeout(fast_options().expiry_value(), guard.lost())
+        .await
+        .expect("loss before expiry");
+    assert!(
+        matches!(reason, LossReason::StoreErrors { .. }),
+        "{reason:?}"
+    );
+    // After recovery exactly one holder.
+    faulty.heal();
+    let again = holder
+        .lock("errors")
+        .unwrap()
+        .acquire_timeout(fast_options().expiry_value() * 2)
+        .await
+        .unwrap();
+    assert!(again.token() > guard.token());
+}
+
+pub async fn late_release_does_not_free_successor<B: Backend>(backend: &B) {
+    let (stalled, faulty, peer, _) = faulty_and_peer(backend).await;
+    let old = stalled.lock("succ").unwrap().acquire().await.unwrap();
+    faulty.hang();
+    let _ = old.lost().await;
+    let successor = peer
+        .lock("succ")
+        .unwrap()
+        .acquire_timeout(fast_options().expiry_value() * 3)
+        .await
+        .unwrap();
+    faulty.heal();
+    assert!(
+        old.release().await.is_err(),
+        "a lost guard's release reports the loss"
+    );
+    let record = peer
+        .lock("succ")
+        .unwrap()
+        .inspect()
+        .await
+        .unwrap()
+        .expect("record");
+    assert_eq!(
+        record.holder.as_ref(),
+        Some(peer.holder_id()),
+        "the successor still holds the lock"
+    );
+    assert_eq!(record.token, successor.token());
+}
+
+pub async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
+    let (a, faulty, b, store) = faulty_and_peer(backend).await;
+    let name = LockName::new("fenced").unwrap();
+    let mut tokens = Vec::new();
+    // Release.
+    let g = a.lock("fenced").unwrap().acquire().await.unwrap();
+    tokens.push(g.token());
+    g.release().await.unwrap();
+    // Expiry takeover.
+    let g = a.lock("fenced").unwrap().acquire().await.unwrap();
+    tokens.push(g.token());
+    faulty.hang();
+    let g2 = b
+        .lock("fenced")
+        .unwrap()
+        .acquire_timeout(fast_options().expiry_value() * 3)
+        .await
+        .unwrap();
+    tokens.push(g2.token());
+    faulty.heal();
+    drop(g);
+    // External deletion (operator) of a held record: another manager takes it at once.
+    backend.delete_record(&store, &name).await;
+    let g3 = a
+        .lock("fenced")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free after deletion");
+    tokens.push(g3.token());
+    g3.release().await.unwrap();
+    // Deletion of a released record (a TTL monitor's cleanup).
+    backend.delete_record(&store, &name).await;
+    let g4 = b
+        .lock("fenced")
+        .unwrap()
+        .acquire_timeout(fast_options().expiry_value())
+        .await
+        .unwrap();
+    tokens.push(g4.token());
+    drop(g2);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens not strictly increasing: {tokens:?}"
+    );
+}
+
+pub async fn shutdown_releases_everything<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let guards = [
+        a.lock("s1").unwrap().acquire().await.unwrap(),
+        a.lock("s2").unwrap().acquire().await.unwrap(),
+        a.lock("s3").unwrap().acquire().await.unwrap(),
+    ];
+    let _other = b.lock("s4").unwrap().acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = a.lock("s4").unwrap();
+        async move { lock.acquire().await }
+    });
+    sleep(Duration::from_millis(20)).await;
+    a.shutdown().await;
+    for guard in &guards {
+        assert_eq!(
+            timeout(Duration::from_millis(10), guard.lost()).await,
+            Ok(LossReason::Shutdown)
+        );
+    }
+    assert!(matches!(waiter.await.unwrap(), Err(LockError::ShutDown)));
+    for name in ["s1", "s2", "s3"] {
+        assert!(
+            b.lock(name).unwrap().try_acquire().await.unwrap().is_some(),
+            "{name} still held after shutdown"
+        );
+    }
+    assert!(matches!(
+        a.lock("s1").unwrap().acquire().await,
+        Err(LockError::ShutDown)
+    ));
+    a.shutdown().await; // idempotent
+}
+
+pub async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let bad = fast_options().renew_deadline(Duration::from_secs(5));
+    assert!(matches!(
+        LockManager::start(store.clone(), bad.clone()).await,
+        Err(LockError::InvalidOptions(_))
+    ));
+    let manager = start(store.clone()).await;
+    assert!(matches!(
+        manager.lock_with("x", bad),
+        Err(LockError::InvalidOptions(_))
+    ));
+    let too_long = "x".repeat(mongolock::MAX_LOCK_NAME_BYTES + 1);
+    let one_megabyte = "y".repeat(1 << 20);
+    for name in ["", "\0", "a\0b", too_long.as_str(), one_megabyte.as_str()] {
+        match manager.lock(name) {
+            Err(LockError::InvalidName { name: shown, .. }) => {
+                assert!(shown.len() < 100, "error repeats a huge name")
+            }
+            other => panic!("{:?}… accepted: {other:?}", &name[..name.len().min(10)]),
+        }
+    }
+    assert_eq!(
+        manager.active_locks().await,
+        0,
+        "bad input must not create anything"
+    );
+    let zero = LockOptions::default().expiry(Duration::ZERO);
+    assert!(matches!(
+        LockManager::start(store, zero).await,
+        Err(LockError::InvalidOptions(_))
+    ));
+}
+
+pub async fn operator_like_names_are_plain_values<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let long = "z".repeat(mongolock::MAX_LOCK_NAME_BYTES);
+    let names = [
+        "$gt",
+        "{\"$ne\": 1}",
+        "$where",
+        "a.b.c",
+        "_id",
+        " ",
+        "注文-🔒",
+        long.as_str(),
+    ];
+    let mut guards = Vec::new();
+    for name in names {
+        let guard = a.lock(name).unwrap().try_acquire().await.unwrap();
+        guards.push(
+            guard.unwrap_or_else(|| {
+                panic!("{name:?} should be free: names are values, not operators")
+            }),
+        );
+    }
+    for name in names {
+        assert!(
+            b.lock(name).unwrap().try_acquire().await.unwrap().is_none(),
+            "{name:?} is held"
+        );
+    }
+    assert!(
+        b.lock("plain")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some(),
+        "an operator-like name matched another lock"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}
+
+pub async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let kept = a.lock("kept").unwrap().acquire().await.unwrap();
+    let _blocker = b.lock("doomed").unwrap().acquire().await.unwrap();
+    let doomed = a.lock("doomed").unwrap();
+    let waiter = tokio::spawn({
+        let doomed = doomed.clone();
+        async move { doomed.acquire().await }
+    });
+    sleep(Duration::from_millis(20)).await;
+    doomed.inject_actor_panic().unwrap();
+    let result = timeout(Duration::from_secs(1), waiter)
+        .await
+        .expect("waiter hung after the actor panicked");
+    assert!(matches!(result.unwrap(), Err(LockError::ActorFailed(_))));
+    // Other locks keep renewing past their expiry.
+    sleep(fast_options().expiry_value() * 2).await;
+    assert_eq!(kept.loss(), None);
+    assert!(b
+        .lock("kept")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    // The name works again with a fresh actor.
+    drop(_blocker);
+    let again = doomed.acquire_timeout(Duration::from_secs(2)).await;
+    assert!(again.is_ok(), "{again:?}");
+}
+
+pub async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let options = fast_options().idle_actor_timeout(Duration::from_millis(200));
+    let manager = LockManager::start(store, options).await.unwrap();
+    for i in 0..20 {
+        manager
+            .lock(format!("idle-{i}"))
+            .unwrap()
+            .acquire()
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+    }
+    let held = manager.lock("busy").unwrap().acquire().await.unwrap();
+    assert_eq!(manager.active_locks().await, 21);
+    sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        manager.active_locks().await,
+        1,
+        "only the held lock's actor remains"
+    );
+    // A stopped actor's name works again.
+    let again = manager.lock("idle-3").unwrap().try_acquire().await.unwrap();
+    assert!(again.is_some());
+    held.release().await.unwrap();
+}
