@@ -1,0 +1,68 @@
+//! Cost of an uncontended acquire + release through the runtime on the memory store, next to
+//! a plain tokio mpsc + oneshot round trip measured in the same run (the floor any
+//! actor-based design pays per message exchange).
+//!
+//! `cargo bench --bench acquire_release`
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use mongolock::{LockManager, LockOptions, MemoryStore};
+use tokio::runtime::Runtime;
+use tokio::sync::{mpsc, oneshot};
+
+fn runtime() -> Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => panic!("cannot build a tokio runtime: {error}"),
+    }
+}
+
+fn acquire_release(c: &mut Criterion) {
+    let rt = runtime();
+    let manager = rt
+        .block_on(LockManager::start(
+            MemoryStore::new(),
+            LockOptions::default(),
+        ))
+        .expect("manager starts");
+    let lock = manager.lock("bench").expect("valid name");
+
+    let mut group = c.benchmark_group("uncontended");
+    group.bench_function("acquire+release (memory store)", |b| {
+        b.to_async(&rt).iter(|| async {
+            let guard = lock.acquire().await.expect("uncontended acquire");
+            guard.release().await.expect("release");
+        })
+    });
+    group.bench_function("try_acquire+release (memory store)", |b| {
+        b.to_async(&rt).iter(|| async {
+            let guard = lock
+                .try_acquire()
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            guard.release().await.expect("release");
+        })
+    });
+
+    let (requests, mut inbox) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
+    rt.spawn(async move {
+        while let Some(reply) = inbox.recv().await {
+            let _ = reply.send(1);
+        }
+    });
+    group.bench_function("baseline: mpsc+oneshot round trip", |b| {
+        b.to_async(&rt).iter(|| async {
+            let (reply, answer) = oneshot::channel();
+            requests.send(reply).expect("receiver alive");
+            answer.await.expect("answered")
+        })
+    });
+    group.finish();
+    rt.block_on(manager.shutdown());
+}
+
+criterion_group!(benches, acquire_release);
+criterion_main!(benches);

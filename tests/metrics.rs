@@ -1,0 +1,163 @@
+//! The metrics the runtime emits through the `metrics` facade, captured with
+//! metrics-util's debugging recorder (a global recorder: this binary holds one test).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use mongolock::{LockManager, LockName, LockOptions, MemoryStore};
+
+/// Sums what the recorder saw: its snapshots drain counters, gauges and histograms, and
+/// the runtime only ever increments, so the running sum is the current value (for
+/// histograms: the number of samples).
+#[derive(Default)]
+struct Totals(HashMap<(String, Vec<(String, String)>), f64>);
+
+impl Totals {
+    fn value(
+        &mut self,
+        snapshotter: &Snapshotter,
+        name: &str,
+        labels: &[(&str, &str)],
+    ) -> Option<f64> {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let mut key_labels: Vec<(String, String)> = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            key_labels.sort();
+            let amount = match value {
+                DebugValue::Counter(v) => v as f64,
+                DebugValue::Gauge(v) => v.into_inner(),
+                DebugValue::Histogram(v) => v.len() as f64,
+            };
+            *self
+                .0
+                .entry((key.key().name().to_owned(), key_labels))
+                .or_default() += amount;
+        }
+        let mut wanted: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        wanted.sort();
+        self.0.get(&(name.to_owned(), wanted)).copied()
+    }
+
+    fn any_label(&self, key: &str, value: &str) -> bool {
+        self.0
+            .keys()
+            .any(|(_, labels)| labels.iter().any(|(k, v)| k == key && v == value))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn contention_holds_renewals_and_losses_are_measured() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::set_global_recorder(recorder).expect("first recorder in this binary");
+
+    let mut totals = Totals::default();
+    let store = MemoryStore::new();
+    let options = LockOptions::default().expiry(Duration::from_secs(3));
+    let a = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let b = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+
+    let held = a.lock("orders").unwrap().acquire().await.unwrap();
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_held_locks", &[]),
+        Some(1.0)
+    );
+
+    let waiter = tokio::spawn({
+        let lock = b.lock("orders").unwrap();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_waiters", &[]),
+        Some(1.0)
+    );
+    assert!(
+        totals.value(
+            &snapshotter,
+            "mongolock_acquire_attempts_total",
+            &[("result", "contended")]
+        ) >= Some(1.0)
+    );
+    // 2.5 s held with a 1 s cadence: renewals happened.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        totals.value(
+            &snapshotter,
+            "mongolock_renewals_total",
+            &[("result", "extended")]
+        ) >= Some(2.0)
+    );
+
+    held.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_waiters", &[]),
+        Some(0.0)
+    );
+    assert_eq!(
+        totals.value(
+            &snapshotter,
+            "mongolock_acquire_attempts_total",
+            &[("result", "acquired")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_acquire_wait_seconds", &[]),
+        Some(2.0)
+    );
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_hold_seconds", &[]),
+        Some(1.0)
+    );
+
+    store.remove(&LockName::new("orders").unwrap());
+    second.lost().await;
+    assert_eq!(
+        totals.value(
+            &snapshotter,
+            "mongolock_losses_total",
+            &[("reason", "superseded")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_held_locks", &[]),
+        Some(0.0)
+    );
+    assert!(
+        totals.value(
+            &snapshotter,
+            "mongolock_store_operation_seconds",
+            &[("op", "acquire")]
+        ) >= Some(2.0)
+    );
+
+    // The lock name label only where asked for.
+    let labelled = a
+        .lock_with("billing", options.lock_name_label(true))
+        .unwrap();
+    drop(labelled.acquire().await.unwrap());
+    assert_eq!(
+        totals.value(
+            &snapshotter,
+            "mongolock_acquire_attempts_total",
+            &[("lock", "billing"), ("result", "acquired")]
+        ),
+        Some(1.0)
+    );
+    let unlabelled = !totals.any_label("lock", "orders");
+    assert!(unlabelled, "names are not labels unless enabled");
+}
