@@ -362,9 +362,7 @@ impl LockActorState {
             // Every caller left while the attempt was in flight: give the lock straight back.
             return self.begin_release(myself, lease, None);
         }
-        myself.send_after(next_renewal - Instant::now(), move || LockMsg::RenewDue {
-            lease,
-        });
+        schedule_renewal(myself, lease, next_renewal);
         schedule_deadline(myself, lease, deadline);
     }
 
@@ -420,9 +418,7 @@ impl LockActorState {
                 hold.confirm(sent_at);
                 let next = hold.next_renewal_after(sent_at);
                 schedule_deadline(myself, lease, hold.deadline);
-                myself.send_after(next.saturating_duration_since(Instant::now()), move || {
-                    LockMsg::RenewDue { lease }
-                });
+                schedule_renewal(myself, lease, next);
             }
             Ok(ExtendOutcome::NotOwner) => {
                 self.metrics.renewal(RenewalResult::Lost);
@@ -432,11 +428,7 @@ impl LockActorState {
                 tracing::warn!(lock = %self.name, %error, "lease renewal failed; retrying until the renew deadline");
                 self.metrics.renewal(RenewalResult::Error);
                 hold.last_error = Some(error);
-                let retry_at = hold.retry_renewal_at();
-                myself.send_after(
-                    retry_at.saturating_duration_since(Instant::now()),
-                    move || LockMsg::RenewDue { lease },
-                );
+                schedule_renewal(myself, lease, hold.retry_renewal_at());
             }
         }
     }
@@ -605,6 +597,12 @@ impl LockActorState {
         self.generation += 1;
         self.generation
     }
+}
+
+fn schedule_renewal(myself: &ActorRef<LockMsg>, lease: LeaseId, at: Instant) {
+    myself.send_after(at.saturating_duration_since(Instant::now()), move || {
+        LockMsg::RenewDue { lease }
+    });
 }
 
 fn schedule_deadline(myself: &ActorRef<LockMsg>, lease: LeaseId, deadline: Instant) {
