@@ -35,6 +35,6 @@ pub mod metrics;
 pub mod store;
 
 pub use api::{
-    Lock, LockError, LockGuard, LockManager, LockName, LockOptions, LossReason, MAX_LOCK_NAME_BYTES,
+    Lock, LockError, LockGuard, LockManager, LockName, LockOptions, LossReason, LossSignal, MAX_LOCK_NAME_BYTES,
 };
 pub use store::{LockStore, MemoryStore, StoreError};

@@ -5,7 +5,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::actors::lock::LockMsg;
 use crate::store::LeaseId;
-use crate::{LockError, LockName, LossReason};
+use crate::{LockError, LockName, LossReason, LossSignal};
 
 /// Proof that this process holds a lock, for as long as it is not lost.
 ///
@@ -111,13 +111,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) -> LossReason {
-        let mut loss = self.loss.clone();
-        let reason = match loss.wait_for(Option::is_some).await {
-            Ok(reason) => reason.clone(),
-            // The actor is gone without saying why: it failed, and nothing renews the lease.
-            Err(_) => None,
-        };
-        reason.unwrap_or(LossReason::RuntimeFailed)
+        self.loss_signal().lost().await
     }
 
     /// The loss reason if the lock is already lost, without waiting.
@@ -131,13 +125,48 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn loss(&self) -> Option<LossReason> {
-        if let Some(reason) = self.loss.borrow().clone() {
-            return Some(reason);
-        }
-        self.loss
-            .has_changed()
-            .is_err()
-            .then_some(LossReason::RuntimeFailed)
+        self.loss_signal().current()
+    }
+
+    /// An owned, cloneable handle on this hold's loss notification, for other tasks.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// let signal = guard.loss_signal();
+    /// tokio::spawn(async move { eprintln!("lost: {}", signal.lost().await) });
+    /// # Ok(()) }
+    /// ```
+    pub fn loss_signal(&self) -> LossSignal {
+        LossSignal::new(self.loss.clone())
+    }
+
+    /// Sends `to_message(reason)` to `actor` if this lock is lost (never on release); see
+    /// [`LossSignal::notify`] for a full example.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
+    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
+    /// # struct Worker;
+    /// # impl Actor for Worker {
+    /// #     type Msg = LossReason; type State = (); type Arguments = ();
+    /// #     async fn pre_start(&self, _: ActorRef<LossReason>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// guard.notify(&worker, |reason| reason);
+    /// # Ok(()) }
+    /// ```
+    pub fn notify<M: ractor::Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl FnOnce(LossReason) -> M + Send + 'static,
+    ) {
+        self.loss_signal().notify(actor, to_message);
     }
 
     /// Releases the lock and waits until the store confirmed it.

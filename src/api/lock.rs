@@ -10,7 +10,7 @@ use super::manager::ManagerShared;
 use crate::actors::lock::LockMsg;
 use crate::actors::store_call::bounded;
 use crate::actors::supervisor::SupervisorMsg;
-use crate::store::LockRecord;
+use crate::store::{HolderId, LockRecord};
 use crate::{LockError, LockGuard, LockName, LockOptions};
 
 /// A handle to one named lock. Cheap to create and to clone; creating it validates the name
@@ -173,6 +173,46 @@ impl Lock {
             store.inspect(&self.name),
         )
         .await?)
+    }
+
+    /// Whether the store says this manager holds the lock (an unexpired lease of ours).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// assert!(!lock.is_held_by_this_manager().await?);
+    /// let _guard = lock.acquire().await?;
+    /// assert!(lock.is_held_by_this_manager().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_this_manager(&self) -> Result<bool, LockError> {
+        Ok(self.holder().await?.as_ref() == Some(&self.shared.holder))
+    }
+
+    /// Whether the store says another manager holds the lock.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// let store = MemoryStore::new();
+    /// let a = LockManager::start(store.clone(), LockOptions::default()).await?;
+    /// let b = LockManager::start(store, LockOptions::default()).await?;
+    /// let _guard = a.lock("orders")?.acquire().await?;
+    /// assert!(b.lock("orders")?.is_held_by_another_manager().await?);
+    /// assert!(!a.lock("orders")?.is_held_by_another_manager().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_another_manager(&self) -> Result<bool, LockError> {
+        Ok(self
+            .holder()
+            .await?
+            .is_some_and(|holder| holder != self.shared.holder))
+    }
+
+    async fn holder(&self) -> Result<Option<HolderId>, LockError> {
+        Ok(self.inspect().await?.and_then(|record| record.holder))
     }
 
     /// Test hook: makes this lock's actor panic.

@@ -36,7 +36,7 @@ pub(crate) struct ManagerShared {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     pub(crate) store: Arc<dyn LockStore>,
     defaults: Arc<LockOptions>,
-    holder: HolderId,
+    pub(crate) holder: HolderId,
     shut_down: AtomicBool,
 }
 

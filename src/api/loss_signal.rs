@@ -1,0 +1,119 @@
+use ractor::{ActorRef, Message};
+use tokio::sync::watch;
+
+use crate::LossReason;
+
+/// A cloneable, owned view of one hold's loss notification: the same signal as
+/// [`LockGuard::lost`](crate::LockGuard::lost), usable from other tasks and actors while the
+/// guard stays where it is.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+/// let guard = manager.lock("orders")?.acquire().await?;
+/// let signal = guard.loss_signal();
+/// let watcher = tokio::spawn(async move { signal.lost().await });
+/// manager.shutdown().await;
+/// assert_eq!(watcher.await.unwrap(), mongolock::LossReason::Shutdown);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LossSignal {
+    receiver: watch::Receiver<Option<LossReason>>,
+}
+
+impl LossSignal {
+    pub(crate) fn new(receiver: watch::Receiver<Option<LossReason>>) -> Self {
+        Self { receiver }
+    }
+
+    /// Resolves when the hold is lost, with the reason; never while it is held. Resolves at
+    /// once if it is already lost. A manual release is not a loss.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// let signal = guard.loss_signal();
+    /// assert!(tokio::time::timeout(Duration::from_millis(5), signal.lost()).await.is_err());
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) -> LossReason {
+        let mut receiver = self.receiver.clone();
+        let reason = match receiver.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone(),
+            // The lock actor is gone without saying why: it failed, and nothing renews the
+            // lease any more.
+            Err(_) => None,
+        };
+        reason.unwrap_or(LossReason::RuntimeFailed)
+    }
+
+    /// The loss reason if the hold is already lost, without waiting.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert_eq!(guard.loss_signal().current(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn current(&self) -> Option<LossReason> {
+        if let Some(reason) = self.receiver.borrow().clone() {
+            return Some(reason);
+        }
+        self.receiver
+            .has_changed()
+            .is_err()
+            .then_some(LossReason::RuntimeFailed)
+    }
+
+    /// Sends `to_message(reason)` to `actor` when the hold is lost (never on release). The
+    /// wait runs on its own task: a slow or stopped actor delays nothing, renewal included.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
+    /// use ractor::{Actor, ActorProcessingErr, ActorRef};
+    ///
+    /// struct Worker;
+    /// enum WorkerMsg { LockLost(LossReason) }
+    ///
+    /// impl Actor for Worker {
+    ///     type Msg = WorkerMsg;
+    ///     type State = ();
+    ///     type Arguments = ();
+    ///     async fn pre_start(&self, _: ActorRef<WorkerMsg>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    ///     async fn handle(&self, me: ActorRef<WorkerMsg>, msg: WorkerMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
+    ///         let WorkerMsg::LockLost(reason) = msg;
+    ///         println!("stopping: {reason}");
+    ///         me.stop(None);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let (worker, stopped) = Actor::spawn(None, Worker, ()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// guard.notify(&worker, WorkerMsg::LockLost);
+    /// manager.shutdown().await; // a loss (Shutdown) for the guard
+    /// stopped.await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn notify<M: Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl FnOnce(LossReason) -> M + Send + 'static,
+    ) {
+        let (signal, actor) = (self.clone(), actor.clone());
+        tokio::spawn(async move {
+            let reason = signal.lost().await;
+            let _ = actor.send_message(to_message(reason));
+        });
+    }
+}
