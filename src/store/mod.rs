@@ -11,6 +11,8 @@
 
 mod error;
 mod memory;
+#[cfg(feature = "mongodb")]
+mod mongo;
 mod outcome;
 mod request;
 
@@ -18,6 +20,8 @@ use async_trait::async_trait;
 
 pub use error::StoreError;
 pub use memory::MemoryStore;
+#[cfg(feature = "mongodb")]
+pub use mongo::{MongoStore, MongoStoreBuilder};
 pub use outcome::{AcquireOutcome, ExtendOutcome, LockRecord, ReleaseOutcome};
 pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
 

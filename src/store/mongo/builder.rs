@@ -1,0 +1,165 @@
+//! Configuration of a [`MongoStore`]: collection name (validated before any I/O) and write
+//! concern.
+
+use mongodb::bson::Document;
+use mongodb::options::{CollectionOptions, ReadPreference, SelectionCriteria, WriteConcern};
+use mongodb::Database;
+
+use super::MongoStore;
+use crate::StoreError;
+
+/// The collection used when none is configured (the name the C# DistributedLock.MongoDB
+/// library uses in its code, so both can be pointed at one another's data for inspection).
+pub(super) const DEFAULT_COLLECTION: &str = "distributed_locks";
+
+/// The longest `database.collection` namespace accepted, in bytes. MongoDB before 4.4 limits
+/// namespaces to 120 bytes; newer servers allow 255. The lower bound works everywhere.
+pub(super) const MAX_NAMESPACE_BYTES: usize = 120;
+
+/// Builds a [`MongoStore`] with a non-default collection or write concern.
+///
+/// Defaults: collection `"distributed_locks"`, write concern
+/// `majority`, and every call sent to the primary whatever the database's read preference.
+///
+/// ```no_run
+/// use mongodb::options::WriteConcern;
+/// use mongolock::MongoStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?;
+/// let store = MongoStore::builder(client.database("app"))
+///     .collection("my_locks")
+///     .write_concern(WriteConcern::majority())
+///     .build()?;
+/// assert_eq!(store.collection_name(), "my_locks");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct MongoStoreBuilder {
+    database: Database,
+    collection: String,
+    write_concern: WriteConcern,
+}
+
+impl MongoStoreBuilder {
+    pub(super) fn new(database: Database) -> Self {
+        Self {
+            database,
+            collection: DEFAULT_COLLECTION.to_owned(),
+            write_concern: WriteConcern::majority(),
+        }
+    }
+
+    /// The collection holding one document per lock name (default `"distributed_locks"`).
+    /// Checked by [`build`](Self::build).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let store = mongolock::MongoStore::builder(db).collection("job_locks").build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn collection(mut self, name: impl Into<String>) -> Self {
+        self.collection = name.into();
+        self
+    }
+
+    /// The write concern of every write (default `majority`, so a granted lease survives a
+    /// primary failover). Weaker concerns are faster but a failover can then forget a grant
+    /// and hand the lock out twice.
+    ///
+    /// ```no_run
+    /// use mongodb::options::{Acknowledgment, WriteConcern};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let concern = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
+    /// let store = mongolock::MongoStore::builder(db).write_concern(concern).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_concern(mut self, concern: WriteConcern) -> Self {
+        self.write_concern = concern;
+        self
+    }
+
+    /// Validates the configuration (no I/O) and creates the store.
+    ///
+    /// Errors: [`StoreError::InvalidConfig`] for a collection name that is empty, contains `$`
+    /// or NUL, starts with `system.`, or makes `database.collection` longer than
+    /// 120 bytes.
+    ///
+    /// ```no_run
+    /// use mongolock::{MongoStore, StoreError};
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let rejected = MongoStore::builder(db).collection("system.locks").build();
+    /// assert!(matches!(rejected, Err(StoreError::InvalidConfig(_))));
+    /// # Ok(()) }
+    /// ```
+    pub fn build(self) -> Result<MongoStore, StoreError> {
+        validate_collection_name(self.database.name(), &self.collection)?;
+        let options = CollectionOptions::builder()
+            .write_concern(self.write_concern)
+            .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+            .build();
+        let collection = self
+            .database
+            .collection_with_options::<Document>(&self.collection, options);
+        Ok(MongoStore::from_parts(self.database, collection))
+    }
+}
+
+/// Checks a collection name against MongoDB's naming rules, so a bad name fails at
+/// configuration time with a clear message instead of at the first lock call.
+pub(super) fn validate_collection_name(database: &str, name: &str) -> Result<(), StoreError> {
+    let reason = if name.is_empty() {
+        Some("it is empty".to_owned())
+    } else if name.contains('$') {
+        Some("it contains '$'".to_owned())
+    } else if name.contains('\0') {
+        Some("it contains a NUL character".to_owned())
+    } else if name.starts_with("system.") {
+        Some("names starting with \"system.\" are reserved by MongoDB".to_owned())
+    } else if database.len() + 1 + name.len() > MAX_NAMESPACE_BYTES {
+        Some(format!(
+            "the namespace \"{database}.<collection>\" would be {} bytes; the limit is {MAX_NAMESPACE_BYTES}",
+            database.len() + 1 + name.len()
+        ))
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => {
+            let shown: String = name.chars().take(64).collect();
+            Err(StoreError::InvalidConfig(format!(
+                "invalid MongoDB collection name {shown:?}: {reason}"
+            )))
+        }
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_names_follow_mongodb_rules() {
+        for good in ["distributed_locks", "locks.v2", "注文", "a"] {
+            assert!(validate_collection_name("app", good).is_ok(), "{good}");
+        }
+        let long = "x".repeat(MAX_NAMESPACE_BYTES);
+        for bad in ["", "$cmd", "a$b", "a\0b", "system.locks", long.as_str()] {
+            match validate_collection_name("app", bad) {
+                Err(StoreError::InvalidConfig(message)) => {
+                    assert!(message.contains("collection name"), "{message}");
+                    assert!(message.len() < 300, "message repeats a huge name");
+                }
+                other => panic!("{bad:?} accepted: {other:?}"),
+            }
+        }
+        let fits = "x".repeat(MAX_NAMESPACE_BYTES - "app.".len());
+        assert!(validate_collection_name("app", &fits).is_ok());
+        assert!(validate_collection_name("app", &format!("{fits}x")).is_err());
+    }
+}

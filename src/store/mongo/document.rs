@@ -1,0 +1,161 @@
+//! The lock document: field names, how values are encoded, and how a returned document is
+//! read back into an outcome.
+
+use std::time::Duration;
+
+use mongodb::bson::{Bson, Document, Uuid};
+
+use crate::store::{AcquireOutcome, HolderId, LeaseId, LockRecord};
+use crate::StoreError;
+
+/// `_id`: the lock name, a BSON string.
+pub(super) const ID: &str = "_id";
+/// The lease id of the current (or last) grant: a BSON UUID (binary subtype 4), or null once
+/// released.
+pub(super) const LEASE_ID: &str = "leaseId";
+/// The holder's identity (`host:pid:random`), or null once released.
+pub(super) const HOLDER: &str = "holder";
+/// When the lease ends, by the server's clock (the TTL index is on this field).
+pub(super) const EXPIRES_AT: &str = "expiresAt";
+/// When the current lease was granted, by the server's clock.
+pub(super) const ACQUIRED_AT: &str = "acquiredAt";
+/// The fencing token of the current (or last) grant, an Int64.
+pub(super) const TOKEN: &str = "token";
+/// Added by the inspect query (never stored): the server's `$$NOW`.
+pub(super) const SERVER_NOW: &str = "serverNow";
+
+/// The BSON value a lease id is stored as.
+pub(super) fn lease_value(lease: LeaseId) -> Bson {
+    Bson::from(Uuid::from_bytes(lease.as_uuid().into_bytes()))
+}
+
+/// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
+/// we sent.
+pub(super) fn acquire_outcome(
+    returned: Option<Document>,
+    lease: LeaseId,
+) -> Result<AcquireOutcome, StoreError> {
+    let Some(document) = returned else {
+        // Seen on SecantusDB under racing upserts and deletes: nothing was written for us.
+        return Ok(AcquireOutcome::Busy { holder: None });
+    };
+    if document.get(LEASE_ID) == Some(&lease_value(lease)) {
+        let token = token(&document)?;
+        if token == 0 {
+            return Err(malformed(
+                &document,
+                "an acquired lock has no fencing token",
+            ));
+        }
+        Ok(AcquireOutcome::Acquired { token })
+    } else {
+        Ok(AcquireOutcome::Busy {
+            holder: holder(&document),
+        })
+    }
+}
+
+/// Reads the inspect result (the document plus the server's `$$NOW`).
+pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError> {
+    let token = token(document)?;
+    let now = match document.get(SERVER_NOW) {
+        Some(Bson::DateTime(now)) => now.timestamp_millis(),
+        _ => return Err(malformed(document, "the server did not report $$NOW")),
+    };
+    let lease_present = !matches!(document.get(LEASE_ID), None | Some(Bson::Null));
+    let remaining_ms = match document.get(EXPIRES_AT) {
+        Some(Bson::DateTime(expires)) => expires.timestamp_millis().saturating_sub(now),
+        _ => 0,
+    };
+    let held = lease_present && remaining_ms > 0;
+    Ok(LockRecord {
+        holder: if held { holder(document) } else { None },
+        token,
+        expires_in: held.then(|| Duration::from_millis(remaining_ms.unsigned_abs())),
+    })
+}
+
+fn holder(document: &Document) -> Option<HolderId> {
+    match document.get(HOLDER) {
+        Some(Bson::String(holder)) => Some(HolderId::from_string(holder.clone())),
+        _ => None,
+    }
+}
+
+/// The stored token; 0 when the field is missing (a document written by someone else).
+fn token(document: &Document) -> Result<u64, StoreError> {
+    match document.get(TOKEN) {
+        None | Some(Bson::Null) => Ok(0),
+        Some(Bson::Int64(token)) if *token >= 0 => Ok(token.unsigned_abs()),
+        Some(Bson::Int32(token)) if *token >= 0 => Ok(u64::from(token.unsigned_abs())),
+        Some(Bson::Double(token)) if *token >= 0.0 && token.fract() == 0.0 && *token < 9.0e18 => {
+            // An integral, in-range double (a document edited by hand): exact as an integer.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Ok(*token as u64)
+        }
+        Some(_) => Err(malformed(
+            document,
+            "the fencing token is not a non-negative integer",
+        )),
+    }
+}
+
+fn malformed(document: &Document, what: &str) -> StoreError {
+    let id = document
+        .get(ID)
+        .map_or_else(|| "?".to_owned(), |id| id.to_string());
+    StoreError::Backend(format!("malformed lock document {id}: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use mongodb::bson::{doc, DateTime};
+
+    use super::*;
+
+    #[test]
+    fn acquired_iff_the_returned_lease_is_ours() {
+        let ours = LeaseId::new();
+        let returned = doc! { ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", TOKEN: 7_i64 };
+        assert_eq!(
+            acquire_outcome(Some(returned), ours).unwrap(),
+            AcquireOutcome::Acquired { token: 7 }
+        );
+        let theirs =
+            doc! { ID: "a", LEASE_ID: lease_value(LeaseId::new()), HOLDER: "them", TOKEN: 7_i64 };
+        assert_eq!(
+            acquire_outcome(Some(theirs), ours).unwrap(),
+            AcquireOutcome::Busy {
+                holder: Some(HolderId::from_string("them".into()))
+            }
+        );
+        assert_eq!(
+            acquire_outcome(None, ours).unwrap(),
+            AcquireOutcome::Busy { holder: None }
+        );
+    }
+
+    #[test]
+    fn records_use_the_server_clock() {
+        let now = DateTime::from_millis(1_000_000);
+        let held = doc! {
+            ID: "a", LEASE_ID: lease_value(LeaseId::new()), HOLDER: "me", TOKEN: 9_i64,
+            EXPIRES_AT: DateTime::from_millis(1_002_500), SERVER_NOW: now,
+        };
+        let record = lock_record(&held).unwrap();
+        assert_eq!(record.holder, Some(HolderId::from_string("me".into())));
+        assert_eq!(record.expires_in, Some(Duration::from_millis(2500)));
+        assert_eq!(record.token, 9);
+        let released = doc! {
+            ID: "a", LEASE_ID: Bson::Null, HOLDER: Bson::Null, TOKEN: 9_i64,
+            EXPIRES_AT: now, SERVER_NOW: now,
+        };
+        let record = lock_record(&released).unwrap();
+        assert_eq!(
+            (record.holder, record.expires_in, record.token),
+            (None, None, 9)
+        );
+        let bad = doc! { ID: "a", TOKEN: "nine", SERVER_NOW: now };
+        assert!(matches!(lock_record(&bad), Err(StoreError::Backend(_))));
+    }
+}

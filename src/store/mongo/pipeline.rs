@@ -1,0 +1,135 @@
+//! The queries and update pipelines, one per store operation. Every time value comes from the
+//! server's `$$NOW`; every caller-supplied string inside an aggregation expression is wrapped
+//! in `$literal`, and query filters only compare values, so no lock name or holder id can be
+//! read as a field path or an operator.
+//!
+//! SecantusDB (the test server) rejects `$add`/`$subtract` on dates, so dates are only built
+//! with `$dateAdd` and turned into numbers with `$toLong` before any arithmetic.
+
+use std::time::Duration;
+
+use mongodb::bson::{doc, Bson, DateTime, Document};
+
+use super::document::{ACQUIRED_AT, EXPIRES_AT, HOLDER, ID, LEASE_ID, SERVER_NOW, TOKEN};
+use crate::LockName;
+
+/// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
+const FREE: &str = "_mongolockFree";
+
+/// How many fencing tokens fit in one millisecond of server time before tokens run ahead of
+/// the clock (see the module documentation of [`super`]).
+pub(super) const TOKENS_PER_MS: i64 = 1000;
+
+/// `{_id: name}`: a plain equality on a string value.
+pub(super) fn by_name(name: &LockName) -> Document {
+    doc! { ID: name.as_str() }
+}
+
+/// `{_id: name, leaseId: lease}`: the owner check.
+pub(super) fn by_owner(name: &LockName, lease: &Bson) -> Document {
+    doc! { ID: name.as_str(), LEASE_ID: lease.clone() }
+}
+
+/// The owner check plus "not yet expired by the server's clock".
+pub(super) fn by_unexpired_owner(name: &LockName, lease: &Bson) -> Document {
+    let mut filter = by_owner(name, lease);
+    filter.insert("$expr", doc! { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] });
+    filter
+}
+
+/// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
+/// lasts a moment.
+fn expiry_ms(expiry: Duration) -> i64 {
+    let ms = expiry.as_nanos().div_ceil(1_000_000).max(1);
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// `$$NOW + expiry`.
+fn expires_from_now(expiry: Duration) -> Document {
+    doc! {
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": expiry_ms(expiry) }
+    }
+}
+
+/// The update pipeline of `try_acquire`, run by `findAndModify` with `upsert` on
+/// [`by_name`]. When the lock is free (no lease, or expired by `$$NOW`) it writes the new
+/// lease and the next fencing token; otherwise it leaves the document unchanged.
+pub(super) fn acquire(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Document> {
+    let field = |name: &str| format!("${name}");
+    let when_free = |then: Bson, otherwise: Bson| -> Bson {
+        Bson::Document(doc! { "$cond": [format!("${FREE}"), then, otherwise] })
+    };
+    let free = doc! {
+        "$or": [
+            { "$lte": [{ "$ifNull": [field(EXPIRES_AT), DateTime::from_millis(0)] }, "$$NOW"] },
+            { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
+        ]
+    };
+    // max(previous + 1, server ms × 1000): increases after the document is deleted, too.
+    let next_token = doc! {
+        "$max": [
+            { "$add": [{ "$toLong": { "$ifNull": [field(TOKEN), 0_i64] } }, 1_i64] },
+            { "$multiply": [{ "$toLong": "$$NOW" }, TOKENS_PER_MS] },
+        ]
+    };
+    vec![
+        doc! { "$set": { FREE: free } },
+        doc! { "$set": {
+            LEASE_ID: when_free(literal(lease.clone()), field(LEASE_ID).into()),
+            HOLDER: when_free(literal(holder.into()), field(HOLDER).into()),
+            ACQUIRED_AT: when_free("$$NOW".into(), field(ACQUIRED_AT).into()),
+            EXPIRES_AT: when_free(expires_from_now(expiry).into(), field(EXPIRES_AT).into()),
+            TOKEN: when_free(next_token.into(), field(TOKEN).into()),
+        } },
+        doc! { "$unset": FREE },
+    ]
+}
+
+/// The update pipeline of `extend`: a full expiry from the server's `$$NOW`.
+pub(super) fn extend(expiry: Duration) -> Vec<Document> {
+    vec![doc! { "$set": { EXPIRES_AT: expires_from_now(expiry) } }]
+}
+
+/// The update pipeline of `release`: clears the owner and expires the lease now, keeping the
+/// document (and its token) so the next grant continues from it.
+pub(super) fn release() -> Vec<Document> {
+    vec![doc! { "$set": { LEASE_ID: Bson::Null, HOLDER: Bson::Null, EXPIRES_AT: "$$NOW" } }]
+}
+
+/// The aggregation of `inspect`: the document and the server's `$$NOW`, in one round trip.
+pub(super) fn inspect(name: &LockName) -> Vec<Document> {
+    vec![
+        doc! { "$match": by_name(name) },
+        doc! { "$addFields": { SERVER_NOW: "$$NOW" } },
+    ]
+}
+
+fn literal(value: Bson) -> Bson {
+    Bson::Document(doc! { "$literal": value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_only_values() {
+        let name = LockName::new("$gt").unwrap();
+        assert_eq!(by_name(&name), doc! { "_id": "$gt" });
+        let pipeline = acquire(&Bson::Null, "$holder", Duration::from_secs(1));
+        let holder = pipeline[1]
+            .get_document("$set")
+            .and_then(|set| set.get_document(HOLDER))
+            .and_then(|holder| holder.get_array("$cond"))
+            .unwrap();
+        assert_eq!(holder[1], Bson::Document(doc! { "$literal": "$holder" }));
+    }
+
+    #[test]
+    fn expiry_rounds_up_to_a_millisecond() {
+        assert_eq!(expiry_ms(Duration::from_micros(1)), 1);
+        assert_eq!(expiry_ms(Duration::from_micros(1500)), 2);
+        assert_eq!(expiry_ms(Duration::from_secs(30)), 30_000);
+        assert_eq!(expiry_ms(Duration::MAX), i64::MAX);
+    }
+}
