@@ -37,4 +37,6 @@ pub mod store;
 pub use api::{
     Lock, LockError, LockGuard, LockManager, LockName, LockOptions, LossReason, LossSignal, MAX_LOCK_NAME_BYTES,
 };
+#[cfg(feature = "mongodb")]
+pub use store::MongoStore;
 pub use store::{LockStore, MemoryStore, StoreError};
