@@ -1,0 +1,626 @@
+//! `MongoStore` against a real MongoDB-compatible server: the whole conformance suite, then
+//! the MongoDB-specific behaviour (separate clients, upsert races, external deletion, the TTL
+//! index, name handling, a stalled server, a SIGKILLed holder process, round trips).
+//!
+//! Needs `MONGODB_URI`. `scripts/test.sh` starts a throw-away SecantusDB server and sets it;
+//! without a reachable server every test here fails (on purpose: never skipped silently).
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{fast_options, Backend, SLACK};
+use mongodb::bson::{doc, Bson, Document};
+use mongodb::event::command::CommandEvent;
+use mongodb::event::EventHandler;
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Collection};
+use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId};
+use mongolock::{
+    LockManager, LockName, LockOptions, LockStore, LossReason, MongoStore, StoreError,
+};
+use tokio::time::{sleep, timeout, Instant};
+
+/// The database every test uses; each test works in its own collection.
+const DATABASE: &str = "mongolock_tests";
+
+/// Set (to a collection name) when this test binary runs as the child holder process.
+const CHILD_ENV: &str = "MONGOLOCK_TEST_CHILD_COLLECTION";
+
+fn uri() -> String {
+    match std::env::var("MONGODB_URI") {
+        Ok(uri) if !uri.trim().is_empty() => uri,
+        _ => panic!(
+            "MONGODB_URI is not set. The MongoDB tests need a server: run `scripts/test.sh` \
+             (it starts a throw-away SecantusDB test server) or set MONGODB_URI to a MongoDB 5.0+ \
+             server, e.g. MONGODB_URI=mongodb://127.0.0.1:27017/?directConnection=true"
+        ),
+    }
+}
+
+/// A new client (a new connection pool, as a separate process would have), checked reachable.
+async fn client_with(
+    app_name: Option<String>,
+    commands: Option<EventHandler<CommandEvent>>,
+) -> Client {
+    let uri = uri();
+    let mut options = ClientOptions::parse(&uri)
+        .await
+        .unwrap_or_else(|e| panic!("MONGODB_URI {uri:?} is not a valid connection string: {e}"));
+    options.server_selection_timeout = Some(Duration::from_secs(5));
+    options.app_name = app_name;
+    options.command_event_handler = commands;
+    let client = Client::with_options(options)
+        .unwrap_or_else(|e| panic!("cannot create a client for {uri:?}: {e}"));
+    if let Err(e) = client
+        .database("admin")
+        .run_command(doc! { "ping": 1 })
+        .await
+    {
+        panic!(
+            "the MongoDB server at MONGODB_URI={uri:?} is unreachable ({e}). Run `scripts/test.sh` \
+             (it starts a throw-away SecantusDB test server) or point MONGODB_URI at a running server."
+        );
+    }
+    client
+}
+
+async fn client() -> Client {
+    client_with(None, None).await
+}
+
+fn unique_collection() -> String {
+    format!("locks_{}", uuid::Uuid::new_v4().simple())
+}
+
+fn store_on(client: &Client, collection: &str) -> MongoStore {
+    MongoStore::builder(client.database(DATABASE))
+        .collection(collection)
+        .build()
+        .expect("valid collection name")
+}
+
+/// Another process on `store`'s collection: its own client.
+async fn peer_of(store: &MongoStore) -> MongoStore {
+    store_on(&client().await, store.collection_name())
+}
+
+fn raw(store: &MongoStore) -> Collection<Document> {
+    store.database().collection(store.collection_name())
+}
+
+struct MongoBackend;
+
+#[async_trait]
+impl Backend for MongoBackend {
+    type Store = MongoStore;
+
+    async fn fresh(&self) -> MongoStore {
+        store_on(&client().await, &unique_collection())
+    }
+
+    async fn peer(&self, store: &MongoStore) -> MongoStore {
+        peer_of(store).await
+    }
+
+    async fn delete_record(&self, store: &MongoStore, name: &LockName) {
+        raw(store)
+            .delete_one(doc! { "_id": name.as_str() })
+            .await
+            .expect("deleteOne");
+    }
+}
+
+conformance_suite!(MongoBackend, flavor = "multi_thread", worker_threads = 2);
+
+async fn start(store: MongoStore, options: LockOptions) -> LockManager {
+    LockManager::start(store, options)
+        .await
+        .unwrap_or_else(|e| panic!("starting a manager failed: {e}"))
+}
+
+/// Records the name of every command a client sends.
+#[derive(Clone, Default)]
+struct CommandLog(Arc<Mutex<Vec<String>>>);
+
+impl CommandLog {
+    fn handler(&self) -> EventHandler<CommandEvent> {
+        let log = self.0.clone();
+        EventHandler::callback(move |event| {
+            if let CommandEvent::Started(started) = event {
+                log.lock().unwrap().push(started.command_name);
+            }
+        })
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|c| *c == name).count()
+    }
+}
+
+async fn ttl_index(store: &MongoStore) -> Option<Document> {
+    // Raw `listIndexes`, to see `expireAfterSeconds` exactly as the server stores it. Fails
+    // (NamespaceNotFound) until the collection exists.
+    let reply = store
+        .database()
+        .run_command(doc! { "listIndexes": store.collection_name() })
+        .await
+        .ok()?;
+    let batch = reply
+        .get_document("cursor")
+        .ok()?
+        .get_array("firstBatch")
+        .ok()?;
+    batch
+        .iter()
+        .filter_map(Bson::as_document)
+        .find(|index| index.get_str("name") == Ok("expiresAt_ttl"))
+        .cloned()
+}
+
+async fn wait_for_ttl_index(store: &MongoStore) -> Document {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(index) = ttl_index(store).await {
+            return index;
+        }
+        assert!(Instant::now() < until, "the TTL index was never created");
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_contending_never_overlap() {
+    let collection = unique_collection();
+    let mut managers = Vec::new();
+    for _ in 0..5 {
+        managers.push(start(store_on(&client().await, &collection), fast_options()).await);
+    }
+    let inside = Arc::new(AtomicBool::new(false));
+    let tokens = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, manager) in managers.iter().enumerate() {
+        for _ in 0..8 {
+            let (manager, inside, tokens) = (manager.clone(), inside.clone(), tokens.clone());
+            tasks.push(tokio::spawn(async move {
+                let guard = manager.lock("contended").unwrap().acquire().await.unwrap();
+                assert!(
+                    !inside.swap(true, Ordering::SeqCst),
+                    "two holders at once (manager {i})"
+                );
+                tokens.lock().unwrap().push(guard.token());
+                sleep(Duration::from_millis(2)).await;
+                inside.store(false, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let tokens = tokens.lock().unwrap().clone();
+    assert_eq!(tokens.len(), 40);
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens must increase in the order holders entered: {tokens:?}"
+    );
+    for manager in managers {
+        manager.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
+    let collection = unique_collection();
+    let mut stores = Vec::new();
+    for _ in 0..8 {
+        stores.push(store_on(&client().await, &collection));
+    }
+    for round in 0..20 {
+        let name = LockName::new(format!("first-{round}")).unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(stores.len()));
+        let mut tasks = Vec::new();
+        for store in &stores {
+            let (store, barrier, name) = (store.clone(), barrier.clone(), name.clone());
+            tasks.push(tokio::spawn(async move {
+                let request = AcquireRequest {
+                    name,
+                    lease: LeaseId::new(),
+                    holder: HolderId::generate(),
+                    expiry: Duration::from_secs(30),
+                };
+                barrier.wait().await;
+                store.try_acquire(&request).await
+            }));
+        }
+        let mut winners = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(AcquireOutcome::Acquired { .. }) => winners += 1,
+                Ok(AcquireOutcome::Busy { .. }) => {}
+                Err(error) => panic!("round {round}: a racing first acquire surfaced {error}"),
+            }
+        }
+        assert_eq!(winners, 1, "round {round}: exactly one winner");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_delete_is_reported_within_one_cadence_and_tokens_still_grow() {
+    let store = store_on(&client().await, &unique_collection());
+    let holder = start(store.clone(), fast_options()).await;
+    let other = start(peer_of(&store).await, fast_options()).await;
+    let guard = holder.lock("deleted").unwrap().acquire().await.unwrap();
+    // An operator with their own connection deletes the document.
+    let operator = peer_of(&store).await;
+    let deleted = raw(&operator)
+        .delete_one(doc! { "_id": "deleted" })
+        .await
+        .unwrap();
+    assert_eq!(deleted.deleted_count, 1);
+    let deleted_at = Instant::now();
+    let bound = fast_options().extension_cadence_value() + SLACK;
+    let reason = timeout(bound, guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("no loss signal within {bound:?} of the deletion"));
+    assert_eq!(reason, LossReason::Superseded);
+    println!(
+        "loss reported {:?} after the external deleteOne",
+        deleted_at.elapsed()
+    );
+    let next = other.lock("deleted").unwrap().try_acquire().await.unwrap();
+    let next = next.expect("free after the deletion");
+    assert!(
+        next.token() > guard.token(),
+        "{} after {}",
+        next.token(),
+        guard.token()
+    );
+    next.release().await.unwrap();
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_index_is_created_once_with_expire_after_zero() {
+    let log = CommandLog::default();
+    let client = client_with(None, Some(log.handler())).await;
+    let store = store_on(&client, &unique_collection());
+    store.prepare().await.expect("first prepare");
+    store.prepare().await.expect("second prepare is harmless");
+    let manager = start(store.clone(), fast_options()).await;
+    let index = wait_for_ttl_index(&store).await;
+    assert_eq!(index.get_document("key").unwrap(), &doc! { "expiresAt": 1 });
+    let expire = index.get("expireAfterSeconds").expect("a TTL index");
+    assert!(
+        matches!(expire, Bson::Int32(0) | Bson::Int64(0)) || expire == &Bson::Double(0.0),
+        "{expire:?}"
+    );
+    // Another client (same deployment) and more prepares: still created only once.
+    let again = store_on(
+        &client_with(None, Some(log.handler())).await,
+        store.collection_name(),
+    );
+    again.prepare().await.expect("prepare on another client");
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(log.count("createIndexes"), 1, "{:?}", log.take());
+    // Locks work with it in place.
+    let guard = manager.lock("with-index").unwrap().acquire().await.unwrap();
+    guard.release().await.unwrap();
+    manager.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collection_names_are_validated_before_any_io() {
+    // Nothing listens on port 9: any I/O would fail or hang, so a prompt typed error proves
+    // the check needs no server.
+    let log = CommandLog::default();
+    let mut options = ClientOptions::parse("mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=100")
+        .await
+        .unwrap();
+    options.command_event_handler = Some(log.handler());
+    let db = Client::with_options(options).unwrap().database("app");
+    let long = "x".repeat(200);
+    for bad in ["", "$cmd", "locks$", "a\0b", "system.locks", long.as_str()] {
+        let started = std::time::Instant::now();
+        match MongoStore::builder(db.clone()).collection(bad).build() {
+            Err(StoreError::InvalidConfig(message)) => {
+                assert!(message.contains("collection name"), "{message}");
+                assert!(message.len() < 300, "the message repeats a huge name");
+            }
+            other => panic!("{bad:?} accepted: {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_millis(50));
+    }
+    let good = MongoStore::builder(db.clone())
+        .collection("my_locks")
+        .build()
+        .unwrap();
+    assert_eq!(good.collection_name(), "my_locks");
+    assert_eq!(MongoStore::new(db).collection_name(), "distributed_locks");
+    assert!(log.take().is_empty(), "validation sent commands");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_like_names_are_stored_as_plain_ids() {
+    let store = store_on(&client().await, &unique_collection());
+    let manager = start(store.clone(), fast_options()).await;
+    let other = start(peer_of(&store).await, fast_options()).await;
+    let long = "é".repeat(500); // 1000 bytes
+    let names = [
+        "$gt",
+        "{\"$ne\": 1}",
+        "a.b",
+        "$$NOW",
+        "注文-🔒",
+        long.as_str(),
+    ];
+    let bystander = other.lock("bystander").unwrap().acquire().await.unwrap();
+    let mut guards = Vec::new();
+    for name in names {
+        let guard = manager.lock(name).unwrap().try_acquire().await.unwrap();
+        guards.push(guard.unwrap_or_else(|| panic!("{name:?} is free")));
+    }
+    let raw = raw(&store);
+    for name in names {
+        let found = raw.find_one(doc! { "_id": name }).await.unwrap();
+        let found = found.unwrap_or_else(|| panic!("no document with _id {name:?}"));
+        assert_eq!(
+            found.get_str("holder").unwrap(),
+            manager.holder_id().as_str()
+        );
+        let record = other.lock(name).unwrap().inspect().await.unwrap().unwrap();
+        assert_eq!(
+            record.holder.as_ref(),
+            Some(manager.holder_id()),
+            "{name:?}"
+        );
+        assert!(other
+            .lock(name)
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none());
+    }
+    assert_eq!(
+        raw.count_documents(doc! {}).await.unwrap(),
+        names.len() as u64 + 1
+    );
+    assert_eq!(
+        bystander.loss(),
+        None,
+        "an operator-like name touched another lock"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    bystander.release().await.unwrap();
+    for name in names {
+        assert!(other
+            .lock(name)
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some());
+    }
+    manager.shutdown().await;
+    other.shutdown().await;
+}
+
+/// Turns the server-wide `failCommand` failpoint off when dropped (also when the test fails),
+/// from a client and runtime of its own so it works while the test's runtime unwinds.
+struct FailPointOff;
+
+impl FailPointOff {
+    async fn now() {
+        let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
+        if let Ok(client) = Client::with_uri_str(uri()).await {
+            let _ = client.database("admin").run_command(off).await;
+        }
+    }
+}
+
+impl Drop for FailPointOff {
+    fn drop(&mut self) {
+        let off = std::thread::spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(runtime) = runtime {
+                runtime.block_on(Self::now());
+            }
+        });
+        let _ = off.join();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires() {
+    // Only this client's commands are stalled (failpoint scoped by appName), so tests running
+    // in parallel are unaffected.
+    let app = format!("stalled-{}", uuid::Uuid::new_v4().simple());
+    let stalled_client = client_with(Some(app.clone()), None).await;
+    let store = store_on(&stalled_client, &unique_collection());
+    let options = fast_options();
+    let holder = start(store.clone(), options.clone()).await;
+    let observer = peer_of(&store).await;
+    let guard = holder.lock("stalled").unwrap().acquire().await.unwrap();
+
+    let admin = client().await;
+    let off = FailPointOff;
+    let blocked_ms = (options.expiry_value() * 3).as_millis() as i64;
+    admin
+        .database("admin")
+        .run_command(doc! {
+            "configureFailPoint": "failCommand",
+            "mode": "alwaysOn",
+            "data": {
+                "failCommands": ["findAndModify", "update"],
+                "blockConnection": true,
+                "blockTimeMS": blocked_ms,
+                "appName": app.as_str(),
+            },
+        })
+        .await
+        .expect("configureFailPoint (the server must run with test commands enabled)");
+    let stalled_at = Instant::now();
+
+    let reason = timeout(options.expiry_value(), guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("no loss signal within the expiry of a stalled server"));
+    let told_after = stalled_at.elapsed();
+    assert_eq!(reason, LossReason::DeadlineExceeded);
+    // The server still shows our lease: the holder learnt before anyone else could hold.
+    let record = observer
+        .inspect(&LockName::new("stalled").unwrap())
+        .await
+        .unwrap()
+        .expect("the record");
+    assert_eq!(record.holder.as_ref(), Some(holder.holder_id()));
+    let left = record
+        .expires_in
+        .expect("unexpired on the server when the loss was reported");
+    println!("stalled server: loss after {told_after:?}, lease left on the server {left:?}");
+    assert!(
+        told_after <= options.renew_deadline_value() + SLACK,
+        "{told_after:?}"
+    );
+    drop(off);
+    holder.shutdown().await;
+}
+
+/// The child side of `sigkilled_holder_process_is_taken_over_after_expiry`: only does
+/// something when that test runs this binary as a child process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_holder_process() {
+    let Ok(collection) = std::env::var(CHILD_ENV) else {
+        return; // a normal test run: nothing to do
+    };
+    let manager = start(store_on(&client().await, &collection), child_options()).await;
+    let guard = manager.lock("crash").unwrap().acquire().await.unwrap();
+    println!("HELD {}", guard.token());
+    std::future::pending::<()>().await;
+}
+
+fn child_options() -> LockOptions {
+    LockOptions::default()
+        .expiry(Duration::from_millis(2000))
+        .extension_cadence(Duration::from_millis(400))
+        .renew_deadline(Duration::from_millis(1200))
+        .busy_wait(Duration::from_millis(10), Duration::from_millis(40))
+}
+
+/// Kills the child when dropped, so a failing test leaves no process behind.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkilled_holder_process_is_taken_over_after_expiry() {
+    let store = store_on(&client().await, &unique_collection());
+    let options = child_options();
+    let mut child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_holder_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, store.collection_name())
+            .env("MONGODB_URI", uri())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the child holder"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let held = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            // libtest prints "test child_holder_process ... " on the same line first.
+            .find_map(|line| {
+                let (_, token) = line.split_once("HELD ")?;
+                token.trim().parse::<u64>().ok()
+            })
+    });
+    let child_token = timeout(Duration::from_secs(30), held)
+        .await
+        .expect("the child never reported holding the lock")
+        .unwrap()
+        .expect("the child exited before holding the lock");
+
+    let manager = start(peer_of(&store).await, options.clone()).await;
+    let lock = manager.lock("crash").unwrap();
+    // Let the child renew at least once, then kill it without any chance to release.
+    sleep(options.extension_cadence_value() * 2).await;
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "the child holds the lock"
+    );
+    child.0.kill().expect("SIGKILL the child");
+    let killed_at = Instant::now();
+    let _ = child.0.wait();
+
+    let guard = lock
+        .acquire_timeout(options.expiry_value() * 3)
+        .await
+        .expect("another manager gets the lock after the killed holder's lease expires");
+    let waited = killed_at.elapsed();
+    println!("lock of the SIGKILLed holder taken over {waited:?} after the kill");
+    assert!(guard.token() > child_token);
+    assert!(waited <= options.expiry_value() + SLACK, "{waited:?}");
+    assert!(
+        waited >= options.expiry_value() - options.extension_cadence_value() - SLACK,
+        "taken over before the lease could have expired: {waited:?}"
+    );
+    guard.release().await.unwrap();
+    manager.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncontended_acquire_and_release_take_one_round_trip_each() {
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let manager = start(store.clone(), LockOptions::default()).await;
+    wait_for_ttl_index(&store).await; // the background index build is not part of the count
+    let lock = manager.lock("counted").unwrap();
+    let mut per_call: HashMap<&str, Vec<String>> = HashMap::new();
+    log.take();
+    let guard = lock.acquire().await.unwrap();
+    per_call.insert("acquire", log.take());
+    guard.release().await.unwrap();
+    per_call.insert("release", log.take());
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    per_call.insert("try_acquire", log.take());
+    drop(guard);
+    println!(
+        "round trips per uncontended acquire+release: {} ({per_call:?})",
+        per_call["acquire"].len() + per_call["release"].len()
+    );
+    assert_eq!(per_call["acquire"], ["findAndModify"]);
+    assert_eq!(per_call["release"], ["update"]);
+    assert_eq!(per_call["try_acquire"], ["findAndModify"]);
+    manager.shutdown().await;
+}
