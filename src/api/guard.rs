@@ -3,6 +3,7 @@ use std::fmt;
 use ractor::ActorRef;
 use tokio::sync::{oneshot, watch};
 
+use crate::actors::lock::hold::HoldStatus;
 use crate::actors::lock::LockMsg;
 use crate::store::LeaseId;
 use crate::{LockError, LockName, LossReason, LossSignal};
@@ -37,7 +38,7 @@ pub struct LockGuard {
     token: u64,
     lease: LeaseId,
     actor: ActorRef<LockMsg>,
-    loss: watch::Receiver<Option<LossReason>>,
+    loss: watch::Receiver<HoldStatus>,
     armed: bool,
 }
 
@@ -47,7 +48,7 @@ impl LockGuard {
         token: u64,
         lease: LeaseId,
         actor: ActorRef<LockMsg>,
-        loss: watch::Receiver<Option<LossReason>>,
+        loss: watch::Receiver<HoldStatus>,
     ) -> Self {
         Self {
             name,

@@ -1,6 +1,7 @@
 use ractor::{ActorRef, Message};
 use tokio::sync::watch;
 
+use crate::actors::lock::hold::HoldStatus;
 use crate::LossReason;
 
 /// A cloneable, owned view of one hold's loss notification: the same signal as
@@ -21,11 +22,11 @@ use crate::LossReason;
 /// ```
 #[derive(Debug, Clone)]
 pub struct LossSignal {
-    receiver: watch::Receiver<Option<LossReason>>,
+    receiver: watch::Receiver<HoldStatus>,
 }
 
 impl LossSignal {
-    pub(crate) fn new(receiver: watch::Receiver<Option<LossReason>>) -> Self {
+    pub(crate) fn new(receiver: watch::Receiver<HoldStatus>) -> Self {
         Self { receiver }
     }
 
@@ -44,13 +45,19 @@ impl LossSignal {
     /// ```
     pub async fn lost(&self) -> LossReason {
         let mut receiver = self.receiver.clone();
-        let reason = match receiver.wait_for(Option::is_some).await {
-            Ok(reason) => reason.clone(),
-            // The lock actor is gone without saying why: it failed, and nothing renews the
-            // lease any more.
-            Err(_) => None,
-        };
-        reason.unwrap_or(LossReason::RuntimeFailed)
+        let ended = receiver
+            .wait_for(|status| *status != HoldStatus::Held)
+            .await
+            .map(|status| status.clone());
+        match ended {
+            Ok(HoldStatus::Lost(reason)) => reason,
+            // Released: never lost, so never resolves.
+            Ok(_) => std::future::pending().await,
+            // The lock actor is gone while the hold was live: it failed, and nothing renews
+            // the lease any more.
+            Err(_) if *receiver.borrow() == HoldStatus::Held => LossReason::RuntimeFailed,
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// The loss reason if the hold is already lost, without waiting.
@@ -64,13 +71,15 @@ impl LossSignal {
     /// # Ok(()) }
     /// ```
     pub fn current(&self) -> Option<LossReason> {
-        if let Some(reason) = self.receiver.borrow().clone() {
-            return Some(reason);
+        match &*self.receiver.borrow() {
+            HoldStatus::Lost(reason) => Some(reason.clone()),
+            HoldStatus::Released => None,
+            HoldStatus::Held => self
+                .receiver
+                .has_changed()
+                .is_err()
+                .then_some(LossReason::RuntimeFailed),
         }
-        self.receiver
-            .has_changed()
-            .is_err()
-            .then_some(LossReason::RuntimeFailed)
     }
 
     /// Sends `to_message(reason)` to `actor` when the hold is lost (never on release). The

@@ -19,7 +19,16 @@ pub(crate) struct Hold {
     pub(crate) deadline: Instant,
     pub(crate) renewal_in_flight: bool,
     pub(crate) last_error: Option<StoreError>,
-    loss: watch::Sender<Option<LossReason>>,
+    status: watch::Sender<HoldStatus>,
+}
+
+/// What the guards of a hold can observe. A sender dropped while still `Held` means the
+/// lock actor died (it panicked): nothing renews the lease any more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HoldStatus {
+    Held,
+    Lost(LossReason),
+    Released,
 }
 
 impl Hold {
@@ -38,13 +47,13 @@ impl Hold {
             deadline,
             renewal_in_flight: false,
             last_error: None,
-            loss: watch::channel(None).0,
+            status: watch::channel(HoldStatus::Held).0,
         }
     }
 
     /// A receiver for a new guard of this hold.
-    pub(crate) fn loss_receiver(&self) -> watch::Receiver<Option<LossReason>> {
-        self.loss.subscribe()
+    pub(crate) fn status_receiver(&self) -> watch::Receiver<HoldStatus> {
+        self.status.subscribe()
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
@@ -85,9 +94,13 @@ impl Hold {
         }
     }
 
-    /// Tells every guard of this hold that it is lost. A hold dropped without this (manual
-    /// release) signals nothing.
+    /// Tells every guard of this hold that it is lost.
     pub(crate) fn signal_loss(self, reason: LossReason) {
-        self.loss.send_replace(Some(reason));
+        self.status.send_replace(HoldStatus::Lost(reason));
+    }
+
+    /// Ends the hold by release: not a loss, so loss watchers never fire.
+    pub(crate) fn mark_released(self) {
+        self.status.send_replace(HoldStatus::Released);
     }
 }

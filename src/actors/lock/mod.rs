@@ -6,7 +6,7 @@
 //! back as a message, so the deadline timer is handled on time even while a call hangs, and
 //! at most one acquisition attempt per name is in flight however many local tasks wait.
 
-mod hold;
+pub(crate) mod hold;
 pub(crate) mod message;
 mod waiters;
 
@@ -339,7 +339,7 @@ impl LockActorState {
                 token,
                 hold.lease,
                 myself.clone(),
-                hold.loss_receiver(),
+                hold.status_receiver(),
             )
         };
         let delivered = match attempt.for_try {
@@ -489,7 +489,7 @@ impl LockActorState {
                 result,
             },
         );
-        // `hold` drops here without a loss signal: a release is not a loss.
+        hold.mark_released();
     }
 
     fn on_release_done(
