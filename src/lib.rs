@@ -31,12 +31,15 @@
 
 mod actors;
 mod api;
+pub mod election;
 pub mod metrics;
 pub mod store;
 
 pub use api::{
-    Lock, LockError, LockGuard, LockManager, LockName, LockOptions, LossReason, LossSignal, MAX_LOCK_NAME_BYTES,
+    BackgroundLock, Lock, LockError, LockEvent, LockGuard, LockManager, LockName, LockOptions,
+    LossReason, LossSignal, MAX_LOCK_NAME_BYTES,
 };
+pub use election::{Election, ElectionEvent, ElectionOptions, LeaderInfo};
 #[cfg(feature = "mongodb")]
 pub use store::MongoStore;
 pub use store::{LockStore, MemoryStore, StoreError};

@@ -2,6 +2,7 @@
 //! [`lock`] actor per active lock name.
 
 pub(crate) mod backoff;
+pub(crate) mod campaign;
 pub(crate) mod lock;
 pub(crate) mod store_call;
 pub(crate) mod supervisor;

@@ -39,6 +39,9 @@ pub enum LockError {
     /// it; retrying is safe.
     #[error("the runtime actor for lock {0:?} failed; retry the call")]
     ActorFailed(String),
+    /// The campaign was stopped (resign / stop) before the lock was acquired.
+    #[error("the campaign was stopped before the lock was acquired")]
+    CampaignStopped,
     /// The lock was lost before this call (see the reason); nothing was released.
     #[error("the lock was already lost: {0}")]
     Lost(LossReason),

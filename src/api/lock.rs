@@ -175,6 +175,21 @@ impl Lock {
         .await?)
     }
 
+    /// A [`BackgroundLock`](crate::BackgroundLock) for this lock: acquisition that reports
+    /// through events instead of blocking, and can run an actor only while held.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// let token = background.acquired().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn background(&self) -> Result<crate::BackgroundLock, LockError> {
+        crate::BackgroundLock::new(self.clone())
+    }
+
     /// Whether the store says this manager holds the lock (an unexpired lease of ours).
     ///
     /// ```

@@ -152,6 +152,26 @@ impl LockManager {
         ))
     }
 
+    /// A candidate in the leader election `name` (a lock of that name with the election's
+    /// timings). Validates name and options; does no I/O until it campaigns.
+    ///
+    /// ```
+    /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let election = manager.election("scheduler", ElectionOptions::default())?;
+    /// election.campaign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn election(
+        &self,
+        name: impl AsRef<str>,
+        options: crate::ElectionOptions,
+    ) -> Result<crate::Election, LockError> {
+        let lock = self.lock_with(name, options.lock_options()?)?;
+        crate::Election::new(lock, &options)
+    }
+
     /// This manager's identity as stored with the locks it holds.
     ///
     /// ```

@@ -1,6 +1,7 @@
 //! The public API: [`LockManager`] → [`Lock`] → [`LockGuard`], with their options, names,
 //! errors and loss reasons.
 
+mod background;
 mod error;
 mod guard;
 mod lock;
@@ -10,6 +11,7 @@ mod manager;
 mod name;
 mod options;
 
+pub use background::{BackgroundLock, LockEvent};
 pub use error::LockError;
 pub use guard::LockGuard;
 pub use lock::Lock;

@@ -3,6 +3,8 @@
 //! [`scenarios`]. Every backend runs the same scenarios unchanged.
 #![allow(dead_code)]
 
+pub mod election;
+pub mod embedding;
 pub mod faulty;
 pub mod scenarios;
 
@@ -47,27 +49,34 @@ pub const SLACK: Duration = Duration::from_millis(400);
 macro_rules! conformance_suite {
     ($backend:expr, $($flavor:tt)*) => {
         $crate::conformance_tests!(($backend) ($($flavor)*)
-            acquire_release_not_reentrant,
-            different_names_are_independent,
-            reacquire_right_after_release_ten_times,
-            try_acquire_makes_one_attempt,
-            short_timeout_returns_promptly,
-            cancelled_before_waiting_leaves_nothing_held,
-            cancelled_while_waiting_leaves_no_phantom_hold,
-            hundred_contenders_never_overlap,
-            local_waiters_share_one_poller_in_fifo_order,
-            expired_holder_is_taken_over,
-            extension_keeps_the_lock_past_expiry,
-            external_takeover_is_reported_within_one_cadence,
-            hung_store_is_reported_by_local_deadline,
-            failing_store_is_reported_as_store_errors,
-            late_release_does_not_free_successor,
-            fencing_tokens_strictly_increase,
-            shutdown_releases_everything,
-            bad_names_and_options_are_rejected,
-            operator_like_names_are_plain_values,
-            panicking_lock_actor_is_isolated,
-            idle_lock_actors_are_stopped,
+            scenarios::acquire_release_not_reentrant,
+            scenarios::different_names_are_independent,
+            scenarios::reacquire_right_after_release_ten_times,
+            scenarios::try_acquire_makes_one_attempt,
+            scenarios::short_timeout_returns_promptly,
+            scenarios::cancelled_before_waiting_leaves_nothing_held,
+            scenarios::cancelled_while_waiting_leaves_no_phantom_hold,
+            scenarios::hundred_contenders_never_overlap,
+            scenarios::local_waiters_share_one_poller_in_fifo_order,
+            scenarios::expired_holder_is_taken_over,
+            scenarios::extension_keeps_the_lock_past_expiry,
+            scenarios::external_takeover_is_reported_within_one_cadence,
+            scenarios::hung_store_is_reported_by_local_deadline,
+            scenarios::failing_store_is_reported_as_store_errors,
+            scenarios::late_release_does_not_free_successor,
+            scenarios::fencing_tokens_strictly_increase,
+            scenarios::shutdown_releases_everything,
+            scenarios::bad_names_and_options_are_rejected,
+            scenarios::operator_like_names_are_plain_values,
+            scenarios::panicking_lock_actor_is_isolated,
+            scenarios::idle_lock_actors_are_stopped,
+            election::election_has_one_leader_and_fails_over,
+            election::election_resign_hands_over_promptly,
+            election::election_observers_see_leader_changes,
+            election::election_survives_bad_subscribers,
+            embedding::loss_is_notified_to_an_actor,
+            embedding::background_lock_reports_and_reacquires,
+            embedding::bound_actor_runs_only_while_leading,
         );
     };
 }
@@ -75,11 +84,11 @@ macro_rules! conformance_suite {
 /// Implementation detail of `conformance_suite!`.
 #[macro_export]
 macro_rules! conformance_tests {
-    (($backend:expr) $flavor:tt $($scenario:ident),* $(,)?) => {
+    (($backend:expr) $flavor:tt $($module:ident :: $scenario:ident),* $(,)?) => {
         $(
             #[tokio::test $flavor]
             async fn $scenario() {
-                common::scenarios::$scenario(&$backend).await;
+                common::$module::$scenario(&$backend).await;
             }
         )*
     };

@@ -1,0 +1,85 @@
+use std::time::Duration;
+
+use crate::actors::campaign::CampaignEvent;
+use crate::store::{HolderId, LockRecord};
+use crate::LossReason;
+
+/// Who leads an election, as the store sees it.
+///
+/// ```
+/// use mongolock::{store::HolderId, LeaderInfo};
+/// use std::time::Duration;
+/// let leader = LeaderInfo { holder: HolderId::from_string("w1".into()), token: 3, expires_in: Duration::from_secs(9) };
+/// assert_eq!(leader.holder.as_str(), "w1");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// The leading manager's identity (`host:pid:random` unless set explicitly).
+    pub holder: HolderId,
+    /// The leader's fencing token: it increases with every new term.
+    pub token: u64,
+    /// Time left on the leader's lease, by the store's clock.
+    pub expires_in: Duration,
+}
+
+impl LeaderInfo {
+    pub(crate) fn from_record(record: &LockRecord) -> Option<Self> {
+        Some(Self {
+            holder: record.holder.clone()?,
+            token: record.token,
+            expires_in: record.expires_in?,
+        })
+    }
+}
+
+/// What a candidate or observer of an [`Election`](crate::Election) sees.
+///
+/// ```
+/// use mongolock::ElectionEvent;
+/// let event = ElectionEvent::Elected { token: 7 };
+/// assert!(matches!(event, ElectionEvent::Elected { token: 7 }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ElectionEvent {
+    /// This candidate became leader with this fencing token.
+    Elected {
+        /// Fencing token of this term.
+        token: u64,
+    },
+    /// This candidate lost leadership without resigning; it keeps campaigning. Delivered
+    /// before any other candidate can lead.
+    Deposed {
+        /// Fencing token of the term that ended.
+        token: u64,
+        /// Why.
+        reason: LossReason,
+    },
+    /// This candidate stepped down (resign, or its bound actor ended).
+    Resigned {
+        /// Fencing token of the term that ended.
+        token: u64,
+    },
+    /// The observed leader changed (`None`: nobody leads right now).
+    LeaderChanged {
+        /// The new leader.
+        leader: Option<LeaderInfo>,
+    },
+}
+
+impl CampaignEvent for ElectionEvent {
+    fn acquired(token: u64) -> Self {
+        Self::Elected { token }
+    }
+    fn lost(token: u64, reason: LossReason) -> Self {
+        Self::Deposed { token, reason }
+    }
+    fn released(token: u64) -> Self {
+        Self::Resigned { token }
+    }
+    fn holder_changed(record: Option<&LockRecord>) -> Option<Self> {
+        Some(Self::LeaderChanged {
+            leader: record.and_then(LeaderInfo::from_record),
+        })
+    }
+}
