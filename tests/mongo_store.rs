@@ -419,12 +419,36 @@ async fn operator_like_names_are_stored_as_plain_ids() {
     other.shutdown().await;
 }
 
-/// Turns the server-wide `failCommand` failpoint off when dropped (also when the test fails),
-/// from a client and runtime of its own so it works while the test's runtime unwinds.
-struct FailPointOff;
+/// An active `failCommand` failpoint scoped to one client's `appName`. The server keeps one
+/// `failCommand` configuration at a time, so failpoint tests take turns; dropping this turns
+/// the failpoint off (also when the test fails), from a client and runtime of its own so it
+/// works while the test's runtime unwinds.
+struct FailPoint {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
 
-impl FailPointOff {
-    async fn now() {
+static FAIL_POINT_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl FailPoint {
+    /// Makes the server apply `data` to `findAndModify` and `update` from clients named `app`.
+    async fn on(app: &str, mut data: Document) -> Self {
+        let turn = FAIL_POINT_TURN.lock().await;
+        data.insert("failCommands", vec!["findAndModify", "update"]);
+        data.insert("appName", app);
+        client()
+            .await
+            .database("admin")
+            .run_command(doc! {
+                "configureFailPoint": "failCommand",
+                "mode": "alwaysOn",
+                "data": data,
+            })
+            .await
+            .expect("configureFailPoint (the server must run with test commands enabled)");
+        Self { _turn: turn }
+    }
+
+    async fn off() {
         let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
         if let Ok(client) = Client::with_uri_str(uri()).await {
             let _ = client.database("admin").run_command(off).await;
@@ -432,72 +456,101 @@ impl FailPointOff {
     }
 }
 
-impl Drop for FailPointOff {
+impl Drop for FailPoint {
     fn drop(&mut self) {
         let off = std::thread::spawn(|| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();
             if let Ok(runtime) = runtime {
-                runtime.block_on(Self::now());
+                runtime.block_on(Self::off());
             }
         });
         let _ = off.join();
     }
 }
 
+/// A holder whose client is named `app` (for failpoints), a peer observer, and a held guard.
+async fn holder_with_app(app: &str) -> (LockManager, MongoStore, mongolock::LockGuard) {
+    let client = client_with(Some(app.to_owned()), None).await;
+    let store = store_on(&client, &unique_collection());
+    let holder = start(store.clone(), fast_options()).await;
+    let observer = peer_of(&store).await;
+    let guard = holder.lock("cut-off").unwrap().acquire().await.unwrap();
+    (holder, observer, guard)
+}
+
+/// After the holder was told of the loss, the server must still show its lease: the holder
+/// learnt before anyone else could hold the lock.
+async fn assert_lease_still_live(observer: &MongoStore, holder: &LockManager) -> Duration {
+    let record = observer
+        .inspect(&LockName::new("cut-off").unwrap())
+        .await
+        .unwrap()
+        .expect("the record");
+    assert_eq!(record.holder.as_ref(), Some(holder.holder_id()));
+    record
+        .expires_in
+        .expect("the lease must be unexpired on the server when the loss is reported")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires() {
-    // Only this client's commands are stalled (failpoint scoped by appName), so tests running
-    // in parallel are unaffected.
     let app = format!("stalled-{}", uuid::Uuid::new_v4().simple());
-    let stalled_client = client_with(Some(app.clone()), None).await;
-    let store = store_on(&stalled_client, &unique_collection());
+    let (holder, observer, guard) = holder_with_app(&app).await;
     let options = fast_options();
-    let holder = start(store.clone(), options.clone()).await;
-    let observer = peer_of(&store).await;
-    let guard = holder.lock("stalled").unwrap().acquire().await.unwrap();
-
-    let admin = client().await;
-    let off = FailPointOff;
     let blocked_ms = (options.expiry_value() * 3).as_millis() as i64;
-    admin
-        .database("admin")
-        .run_command(doc! {
-            "configureFailPoint": "failCommand",
-            "mode": "alwaysOn",
-            "data": {
-                "failCommands": ["findAndModify", "update"],
-                "blockConnection": true,
-                "blockTimeMS": blocked_ms,
-                "appName": app.as_str(),
-            },
-        })
-        .await
-        .expect("configureFailPoint (the server must run with test commands enabled)");
+    let fail_point = FailPoint::on(
+        &app,
+        doc! { "blockConnection": true, "blockTimeMS": blocked_ms },
+    )
+    .await;
     let stalled_at = Instant::now();
 
     let reason = timeout(options.expiry_value(), guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within the expiry of a stalled server"));
     let told_after = stalled_at.elapsed();
-    assert_eq!(reason, LossReason::DeadlineExceeded);
-    // The server still shows our lease: the holder learnt before anyone else could hold.
-    let record = observer
-        .inspect(&LockName::new("stalled").unwrap())
-        .await
-        .unwrap()
-        .expect("the record");
-    assert_eq!(record.holder.as_ref(), Some(holder.holder_id()));
-    let left = record
-        .expires_in
-        .expect("unexpired on the server when the loss was reported");
+    // The property checked here is the timing against the server's lease; the conformance
+    // scenario `hung_store_is_reported_by_local_deadline` pins the reason itself. A renewal
+    // the runtime timed out just before the deadline may be reported as a store error.
+    let timed_out = matches!(&reason, LossReason::StoreErrors { last_error } if last_error.contains("timed out"));
+    assert!(
+        reason == LossReason::DeadlineExceeded || timed_out,
+        "{reason:?}"
+    );
+    let left = assert_lease_still_live(&observer, &holder).await;
     println!("stalled server: loss after {told_after:?}, lease left on the server {left:?}");
     assert!(
         told_after <= options.renew_deadline_value() + SLACK,
         "{told_after:?}"
     );
-    drop(off);
+    drop(fail_point);
+    holder.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_connections_are_reported_before_the_lease_expires() {
+    let app = format!("dropped-{}", uuid::Uuid::new_v4().simple());
+    let (holder, observer, guard) = holder_with_app(&app).await;
+    let options = fast_options();
+    let fail_point = FailPoint::on(&app, doc! { "closeConnection": true }).await;
+    let cut_at = Instant::now();
+
+    let reason = timeout(options.expiry_value(), guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("no loss signal within the expiry while connections drop"));
+    let told_after = cut_at.elapsed();
+    assert!(
+        matches!(
+            reason,
+            LossReason::DeadlineExceeded | LossReason::StoreErrors { .. }
+        ),
+        "{reason:?}"
+    );
+    let left = assert_lease_still_live(&observer, &holder).await;
+    println!("dropped connections: {reason:?} after {told_after:?}, lease left {left:?}");
+    drop(fail_point);
     holder.shutdown().await;
 }
 
