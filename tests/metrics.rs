@@ -8,8 +8,8 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use mongolock::{LockManager, LockName, LockOptions, MemoryStore};
 
 /// Sums what the recorder saw: its snapshots drain counters, gauges and histograms, and
-/// the runtime only ever increments, so the running sum is the current value (for
-/// histograms: the number of samples).
+/// the runtime only increments them, so the running sum is the current value (for
+/// histograms: the number of samples). The leader gauge is set, so its latest value counts.
 #[derive(Default)]
 struct Totals(HashMap<(String, Vec<(String, String)>), f64>);
 
@@ -32,10 +32,15 @@ impl Totals {
                 DebugValue::Gauge(v) => v.into_inner(),
                 DebugValue::Histogram(v) => v.len() as f64,
             };
-            *self
+            let entry = self
                 .0
                 .entry((key.key().name().to_owned(), key_labels))
-                .or_default() += amount;
+                .or_default();
+            if key.key().name() == "mongolock_leader" {
+                *entry = amount; // set, not incremented: the latest value is the value
+            } else {
+                *entry += amount;
+            }
         }
         let mut wanted: Vec<(String, String)> = labels
             .iter()
@@ -160,4 +165,27 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     );
     let unlabelled = !totals.any_label("lock", "orders");
     assert!(unlabelled, "names are not labels unless enabled");
+
+    // The leader gauge follows terms.
+    let election = a
+        .election("scheduler", mongolock::ElectionOptions::default())
+        .unwrap();
+    election.campaign().await.unwrap();
+    assert_eq!(
+        totals.value(
+            &snapshotter,
+            "mongolock_leader",
+            &[("election", "scheduler")]
+        ),
+        Some(1.0)
+    );
+    election.resign().await.unwrap();
+    assert_eq!(
+        totals.value(
+            &snapshotter,
+            "mongolock_leader",
+            &[("election", "scheduler")]
+        ),
+        Some(0.0)
+    );
 }

@@ -82,4 +82,12 @@ impl CampaignEvent for ElectionEvent {
             leader: record.and_then(LeaderInfo::from_record),
         })
     }
+
+    fn leader_status(&self) -> Option<f64> {
+        match self {
+            Self::Elected { .. } => Some(1.0),
+            Self::Deposed { .. } | Self::Resigned { .. } => Some(0.0),
+            Self::LeaderChanged { .. } => None,
+        }
+    }
 }

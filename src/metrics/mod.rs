@@ -16,12 +16,19 @@
 //! | `mongolock_losses_total` | counter | `reason` (see [`LossReason::as_str`](crate::LossReason::as_str)) | held locks lost |
 //! | `mongolock_store_operation_seconds` | histogram | `op` = acquire, extend, release, inspect | store call latency |
 //! | `mongolock_store_errors_total` | counter | `op` | store calls that failed or timed out |
+//! | `mongolock_leader` | gauge | `election` | 1 while this process leads the election, else 0 |
+
+#[cfg(feature = "prometheus")]
+mod prometheus;
 
 use std::time::Duration;
 
 use metrics::Label;
 
 use crate::{LockName, LossReason};
+
+#[cfg(feature = "prometheus")]
+pub use prometheus::{install_prometheus_exporter, STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS};
 
 /// Counter: store acquisition attempts, by `result`.
 pub const ACQUIRE_ATTEMPTS: &str = "mongolock_acquire_attempts_total";
@@ -41,6 +48,11 @@ pub const LOSSES: &str = "mongolock_losses_total";
 pub const STORE_OPERATION: &str = "mongolock_store_operation_seconds";
 /// Counter: failed or timed-out store calls, by `op`.
 pub const STORE_ERRORS: &str = "mongolock_store_errors_total";
+
+/// Gauge: 1 while this process leads the election named by the `election` label, else 0
+/// (like client-go's `leader_election_master_status`). Election names are few by design,
+/// so the label is always present.
+pub const LEADER: &str = "mongolock_leader";
 
 /// Registers units and help texts for every metric with the installed recorder. Call it once
 /// after installing an exporter so scrapes show `# HELP` lines.
@@ -77,6 +89,11 @@ pub fn describe() {
         STORE_ERRORS,
         "Store calls that failed or timed out, by operation."
     );
+}
+
+/// The leader gauge of one election.
+pub(crate) fn leader_gauge(election: &LockName) -> metrics::Gauge {
+    metrics::gauge!(LEADER, "election" => election.as_str().to_owned())
 }
 
 /// Result label of an acquisition attempt.

@@ -11,4 +11,9 @@ pub(crate) trait CampaignEvent: Clone + Send + Sync + 'static {
     fn released(token: u64) -> Self;
     /// The observed holder changed (only campaigns that observe call this).
     fn holder_changed(record: Option<&LockRecord>) -> Option<Self>;
+
+    /// For elections: the value of the leader gauge after this event (1 leading, 0 not).
+    fn leader_status(&self) -> Option<f64> {
+        None
+    }
 }

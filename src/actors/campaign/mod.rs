@@ -64,6 +64,9 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
         if args.observe_every.is_some() {
             myself.send_message(CampaignMsg::ObserveDue)?;
         }
+        let leader_gauge = args
+            .observe_every
+            .map(|_| crate::metrics::leader_gauge(args.lock.name()));
         Ok(CampaignState {
             lock: args.lock,
             campaigning: false,
@@ -71,7 +74,7 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             attempt: 0,
             acquiring: None,
             waiting: Vec::new(),
-            sinks: EventSinks::new(args.channel),
+            sinks: EventSinks::new(args.channel, leader_gauge),
             binding: None,
             observe_every: args.observe_every,
             last_observed: None,

@@ -6,6 +6,8 @@ use std::panic::AssertUnwindSafe;
 
 use tokio::sync::broadcast;
 
+use super::CampaignEvent;
+
 /// Forwards one event; returns `false` when its target is gone and it should be removed.
 pub(crate) type ActorSink<E> = Box<dyn FnMut(E) -> bool + Send>;
 
@@ -15,13 +17,19 @@ pub(crate) const CHANNEL_CAPACITY: usize = 64;
 pub(crate) struct EventSinks<E> {
     channel: broadcast::Sender<E>,
     actors: Vec<ActorSink<E>>,
+    /// Elections set their leader gauge from the events they publish.
+    leader_gauge: Option<metrics::Gauge>,
 }
 
-impl<E: Clone> EventSinks<E> {
-    pub(crate) fn new(channel: broadcast::Sender<E>) -> Self {
+impl<E: CampaignEvent> EventSinks<E> {
+    pub(crate) fn new(channel: broadcast::Sender<E>, leader_gauge: Option<metrics::Gauge>) -> Self {
+        if let Some(gauge) = &leader_gauge {
+            gauge.set(0.0);
+        }
         Self {
             channel,
             actors: Vec::new(),
+            leader_gauge,
         }
     }
 
@@ -30,6 +38,9 @@ impl<E: Clone> EventSinks<E> {
     }
 
     pub(crate) fn publish(&mut self, event: E) {
+        if let (Some(gauge), Some(status)) = (&self.leader_gauge, event.leader_status()) {
+            gauge.set(status);
+        }
         // No receivers is fine: nobody subscribed to the channel.
         let _ = self.channel.send(event.clone());
         self.actors.retain_mut(|sink| {
