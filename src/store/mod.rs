@@ -10,6 +10,7 @@
 //! `mongodb` feature, [`MongoStore`].
 
 mod error;
+mod faulty;
 mod memory;
 #[cfg(feature = "mongodb")]
 mod mongo;
@@ -19,6 +20,7 @@ mod request;
 use async_trait::async_trait;
 
 pub use error::StoreError;
+pub use faulty::FaultyStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "mongodb")]
 pub use mongo::{MongoStore, MongoStoreBuilder};

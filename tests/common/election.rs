@@ -9,7 +9,7 @@ use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::{sleep, timeout, Instant};
 
-use super::faulty::FaultyStore;
+use mongolock::store::FaultyStore;
 use super::{fast_options, Backend, SLACK};
 
 pub fn fast_election() -> ElectionOptions {

@@ -5,7 +5,6 @@
 
 pub mod election;
 pub mod embedding;
-pub mod faulty;
 pub mod scenarios;
 
 use std::time::Duration;

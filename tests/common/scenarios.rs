@@ -9,7 +9,7 @@ use std::time::Duration;
 use mongolock::{LockError, LockManager, LockName, LockOptions, LossReason};
 use tokio::time::{sleep, timeout, Instant};
 
-use super::faulty::FaultyStore;
+use mongolock::store::FaultyStore;
 use super::{fast_options, Backend, SLACK};
 
 async fn start(store: impl mongolock::LockStore) -> LockManager {
