@@ -15,5 +15,8 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
-cargo test --all-targets
-cargo test --doc
+# Run every test target and the doc tests even when one fails, then fail if any did.
+status=0
+cargo test --all-targets --no-fail-fast || status=$?
+cargo test --doc --no-fail-fast || status=$?
+exit "$status"
