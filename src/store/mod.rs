@@ -93,3 +93,44 @@ pub trait LockStore: Send + Sync + 'static {
     /// Reads what the store knows about `name` (`None`: it has never seen it or forgot it).
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError>;
 }
+
+/// A shared store is a store: lets one code path hold any backend as `Arc<dyn LockStore>`.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, LockStore, MemoryStore};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new());
+/// let manager = LockManager::start(store, LockOptions::default()).await?;
+/// # Ok(()) }
+/// ```
+#[async_trait]
+impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
+    async fn prepare(&self) -> Result<(), StoreError> {
+        (**self).prepare().await
+    }
+
+    async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        (**self).try_acquire(request).await
+    }
+
+    async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        (**self).extend(request).await
+    }
+
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        (**self).extend_many(requests).await
+    }
+
+    async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+        (**self).release(key).await
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+        (**self).inspect(name).await
+    }
+}

@@ -9,8 +9,8 @@ use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::{sleep, timeout, Instant};
 
-use mongolock::store::FaultyStore;
 use super::{fast_options, Backend, SLACK};
+use mongolock::store::FaultyStore;
 
 pub fn fast_election() -> ElectionOptions {
     ElectionOptions::default()

@@ -9,8 +9,8 @@ use std::time::Duration;
 use mongolock::{LockError, LockManager, LockName, LockOptions, LossReason};
 use tokio::time::{sleep, timeout, Instant};
 
-use mongolock::store::FaultyStore;
 use super::{fast_options, Backend, SLACK};
+use mongolock::store::FaultyStore;
 
 async fn start(store: impl mongolock::LockStore) -> LockManager {
     match LockManager::start(store, fast_options()).await {
@@ -228,17 +228,18 @@ pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &
     let b = start(backend.peer(&store).await).await;
     let held = b.lock("queue").unwrap().acquire().await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for i in 0..10 {
+    // One task polls the ten acquisitions in order, so they reach the lock actor in order
+    // (a request is sent on the first poll) whatever the runtime's threads do.
+    let waiters = (0..10).map(|i| {
         let (lock, order) = (a.lock("queue").unwrap(), order.clone());
-        tasks.push(tokio::spawn(async move {
+        async move {
             let guard = lock.acquire().await.unwrap();
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
-        }));
-        // Let each waiter reach the actor before the next, so arrival order is defined.
-        sleep(Duration::from_millis(2)).await;
-    }
+        }
+    });
+    let all = tokio::spawn(futures::future::join_all(waiters));
+    sleep(Duration::from_millis(20)).await;
     let window = Duration::from_millis(500);
     let before = counting.acquire_calls();
     sleep(window).await;
@@ -251,9 +252,7 @@ pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &
         "{attempts} store attempts in {window:?} for 10 local waiters (one poller allows {bound})"
     );
     held.release().await.unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    all.await.unwrap();
     assert_eq!(
         *order.lock().unwrap(),
         (0..10).collect::<Vec<_>>(),

@@ -427,7 +427,9 @@ impl LockActorState {
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "lease renewal failed; retrying until the renew deadline");
                 self.metrics.renewal(RenewalResult::Error);
-                hold.last_error = Some(error);
+                // A renewal our own timeout cut short went unanswered: that is a silent
+                // store, not a failing one.
+                hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
                 schedule_renewal(myself, lease, hold.retry_renewal_at());
             }
         }

@@ -1,0 +1,398 @@
+//! Leader election, end to end — the project's main job.
+//!
+//! Several workers elect a leader; only the leader runs a `Scheduler` actor (lifecycle
+//! binding). The leader then crashes (its store stops answering; it never releases) and a
+//! follower takes over after the lease; later the new leader resigns and hands over at
+//! once. Timings are printed as they happen, Prometheus metrics are served on a local port
+//! while it runs, and a summary closes the run. Exits 0 by itself in about 20 seconds.
+//!
+//! ```text
+//! cargo run --example leader_election
+//! cargo run --example leader_election -- --mongodb-uri mongodb://127.0.0.1:27017
+//! cargo run --example leader_election -- --mongodb-uri URI --join --duration 60   # more processes
+//! ```
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use mongolock::store::{FaultyStore, HolderId};
+use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, LockStore};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::mpsc;
+use tokio::time::{sleep, timeout, Instant};
+
+use support::{at, Backend};
+
+const ELECTION: &str = "scheduler";
+const LEASE: Duration = Duration::from_secs(3);
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+const RETRY: Duration = Duration::from_millis(500);
+
+#[derive(Parser)]
+#[command(about = "Workers electing a leader, with a crash and a resignation")]
+struct Args {
+    /// Use this MongoDB server instead of the embedded store.
+    #[arg(long)]
+    mongodb_uri: Option<String>,
+    /// How many workers campaign in this process.
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// Serve Prometheus metrics on this port (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    metrics_port: u16,
+    /// Only campaign and report events (for extra processes joining a MongoDB election).
+    #[arg(long, requires = "mongodb_uri")]
+    join: bool,
+    /// With --join: how long to stay, in seconds.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+}
+
+/// The work only the leader does: "schedules" a batch every second under its token.
+struct Scheduler;
+
+impl Actor for Scheduler {
+    type Msg = ();
+    type State = (String, u64, u64);
+    type Arguments = (String, u64);
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<()>,
+        (worker, token): (String, u64),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        println!("           {worker}: scheduler actor started (token {token})");
+        me.send_interval(Duration::from_secs(1), || ());
+        Ok((worker, token, 0))
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<()>,
+        _: (),
+        (worker, token, batches): &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        *batches += 1;
+        println!("           {worker}: scheduling batch #{batches} fenced with token {token}");
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _: ActorRef<()>,
+        (worker, token, batches): &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        println!(
+            "           {worker}: scheduler actor stopped after {batches} batches (token {token})"
+        );
+        Ok(())
+    }
+}
+
+struct Worker {
+    name: String,
+    manager: LockManager,
+    election: Election,
+    store: FaultyStore<Arc<dyn LockStore>>,
+}
+
+/// One line of the closing summary.
+struct Term {
+    leader: String,
+    token: u64,
+    began: Duration,
+    ended: Option<(Duration, String)>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("leader_election: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let backend = Backend::new(args.mongodb_uri.clone());
+    let port = support::serve_metrics(args.metrics_port)?;
+    println!(
+        "Leader election among {} workers on {}",
+        args.workers,
+        backend.describe()
+    );
+    println!("lease {LEASE:?}, renew deadline {RENEW_DEADLINE:?}, retry {RETRY:?}; metrics on http://127.0.0.1:{port}/metrics\n");
+
+    let start = Instant::now();
+    let (events_tx, mut events) = mpsc::unbounded_channel::<(String, ElectionEvent)>();
+    let workers = start_workers(&backend, args.workers, events_tx).await?;
+
+    if args.join {
+        let until = start + Duration::from_secs(args.duration);
+        while let Ok(Some((worker, event))) = timeout(until - Instant::now(), events.recv()).await {
+            println!("{} {worker}: {}", at(start), describe(&event));
+        }
+        return shut_down(workers).await;
+    }
+
+    let mut terms: Vec<Term> = Vec::new();
+    let mut log = |worker: &str, event: &ElectionEvent, terms: &mut Vec<Term>| {
+        println!("{} {worker}: {}", at(start), describe(event));
+        match event {
+            ElectionEvent::Elected { token } => terms.push(Term {
+                leader: worker.to_owned(),
+                token: *token,
+                began: start.elapsed(),
+                ended: None,
+            }),
+            ElectionEvent::Deposed { token, reason } => {
+                end_term(terms, *token, start, reason.to_string())
+            }
+            ElectionEvent::Resigned { token } => {
+                end_term(terms, *token, start, "resigned".to_owned())
+            }
+            ElectionEvent::LeaderChanged { .. } => {}
+            _ => {}
+        }
+    };
+
+    // 1. First election.
+    let first = wait_for_election(&mut events, &mut terms, &mut log, None).await?;
+    println!(
+        "\n>>> {} leads after {:.3}s\n",
+        first.0,
+        start.elapsed().as_secs_f64()
+    );
+    pump(&mut events, &mut terms, &mut log, Duration::from_secs(3)).await;
+
+    // 2. The leader crashes: its store calls hang and it never releases.
+    let crashed = workers
+        .iter()
+        .find(|w| w.name == first.0)
+        .ok_or("leader is not one of ours")?;
+    println!(
+        "\n>>> {} crashes now (store unreachable, no release)\n",
+        crashed.name
+    );
+    let crash_at = Instant::now();
+    crashed.store.hang();
+    let second = wait_for_election(&mut events, &mut terms, &mut log, Some(&first.0)).await?;
+    let failover = crash_at.elapsed();
+    println!(
+        "\n>>> failover: {} leads {:.3}s after the crash (bound: lease {LEASE:?} + retry)\n",
+        second.0,
+        failover.as_secs_f64()
+    );
+    pump(&mut events, &mut terms, &mut log, Duration::from_secs(3)).await;
+
+    // 3. The new leader resigns: hand-over within a retry period.
+    let resigning = workers
+        .iter()
+        .find(|w| w.name == second.0)
+        .ok_or("leader is not one of ours")?;
+    println!("\n>>> {} resigns\n", resigning.name);
+    let resign_at = Instant::now();
+    resigning
+        .election
+        .resign()
+        .await
+        .map_err(|e| e.to_string())?;
+    let third = wait_for_election(&mut events, &mut terms, &mut log, Some(&second.0)).await?;
+    let handover = resign_at.elapsed();
+    println!(
+        "\n>>> hand-over: {} leads {:.3}s after the resignation\n",
+        third.0,
+        handover.as_secs_f64()
+    );
+    pump(&mut events, &mut terms, &mut log, Duration::from_secs(2)).await;
+
+    let observer = workers
+        .iter()
+        .find(|w| w.name != first.0)
+        .ok_or("no healthy worker")?;
+    let leader = observer
+        .election
+        .leader()
+        .await
+        .map_err(|e| e.to_string())?;
+    let metrics = support::scrape(port).await?;
+    shut_down(workers).await?;
+    pump(
+        &mut events,
+        &mut terms,
+        &mut log,
+        Duration::from_millis(200),
+    )
+    .await;
+
+    println!("\n================ summary ================");
+    println!(
+        "{:<10} {:>20} {:>9} {:>9}  ended by",
+        "leader", "token", "from", "to"
+    );
+    for term in &terms {
+        let (to, why) = match &term.ended {
+            Some((to, why)) => (format!("{:.3}s", to.as_secs_f64()), why.as_str()),
+            None => ("-".to_owned(), "still leading"),
+        };
+        println!(
+            "{:<10} {:>20} {:>8.3}s {:>9}  {why}",
+            term.leader,
+            term.token,
+            term.began.as_secs_f64(),
+            to
+        );
+    }
+    println!(
+        "failover after crash: {:.3}s (lease {LEASE:?}); hand-over after resign: {:.3}s",
+        failover.as_secs_f64(),
+        handover.as_secs_f64()
+    );
+    if let Some(leader) = leader {
+        println!(
+            "store's view before shutdown: {} leads with token {}",
+            leader.holder, leader.token
+        );
+    }
+    let tokens: Vec<u64> = terms.iter().map(|t| t.token).collect();
+    let increasing = tokens.windows(2).all(|w| w[0] < w[1]);
+    println!("fencing tokens strictly increasing across terms: {increasing}");
+    println!("\nmetrics served at http://127.0.0.1:{port}/metrics (excerpt):");
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("mongolock_leader") || l.starts_with("mongolock_losses_total"))
+    {
+        println!("  {line}");
+    }
+    if !increasing || terms.len() < 3 {
+        return Err("the run did not show three increasing terms".to_owned());
+    }
+    Ok(())
+}
+
+async fn start_workers(
+    backend: &Backend,
+    count: usize,
+    events: mpsc::UnboundedSender<(String, ElectionEvent)>,
+) -> Result<Vec<Worker>, String> {
+    let options = ElectionOptions::default()
+        .lease_duration(LEASE)
+        .renew_deadline(RENEW_DEADLINE)
+        .retry_period(RETRY);
+    let mut workers = Vec::new();
+    for i in 1..=count {
+        let name = format!("worker-{i}");
+        let store = FaultyStore::new(backend.connect().await?);
+        let identity = HolderId::from_string(format!("{name}@{}", HolderId::generate()));
+        let manager =
+            LockManager::start_with_holder(store.clone(), LockOptions::default(), identity)
+                .await
+                .map_err(|e| format!("{name} could not start: {e}"))?;
+        let election = manager
+            .election(ELECTION, options.clone())
+            .map_err(|e| e.to_string())?;
+        let mut stream = election.subscribe();
+        let (tx, who) = (events.clone(), name.clone());
+        tokio::spawn(async move {
+            while let Ok(event) = stream.recv().await {
+                let _ = tx.send((who.clone(), event));
+            }
+        });
+        let who = name.clone();
+        election
+            .run_while_leader(move |token, supervisor| {
+                let who = who.clone();
+                async move {
+                    let (actor, _) =
+                        Actor::spawn_linked(None, Scheduler, (who, token), supervisor).await?;
+                    Ok(actor.get_cell())
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        workers.push(Worker {
+            name,
+            manager,
+            election,
+            store,
+        });
+    }
+    Ok(workers)
+}
+
+type Log<'a> = dyn FnMut(&str, &ElectionEvent, &mut Vec<Term>) + 'a;
+
+/// Waits (at most 15 s) for a worker other than `not` to be elected.
+async fn wait_for_election(
+    events: &mut mpsc::UnboundedReceiver<(String, ElectionEvent)>,
+    terms: &mut Vec<Term>,
+    log: &mut Log<'_>,
+    not: Option<&str>,
+) -> Result<(String, u64), String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let Ok(Some((worker, event))) = timeout(deadline - Instant::now(), events.recv()).await
+        else {
+            return Err("no leader was elected within 15 s".to_owned());
+        };
+        log(&worker, &event, terms);
+        if let ElectionEvent::Elected { token } = event {
+            if Some(worker.as_str()) != not {
+                return Ok((worker, token));
+            }
+        }
+    }
+}
+
+/// Prints events for `period`.
+async fn pump(
+    events: &mut mpsc::UnboundedReceiver<(String, ElectionEvent)>,
+    terms: &mut Vec<Term>,
+    log: &mut Log<'_>,
+    period: Duration,
+) {
+    let until = Instant::now() + period;
+    while let Ok(Some((worker, event))) = timeout(
+        until.saturating_duration_since(Instant::now()),
+        events.recv(),
+    )
+    .await
+    {
+        log(&worker, &event, terms);
+    }
+}
+
+fn end_term(terms: &mut [Term], token: u64, start: Instant, why: String) {
+    if let Some(term) = terms.iter_mut().find(|t| t.token == token) {
+        term.ended = Some((start.elapsed(), why));
+    }
+}
+
+fn describe(event: &ElectionEvent) -> String {
+    match event {
+        ElectionEvent::Elected { token } => format!("ELECTED (token {token})"),
+        ElectionEvent::Deposed { token, reason } => format!("deposed (token {token}): {reason}"),
+        ElectionEvent::Resigned { token } => format!("resigned (token {token})"),
+        ElectionEvent::LeaderChanged { leader: Some(l) } => {
+            format!("sees leader {} (token {})", l.holder, l.token)
+        }
+        ElectionEvent::LeaderChanged { leader: None } => "sees no leader".to_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+async fn shut_down(workers: Vec<Worker>) -> Result<(), String> {
+    for worker in &workers {
+        worker.store.heal();
+        worker.manager.shutdown().await;
+    }
+    sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
