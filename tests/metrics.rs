@@ -166,6 +166,17 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     let unlabelled = !totals.any_label("lock", "orders");
     assert!(unlabelled, "names are not labels unless enabled");
 
+    // An allow-list labels the names it lists and no others.
+    let policy = mongolock::metrics::LockNameLabel::allow_list(["audit"]);
+    let listed = LockOptions::default().lock_name_label(policy);
+    for name in ["audit", "noise"] {
+        let lock = a.lock_with(name, listed.clone()).unwrap();
+        drop(lock.acquire().await.unwrap());
+    }
+    totals.value(&snapshotter, "mongolock_held_locks", &[]);
+    assert!(totals.any_label("lock", "audit"));
+    assert!(!totals.any_label("lock", "noise"));
+
     // The leader gauge follows terms.
     let election = a
         .election("scheduler", mongolock::ElectionOptions::default())

@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use crate::metrics::LockNameLabel;
 use crate::LockError;
 
 /// How a lock is held and waited for. Build it by chaining setters on the default; the
@@ -14,7 +15,7 @@ use crate::LockError;
 /// | [`busy_wait`](Self::busy_wait) | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
 /// | [`adaptive_backoff`](Self::adaptive_backoff) | off | sleep `min·1.5^n` ±20 % instead of uniformly random |
 /// | [`idle_actor_timeout`](Self::idle_actor_timeout) | 60 s | how long the per-name actor lingers after the lock goes idle |
-/// | [`lock_name_label`](Self::lock_name_label) | off | add a `lock` label with the name to this lock's metrics |
+/// | [`lock_name_label`](Self::lock_name_label) | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
 ///
 /// Rules: every duration is non-zero, `extension_cadence < renew_deadline < expiry`, and
 /// busy-wait `min <= max`.
@@ -40,7 +41,7 @@ pub struct LockOptions {
     pub(crate) busy_wait_max: Duration,
     pub(crate) adaptive_backoff: bool,
     pub(crate) idle_actor_timeout: Duration,
-    pub(crate) lock_name_label: bool,
+    pub(crate) lock_name_label: LockNameLabel,
 }
 
 impl Default for LockOptions {
@@ -53,7 +54,7 @@ impl Default for LockOptions {
             busy_wait_max: Duration::from_millis(800),
             adaptive_backoff: false,
             idle_actor_timeout: Duration::from_secs(60),
-            lock_name_label: false,
+            lock_name_label: LockNameLabel::Off,
         }
     }
 }
@@ -138,16 +139,19 @@ impl LockOptions {
         self
     }
 
-    /// With `true`, this lock's metrics carry a `lock` label with its name. Off by default so a
-    /// service with many lock names cannot explode metric cardinality; turn it on for the
-    /// few locks worth watching one by one (via [`LockManager::lock_with`](crate::LockManager::lock_with)).
+    /// Which locks using these options carry a `lock` label with their name on their
+    /// metrics: `false`/[`LockNameLabel::Off`] (default, so many lock names cannot explode
+    /// metric cardinality), `true`/[`LockNameLabel::On`], or
+    /// [`LockNameLabel::allow_list`] of the names worth watching one by one.
     ///
     /// ```
-    /// let options = mongolock::LockOptions::default().lock_name_label(true);
-    /// assert!(options.validate().is_ok());
+    /// use mongolock::{metrics::LockNameLabel, LockOptions};
+    /// let all = LockOptions::default().lock_name_label(true);
+    /// let some = LockOptions::default().lock_name_label(LockNameLabel::allow_list(["billing"]));
+    /// assert!(some.validate().is_ok());
     /// ```
-    pub fn lock_name_label(mut self, enabled: bool) -> Self {
-        self.lock_name_label = enabled;
+    pub fn lock_name_label(mut self, policy: impl Into<LockNameLabel>) -> Self {
+        self.lock_name_label = policy.into();
         self
     }
 

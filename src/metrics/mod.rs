@@ -1,9 +1,10 @@
 //! Metrics emitted through the [`metrics`] facade; the application installs the exporter
 //! (for example `metrics-exporter-prometheus`).
 //!
-//! Every metric carries the labels listed below; with
-//! [`LockOptions::lock_name_label`](crate::LockOptions::lock_name_label) a lock's series also
-//! carry `lock="<name>"`. Counters end in `_total`, durations are histograms in seconds.
+//! Every metric carries the labels listed below; a lock whose options'
+//! [`LockNameLabel`] policy selects it (see
+//! [`LockOptions::lock_name_label`](crate::LockOptions::lock_name_label)) also carries
+//! `lock="<name>"` — off by default, so many lock names cannot explode cardinality. Counters end in `_total`, durations are histograms in seconds.
 //!
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
@@ -18,6 +19,7 @@
 //! | `mongolock_store_errors_total` | counter | `op` | store calls that failed or timed out |
 //! | `mongolock_leader` | gauge | `election` | 1 while this process leads the election, else 0 |
 
+mod name_label;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 
@@ -26,6 +28,8 @@ use std::time::Duration;
 use metrics::Label;
 
 use crate::{LockName, LossReason};
+
+pub use name_label::LockNameLabel;
 
 #[cfg(feature = "prometheus")]
 pub use prometheus::{install_prometheus_exporter, STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS};
@@ -137,8 +141,8 @@ pub(crate) struct LockMetrics {
 }
 
 impl LockMetrics {
-    pub(crate) fn new(name: &LockName, with_name_label: bool) -> Self {
-        let base = if with_name_label {
+    pub(crate) fn new(name: &LockName, policy: &LockNameLabel) -> Self {
+        let base = if policy.labels(name) {
             vec![Label::new("lock", name.as_str().to_owned())]
         } else {
             Vec::new()

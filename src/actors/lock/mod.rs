@@ -90,7 +90,7 @@ impl Actor for LockActor {
         _myself: ActorRef<LockMsg>,
         args: LockActorArgs,
     ) -> Result<LockActorState, ActorProcessingErr> {
-        let metrics = LockMetrics::new(&args.name, args.options.lock_name_label);
+        let metrics = LockMetrics::new(&args.name, &args.options.lock_name_label);
         Ok(LockActorState {
             waiters: Waiters::new(metrics.clone()),
             metrics,
