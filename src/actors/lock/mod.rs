@@ -517,7 +517,10 @@ impl LockActorState {
             Ok(ReleaseOutcome::Released) => Ok(()),
             // The record no longer carried our lease: it had expired and been taken over
             // before the release — the caller must know its critical section was not exclusive.
-            Ok(ReleaseOutcome::NotOwner) => Err(LockError::Lost(LossReason::Superseded)),
+            Ok(ReleaseOutcome::NotOwner) => {
+                self.metrics.loss(&LossReason::Superseded);
+                Err(LockError::Lost(LossReason::Superseded))
+            }
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "release failed; the lease will expire on the store");
                 Err(LockError::Store(error))
