@@ -8,6 +8,15 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# A real Prometheus for the metrics end-to-end test (tests/prometheus_e2e.rs).
+if ! command -v prometheus >/dev/null 2>&1; then
+    echo "test.sh: installing prometheus (Debian package) for the metrics end-to-end test" >&2
+    sudo=()
+    [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+
 if [[ -z "${MONGODB_URI:-}" ]]; then
     # shellcheck source=scripts/test-server.sh
     source scripts/test-server.sh
@@ -19,4 +28,6 @@ cargo clippy --all-targets -- -D warnings
 status=0
 cargo test --all-targets --no-fail-fast || status=$?
 cargo test --doc --no-fail-fast || status=$?
+# The main job (README's first command) must run to completion and exit 0.
+cargo run -q --example leader_election >/dev/null || { echo "test.sh: the main job failed" >&2; status=1; }
 exit "$status"
