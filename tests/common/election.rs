@@ -198,9 +198,7 @@ pub async fn election_survives_bad_subscribers<B: Backend>(backend: &B) {
     let (nodes, _) = candidates(backend, 2).await;
     let leader = nodes[0].0.election("steady", fast_election()).unwrap();
     let _never_read = leader.subscribe(); // falls behind; must not slow anything
-    let (sink, _) = ractor::Actor::spawn(None, super::embedding::Recorder, ())
-        .await
-        .unwrap();
+    let (sink, _received) = super::embedding::probe().await;
     leader
         .subscribe_actor(&sink, |event| -> super::embedding::Recorded {
             if matches!(event, ElectionEvent::Elected { .. }) {

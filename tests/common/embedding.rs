@@ -21,36 +21,7 @@ pub enum Recorded {
 }
 
 /// An actor that forwards what it receives to a channel the test reads.
-pub struct Recorder;
-
-impl Actor for Recorder {
-    type Msg = Recorded;
-    type State = Option<mpsc::UnboundedSender<Recorded>>;
-    type Arguments = ();
-
-    async fn pre_start(
-        &self,
-        _: ActorRef<Recorded>,
-        _: (),
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(None)
-    }
-
-    async fn handle(
-        &self,
-        _: ActorRef<Recorded>,
-        message: Recorded,
-        out: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        if let Some(out) = out {
-            let _ = out.send(message);
-        }
-        Ok(())
-    }
-}
-
-/// A recorder wired to a channel.
-struct Probe;
+pub struct Probe;
 
 impl Actor for Probe {
     type Msg = Recorded;
@@ -76,7 +47,7 @@ impl Actor for Probe {
     }
 }
 
-async fn probe() -> (ActorRef<Recorded>, mpsc::UnboundedReceiver<Recorded>) {
+pub async fn probe() -> (ActorRef<Recorded>, mpsc::UnboundedReceiver<Recorded>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let (actor, _) = Actor::spawn(None, Probe, tx).await.unwrap();
     (actor, rx)

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mongolock::{LockError, LockManager, LockName, LockOptions, LossReason};
+use mongolock::{LockError, LockGuard, LockManager, LockName, LockOptions, LossReason};
 use tokio::time::{sleep, timeout, Instant};
 
 use super::{fast_options, Backend, SLACK};
@@ -57,6 +57,15 @@ async fn acquired_within(
             return None;
         }
         sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Acquires a lock whose holder went silent: it frees up once the lease expires.
+async fn take_over(manager: &LockManager, name: &str) -> LockGuard {
+    let within = fast_options().expiry_value() * 3;
+    match manager.lock(name).unwrap().acquire_timeout(within).await {
+        Ok(guard) => guard,
+        Err(error) => panic!("{name}: the expired lock was not taken over: {error}"),
     }
 }
 
@@ -267,12 +276,7 @@ pub async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
     faulty.hang(); // the holder can no longer reach the store: as if it crashed
     let reason = guard.lost().await;
     let told = Instant::now();
-    let taken = peer
-        .lock("crash")
-        .unwrap()
-        .acquire_timeout(fast_options().expiry_value() * 3)
-        .await;
-    let taken = taken.unwrap_or_else(|e| panic!("peer never got the expired lock: {e}"));
+    let taken = take_over(&peer, "crash").await;
     let took_over = Instant::now();
     assert!(taken.token() > guard.token());
     assert_eq!(reason, LossReason::DeadlineExceeded);
@@ -390,12 +394,7 @@ pub async fn late_release_does_not_free_successor<B: Backend>(backend: &B) {
     let old = stalled.lock("succ").unwrap().acquire().await.unwrap();
     faulty.hang();
     let _ = old.lost().await;
-    let successor = peer
-        .lock("succ")
-        .unwrap()
-        .acquire_timeout(fast_options().expiry_value() * 3)
-        .await
-        .unwrap();
+    let successor = take_over(&peer, "succ").await;
     faulty.heal();
     assert!(
         old.release().await.is_err(),
@@ -428,12 +427,7 @@ pub async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
     let g = a.lock("fenced").unwrap().acquire().await.unwrap();
     tokens.push(g.token());
     faulty.hang();
-    let g2 = b
-        .lock("fenced")
-        .unwrap()
-        .acquire_timeout(fast_options().expiry_value() * 3)
-        .await
-        .unwrap();
+    let g2 = take_over(&b, "fenced").await;
     tokens.push(g2.token());
     faulty.heal();
     drop(g);
