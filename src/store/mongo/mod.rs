@@ -61,6 +61,8 @@ use crate::LockName;
 /// - **release**: `update({_id, leaseId}, [$set leaseId: null, holder: null,
 ///   expiresAt: $$NOW])`. The document is kept, so the token sequence continues from it.
 /// - **inspect**: `aggregate([$match {_id}, $addFields {serverNow: $$NOW}])`.
+/// - **list** (for tools, not the runtime; [`MongoStore::list`]):
+///   `aggregate([$addFields {serverNow: $$NOW}, $sort {_id: 1}])`.
 ///
 /// # Fencing tokens
 ///
@@ -178,6 +180,48 @@ impl MongoStore {
     /// ```
     pub fn database(&self) -> &Database {
         &self.database
+    }
+
+    /// Every lock in the collection, sorted by name, read in one `aggregate` with the
+    /// server's `$$NOW`: a record's holder and time left are set only while its lease is
+    /// unexpired by the server's clock. For dashboards and `mongolock status`; the
+    /// runtime never calls it.
+    ///
+    /// Documents whose `_id` is not a string (not written by this crate) are listed under
+    /// their `_id` rendered as extended JSON.
+    ///
+    /// Errors: [`StoreError::Backend`] if the server fails or a document is malformed.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let store = mongolock::MongoStore::new(db);
+    /// for (name, record) in store.list().await? {
+    ///     match &record.holder {
+    ///         Some(holder) => println!("{name}: held by {holder}, token {}", record.token),
+    ///         None => println!("{name}: free"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list(&self) -> Result<Vec<(String, LockRecord)>, StoreError> {
+        let failed = |error: mongodb::error::Error| errors::backend("list (aggregate)", &error);
+        let mut cursor = self
+            .collection
+            .aggregate(pipeline::list())
+            .await
+            .map_err(failed)?;
+        let mut locks = Vec::new();
+        while cursor.advance().await.map_err(failed)? {
+            let found: Document = cursor.deserialize_current().map_err(failed)?;
+            let name = match found.get(document::ID) {
+                Some(mongodb::bson::Bson::String(name)) => name.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            locks.push((name, document::lock_record(&found)?));
+        }
+        Ok(locks)
     }
 }
 

@@ -104,6 +104,14 @@ pub(super) fn inspect(name: &LockName) -> Vec<Document> {
     ]
 }
 
+/// The aggregation of `list`: every lock document with the server's `$$NOW`, by name.
+pub(super) fn list() -> Vec<Document> {
+    vec![
+        doc! { "$addFields": { SERVER_NOW: "$$NOW" } },
+        doc! { "$sort": { ID: 1 } },
+    ]
+}
+
 fn literal(value: Bson) -> Bson {
     Bson::Document(doc! { "$literal": value })
 }
