@@ -31,6 +31,9 @@
 
 mod actors;
 mod api;
+#[cfg(all(feature = "cli", unix))]
+#[doc(hidden)]
+pub mod cli;
 pub mod election;
 pub mod metrics;
 pub mod store;

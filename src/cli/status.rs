@@ -1,0 +1,176 @@
+//! `mongolock status`: the locks of a collection as a table, once or refreshing.
+
+use std::io::Write;
+
+use super::connect::Connection;
+use super::signals::Signals;
+use super::{duration, CliError, StatusArgs};
+use crate::store::LockRecord;
+
+/// Runs `mongolock status`. Read-only: unlike `run` and `elect` it neither checks the server
+/// version nor creates the TTL index.
+pub(super) async fn status(args: StatusArgs, signals: &mut Signals) -> Result<u8, CliError> {
+    let connection = Connection::open(&args.connection).await?;
+    let first = tokio::select! {
+        listed = connection.store.list() => {
+            listed.map_err(|error| CliError::from_store(error, &connection.shown_uri))?
+        }
+        signal = signals.recv() => return Err(super::signals::interrupted(signal)),
+    };
+    let Some(every) = args.watch else {
+        print!("{}", render_table(&first));
+        return Ok(0);
+    };
+    let title = format!(
+        "mongolock status: {}.{} every {} (Ctrl-C to stop)",
+        connection.store.database().name(),
+        connection.store.collection_name(),
+        duration::show(every)
+    );
+    let mut screen = render_table(&first);
+    loop {
+        // Clear the screen, cursor home, then the whole frame in one write.
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "\x1b[2J\x1b[H{title}\n\n{screen}");
+        let _ = out.flush();
+        drop(out);
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = signals.recv() => return Ok(0),
+        }
+        screen = tokio::select! {
+            // A failure while watching is shown, not fatal: the server may come back.
+            listed = connection.store.list() => match listed {
+                Ok(locks) => render_table(&locks),
+                Err(error) => format!(
+                    "{}\n",
+                    CliError::from_store(error, &connection.shown_uri).one_line()
+                ),
+            },
+            _ = signals.recv() => return Ok(0),
+        };
+    }
+}
+
+/// The table `mongolock status` prints: `NAME STATE HOLDER TOKEN EXPIRES IN`, one row per
+/// lock, columns aligned; control characters in names are escaped so a name cannot break
+/// the table.
+///
+/// ```
+/// use mongolock::cli::render_table;
+/// use mongolock::store::{HolderId, LockRecord};
+/// use std::time::Duration;
+///
+/// let held = LockRecord {
+///     holder: Some(HolderId::from_string("web1:42:ab12cd34".into())),
+///     token: 7,
+///     expires_in: Some(Duration::from_millis(12_300)),
+/// };
+/// let free = LockRecord { holder: None, token: 3, expires_in: None };
+/// let table = render_table(&[("orders".into(), held), ("reports".into(), free)]);
+/// assert_eq!(
+///     table,
+///     "NAME     STATE  HOLDER            TOKEN  EXPIRES IN\n\
+///      orders   held   web1:42:ab12cd34  7      12.3s\n\
+///      reports  free   -                 3      -\n"
+/// );
+/// ```
+pub fn render_table(locks: &[(String, LockRecord)]) -> String {
+    const HEADER: [&str; 5] = ["NAME", "STATE", "HOLDER", "TOKEN", "EXPIRES IN"];
+    if locks.is_empty() {
+        return "no locks\n".to_owned();
+    }
+    let rows: Vec<[String; 5]> = locks
+        .iter()
+        .map(|(name, record)| {
+            [
+                printable(name),
+                if record.is_held() { "held" } else { "free" }.to_owned(),
+                record
+                    .holder
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |holder| printable(holder.as_str())),
+                record.token.to_string(),
+                record
+                    .expires_in
+                    .map_or_else(|| "-".to_owned(), duration::show),
+            ]
+        })
+        .collect();
+    let mut widths = HEADER.map(|title| title.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut table = String::new();
+    let mut line = |cells: [&str; 5]| {
+        let mut text = String::new();
+        for (column, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if column + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                text.push_str(cell);
+                let pad = width - cell.chars().count() + 2;
+                text.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        table.push_str(text.trim_end());
+        table.push('\n');
+    };
+    line(HEADER);
+    for row in &rows {
+        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+    }
+    table
+}
+
+/// `text` with control characters escaped (`\n`, `\u{1b}`…).
+fn printable(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    } else if text.is_empty() {
+        "\"\"".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use crate::store::HolderId;
+
+    #[test]
+    fn names_cannot_break_the_table() {
+        let free = LockRecord {
+            holder: None,
+            token: 1,
+            expires_in: None,
+        };
+        let table = render_table(&[("a\nb\u{1b}[2J".into(), free.clone())]);
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(table.contains("a\\nb\\u{1b}[2J"), "{table}");
+        let held = LockRecord {
+            holder: Some(HolderId::from_string("h".into())),
+            token: 2,
+            expires_in: Some(Duration::from_secs(90)),
+        };
+        let table = render_table(&[("x".into(), held)]);
+        assert!(
+            table.ends_with("held   h       2      1m 30s\n"),
+            "{table:?}"
+        );
+        assert_eq!(render_table(&[]), "no locks\n");
+    }
+}
