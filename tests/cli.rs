@@ -106,11 +106,11 @@ impl Fixture {
         command
     }
 
-    /// `mongolock elect --name NAME --lease 2s --grace 1s -- sh -c SCRIPT`.
+    /// `mongolock elect --name NAME --lease 2s --grace 300ms -- sh -c SCRIPT`.
     fn elect(&self, name: &str, script: &str) -> Command {
         let mut command = self.mongolock("elect");
         command
-            .args(["--name", name, "--lease", "2s", "--grace", "1s"])
+            .args(["--name", name, "--lease", "2s", "--grace", "300ms"])
             .args(["--", "sh", "-c", script])
             .current_dir(&self.dir);
         command
@@ -357,7 +357,7 @@ fn the_command_is_stopped_when_the_lock_is_lost() {
     let fixture = Fixture::new();
     let holder = Running::spawn(&mut fixture.run(
         "doomed",
-        &["--expiry", "2s", "--grace", "1s"],
+        &["--expiry", "2s", "--grace", "300ms"],
         "echo $$ > pid; exec sleep 30",
     ));
     let mut pid = None;

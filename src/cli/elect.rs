@@ -13,10 +13,16 @@ use crate::{Election, ElectionEvent, ElectionOptions, LockManager, LockName, Loc
 
 /// The election timings for a leader lease: renew deadline 2/3 and retry period 2/15 of it
 /// (15 s → 10 s and 2 s, the library's defaults).
+/// A leader steps down after 2/3 of its lease without a confirmed renewal (client-go's
+/// 10 s of 15 s).
+fn renew_deadline_for(lease: Duration) -> Duration {
+    lease * 2 / 3
+}
+
 fn election_options(lease: Duration) -> Result<ElectionOptions, CliError> {
     let options = ElectionOptions::default()
         .lease_duration(lease)
-        .renew_deadline(lease * 2 / 3)
+        .renew_deadline(renew_deadline_for(lease))
         .retry_period(lease * 2 / 15);
     options
         .validate()
@@ -28,13 +34,14 @@ fn election_options(lease: Duration) -> Result<ElectionOptions, CliError> {
 pub(super) async fn elect(args: ElectArgs, signals: &mut Signals) -> Result<u8, CliError> {
     let name = LockName::new(&args.name).map_err(|error| CliError::Usage(error.to_string()))?;
     let options = election_options(args.lease)?;
+    let grace = super::grace_within(args.grace, args.lease, renew_deadline_for(args.lease))?;
     let connection = Connection::open(&args.connection).await?;
     let uri = connection.shown_uri.clone();
     let manager = tokio::select! {
         started = connection.start(LockOptions::default()) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let result = lead(&manager, &name, options, &args, &uri, signals).await;
+    let result = lead(&manager, &name, options, &args, grace, &uri, signals).await;
     manager.shutdown().await;
     result
 }
@@ -44,6 +51,7 @@ async fn lead(
     name: &LockName,
     options: ElectionOptions,
     args: &ElectArgs,
+    grace: Duration,
     uri: &str,
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
@@ -69,22 +77,22 @@ async fn lead(
                             "mongolock: no longer leader of {:?} ({reason}); stopped the command, campaigning again",
                             name.as_str()
                         );
-                        let _ = running.terminate(args.grace).await;
+                        let _ = running.terminate(grace).await;
                     }
                 }
                 Ok(ElectionEvent::Resigned { .. }) => {
                     if let Some(running) = child.take() {
-                        let _ = running.terminate(args.grace).await;
+                        let _ = running.terminate(grace).await;
                     }
                 }
                 Ok(_) => {}
                 // Missed events: ask the store who leads and catch up.
                 Err(RecvError::Lagged(_)) => {
-                    child = reconcile(manager, &election, child, args, name).await?;
+                    child = reconcile(manager, &election, child, args, grace, name).await?;
                 }
                 Err(RecvError::Closed) => {
                     if let Some(running) = child.take() {
-                        let _ = running.terminate(args.grace).await;
+                        let _ = running.terminate(grace).await;
                     }
                     return Err(CliError::Internal("the election stopped".to_owned()));
                 }
@@ -127,6 +135,7 @@ async fn reconcile(
     election: &Election,
     child: Option<Child>,
     args: &ElectArgs,
+    grace: Duration,
     name: &LockName,
 ) -> Result<Option<Child>, CliError> {
     let leader = election.leader().await.ok().flatten();
@@ -136,7 +145,7 @@ async fn reconcile(
             start(election, &args.command, leader.token, name).await?,
         )),
         (None, Some(running)) => {
-            let _ = running.terminate(args.grace).await;
+            let _ = running.terminate(grace).await;
             Ok(None)
         }
         (_, child) => Ok(child),

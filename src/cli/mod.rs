@@ -116,9 +116,11 @@ pub struct RunArgs {
     /// lease is renewed every third of it.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration::parse_positive)]
     pub expiry: Duration,
-    /// Time between SIGTERM and SIGKILL when the command must stop.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse)]
-    pub grace: Duration,
+    /// Time between SIGTERM and SIGKILL when the command must stop. It must end before the
+    /// lease can expire on the server, or the stopping command could overlap the next
+    /// holder [default: half of lease − renew deadline, 2.5s with the default lease].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD", num_args = 1..)]
     pub command: Vec<OsString>,
@@ -137,9 +139,11 @@ pub struct ElectArgs {
     /// every 2/15 of it and steps down after 2/3 of it without a confirmed renewal.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration::parse_positive)]
     pub lease: Duration,
-    /// Time between SIGTERM and SIGKILL when the command must stop.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration::parse)]
-    pub grace: Duration,
+    /// Time between SIGTERM and SIGKILL when the command must stop. It must end before the
+    /// lease can expire on the server, or the stopping command could overlap the next
+    /// holder [default: half of lease − renew deadline, 2.5s with the default lease].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD", num_args = 1..)]
     pub command: Vec<OsString>,
@@ -191,6 +195,22 @@ pub fn execute(cli: Cli) -> Result<u8, CliError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn grace_defaults_to_half_the_gap_and_refuses_to_outlast_the_lease() {
+        let (lease, deadline) = (Duration::from_secs(15), Duration::from_secs(10));
+        assert_eq!(
+            grace_within(None, lease, deadline).ok(),
+            Some(Duration::from_millis(2500))
+        );
+        let short = Some(Duration::from_secs(4));
+        assert_eq!(grace_within(short, lease, deadline).ok(), short);
+        let long = Some(Duration::from_secs(5));
+        assert!(matches!(
+            grace_within(long, lease, deadline),
+            Err(CliError::Usage(_))
+        ));
+    }
+
     use clap::CommandFactory;
 
     use super::*;
@@ -223,7 +243,7 @@ mod tests {
         assert_eq!(args.lock, "jobs");
         assert_eq!(args.wait, Some(Duration::from_millis(200)));
         assert_eq!(args.expiry, Duration::from_secs(15));
-        assert_eq!(args.grace, Duration::from_secs(10));
+        assert_eq!(args.grace, None);
         assert_eq!(args.command, ["sh", "-c", "exit 7"]);
         assert_eq!(args.connection.collection, "distributed_locks");
         assert!(Cli::try_parse_from(["mongolock", "run", "--lock", "jobs"]).is_err());
@@ -246,5 +266,26 @@ mod tests {
             Some(Duration::from_secs(5))
         );
         assert!(parse(&["mongolock", "status", "--watch=0"]).is_err());
+    }
+}
+
+/// The SIGTERM → SIGKILL grace period for a command holding a lease of `lease` whose loss is
+/// signalled `renew_deadline` after the last confirmed renewal was sent: the command must be
+/// gone before the lease can expire on the server (the gap between the two), or it could
+/// overlap the next holder. Default: half the gap; a longer request is refused.
+pub(crate) fn grace_within(
+    requested: Option<Duration>,
+    lease: Duration,
+    renew_deadline: Duration,
+) -> Result<Duration, CliError> {
+    let gap = lease.saturating_sub(renew_deadline);
+    match requested {
+        None => Ok(gap / 2),
+        Some(grace) if grace < gap => Ok(grace),
+        Some(grace) => Err(CliError::Usage(format!(
+            "--grace {} must be shorter than the {} between a loss being signalled and the lease expiring on the server (lengthen the lease, or shorten --grace)",
+            duration::show(grace),
+            duration::show(gap)
+        ))),
     }
 }

@@ -16,13 +16,18 @@ pub(super) async fn run(args: RunArgs, signals: &mut Signals) -> Result<u8, CliE
     options
         .validate()
         .map_err(|error| CliError::Usage(format!("--expiry {:?}: {error}", args.expiry)))?;
+    let grace = super::grace_within(
+        args.grace,
+        options.expiry_value(),
+        options.renew_deadline_value(),
+    )?;
     let connection = Connection::open(&args.connection).await?;
     let uri = connection.shown_uri.clone();
     let manager = tokio::select! {
         started = connection.start(options) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let result = hold_and_run(&manager, &name, &args, &uri, signals).await;
+    let result = hold_and_run(&manager, &name, &args, grace, &uri, signals).await;
     // Releases whatever is still held (an interrupted acquisition leaves nothing behind).
     manager.shutdown().await;
     result
@@ -32,6 +37,7 @@ async fn hold_and_run(
     manager: &LockManager,
     name: &LockName,
     args: &RunArgs,
+    grace: Duration,
     uri: &str,
     signals: &mut Signals,
 ) -> Result<u8, CliError> {
@@ -67,7 +73,7 @@ async fn hold_and_run(
             return Err(error);
         }
     };
-    supervise(child, guard, name, args.grace, signals).await
+    supervise(child, guard, name, grace, signals).await
 }
 
 /// Waits for `--wait` (forever without it; a single attempt for 0).
