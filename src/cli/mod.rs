@@ -193,6 +193,27 @@ pub fn execute(cli: Cli) -> Result<u8, CliError> {
     result
 }
 
+/// The SIGTERM → SIGKILL grace period for a command holding a lease of `lease` whose loss is
+/// signalled `renew_deadline` after the last confirmed renewal was sent: the command must be
+/// gone before the lease can expire on the server (the gap between the two), or it could
+/// overlap the next holder. Default: half the gap; a longer request is refused.
+pub(crate) fn grace_within(
+    requested: Option<Duration>,
+    lease: Duration,
+    renew_deadline: Duration,
+) -> Result<Duration, CliError> {
+    let gap = lease.saturating_sub(renew_deadline);
+    match requested {
+        None => Ok(gap / 2),
+        Some(grace) if grace < gap => Ok(grace),
+        Some(grace) => Err(CliError::Usage(format!(
+            "--grace {} must be shorter than the {} between a loss being signalled and the lease expiring on the server (lengthen the lease, or shorten --grace)",
+            duration::show(grace),
+            duration::show(gap)
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -266,26 +287,5 @@ mod tests {
             Some(Duration::from_secs(5))
         );
         assert!(parse(&["mongolock", "status", "--watch=0"]).is_err());
-    }
-}
-
-/// The SIGTERM → SIGKILL grace period for a command holding a lease of `lease` whose loss is
-/// signalled `renew_deadline` after the last confirmed renewal was sent: the command must be
-/// gone before the lease can expire on the server (the gap between the two), or it could
-/// overlap the next holder. Default: half the gap; a longer request is refused.
-pub(crate) fn grace_within(
-    requested: Option<Duration>,
-    lease: Duration,
-    renew_deadline: Duration,
-) -> Result<Duration, CliError> {
-    let gap = lease.saturating_sub(renew_deadline);
-    match requested {
-        None => Ok(gap / 2),
-        Some(grace) if grace < gap => Ok(grace),
-        Some(grace) => Err(CliError::Usage(format!(
-            "--grace {} must be shorter than the {} between a loss being signalled and the lease expiring on the server (lengthen the lease, or shorten --grace)",
-            duration::show(grace),
-            duration::show(gap)
-        ))),
     }
 }
