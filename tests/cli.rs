@@ -427,7 +427,15 @@ fn status_lists_held_and_free_locks() {
         .collect();
     assert_eq!(
         rows[0],
-        ["NAME", "STATE", "HOLDER", "TOKEN", "EXPIRES", "IN"],
+        [
+            "NAME",
+            "STATE",
+            "HOLDER",
+            "TOKEN",
+            "EXPIRES",
+            "IN",
+            "CONTENDED"
+        ],
         "{table}"
     );
     assert_eq!(rows.len(), 3, "{table}");
@@ -442,6 +450,26 @@ fn status_lists_held_and_free_locks() {
     );
     assert_eq!(held[3], token, "{table}");
     assert!(held[4].ends_with('s'), "expires in: {table}");
+    assert_eq!(held[5], "-", "nobody else tried yet: {table}");
+
+    // A failed attempt by someone else shows as contention.
+    let output = fixture
+        .run("held-lock", &["--wait", "0"], "true")
+        .output()
+        .expect("run");
+    assert_eq!(code(output.status), Some(75), "{}", stderr(&output));
+    let output = fixture.mongolock("status").output().expect("status");
+    let table = String::from_utf8(output.stdout).expect("utf-8");
+    let held: Vec<&str> = table
+        .lines()
+        .nth(2)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert!(
+        held.last().is_some_and(|cell| cell.ends_with('s')),
+        "contended: {table}"
+    );
 }
 
 #[test]

@@ -238,6 +238,7 @@ async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
                     lease: LeaseId::new(),
                     holder: HolderId::generate(),
                     expiry: Duration::from_secs(30),
+                    waited: Duration::ZERO,
                 };
                 barrier.wait().await;
                 store.try_acquire(&request).await
@@ -673,7 +674,7 @@ async fn uncontended_acquire_and_release_take_one_round_trip_each() {
         per_call["acquire"].len() + per_call["release"].len()
     );
     assert_eq!(per_call["acquire"], ["findAndModify"]);
-    assert_eq!(per_call["release"], ["update"]);
+    assert_eq!(per_call["release"], ["findAndModify"]);
     assert_eq!(per_call["try_acquire"], ["findAndModify"]);
     manager.shutdown().await;
 }

@@ -40,13 +40,25 @@ impl Backoff {
             let base = self.min.as_secs_f64() * GROWTH.powi(self.failures.min(MAX_EXPONENT) as i32);
             let jittered = base * rng.random_range((1.0 - JITTER)..=(1.0 + JITTER));
             Duration::from_secs_f64(jittered.clamp(self.min.as_secs_f64(), self.max.as_secs_f64()))
-        } else if self.min == self.max {
-            self.min
         } else {
-            rng.random_range(self.min..=self.max)
+            self.turn(rng)
         };
         self.failures = self.failures.saturating_add(1);
         delay
+    }
+
+    /// One uniformly random sleep in the busy-wait range.
+    fn turn(&self, rng: &mut impl Rng) -> Duration {
+        if self.min == self.max {
+            self.min
+        } else {
+            rng.random_range(self.min..=self.max)
+        }
+    }
+
+    /// The longest sleep between attempts.
+    pub(crate) fn max(&self) -> Duration {
+        self.max
     }
 
     /// Forgets past failures (after a successful acquisition).

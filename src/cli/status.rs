@@ -52,9 +52,10 @@ pub(super) async fn status(args: StatusArgs, signals: &mut Signals) -> Result<u8
     }
 }
 
-/// The table `mongolock status` prints: `NAME STATE HOLDER TOKEN EXPIRES IN`, one row per
-/// lock, columns aligned; control characters in names are escaped so a name cannot break
-/// the table.
+/// The table `mongolock status` prints: `NAME STATE HOLDER TOKEN EXPIRES IN CONTENDED`, one
+/// row per lock, columns aligned; `CONTENDED` says how long other managers have been trying
+/// to take a held lock. Control characters in names are escaped so a name cannot break the
+/// table.
 ///
 /// ```
 /// use mongolock::cli::render_table;
@@ -65,22 +66,30 @@ pub(super) async fn status(args: StatusArgs, signals: &mut Signals) -> Result<u8
 ///     holder: Some(HolderId::from_string("web1:42:ab12cd34".into())),
 ///     token: 7,
 ///     expires_in: Some(Duration::from_millis(12_300)),
+///     contended_for: Some(Duration::from_secs(4)),
 /// };
-/// let free = LockRecord { holder: None, token: 3, expires_in: None };
+/// let free = LockRecord { holder: None, token: 3, expires_in: None, contended_for: None };
 /// let table = render_table(&[("orders".into(), held), ("reports".into(), free)]);
 /// assert_eq!(
 ///     table,
-///     "NAME     STATE  HOLDER            TOKEN  EXPIRES IN\n\
-///      orders   held   web1:42:ab12cd34  7      12.3s\n\
-///      reports  free   -                 3      -\n"
+///     "NAME     STATE  HOLDER            TOKEN  EXPIRES IN  CONTENDED\n\
+///      orders   held   web1:42:ab12cd34  7      12.3s       4s\n\
+///      reports  free   -                 3      -           -\n"
 /// );
 /// ```
 pub fn render_table(locks: &[(String, LockRecord)]) -> String {
-    const HEADER: [&str; 5] = ["NAME", "STATE", "HOLDER", "TOKEN", "EXPIRES IN"];
+    const HEADER: [&str; 6] = [
+        "NAME",
+        "STATE",
+        "HOLDER",
+        "TOKEN",
+        "EXPIRES IN",
+        "CONTENDED",
+    ];
     if locks.is_empty() {
         return "no locks\n".to_owned();
     }
-    let rows: Vec<[String; 5]> = locks
+    let rows: Vec<[String; 6]> = locks
         .iter()
         .map(|(name, record)| {
             [
@@ -94,6 +103,9 @@ pub fn render_table(locks: &[(String, LockRecord)]) -> String {
                 record
                     .expires_in
                     .map_or_else(|| "-".to_owned(), duration::show),
+                record
+                    .contended_for
+                    .map_or_else(|| "-".to_owned(), duration::show),
             ]
         })
         .collect();
@@ -104,7 +116,7 @@ pub fn render_table(locks: &[(String, LockRecord)]) -> String {
         }
     }
     let mut table = String::new();
-    let mut line = |cells: [&str; 5]| {
+    let mut line = |cells: [&str; 6]| {
         let mut text = String::new();
         for (column, (cell, width)) in cells.iter().zip(widths).enumerate() {
             if column + 1 == cells.len() {
@@ -120,7 +132,7 @@ pub fn render_table(locks: &[(String, LockRecord)]) -> String {
     };
     line(HEADER);
     for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4]]);
+        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);
     }
     table
 }
@@ -157,6 +169,7 @@ mod tests {
             holder: None,
             token: 1,
             expires_in: None,
+            contended_for: None,
         };
         let table = render_table(&[("a\nb\u{1b}[2J".into(), free.clone())]);
         assert_eq!(table.lines().count(), 2, "{table}");
@@ -165,10 +178,11 @@ mod tests {
             holder: Some(HolderId::from_string("h".into())),
             token: 2,
             expires_in: Some(Duration::from_secs(90)),
+            contended_for: None,
         };
         let table = render_table(&[("x".into(), held)]);
         assert!(
-            table.ends_with("held   h       2      1m 30s\n"),
+            table.ends_with("held   h       2      1m 30s      -\n"),
             "{table:?}"
         );
         assert_eq!(render_table(&[]), "no locks\n");

@@ -68,6 +68,8 @@ struct Record {
     holder: HolderId,
     token: u64,
     expires_at: Instant,
+    /// When another holder first failed to take this grant.
+    contended_since: Option<Instant>,
 }
 
 impl Record {
@@ -230,8 +232,14 @@ impl LockStore for MemoryStore {
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         let now = Instant::now();
         let mut state = self.state();
-        if let Some(current) = state.records.get(&request.name) {
+        if let Some(current) = state.records.get_mut(&request.name) {
             if !current.is_expired(now) {
+                let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
+                current.contended_since = Some(
+                    current
+                        .contended_since
+                        .map_or(waiting_since, |since| since.min(waiting_since)),
+                );
                 return Ok(AcquireOutcome::Busy {
                     holder: Some(current.holder.clone()),
                 });
@@ -246,6 +254,7 @@ impl LockStore for MemoryStore {
                 holder: request.holder.clone(),
                 token,
                 expires_at: now + request.expiry,
+                contended_since: None,
             },
         );
         Ok(AcquireOutcome::Acquired { token })
@@ -267,8 +276,9 @@ impl LockStore for MemoryStore {
         let mut state = self.state();
         match state.records.get(&key.name) {
             Some(record) if record.lease == key.lease => {
+                let contended_for = record.contended_since.map(|since| Instant::now() - since);
                 state.records.remove(&key.name);
-                Ok(ReleaseOutcome::Released)
+                Ok(ReleaseOutcome::Released { contended_for })
             }
             _ => Ok(ReleaseOutcome::NotOwner),
         }
@@ -283,6 +293,10 @@ impl LockStore for MemoryStore {
                 holder: held.then(|| record.holder.clone()),
                 token: record.token,
                 expires_in: held.then(|| record.expires_at - now),
+                contended_for: record
+                    .contended_since
+                    .filter(|_| held)
+                    .map(|since| now - since),
             }
         }))
     }

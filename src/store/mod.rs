@@ -37,6 +37,9 @@ use crate::LockName;
 ///   atomically with writing the new lease, and returns a fencing token larger than every token
 ///   ever issued for that name — also after release, expiry and deletion of the record.
 /// - `extend` and `release` change nothing unless the record still carries the caller's lease.
+/// - A `try_acquire` that finds the lock held marks the current grant as contended since its
+///   "now" minus `request.waited` (keeping the earliest); `release` reports how long that was
+///   and `inspect` shows it (a new grant clears the mark).
 /// - Lock names are opaque values, never interpreted as keys, paths or query operators.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
@@ -55,6 +58,7 @@ use crate::LockName;
 ///     lease: LeaseId::new(),
 ///     holder: HolderId::generate(),
 ///     expiry: Duration::from_secs(30),
+///     waited: Duration::ZERO,
 /// };
 /// assert!(matches!(store.try_acquire(&request).await?, AcquireOutcome::Acquired { .. }));
 /// assert!(matches!(store.try_acquire(&request).await?, AcquireOutcome::Busy { .. }));

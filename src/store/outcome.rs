@@ -17,7 +17,8 @@ pub enum AcquireOutcome {
         /// The fencing token of this grant.
         token: u64,
     },
-    /// Someone else holds an unexpired lease (not an error: try again later).
+    /// Someone else holds an unexpired lease (not an error: try again later). The store
+    /// records that the current grant is contended.
     Busy {
         /// The current holder, when the store knows it.
         holder: Option<HolderId>,
@@ -42,12 +43,17 @@ pub enum ExtendOutcome {
 ///
 /// ```
 /// use mongolock::store::ReleaseOutcome;
-/// assert_ne!(ReleaseOutcome::Released, ReleaseOutcome::NotOwner);
+/// assert_ne!(ReleaseOutcome::Released { contended_for: None }, ReleaseOutcome::NotOwner);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseOutcome {
     /// The caller's lease was removed; the lock is free.
-    Released,
+    Released {
+        /// How long other managers had been trying to take the lock when it was released
+        /// (`None`: nobody tried during this grant). When others have waited longer than a
+        /// backoff interval, the runtime lets them have a turn before its own waiters.
+        contended_for: Option<Duration>,
+    },
     /// The record did not carry the caller's lease: nothing was changed.
     NotOwner,
 }
@@ -56,7 +62,7 @@ pub enum ReleaseOutcome {
 ///
 /// ```
 /// use mongolock::store::LockRecord;
-/// let record = LockRecord { holder: None, token: 3, expires_in: None };
+/// let record = LockRecord { holder: None, token: 3, expires_in: None, contended_for: None };
 /// assert!(!record.is_held());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +73,9 @@ pub struct LockRecord {
     pub token: u64,
     /// Time left on the current lease by the store's clock, `None` when free.
     pub expires_in: Option<Duration>,
+    /// How long other managers have been trying to take the held lock (since their first
+    /// failed attempt during the current grant), `None` when free or uncontended.
+    pub contended_for: Option<Duration>,
 }
 
 impl LockRecord {

@@ -99,6 +99,7 @@ impl fmt::Display for HolderId {
 ///     lease: LeaseId::new(),
 ///     holder: HolderId::generate(),
 ///     expiry: Duration::from_secs(30),
+///     waited: Duration::ZERO,
 /// };
 /// assert_eq!(request.name.as_str(), "orders");
 /// # Ok::<(), mongolock::LockError>(())
@@ -113,6 +114,11 @@ pub struct AcquireRequest {
     pub holder: HolderId,
     /// How long the lease lasts from the store's "now".
     pub expiry: Duration,
+    /// How long this manager has already been trying to get the lock (zero for a first
+    /// attempt). A relative duration, never a client timestamp: a store that finds the lock
+    /// held records the longest such wait of the current grant (as its "now" minus
+    /// `waited`), so the holder can tell when others are starving.
+    pub waited: Duration,
 }
 
 /// Names a granted lease for the owner-checked operations (extend, release).

@@ -69,6 +69,7 @@ macro_rules! conformance_suite {
             scenarios::operator_like_names_are_plain_values,
             scenarios::panicking_lock_actor_is_isolated,
             scenarios::idle_lock_actors_are_stopped,
+            scenarios::contended_lock_is_shared_with_other_processes,
             election::election_has_one_leader_and_fails_over,
             election::election_resign_hands_over_promptly,
             election::election_observers_see_leader_changes,

@@ -627,3 +627,48 @@ pub async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
     assert!(again.is_some());
     held.release().await.unwrap();
 }
+
+pub async fn contended_lock_is_shared_with_other_processes<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    // Two tasks in A want the lock back-to-back, forever: without yielding after a contended
+    // release, A would always re-take it before B's poller wakes up.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hogs = Vec::new();
+    for _ in 0..2 {
+        let (lock, stop) = (a.lock("shared").unwrap(), stop.clone());
+        hogs.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let guard = lock.acquire().await.unwrap();
+                sleep(Duration::from_millis(7)).await;
+                let _ = guard.release().await;
+            }
+        }));
+    }
+    // Start off the hogs' 7 ms rhythm, so no attempt of B coincides with a release of A.
+    sleep(Duration::from_millis(23)).await;
+    let lock = b.lock("shared").unwrap();
+    // With a turn after every contended release B gets in within a few rounds (each a
+    // coin flip between two random backoff sleeps); without it, it starves for seconds.
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire_timeout(Duration::from_secs(1)).await }
+    });
+    // Whoever holds the lock now, the other side's failed attempts mark it contended.
+    let mut contended = false;
+    for _ in 0..200 {
+        let record = lock.inspect().await.unwrap();
+        if record.is_some_and(|r| r.contended_for.is_some()) {
+            contended = true;
+            break;
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
+    assert!(contended, "failed attempts must mark the grant contended");
+    let turn = waiter.await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    assert!(turn.is_ok(), "another process never got a turn: {turn:?}");
+    drop(turn);
+    for hog in hogs {
+        hog.await.unwrap();
+    }
+}

@@ -11,6 +11,7 @@ pub(crate) mod message;
 mod waiters;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::rngs::StdRng;
@@ -77,7 +78,7 @@ pub(crate) struct LockActorState {
     generation: u64,
     /// Requests received from the supervisor, compared with its count before an idle stop.
     forwarded_seen: u64,
-    idle_timeout: std::time::Duration,
+    idle_timeout: Duration,
 }
 
 impl Actor for LockActor {
@@ -200,12 +201,12 @@ impl LockActorState {
         myself: &ActorRef<LockMsg>,
         for_try: Option<(Arc<LockOptions>, TryReply)>,
     ) {
-        let (options, for_try) = match for_try {
-            Some((options, reply)) => (options, Some(reply)),
+        let (options, for_try, waited) = match for_try {
+            Some((options, reply)) => (options, Some(reply), Duration::ZERO),
             None => {
                 let live = self.waiters.prune();
-                match self.waiters.front_options().filter(|_| live) {
-                    Some(options) => (options, None),
+                match self.waiters.front().filter(|_| live) {
+                    Some((options, waited)) => (options, None, waited),
                     None => return self.become_idle(myself),
                 }
             }
@@ -216,6 +217,7 @@ impl LockActorState {
             lease,
             holder: self.holder.clone(),
             expiry: options.expiry,
+            waited,
         };
         let store = self.store.clone();
         let actor = myself.clone();
@@ -513,8 +515,17 @@ impl LockActorState {
         };
         self.metrics
             .store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        // Like Go's mutex starvation mode: stay fast while contention is brief, but once other
+        // processes have been trying for longer than a backoff interval they have lost at
+        // least a round to us, so our own waiters step back for one turn.
+        let starving = match &result {
+            Ok(ReleaseOutcome::Released {
+                contended_for: Some(waited),
+            }) => *waited >= self.backoff.max(),
+            _ => false,
+        };
         let answer = match result {
-            Ok(ReleaseOutcome::Released) => Ok(()),
+            Ok(ReleaseOutcome::Released { .. }) => Ok(()),
             // The record no longer carried our lease: it had expired and been taken over
             // before the release — the caller must know its critical section was not exclusive.
             Ok(ReleaseOutcome::NotOwner) => {
@@ -528,6 +539,16 @@ impl LockActorState {
         };
         if let Some(reply) = reply {
             let _ = reply.send(answer);
+        }
+        if starving && self.waiters.prune() {
+            // The others are asleep in their backoff: re-taking the lock at once for our own
+            // waiters would starve them. Step back for a whole backoff interval, the longest
+            // any of them sleeps between attempts, so each gets an attempt in.
+            let delay = self.backoff.max();
+            let generation = self.next_generation();
+            myself.send_after(delay, move || LockMsg::RetryDue { generation });
+            self.phase = Phase::BackingOff;
+            return;
         }
         self.start_attempt(myself, None);
     }
@@ -580,7 +601,7 @@ impl LockActorState {
 
     /// Releases a lease nobody uses, without waiting for the answer (owner-checked, so it
     /// never frees someone else's lock).
-    fn release_detached(&self, lease: LeaseId, timeout: std::time::Duration) {
+    fn release_detached(&self, lease: LeaseId, timeout: Duration) {
         let store = self.store.clone();
         let key = LeaseKey {
             name: self.name.clone(),
@@ -591,10 +612,10 @@ impl LockActorState {
         });
     }
 
-    fn default_timeout(&self) -> std::time::Duration {
+    fn default_timeout(&self) -> Duration {
         self.waiters
-            .front_options()
-            .map(|options| options.renew_deadline_value())
+            .front()
+            .map(|(options, _)| options.renew_deadline_value())
             .unwrap_or(LockOptions::default().renew_deadline_value())
     }
 

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -43,8 +44,11 @@ impl Waiters {
         !self.queue.is_empty()
     }
 
-    pub(crate) fn front_options(&self) -> Option<Arc<LockOptions>> {
-        self.queue.front().map(|waiter| waiter.options.clone())
+    /// The first waiter's options and how long it has been waiting (the longest wait here).
+    pub(crate) fn front(&self) -> Option<(Arc<LockOptions>, Duration)> {
+        self.queue
+            .front()
+            .map(|waiter| (waiter.options.clone(), waiter.requested_at.elapsed()))
     }
 
     /// Hands a guard to the first waiter still listening. `make_guard` is called once per

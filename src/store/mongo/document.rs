@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, Uuid};
 
-use crate::store::{AcquireOutcome, HolderId, LeaseId, LockRecord};
+use crate::store::{AcquireOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome};
 use crate::StoreError;
 
 /// `_id`: the lock name, a BSON string.
@@ -21,6 +21,12 @@ pub(super) const EXPIRES_AT: &str = "expiresAt";
 pub(super) const ACQUIRED_AT: &str = "acquiredAt";
 /// The fencing token of the current (or last) grant, an Int64.
 pub(super) const TOKEN: &str = "token";
+/// When another manager first failed to acquire the current grant (server time), or null
+/// while uncontended. Set by the acquire pipeline, cleared by the next grant and by release.
+pub(super) const CONTENDED_AT: &str = "contendedAt";
+/// Set by release: how long (ms) other managers had been trying to take the released grant,
+/// or null if nobody tried.
+pub(super) const LAST_CONTENDED_MS: &str = "lastContendedMs";
 /// Added by the inspect query (never stored): the server's `$$NOW`.
 pub(super) const SERVER_NOW: &str = "serverNow";
 
@@ -55,6 +61,23 @@ pub(super) fn acquire_outcome(
     }
 }
 
+/// Reads the answer of the release `findAndModify` (the document after the update):
+/// `None` means the owner check matched nothing.
+pub(super) fn release_outcome(after: Option<Document>) -> ReleaseOutcome {
+    match after {
+        None => ReleaseOutcome::NotOwner,
+        Some(document) => ReleaseOutcome::Released {
+            contended_for: match document.get(LAST_CONTENDED_MS) {
+                Some(Bson::Int64(ms)) => Some(Duration::from_millis((*ms).max(0).unsigned_abs())),
+                Some(Bson::Int32(ms)) => {
+                    Some(Duration::from_millis(i64::from(*ms).max(0).unsigned_abs()))
+                }
+                _ => None,
+            },
+        },
+    }
+}
+
 /// Reads the inspect result (the document plus the server's `$$NOW`).
 pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError> {
     let token = token(document)?;
@@ -68,10 +91,15 @@ pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError>
         _ => 0,
     };
     let held = lease_present && remaining_ms > 0;
+    let contended_ms = match document.get(CONTENDED_AT) {
+        Some(Bson::DateTime(since)) if held => Some(now.saturating_sub(since.timestamp_millis())),
+        _ => None,
+    };
     Ok(LockRecord {
         holder: if held { holder(document) } else { None },
         token,
         expires_in: held.then(|| Duration::from_millis(remaining_ms.unsigned_abs())),
+        contended_for: contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs())),
     })
 }
 

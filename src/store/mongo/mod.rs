@@ -239,7 +239,12 @@ impl LockStore for MongoStore {
             .collection
             .find_one_and_update(
                 pipeline::by_name(&request.name),
-                pipeline::acquire(&lease, request.holder.as_str(), request.expiry),
+                pipeline::acquire(
+                    &lease,
+                    request.holder.as_str(),
+                    request.expiry,
+                    request.waited,
+                ),
             )
             .upsert(true)
             .return_document(ReturnDocument::After)
@@ -273,16 +278,15 @@ impl LockStore for MongoStore {
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         let lease = document::lease_value(key.lease);
-        let result = self
+        // findAndModify rather than update: the released document says how long others had
+        // waited, still in one round trip.
+        let after = self
             .collection
-            .update_one(pipeline::by_owner(&key.name, &lease), pipeline::release())
+            .find_one_and_update(pipeline::by_owner(&key.name, &lease), pipeline::release())
+            .return_document(ReturnDocument::After)
             .await
-            .map_err(|error| errors::backend("release (update)", &error))?;
-        Ok(if result.matched_count == 0 {
-            ReleaseOutcome::NotOwner
-        } else {
-            ReleaseOutcome::Released
-        })
+            .map_err(|error| errors::backend("release (findAndModify)", &error))?;
+        Ok(document::release_outcome(after))
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

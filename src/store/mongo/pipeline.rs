@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use mongodb::bson::{doc, Bson, DateTime, Document};
 
-use super::document::{ACQUIRED_AT, EXPIRES_AT, HOLDER, ID, LEASE_ID, SERVER_NOW, TOKEN};
+use super::document::{
+    ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, HOLDER, ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW,
+    TOKEN,
+};
 use crate::LockName;
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
@@ -40,8 +43,12 @@ pub(super) fn by_unexpired_owner(name: &LockName, lease: &Bson) -> Document {
 /// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
 /// lasts a moment.
 fn expiry_ms(expiry: Duration) -> i64 {
-    let ms = expiry.as_nanos().div_ceil(1_000_000).max(1);
-    i64::try_from(ms).unwrap_or(i64::MAX)
+    duration_ms(expiry).max(1)
+}
+
+/// A duration in whole milliseconds, rounded up.
+fn duration_ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX)
 }
 
 /// `$$NOW + expiry`.
@@ -53,8 +60,15 @@ fn expires_from_now(expiry: Duration) -> Document {
 
 /// The update pipeline of `try_acquire`, run by `findAndModify` with `upsert` on
 /// [`by_name`]. When the lock is free (no lease, or expired by `$$NOW`) it writes the new
-/// lease and the next fencing token; otherwise it leaves the document unchanged.
-pub(super) fn acquire(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Document> {
+/// lease and the next fencing token; otherwise it only marks the grant as contended since the
+/// earliest `$$NOW − waited` any requester reported (a failed attempt that reports no longer
+/// wait changes nothing, so it writes nothing).
+pub(super) fn acquire(
+    lease: &Bson,
+    holder: &str,
+    expiry: Duration,
+    waited: Duration,
+) -> Vec<Document> {
     let field = |name: &str| format!("${name}");
     let when_free = |then: Bson, otherwise: Bson| -> Bson {
         Bson::Document(doc! { "$cond": [format!("${FREE}"), then, otherwise] })
@@ -64,6 +78,10 @@ pub(super) fn acquire(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Docum
             { "$lte": [{ "$ifNull": [field(EXPIRES_AT), DateTime::from_millis(0)] }, "$$NOW"] },
             { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
         ]
+    };
+    // When this requester started waiting, by the server's clock.
+    let waiting_since = doc! {
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(waited) }
     };
     // max(previous + 1, server ms × 1000): increases after the document is deleted, too.
     let next_token = doc! {
@@ -80,6 +98,13 @@ pub(super) fn acquire(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Docum
             ACQUIRED_AT: when_free("$$NOW".into(), field(ACQUIRED_AT).into()),
             EXPIRES_AT: when_free(expires_from_now(expiry).into(), field(EXPIRES_AT).into()),
             TOKEN: when_free(next_token.into(), field(TOKEN).into()),
+            CONTENDED_AT: when_free(
+                Bson::Null,
+                doc! { "$min": [
+                    { "$ifNull": [field(CONTENDED_AT), &waiting_since] },
+                    &waiting_since,
+                ] }.into(),
+            ),
         } },
         doc! { "$unset": FREE },
     ]
@@ -90,10 +115,27 @@ pub(super) fn extend(expiry: Duration) -> Vec<Document> {
     vec![doc! { "$set": { EXPIRES_AT: expires_from_now(expiry) } }]
 }
 
-/// The update pipeline of `release`: clears the owner and expires the lease now, keeping the
-/// document (and its token) so the next grant continues from it.
+/// The update pipeline of `release`: records how long others had been waiting, clears the
+/// owner and the contention mark and expires the lease now, keeping the document (and its
+/// token) so the next grant continues from it.
 pub(super) fn release() -> Vec<Document> {
-    vec![doc! { "$set": { LEASE_ID: Bson::Null, HOLDER: Bson::Null, EXPIRES_AT: "$$NOW" } }]
+    let contended_at = format!("${CONTENDED_AT}");
+    let waited_ms = doc! {
+        "$cond": [
+            { "$eq": [{ "$ifNull": [&contended_at, Bson::Null] }, Bson::Null] },
+            Bson::Null,
+            { "$subtract": [{ "$toLong": "$$NOW" }, { "$toLong": &contended_at }] },
+        ]
+    };
+    vec![
+        doc! { "$set": { LAST_CONTENDED_MS: waited_ms } },
+        doc! { "$set": {
+            LEASE_ID: Bson::Null,
+            HOLDER: Bson::Null,
+            EXPIRES_AT: "$$NOW",
+            CONTENDED_AT: Bson::Null,
+        } },
+    ]
 }
 
 /// The aggregation of `inspect`: the document and the server's `$$NOW`, in one round trip.
@@ -124,7 +166,12 @@ mod tests {
     fn names_are_only_values() {
         let name = LockName::new("$gt").unwrap();
         assert_eq!(by_name(&name), doc! { "_id": "$gt" });
-        let pipeline = acquire(&Bson::Null, "$holder", Duration::from_secs(1));
+        let pipeline = acquire(
+            &Bson::Null,
+            "$holder",
+            Duration::from_secs(1),
+            Duration::ZERO,
+        );
         let holder = pipeline[1]
             .get_document("$set")
             .and_then(|set| set.get_document(HOLDER))
