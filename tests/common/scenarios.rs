@@ -128,10 +128,7 @@ pub async fn reacquire_right_after_release_ten_times<B: Backend>(backend: &B) {
 }
 
 pub async fn try_acquire_makes_one_attempt<B: Backend>(backend: &B) {
-    let store = backend.fresh().await;
-    let counting = FaultyStore::new(store.clone());
-    let a = start(counting.clone()).await;
-    let b = start(backend.peer(&store).await).await;
+    let (a, counting, b, _) = faulty_and_peer(backend).await;
     let held = b.lock("single").unwrap().acquire().await.unwrap();
     let before = counting.acquire_calls();
     assert!(a
@@ -231,10 +228,7 @@ pub async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
 }
 
 pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &B) {
-    let store = backend.fresh().await;
-    let counting = FaultyStore::new(store.clone());
-    let a = start(counting.clone()).await;
-    let b = start(backend.peer(&store).await).await;
+    let (a, counting, b, _) = faulty_and_peer(backend).await;
     let held = b.lock("queue").unwrap().acquire().await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     // One task polls the ten acquisitions in order, so they reach the lock actor in order
