@@ -29,6 +29,8 @@ status=0
 # The main job (README's first command) must run to completion and exit 0; its summary shows.
 echo "test.sh: running the main job (cargo run --example leader_election)" >&2
 cargo run -q --example leader_election | tail -n 14 || { echo "test.sh: the main job failed" >&2; status=1; }
+# Every example builds (the Prometheus end-to-end test runs the contention binary).
+cargo build -q --examples || status=$?
 cargo test --all-targets --no-fail-fast || status=$?
 cargo test --doc --no-fail-fast || status=$?
 exit "$status"
