@@ -74,9 +74,9 @@ impl Actor for Node {
         (name, manager): (String, LockManager),
     ) -> Result<NodeState, ActorProcessingErr> {
         let timings = ElectionOptions::default()
-            .lease_duration(Duration::from_secs(3))
-            .renew_deadline(Duration::from_secs(2))
-            .retry_period(Duration::from_millis(250));
+            .with_lease_duration(Duration::from_secs(3))
+            .with_renew_deadline(Duration::from_secs(2))
+            .with_retry_period(Duration::from_millis(250));
         let election = manager.election("janitor", timings)?;
         election.subscribe_actor(&me, NodeMsg::Election)?;
         let node = name.clone();

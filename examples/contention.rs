@@ -88,10 +88,10 @@ async fn run(args: Args) -> Result<(), String> {
 
     // Names are few here, so every lock is labelled; a large service would use an allow-list.
     let options = LockOptions::default()
-        .expiry(Duration::from_secs(3))
-        .busy_wait(Duration::from_millis(5), Duration::from_millis(200))
-        .adaptive_backoff(true)
-        .lock_name_label(true);
+        .with_expiry(Duration::from_secs(3))
+        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(200))
+        .with_adaptive_backoff(true)
+        .with_lock_name_label(true);
     let mut managers = Vec::new();
     for _ in 0..args.managers.max(1) {
         let store = backend.connect().await?;

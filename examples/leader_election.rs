@@ -284,9 +284,9 @@ async fn start_workers(
     events: mpsc::UnboundedSender<(String, ElectionEvent)>,
 ) -> Result<Vec<Worker>, String> {
     let options = ElectionOptions::default()
-        .lease_duration(LEASE)
-        .renew_deadline(RENEW_DEADLINE)
-        .retry_period(RETRY);
+        .with_lease_duration(LEASE)
+        .with_renew_deadline(RENEW_DEADLINE)
+        .with_retry_period(RETRY);
     let mut workers = Vec::new();
     for i in 1..=count {
         let name = format!("worker-{i}");

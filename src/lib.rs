@@ -27,22 +27,36 @@
 //! manager.shutdown().await;
 //! # Ok(()) }
 //! ```
-#![warn(missing_docs)]
+//!
+//! ## Layout
+//!
+//! Each folder depends only on those listed before it:
+//!
+//! 1. vocabulary — `name` ([`LockName`]), `error` ([`LockError`], [`LossReason`],
+//!    [`StoreError`]), `options` ([`LockOptions`]);
+//! 2. [`store`] (the [`LockStore`] contract and its backends) and [`metrics`];
+//! 3. `lock` — the runtime: [`Lock`], [`LockGuard`], [`LossSignal`] and their actors;
+//! 4. [`campaign`] — keep holding a lock: [`BackgroundLock`];
+//! 5. [`election`] — [`Election`] on the campaign engine;
+//! 6. `manager` — [`LockManager`], which starts it all.
 
-mod actors;
-mod api;
-#[cfg(all(feature = "cli", unix))]
-#[doc(hidden)]
-pub mod cli;
+pub mod campaign;
 pub mod election;
+mod error;
+mod lock;
+mod manager;
 pub mod metrics;
+mod name;
+mod options;
 pub mod store;
 
-pub use api::{
-    BackgroundLock, Lock, LockError, LockEvent, LockGuard, LockManager, LockName, LockOptions,
-    LossReason, LossSignal, MAX_LOCK_NAME_BYTES,
-};
+pub use campaign::{BackgroundLock, LockEvent};
 pub use election::{Election, ElectionEvent, ElectionOptions, LeaderInfo};
+pub use error::{LockError, LossReason, StoreError};
+pub use lock::{Lock, LockGuard, LossSignal};
+pub use manager::LockManager;
+pub use name::{LockName, MAX_LOCK_NAME_BYTES};
+pub use options::{LockOptions, MAX_EXPIRY};
 #[cfg(feature = "mongodb")]
 pub use store::MongoStore;
-pub use store::{LockStore, MemoryStore, StoreError};
+pub use store::{LockStore, MemoryStore};

@@ -65,7 +65,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
 
     let mut totals = Totals::default();
     let store = MemoryStore::new();
-    let options = LockOptions::default().expiry(Duration::from_secs(3));
+    let options = LockOptions::default().with_expiry(Duration::from_secs(3));
     let a = LockManager::start(store.clone(), options.clone())
         .await
         .unwrap();
@@ -152,7 +152,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
 
     // The lock name label only where asked for.
     let labelled = a
-        .lock_with("billing", options.lock_name_label(true))
+        .lock_with("billing", options.with_lock_name_label(true))
         .unwrap();
     drop(labelled.acquire().await.unwrap());
     assert_eq!(
@@ -168,7 +168,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
 
     // An allow-list labels the names it lists and no others.
     let policy = mongolock::metrics::LockNameLabel::allow_list(["audit"]);
-    let listed = LockOptions::default().lock_name_label(policy);
+    let listed = LockOptions::default().with_lock_name_label(policy);
     for name in ["audit", "noise"] {
         let lock = a.lock_with(name, listed.clone()).unwrap();
         drop(lock.acquire().await.unwrap());

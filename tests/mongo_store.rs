@@ -233,13 +233,12 @@ async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
         for store in &stores {
             let (store, barrier, name) = (store.clone(), barrier.clone(), name.clone());
             tasks.push(tokio::spawn(async move {
-                let request = AcquireRequest {
+                let request = AcquireRequest::new(
                     name,
-                    lease: LeaseId::new(),
-                    holder: HolderId::generate(),
-                    expiry: Duration::from_secs(30),
-                    waited: Duration::ZERO,
-                };
+                    LeaseId::new(),
+                    HolderId::generate(),
+                    Duration::from_secs(30),
+                );
                 barrier.wait().await;
                 store.try_acquire(&request).await
             }));
@@ -249,6 +248,7 @@ async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
             match task.await.unwrap() {
                 Ok(AcquireOutcome::Acquired { .. }) => winners += 1,
                 Ok(AcquireOutcome::Busy { .. }) => {}
+                Ok(other) => panic!("round {round}: unexpected outcome {other:?}"),
                 Err(error) => panic!("round {round}: a racing first acquire surfaced {error}"),
             }
         }
@@ -270,7 +270,7 @@ async fn external_delete_is_reported_within_one_cadence_and_tokens_still_grow() 
         .unwrap();
     assert_eq!(deleted.deleted_count, 1);
     let deleted_at = Instant::now();
-    let bound = fast_options().extension_cadence_value() + SLACK;
+    let bound = fast_options().extension_cadence() + SLACK;
     let reason = timeout(bound, guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within {bound:?} of the deletion"));
@@ -500,7 +500,7 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     let app = format!("stalled-{}", uuid::Uuid::new_v4().simple());
     let (holder, observer, guard) = holder_with_app(&app).await;
     let options = fast_options();
-    let blocked_ms = (options.expiry_value() * 3).as_millis() as i64;
+    let blocked_ms = (options.expiry() * 3).as_millis() as i64;
     let fail_point = FailPoint::on(
         &app,
         doc! { "blockConnection": true, "blockTimeMS": blocked_ms },
@@ -508,7 +508,7 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     .await;
     let stalled_at = Instant::now();
 
-    let reason = timeout(options.expiry_value(), guard.lost())
+    let reason = timeout(options.expiry(), guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within the expiry of a stalled server"));
     let told_after = stalled_at.elapsed();
@@ -523,7 +523,7 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     let left = assert_lease_still_live(&observer, &holder).await;
     println!("stalled server: loss after {told_after:?}, lease left on the server {left:?}");
     assert!(
-        told_after <= options.renew_deadline_value() + SLACK,
+        told_after <= options.renew_deadline() + SLACK,
         "{told_after:?}"
     );
     drop(fail_point);
@@ -538,7 +538,7 @@ async fn dropped_connections_are_reported_before_the_lease_expires() {
     let fail_point = FailPoint::on(&app, doc! { "closeConnection": true }).await;
     let cut_at = Instant::now();
 
-    let reason = timeout(options.expiry_value(), guard.lost())
+    let reason = timeout(options.expiry(), guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within the expiry while connections drop"));
     let told_after = cut_at.elapsed();
@@ -570,10 +570,10 @@ async fn child_holder_process() {
 
 fn child_options() -> LockOptions {
     LockOptions::default()
-        .expiry(Duration::from_millis(2000))
-        .extension_cadence(Duration::from_millis(400))
-        .renew_deadline(Duration::from_millis(1200))
-        .busy_wait(Duration::from_millis(10), Duration::from_millis(40))
+        .with_expiry(Duration::from_millis(2000))
+        .with_extension_cadence(Duration::from_millis(400))
+        .with_renew_deadline(Duration::from_millis(1200))
+        .with_busy_wait(Duration::from_millis(10), Duration::from_millis(40))
 }
 
 /// Kills the child when dropped, so a failing test leaves no process behind.
@@ -625,7 +625,7 @@ async fn sigkilled_holder_process_is_taken_over_after_expiry() {
     let manager = start(peer_of(&store).await, options.clone()).await;
     let lock = manager.lock("crash").unwrap();
     // Let the child renew at least once, then kill it without any chance to release.
-    sleep(options.extension_cadence_value() * 2).await;
+    sleep(options.extension_cadence() * 2).await;
     assert!(
         lock.try_acquire().await.unwrap().is_none(),
         "the child holds the lock"
@@ -635,15 +635,15 @@ async fn sigkilled_holder_process_is_taken_over_after_expiry() {
     let _ = child.0.wait();
 
     let guard = lock
-        .acquire_timeout(options.expiry_value() * 3)
+        .acquire_timeout(options.expiry() * 3)
         .await
         .expect("another manager gets the lock after the killed holder's lease expires");
     let waited = killed_at.elapsed();
     println!("lock of the SIGKILLed holder taken over {waited:?} after the kill");
     assert!(guard.token() > child_token);
-    assert!(waited <= options.expiry_value() + SLACK, "{waited:?}");
+    assert!(waited <= options.expiry() + SLACK, "{waited:?}");
     assert!(
-        waited >= options.expiry_value() - options.extension_cadence_value() - SLACK,
+        waited >= options.expiry() - options.extension_cadence() - SLACK,
         "taken over before the lease could have expired: {waited:?}"
     );
     guard.release().await.unwrap();

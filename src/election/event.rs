@@ -1,8 +1,8 @@
 use std::time::Duration;
 
-use crate::actors::campaign::CampaignEvent;
+use crate::campaign::CampaignEvent;
+use crate::error::LossReason;
 use crate::store::{HolderId, LockRecord};
-use crate::LossReason;
 
 /// Who leads an election, as the store sees it.
 ///
@@ -67,6 +67,8 @@ pub enum ElectionEvent {
     },
 }
 
+impl crate::campaign::sealed_event::Sealed for ElectionEvent {}
+
 impl CampaignEvent for ElectionEvent {
     fn acquired(token: u64) -> Self {
         Self::Elected { token }
@@ -76,18 +78,5 @@ impl CampaignEvent for ElectionEvent {
     }
     fn released(token: u64) -> Self {
         Self::Resigned { token }
-    }
-    fn holder_changed(record: Option<&LockRecord>) -> Option<Self> {
-        Some(Self::LeaderChanged {
-            leader: record.and_then(LeaderInfo::from_record),
-        })
-    }
-
-    fn leader_status(&self) -> Option<f64> {
-        match self {
-            Self::Elected { .. } => Some(1.0),
-            Self::Deposed { .. } | Self::Resigned { .. } => Some(0.0),
-            Self::LeaderChanged { .. } => None,
-        }
     }
 }

@@ -1,12 +1,17 @@
+//! [`Election`]: the election face of the campaign engine.
+
 use std::future::Future;
-use std::sync::Arc;
 
 use ractor::{ActorCell, ActorRef, Message, SpawnErr};
 use tokio::sync::broadcast;
 
-use super::{ElectionEvent, ElectionOptions, LeaderInfo};
-use crate::actors::campaign::CampaignHandle;
-use crate::{Lock, LockError, LockName};
+use super::event::{ElectionEvent, LeaderInfo};
+use super::options::ElectionOptions;
+use super::{leader_gauge, observer};
+use crate::campaign::Campaign;
+use crate::error::LockError;
+use crate::lock::Lock;
+use crate::name::LockName;
 
 /// One candidate in a leader election: at most one candidate across all managers sharing
 /// the store leads at a time, and a deposed leader is told before another can lead.
@@ -35,18 +40,16 @@ use crate::{Lock, LockError, LockName};
 /// ```
 #[derive(Clone)]
 pub struct Election {
-    lock: Lock,
-    handle: Arc<CampaignHandle<ElectionEvent>>,
+    campaign: Campaign<ElectionEvent>,
 }
 
 impl Election {
     pub(crate) fn new(lock: Lock, options: &ElectionOptions) -> Result<Self, LockError> {
-        let every = options.retry_period_value();
-        let handle = CampaignHandle::spawn(lock.clone(), Some(every), every)?;
-        Ok(Self {
-            lock,
-            handle: Arc::new(handle),
-        })
+        let every = options.retry_period();
+        let campaign = Campaign::spawn(lock.clone(), every)?;
+        campaign.add_sink(leader_gauge::sink(lock.name()))?;
+        observer::spawn(lock, campaign.publisher(), campaign.subscribe(), every);
+        Ok(Self { campaign })
     }
 
     /// The election's name (the lock it runs on).
@@ -60,7 +63,7 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &LockName {
-        self.lock.name()
+        self.campaign.lock().name()
     }
 
     /// Joins the election and waits until this candidate leads; returns the term's fencing
@@ -76,7 +79,7 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub async fn campaign(&self) -> Result<u64, LockError> {
-        self.handle.start().await
+        self.campaign.acquired().await
     }
 
     /// Joins the election without waiting; follow it through [`subscribe`](Self::subscribe).
@@ -90,7 +93,7 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub fn campaign_in_background(&self) -> Result<(), LockError> {
-        self.handle.start_in_background()
+        self.campaign.start()
     }
 
     /// Steps down if leading (releasing the lease at once, so another candidate can take
@@ -107,7 +110,7 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub async fn resign(&self) -> Result<(), LockError> {
-        self.handle.stop().await
+        self.campaign.stop().await
     }
 
     /// Who leads now according to the store, for any candidate or mere observer.
@@ -122,7 +125,8 @@ impl Election {
     /// ```
     pub async fn leader(&self) -> Result<Option<LeaderInfo>, LockError> {
         Ok(self
-            .lock
+            .campaign
+            .lock()
             .inspect()
             .await?
             .as_ref()
@@ -144,7 +148,7 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub fn subscribe(&self) -> broadcast::Receiver<ElectionEvent> {
-        self.handle.subscribe()
+        self.campaign.subscribe()
     }
 
     /// Delivers every event to `actor` as `to_message(event)`. Sends never wait, so a slow
@@ -170,7 +174,7 @@ impl Election {
         actor: &ActorRef<M>,
         to_message: impl Fn(ElectionEvent) -> M + Send + 'static,
     ) -> Result<(), LockError> {
-        self.handle.subscribe_actor(actor, to_message)
+        self.campaign.subscribe_actor(actor, to_message)
     }
 
     /// Runs a user actor only while this candidate leads (client-go's `OnStartedLeading`,
@@ -208,14 +212,14 @@ impl Election {
         F: Fn(u64, ActorCell) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ActorCell, SpawnErr>> + Send + 'static,
     {
-        self.handle.bind(spawn)
+        self.campaign.run_while_held(spawn)
     }
 }
 
 impl std::fmt::Debug for Election {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Election")
-            .field("name", self.lock.name())
+            .field("name", self.campaign.lock().name())
             .finish()
     }
 }

@@ -1,9 +1,19 @@
-//! Leader election on top of the lock runtime: one [`Election`] per candidate, with events
-//! for terms and leader changes, observation of the current leader, and a user actor that
-//! runs only while leading.
+//! Leader election on top of the campaign engine: one [`Election`] per candidate, with
+//! events for terms and leader changes, observation of the current leader, the leader
+//! gauge, and a user actor that runs only while leading.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `handle.rs` | [`Election`], the election face of the campaign engine |
+//! | `event.rs` | [`ElectionEvent`] and [`LeaderInfo`] |
+//! | `options.rs` | [`ElectionOptions`], client-go's timings and rules |
+//! | `observer.rs` | who leads: `LeaderChanged` for every candidate |
+//! | `leader_gauge.rs` | `mongolock_leader{election}` |
 
 mod event;
 mod handle;
+mod leader_gauge;
+mod observer;
 mod options;
 
 pub use event::{ElectionEvent, LeaderInfo};

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
-use crate::{LockError, LockOptions};
+use crate::error::LockError;
+use crate::options::{LockOptions, MAX_EXPIRY};
 
 /// Jitter on the candidates' retry period, as client-go's `JitterFactor` 1.2.
 const RETRY_JITTER: f64 = 1.2;
@@ -20,11 +21,11 @@ const RETRY_JITTER: f64 = 1.2;
 /// use std::time::Duration;
 ///
 /// let options = ElectionOptions::default()
-///     .lease_duration(Duration::from_secs(6))
-///     .renew_deadline(Duration::from_secs(4))
-///     .retry_period(Duration::from_secs(1));
+///     .with_lease_duration(Duration::from_secs(6))
+///     .with_renew_deadline(Duration::from_secs(4))
+///     .with_retry_period(Duration::from_secs(1));
 /// assert!(options.validate().is_ok());
-/// assert!(options.retry_period(Duration::from_secs(4)).validate().is_err());
+/// assert!(options.with_retry_period(Duration::from_secs(4)).validate().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectionOptions {
@@ -50,10 +51,11 @@ impl ElectionOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let options = mongolock::ElectionOptions::default().lease_duration(Duration::from_secs(30));
+    /// let options = mongolock::ElectionOptions::default().with_lease_duration(Duration::from_secs(30));
+    /// assert_eq!(options.lease_duration(), Duration::from_secs(30));
     /// assert!(options.validate().is_ok());
     /// ```
-    pub fn lease_duration(mut self, duration: Duration) -> Self {
+    pub fn with_lease_duration(mut self, duration: Duration) -> Self {
         self.lease_duration = duration;
         self
     }
@@ -62,10 +64,11 @@ impl ElectionOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let options = mongolock::ElectionOptions::default().renew_deadline(Duration::from_secs(12));
+    /// let options = mongolock::ElectionOptions::default().with_renew_deadline(Duration::from_secs(12));
+    /// assert_eq!(options.renew_deadline(), Duration::from_secs(12));
     /// assert!(options.validate().is_ok());
     /// ```
-    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+    pub fn with_renew_deadline(mut self, deadline: Duration) -> Self {
         self.renew_deadline = deadline;
         self
     }
@@ -74,10 +77,11 @@ impl ElectionOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let options = mongolock::ElectionOptions::default().retry_period(Duration::from_secs(1));
+    /// let options = mongolock::ElectionOptions::default().with_retry_period(Duration::from_secs(1));
+    /// assert_eq!(options.retry_period(), Duration::from_secs(1));
     /// assert!(options.validate().is_ok());
     /// ```
-    pub fn retry_period(mut self, period: Duration) -> Self {
+    pub fn with_retry_period(mut self, period: Duration) -> Self {
         self.retry_period = period;
         self
     }
@@ -86,22 +90,65 @@ impl ElectionOptions {
     /// elections are few, and operators want to see each).
     ///
     /// ```
-    /// let options = mongolock::ElectionOptions::default().lock_name_label(false);
+    /// let options = mongolock::ElectionOptions::default().with_lock_name_label(false);
+    /// assert!(!options.lock_name_label());
     /// assert!(options.validate().is_ok());
     /// ```
-    pub fn lock_name_label(mut self, enabled: bool) -> Self {
+    pub fn with_lock_name_label(mut self, enabled: bool) -> Self {
         self.lock_name_label = enabled;
         self
     }
 
-    /// The retry period in effect.
+    /// The lease length.
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(mongolock::ElectionOptions::default().retry_period_value(), Duration::from_secs(2));
+    /// assert_eq!(mongolock::ElectionOptions::default().lease_duration(), Duration::from_secs(15));
     /// ```
-    pub fn retry_period_value(&self) -> Duration {
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
+    }
+
+    /// The renew deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(mongolock::ElectionOptions::default().renew_deadline(), Duration::from_secs(10));
+    /// ```
+    pub fn renew_deadline(&self) -> Duration {
+        self.renew_deadline
+    }
+
+    /// The retry period.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(mongolock::ElectionOptions::default().retry_period(), Duration::from_secs(2));
+    /// ```
+    pub fn retry_period(&self) -> Duration {
         self.retry_period
+    }
+
+    /// Whether the election's lock carries its name as a metric label.
+    ///
+    /// ```
+    /// assert!(mongolock::ElectionOptions::default().lock_name_label());
+    /// ```
+    pub fn lock_name_label(&self) -> bool {
+        self.lock_name_label
+    }
+
+    /// The longest a candidate sleeps between attempts: the retry period with its jitter.
+    fn jittered_retry(&self) -> Result<Duration, LockError> {
+        Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * RETRY_JITTER)
+            .ok()
+            .filter(|jittered| *jittered <= MAX_EXPIRY)
+            .ok_or_else(|| {
+                LockError::InvalidOptions(format!(
+                    "retry_period ({:?}) must not exceed {MAX_EXPIRY:?}",
+                    self.retry_period
+                ))
+            })
     }
 
     /// Checks `lease_duration > renew_deadline > 1.2 × retry_period > 0`.
@@ -109,7 +156,7 @@ impl ElectionOptions {
     /// ```
     /// use mongolock::{ElectionOptions, LockError};
     /// use std::time::Duration;
-    /// let bad = ElectionOptions::default().renew_deadline(Duration::from_secs(20));
+    /// let bad = ElectionOptions::default().with_renew_deadline(Duration::from_secs(20));
     /// assert!(matches!(bad.validate(), Err(LockError::InvalidOptions(_))));
     /// ```
     pub fn validate(&self) -> Result<(), LockError> {
@@ -123,7 +170,7 @@ impl ElectionOptions {
                 self.lease_duration, self.renew_deadline
             ));
         }
-        let jittered = self.retry_period.mul_f64(RETRY_JITTER);
+        let jittered = self.jittered_retry()?;
         if self.renew_deadline <= jittered {
             return invalid(format!(
                 "renew_deadline ({:?}) must be longer than 1.2 × retry_period ({jittered:?})",
@@ -133,15 +180,18 @@ impl ElectionOptions {
         Ok(())
     }
 
-    /// The lock options that implement these timings.
-    pub(crate) fn lock_options(&self) -> Result<LockOptions, LockError> {
+    /// The lock options that implement these timings on top of the manager's `defaults`
+    /// (which keep deciding the idle actor timeout).
+    pub(crate) fn lock_options(&self, defaults: &LockOptions) -> Result<LockOptions, LockError> {
         self.validate()?;
-        let options = LockOptions::default()
-            .expiry(self.lease_duration)
-            .renew_deadline(self.renew_deadline)
-            .extension_cadence(self.retry_period)
-            .busy_wait(self.retry_period, self.retry_period.mul_f64(RETRY_JITTER))
-            .lock_name_label(self.lock_name_label);
+        let options = defaults
+            .clone()
+            .with_expiry(self.lease_duration)
+            .with_renew_deadline(self.renew_deadline)
+            .with_extension_cadence(self.retry_period)
+            .with_busy_wait(self.retry_period, self.jittered_retry()?)
+            .with_adaptive_backoff(false)
+            .with_lock_name_label(self.lock_name_label);
         options.validate()?;
         Ok(options)
     }

@@ -3,7 +3,7 @@
 //!
 //! Every metric carries the labels listed below; a lock whose options'
 //! [`LockNameLabel`] policy selects it (see
-//! [`LockOptions::lock_name_label`](crate::LockOptions::lock_name_label)) also carries
+//! [`LockOptions::with_lock_name_label`](crate::LockOptions::with_lock_name_label)) also carries
 //! `lock="<name>"` — off by default, so many lock names cannot explode cardinality. Counters end in `_total`, durations are histograms in seconds.
 //!
 //! | name | type | labels | meaning |
@@ -19,7 +19,6 @@
 //! | `mongolock_store_errors_total` | counter | `op` | store calls that failed or timed out |
 //! | `mongolock_leader` | gauge | `election` | 1 while this process leads the election, else 0 |
 
-mod name_label;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 
@@ -27,9 +26,10 @@ use std::time::Duration;
 
 use metrics::Label;
 
-use crate::{LockName, LossReason};
+use crate::error::LossReason;
+use crate::name::LockName;
 
-pub use name_label::LockNameLabel;
+pub use crate::options::LockNameLabel;
 
 #[cfg(feature = "prometheus")]
 pub use prometheus::{install_prometheus_exporter, STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS};
@@ -93,11 +93,6 @@ pub fn describe() {
         STORE_ERRORS,
         "Store calls that failed or timed out, by operation."
     );
-}
-
-/// The leader gauge of one election.
-pub(crate) fn leader_gauge(election: &LockName) -> metrics::Gauge {
-    metrics::gauge!(LEADER, "election" => election.as_str().to_owned())
 }
 
 /// Result label of an acquisition attempt.

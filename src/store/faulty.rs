@@ -7,7 +7,7 @@ use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
     ReleaseOutcome, StoreError,
 };
-use crate::LockName;
+use crate::name::LockName;
 
 const PASS: u8 = 0;
 const HANG: u8 = 1;
@@ -26,7 +26,7 @@ const FAIL: u8 = 2;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), mongolock::LockError> {
 /// let store = FaultyStore::new(MemoryStore::new());
-/// let options = LockOptions::default().expiry(Duration::from_secs(3));
+/// let options = LockOptions::default().with_expiry(Duration::from_secs(3));
 /// let manager = LockManager::start(store.clone(), options).await?;
 /// let guard = manager.lock("orders")?.acquire().await?;
 /// store.hang(); // the database stops answering
@@ -109,7 +109,7 @@ impl<S: LockStore> FaultyStore<S> {
     async fn gate(&self) -> Result<(), StoreError> {
         match self.mode.load(Ordering::SeqCst) {
             HANG => std::future::pending().await,
-            FAIL => Err(StoreError::Backend("injected failure".into())),
+            FAIL => Err(StoreError::backend("injected failure")),
             _ => Ok(()),
         }
     }

@@ -9,7 +9,7 @@ use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
     LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
-use crate::LockName;
+use crate::name::LockName;
 
 /// How often the sweeper removes expired records unless configured otherwise.
 const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);

@@ -9,7 +9,6 @@
 //! Implementations: [`MemoryStore`] (embedded, for tests and single-process use) and, with the
 //! `mongodb` feature, [`MongoStore`].
 
-mod error;
 mod faulty;
 mod memory;
 #[cfg(feature = "mongodb")]
@@ -19,7 +18,7 @@ mod request;
 
 use async_trait::async_trait;
 
-pub use error::StoreError;
+pub use crate::error::{BackendCause, StoreError};
 pub use faulty::FaultyStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "mongodb")]
@@ -27,7 +26,7 @@ pub use mongo::{MongoStore, MongoStoreBuilder};
 pub use outcome::{AcquireOutcome, ExtendOutcome, LockRecord, ReleaseOutcome};
 pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
 
-use crate::LockName;
+use crate::name::LockName;
 
 /// A lease store: the operations a distributed lock needs, each meant to be one round trip
 /// using the store's clock.

@@ -10,6 +10,7 @@ use super::HolderId;
 /// assert!(matches!(outcome, AcquireOutcome::Acquired { token: 7 }));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AcquireOutcome {
     /// The attempt's lease now owns the lock, with this fencing token. Tokens for one name
     /// strictly increase across every grant the store ever makes.
@@ -32,6 +33,7 @@ pub enum AcquireOutcome {
 /// assert_ne!(ExtendOutcome::Extended, ExtendOutcome::NotOwner);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExtendOutcome {
     /// The lease still belonged to the caller and now lasts a full expiry from the store's "now".
     Extended,
@@ -46,6 +48,7 @@ pub enum ExtendOutcome {
 /// assert_ne!(ReleaseOutcome::Released { contended_for: None }, ReleaseOutcome::NotOwner);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReleaseOutcome {
     /// The caller's lease was removed; the lock is free.
     Released {
@@ -62,10 +65,11 @@ pub enum ReleaseOutcome {
 ///
 /// ```
 /// use mongolock::store::LockRecord;
-/// let record = LockRecord { holder: None, token: 3, expires_in: None, contended_for: None };
+/// let record = LockRecord::free(3);
 /// assert!(!record.is_held());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockRecord {
     /// The manager instance holding an unexpired lease, or `None` when the lock is free.
     pub holder: Option<HolderId>,
@@ -79,6 +83,53 @@ pub struct LockRecord {
 }
 
 impl LockRecord {
+    /// A free lock whose last token was `token`.
+    ///
+    /// ```
+    /// let record = mongolock::store::LockRecord::free(3);
+    /// assert_eq!((record.holder, record.token, record.expires_in), (None, 3, None));
+    /// ```
+    pub fn free(token: u64) -> Self {
+        Self {
+            holder: None,
+            token,
+            expires_in: None,
+            contended_for: None,
+        }
+    }
+
+    /// A lock held by `holder` under `token`, with `expires_in` left on the lease.
+    ///
+    /// ```
+    /// use mongolock::store::{HolderId, LockRecord};
+    /// use std::time::Duration;
+    /// let record = LockRecord::held(HolderId::from_string("web1".into()), 7, Duration::from_secs(3))
+    ///     .with_contended_for(Duration::from_secs(1));
+    /// assert!(record.is_held());
+    /// assert_eq!(record.contended_for, Some(Duration::from_secs(1)));
+    /// ```
+    pub fn held(holder: HolderId, token: u64, expires_in: Duration) -> Self {
+        Self {
+            holder: Some(holder),
+            token,
+            expires_in: Some(expires_in),
+            contended_for: None,
+        }
+    }
+
+    /// Sets how long other managers have been trying to take the held lock.
+    ///
+    /// ```
+    /// use mongolock::store::LockRecord;
+    /// use std::time::Duration;
+    /// let record = LockRecord::free(1).with_contended_for(Duration::from_secs(1));
+    /// assert_eq!(record.contended_for, Some(Duration::from_secs(1)));
+    /// ```
+    pub fn with_contended_for(mut self, waited: Duration) -> Self {
+        self.contended_for = Some(waited);
+        self
+    }
+
     /// Whether an unexpired lease holds the lock.
     pub fn is_held(&self) -> bool {
         self.holder.is_some()

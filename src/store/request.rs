@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::LockName;
+use crate::name::LockName;
 
 /// Identifies one grant of a lock: a fresh random id is sent with every acquisition attempt,
 /// and extend/release only act on a record that still carries it (the owner check).
@@ -94,17 +94,17 @@ impl fmt::Display for HolderId {
 /// use mongolock::LockName;
 /// use std::time::Duration;
 ///
-/// let request = AcquireRequest {
-///     name: LockName::new("orders")?,
-///     lease: LeaseId::new(),
-///     holder: HolderId::generate(),
-///     expiry: Duration::from_secs(30),
-///     waited: Duration::ZERO,
-/// };
+/// let request = AcquireRequest::new(
+///     LockName::new("orders")?,
+///     LeaseId::new(),
+///     HolderId::generate(),
+///     Duration::from_secs(30),
+/// );
 /// assert_eq!(request.name.as_str(), "orders");
 /// # Ok::<(), mongolock::LockError>(())
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AcquireRequest {
     /// The lock to take.
     pub name: LockName,
@@ -121,22 +121,77 @@ pub struct AcquireRequest {
     pub waited: Duration,
 }
 
+impl AcquireRequest {
+    /// A first attempt (`waited` zero).
+    ///
+    /// ```
+    /// use mongolock::store::{AcquireRequest, HolderId, LeaseId};
+    /// use mongolock::LockName;
+    /// use std::time::Duration;
+    ///
+    /// let request = AcquireRequest::new(LockName::new("jobs")?, LeaseId::new(), HolderId::generate(), Duration::from_secs(5));
+    /// assert_eq!(request.waited, Duration::ZERO);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn new(name: LockName, lease: LeaseId, holder: HolderId, expiry: Duration) -> Self {
+        Self {
+            name,
+            lease,
+            holder,
+            expiry,
+            waited: Duration::ZERO,
+        }
+    }
+
+    /// Sets how long this manager has already been trying.
+    ///
+    /// ```
+    /// use mongolock::store::{AcquireRequest, HolderId, LeaseId};
+    /// use mongolock::LockName;
+    /// use std::time::Duration;
+    ///
+    /// let request = AcquireRequest::new(LockName::new("jobs")?, LeaseId::new(), HolderId::generate(), Duration::from_secs(5))
+    ///     .with_waited(Duration::from_secs(2));
+    /// assert_eq!(request.waited, Duration::from_secs(2));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn with_waited(mut self, waited: Duration) -> Self {
+        self.waited = waited;
+        self
+    }
+}
+
 /// Names a granted lease for the owner-checked operations (extend, release).
 ///
 /// ```
 /// use mongolock::store::{LeaseId, LeaseKey};
 /// use mongolock::LockName;
 ///
-/// let key = LeaseKey { name: LockName::new("orders")?, lease: LeaseId::new() };
+/// let key = LeaseKey::new(LockName::new("orders")?, LeaseId::new());
 /// assert_eq!(key.name.as_str(), "orders");
 /// # Ok::<(), mongolock::LockError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct LeaseKey {
     /// The lock.
     pub name: LockName,
     /// The lease id the holder was granted.
     pub lease: LeaseId,
+}
+
+impl LeaseKey {
+    /// The key of `lease` on `name`.
+    ///
+    /// ```
+    /// use mongolock::store::{LeaseId, LeaseKey};
+    /// let lease = LeaseId::new();
+    /// assert_eq!(LeaseKey::new(mongolock::LockName::new("a")?, lease).lease, lease);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn new(name: LockName, lease: LeaseId) -> Self {
+        Self { name, lease }
+    }
 }
 
 /// Push the expiry of a held lease to the store's "now" + `expiry`, only if `key` still owns it.
@@ -146,17 +201,31 @@ pub struct LeaseKey {
 /// use mongolock::LockName;
 /// use std::time::Duration;
 ///
-/// let request = ExtendRequest {
-///     key: LeaseKey { name: LockName::new("orders")?, lease: LeaseId::new() },
-///     expiry: Duration::from_secs(30),
-/// };
+/// let key = LeaseKey::new(LockName::new("orders")?, LeaseId::new());
+/// let request = ExtendRequest::new(key, Duration::from_secs(30));
 /// assert_eq!(request.expiry, Duration::from_secs(30));
 /// # Ok::<(), mongolock::LockError>(())
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ExtendRequest {
     /// The lease to extend.
     pub key: LeaseKey,
     /// The new lease length, from the store's "now".
     pub expiry: Duration,
+}
+
+impl ExtendRequest {
+    /// Extend `key`'s lease to `expiry` from the store's "now".
+    ///
+    /// ```
+    /// use mongolock::store::{ExtendRequest, LeaseId, LeaseKey};
+    /// use std::time::Duration;
+    /// let key = LeaseKey::new(mongolock::LockName::new("a")?, LeaseId::new());
+    /// assert_eq!(ExtendRequest::new(key, Duration::from_secs(9)).expiry, Duration::from_secs(9));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn new(key: LeaseKey, expiry: Duration) -> Self {
+        Self { key, expiry }
+    }
 }

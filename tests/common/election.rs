@@ -14,9 +14,9 @@ use mongolock::store::FaultyStore;
 
 pub fn fast_election() -> ElectionOptions {
     ElectionOptions::default()
-        .lease_duration(Duration::from_millis(1500))
-        .renew_deadline(Duration::from_millis(900))
-        .retry_period(Duration::from_millis(300))
+        .with_lease_duration(Duration::from_millis(1500))
+        .with_renew_deadline(Duration::from_millis(900))
+        .with_retry_period(Duration::from_millis(300))
 }
 
 /// Worst case from a leader going silent to a successor: its lease, plus one jittered retry.

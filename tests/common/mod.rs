@@ -33,10 +33,10 @@ pub trait Backend: Send + Sync + 'static {
 /// Short timings so the real-time (MongoDB) run stays quick; under paused time they are free.
 pub fn fast_options() -> LockOptions {
     LockOptions::default()
-        .expiry(Duration::from_millis(1500))
-        .extension_cadence(Duration::from_millis(300))
-        .renew_deadline(Duration::from_millis(900))
-        .busy_wait(Duration::from_millis(5), Duration::from_millis(25))
+        .with_expiry(Duration::from_millis(1500))
+        .with_extension_cadence(Duration::from_millis(300))
+        .with_renew_deadline(Duration::from_millis(900))
+        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(25))
 }
 
 /// Slack allowed on time bounds for scheduling and a store round trip.

@@ -62,7 +62,7 @@ async fn acquired_within(
 
 /// Acquires a lock whose holder went silent: it frees up once the lease expires.
 async fn take_over(manager: &LockManager, name: &str) -> LockGuard {
-    let within = fast_options().expiry_value() * 3;
+    let within = fast_options().expiry() * 3;
     match manager.lock(name).unwrap().acquire_timeout(within).await {
         Ok(guard) => guard,
         Err(error) => panic!("{name}: the expired lock was not taken over: {error}"),
@@ -288,7 +288,7 @@ pub async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
 pub async fn extension_keeps_the_lock_past_expiry<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let guard = a.lock("long").unwrap().acquire().await.unwrap();
-    let expiry = fast_options().expiry_value();
+    let expiry = fast_options().expiry();
     let until = Instant::now() + expiry * 2 + expiry / 2;
     while Instant::now() < until {
         assert!(
@@ -323,7 +323,7 @@ pub async fn external_takeover_is_reported_within_one_cadence<B: Backend>(backen
         thief.token() > guard.token(),
         "token after deletion must still increase"
     );
-    let bound = fast_options().extension_cadence_value() + SLACK;
+    let bound = fast_options().extension_cadence() + SLACK;
     let reason = timeout(bound, guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within {bound:?}"));
@@ -350,13 +350,13 @@ pub async fn hung_store_is_reported_by_local_deadline<B: Backend>(backend: &B) {
     let sent = Instant::now();
     let guard = holder.lock("hang").unwrap().acquire().await.unwrap();
     faulty.hang();
-    let reason = timeout(options.expiry_value(), guard.lost()).await;
+    let reason = timeout(options.expiry(), guard.lost()).await;
     let reason = reason.unwrap_or_else(|_| panic!("no loss before the lease expiry"));
     assert_eq!(reason, LossReason::DeadlineExceeded);
     let elapsed = sent.elapsed();
     assert!(
-        elapsed >= options.renew_deadline_value() - Duration::from_millis(50)
-            && elapsed < options.expiry_value(),
+        elapsed >= options.renew_deadline() - Duration::from_millis(50)
+            && elapsed < options.expiry(),
         "loss after {elapsed:?}"
     );
 }
@@ -365,7 +365,7 @@ pub async fn failing_store_is_reported_as_store_errors<B: Backend>(backend: &B) 
     let (holder, faulty, _peer, _) = faulty_and_peer(backend).await;
     let guard = holder.lock("errors").unwrap().acquire().await.unwrap();
     faulty.fail();
-    let reason = timeout(fast_options().expiry_value(), guard.lost())
+    let reason = timeout(fast_options().expiry(), guard.lost())
         .await
         .expect("loss before expiry");
     assert!(
@@ -377,7 +377,7 @@ pub async fn failing_store_is_reported_as_store_errors<B: Backend>(backend: &B) 
     let again = holder
         .lock("errors")
         .unwrap()
-        .acquire_timeout(fast_options().expiry_value() * 2)
+        .acquire_timeout(fast_options().expiry() * 2)
         .await
         .unwrap();
     assert!(again.token() > guard.token());
@@ -441,7 +441,7 @@ pub async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
     let g4 = b
         .lock("fenced")
         .unwrap()
-        .acquire_timeout(fast_options().expiry_value())
+        .acquire_timeout(fast_options().expiry())
         .await
         .unwrap();
     tokens.push(g4.token());
@@ -488,7 +488,7 @@ pub async fn shutdown_releases_everything<B: Backend>(backend: &B) {
 
 pub async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
-    let bad = fast_options().renew_deadline(Duration::from_secs(5));
+    let bad = fast_options().with_renew_deadline(Duration::from_secs(5));
     assert!(matches!(
         LockManager::start(store.clone(), bad.clone()).await,
         Err(LockError::InvalidOptions(_))
@@ -513,7 +513,7 @@ pub async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
         0,
         "bad input must not create anything"
     );
-    let zero = LockOptions::default().expiry(Duration::ZERO);
+    let zero = LockOptions::default().with_expiry(Duration::ZERO);
     assert!(matches!(
         LockManager::start(store, zero).await,
         Err(LockError::InvalidOptions(_))
@@ -578,7 +578,7 @@ pub async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
         .expect("waiter hung after the actor panicked");
     assert!(matches!(result.unwrap(), Err(LockError::ActorFailed(_))));
     // Other locks keep renewing past their expiry.
-    sleep(fast_options().expiry_value() * 2).await;
+    sleep(fast_options().expiry() * 2).await;
     assert_eq!(kept.loss(), None);
     assert!(b
         .lock("kept")
@@ -595,7 +595,7 @@ pub async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
 
 pub async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
-    let options = fast_options().idle_actor_timeout(Duration::from_millis(200));
+    let options = fast_options().with_idle_actor_timeout(Duration::from_millis(200));
     let manager = LockManager::start(store, options).await.unwrap();
     for i in 0..20 {
         manager

@@ -6,7 +6,7 @@ use mongodb::options::{CollectionOptions, ReadPreference, SelectionCriteria, Wri
 use mongodb::Database;
 
 use super::MongoStore;
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The collection used when none is configured (the name the C# DistributedLock.MongoDB
 /// library uses in its code, so both can be pointed at one another's data for inspection).

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, Uuid};
 
+use crate::error::StoreError;
 use crate::store::{AcquireOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome};
-use crate::StoreError;
 
 /// `_id`: the lock name, a BSON string.
 pub(super) const ID: &str = "_id";
@@ -132,7 +132,7 @@ fn malformed(document: &Document, what: &str) -> StoreError {
     let id = document
         .get(ID)
         .map_or_else(|| "?".to_owned(), |id| id.to_string());
-    StoreError::Backend(format!("malformed lock document {id}: {what}"))
+    StoreError::backend(format!("malformed lock document {id}: {what}"))
 }
 
 #[cfg(test)]
@@ -184,6 +184,6 @@ mod tests {
             (None, None, 9)
         );
         let bad = doc! { ID: "a", TOKEN: "nine", SERVER_NOW: now };
-        assert!(matches!(lock_record(&bad), Err(StoreError::Backend(_))));
+        assert!(matches!(lock_record(&bad), Err(StoreError::Backend { .. })));
     }
 }

@@ -35,7 +35,7 @@ use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
     ReleaseOutcome, StoreError,
 };
-use crate::LockName;
+use crate::name::LockName;
 
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
@@ -205,7 +205,7 @@ impl MongoStore {
     /// # Ok(()) }
     /// ```
     pub async fn list(&self) -> Result<Vec<(String, LockRecord)>, StoreError> {
-        let failed = |error: mongodb::error::Error| errors::backend("list (aggregate)", &error);
+        let failed = |error: mongodb::error::Error| errors::backend("list (aggregate)", error);
         let mut cursor = self
             .collection
             .aggregate(pipeline::list())
@@ -255,7 +255,7 @@ impl LockStore for MongoStore {
             Err(error) if errors::is_duplicate_key(&error) => {
                 Ok(AcquireOutcome::Busy { holder: None })
             }
-            Err(error) => Err(errors::backend("acquire (findAndModify)", &error)),
+            Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
         }
     }
 
@@ -268,7 +268,7 @@ impl LockStore for MongoStore {
                 pipeline::extend(request.expiry),
             )
             .await
-            .map_err(|error| errors::backend("extend (update)", &error))?;
+            .map_err(|error| errors::backend("extend (update)", error))?;
         Ok(if result.matched_count == 0 {
             ExtendOutcome::NotOwner
         } else {
@@ -285,7 +285,7 @@ impl LockStore for MongoStore {
             .find_one_and_update(pipeline::by_owner(&key.name, &lease), pipeline::release())
             .return_document(ReturnDocument::After)
             .await
-            .map_err(|error| errors::backend("release (findAndModify)", &error))?;
+            .map_err(|error| errors::backend("release (findAndModify)", error))?;
         Ok(document::release_outcome(after))
     }
 
@@ -294,17 +294,17 @@ impl LockStore for MongoStore {
             .collection
             .aggregate(pipeline::inspect(name))
             .await
-            .map_err(|error| errors::backend("inspect (aggregate)", &error))?;
+            .map_err(|error| errors::backend("inspect (aggregate)", error))?;
         if !cursor
             .advance()
             .await
-            .map_err(|error| errors::backend("inspect (aggregate)", &error))?
+            .map_err(|error| errors::backend("inspect (aggregate)", error))?
         {
             return Ok(None);
         }
         let found: Document = cursor
             .deserialize_current()
-            .map_err(|error| errors::backend("inspect (aggregate)", &error))?;
+            .map_err(|error| errors::backend("inspect (aggregate)", error))?;
         document::lock_record(&found).map(Some)
     }
 }

@@ -14,7 +14,7 @@ use super::document::{
     ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, HOLDER, ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW,
     TOKEN,
 };
-use crate::LockName;
+use crate::name::LockName;
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";

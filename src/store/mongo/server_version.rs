@@ -4,7 +4,7 @@ use mongodb::bson::{doc, Bson, Document};
 use mongodb::Database;
 
 use super::errors;
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The wire version of MongoDB 5.0, the first with `$dateAdd`.
 pub(super) const MIN_WIRE_VERSION: i64 = 13;
@@ -26,8 +26,8 @@ pub(super) async fn check(database: &Database) -> Result<ServerInfo, StoreError>
         Err(error) if errors::server_code(&error) == Some(59) => database
             .run_command(doc! { "isMaster": 1 })
             .await
-            .map_err(|error| errors::backend("isMaster", &error))?,
-        Err(error) => return Err(errors::backend("hello", &error)),
+            .map_err(|error| errors::backend("isMaster", error))?,
+        Err(error) => return Err(errors::backend("hello", error)),
     };
     inspect_reply(&reply)
 }

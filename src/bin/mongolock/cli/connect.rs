@@ -1,0 +1,200 @@
+//! From the connection flags to a [`MongoStore`] or a running [`LockManager`]: URI from
+//! `--uri` or `MONGODB_URI`, a short server-selection timeout so an unreachable server fails
+//! fast, database and collection names checked before any I/O, and passwords kept out of
+//! messages.
+
+use std::time::Duration;
+
+use mongodb::bson::doc;
+use mongodb::error::{Error, ErrorKind};
+use mongodb::options::ClientOptions;
+use mongodb::Client;
+
+use super::{CliError, ConnectionArgs};
+use mongolock::{LockManager, LockOptions, MongoStore};
+
+/// How long the driver looks for a usable server before an operation fails, unless the URI
+/// sets `serverSelectionTimeoutMS` (the driver's own default is 30 s).
+pub const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The database used when neither `--database` nor the URI's path names one.
+pub const DEFAULT_DATABASE: &str = "mongolock";
+
+/// A store on the configured database and collection, on a server that answered a ping.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The store.
+    pub store: MongoStore,
+    /// The URI as shown in messages (password hidden).
+    pub shown_uri: String,
+}
+
+impl Connection {
+    /// Resolves the URI, checks the names, builds the store and pings the server (one round
+    /// trip, failing within the server-selection timeout when no server answers).
+    ///
+    /// Errors: [`CliError::NoUri`] when neither `--uri` nor `MONGODB_URI` is set,
+    /// [`CliError::InvalidUri`] when it does not parse, [`CliError::Usage`] for a bad
+    /// database or collection name, [`CliError::Unavailable`] when the ping fails.
+    pub async fn open(args: &ConnectionArgs) -> Result<Self, CliError> {
+        let uri = args
+            .uri
+            .as_deref()
+            .map(str::trim)
+            .filter(|uri| !uri.is_empty())
+            .ok_or(CliError::NoUri)?;
+        let shown_uri = redact(uri);
+        let invalid = |reason: String| CliError::InvalidUri {
+            uri: shown_uri.clone(),
+            reason,
+        };
+        let mut options = ClientOptions::parse(uri)
+            .await
+            .map_err(|error| invalid(describe(&error, SERVER_SELECTION_TIMEOUT)))?;
+        options
+            .server_selection_timeout
+            .get_or_insert(SERVER_SELECTION_TIMEOUT);
+        let selection_timeout = options
+            .server_selection_timeout
+            .unwrap_or(SERVER_SELECTION_TIMEOUT);
+        options
+            .app_name
+            .get_or_insert_with(|| "mongolock".to_owned());
+        let database = args
+            .database
+            .clone()
+            .or_else(|| options.default_database.clone())
+            .unwrap_or_else(|| DEFAULT_DATABASE.to_owned());
+        check_database_name(&database)?;
+        let client = Client::with_options(options)
+            .map_err(|error| invalid(describe(&error, selection_timeout)))?;
+        let store = MongoStore::builder(client.database(&database))
+            .collection(&args.collection)
+            .build()
+            .map_err(|error| CliError::from_store(error, &shown_uri))?;
+        if let Err(error) = client
+            .database("admin")
+            .run_command(doc! { "ping": 1 })
+            .await
+        {
+            return Err(CliError::Unavailable {
+                uri: shown_uri,
+                reason: describe(&error, selection_timeout),
+            });
+        }
+        Ok(Self { store, shown_uri })
+    }
+
+    /// Starts a lock manager on the store: checks the server version (failing within the
+    /// server-selection timeout when it is unreachable) and starts the runtime.
+    pub async fn start(self, options: LockOptions) -> Result<LockManager, CliError> {
+        LockManager::start(self.store, options)
+            .await
+            .map_err(|error| CliError::from_lock(error, &self.shown_uri))
+    }
+}
+
+/// A driver error in a few words: the server-selection error's topology dump is reduced to
+/// the first server's error.
+fn describe(error: &Error, selection_timeout: Duration) -> String {
+    match error.kind.as_ref() {
+        ErrorKind::ServerSelection { message, .. } => {
+            let cause = message
+                .split("Error: Kind: ")
+                .nth(1)
+                .and_then(|rest| rest.split(", labels").next())
+                .map(|cause| format!(" ({})", cause.trim()))
+                .unwrap_or_default();
+            format!(
+                "no server answered within {}{cause}",
+                super::duration::show(selection_timeout)
+            )
+        }
+        ErrorKind::Authentication { message, .. } => format!("authentication failed: {message}"),
+        // The kind alone: the error's own Display adds labels and sources in Debug form.
+        kind => kind.to_string(),
+    }
+}
+
+/// MongoDB's rules for database names (the characters no platform accepts, and the length).
+fn check_database_name(name: &str) -> Result<(), CliError> {
+    const FORBIDDEN: &[char] = &['/', '\\', '.', ' ', '"', '$', '\0'];
+    let reason = if name.is_empty() {
+        Some("it is empty".to_owned())
+    } else if let Some(c) = name.chars().find(|c| FORBIDDEN.contains(c)) {
+        Some(format!("it contains {c:?}"))
+    } else if name.len() > 63 {
+        Some("it is longer than 63 bytes".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CliError::Usage(format!(
+            "invalid MongoDB database name {:?}: {reason}",
+            name.chars().take(64).collect::<String>()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The URI with the password of its user info replaced by `****`, for messages.
+pub fn redact(uri: &str) -> String {
+    let Some(scheme_end) = uri.find("://").map(|at| at + 3) else {
+        return uri.to_owned();
+    };
+    let rest = &uri[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return uri.to_owned();
+    };
+    let user_info = &authority[..at];
+    let user = user_info
+        .split_once(':')
+        .map_or(user_info, |(user, _)| user);
+    let hidden = if user_info.contains(':') {
+        format!("{user}:****")
+    } else {
+        user.to_owned()
+    };
+    format!("{}{hidden}{}", &uri[..scheme_end], &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("mongodb+srv://u:p@w@cluster.example.net/?retryWrites=true"),
+            "mongodb+srv://u:****@cluster.example.net/?retryWrites=true"
+        );
+        assert_eq!(redact("mongodb://u@h"), "mongodb://u@h");
+        assert_eq!(redact("not a uri"), "not a uri");
+        assert_eq!(
+            redact("mongodb://h/?authSource=a@b"),
+            "mongodb://h/?authSource=a@b"
+        );
+    }
+
+    #[test]
+    fn database_names_are_checked() {
+        assert!(check_database_name("app").is_ok());
+        for bad in ["", "a.b", "a b", "a$", "a/b", &"x".repeat(64)] {
+            assert!(
+                matches!(check_database_name(bad), Err(CliError::Usage(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn redact_hides_only_the_password() {
+        assert_eq!(
+            redact("mongodb://app:s3cret@db:27017/x"),
+            "mongodb://app:****@db:27017/x"
+        );
+        assert_eq!(redact("mongodb://db:27017/?w=1"), "mongodb://db:27017/?w=1");
+    }
+}

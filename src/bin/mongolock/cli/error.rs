@@ -1,0 +1,217 @@
+//! [`CliError`]: every way a `mongolock` command can fail, each with its exit code.
+
+use mongolock::{LockError, LossReason, StoreError};
+
+use super::exit_code;
+
+/// Why a `mongolock` command failed. [`exit_code`](Self::exit_code) gives the documented
+/// exit code, [`one_line`](Self::one_line) the message printed after `mongolock: `.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// Neither `--uri` nor `MONGODB_URI` was given.
+    #[error("no MongoDB URI: pass --uri or set MONGODB_URI")]
+    NoUri,
+    /// The URI could not be parsed.
+    #[error("invalid MongoDB URI {uri}: {reason}")]
+    InvalidUri {
+        /// The URI with any password hidden.
+        uri: String,
+        /// What the driver said.
+        reason: String,
+    },
+    /// A bad value on the command line (lock name, collection, database, option combination).
+    #[error("{0}")]
+    Usage(String),
+    /// MongoDB could not be reached or failed a request.
+    #[error("cannot use MongoDB at {uri}: {reason}")]
+    Unavailable {
+        /// The URI with any password hidden.
+        uri: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The server is too old or otherwise unable to run the lock store.
+    #[error("MongoDB at {uri} is not supported: {reason}")]
+    Unsupported {
+        /// The URI with any password hidden.
+        uri: String,
+        /// Why.
+        reason: String,
+    },
+    /// `run --wait`: the lock stayed held elsewhere.
+    #[error("lock {name:?} not acquired within {waited}{}", holder_suffix(.holder.as_deref()))]
+    NotAcquired {
+        /// The lock name.
+        name: String,
+        /// How long was waited, for people.
+        waited: String,
+        /// Who held it at the end, if known.
+        holder: Option<String>,
+    },
+    /// `run`: the lock was lost while the command ran; the command was stopped.
+    #[error("lock {name:?} was lost while the command ran ({reason}); the command was stopped")]
+    Lost {
+        /// The lock name.
+        name: String,
+        /// Why the lock was lost.
+        reason: LossReason,
+    },
+    /// The command could not be started.
+    #[error("cannot run {program:?}: {source}")]
+    Spawn {
+        /// The program as given.
+        program: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `mongolock` received a signal before the command started (or while no command ran).
+    #[error("interrupted by {name} before the command ran")]
+    Interrupted {
+        /// The signal's number.
+        signal: i32,
+        /// The signal's name.
+        name: &'static str,
+    },
+    /// A bug or an unexpected runtime failure.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn holder_suffix(holder: Option<&str>) -> String {
+    holder.map_or_else(String::new, |holder| format!(" (held by {holder})"))
+}
+
+impl CliError {
+    /// The documented exit code for this failure (see [`exit_code`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::NoUri | Self::InvalidUri { .. } | Self::Usage(_) => exit_code::USAGE,
+            Self::Unavailable { .. } | Self::Unsupported { .. } => exit_code::UNAVAILABLE,
+            Self::NotAcquired { .. } => exit_code::NOT_ACQUIRED,
+            Self::Lost { .. } => exit_code::LOST,
+            Self::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                exit_code::NOT_FOUND
+            }
+            Self::Spawn { .. } => exit_code::CANNOT_EXECUTE,
+            Self::Interrupted { signal, .. } => exit_code::for_signal(*signal),
+            Self::Internal(_) => exit_code::SOFTWARE,
+        }
+    }
+
+    /// The message on one line: driver errors can span several, and stderr should get one.
+    pub fn one_line(&self) -> String {
+        self.to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Maps a library error from a running manager: invalid input is a usage error, store
+    /// failures mean MongoDB is unavailable (`uri` names it), anything else is internal.
+    pub(crate) fn from_lock(error: LockError, uri: &str) -> Self {
+        match error {
+            LockError::InvalidName { .. } | LockError::InvalidOptions(_) => {
+                Self::Usage(error.to_string())
+            }
+            LockError::Store(store) => Self::from_store(store, uri),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+
+    /// Maps a store error (`uri` names the server).
+    pub(crate) fn from_store(error: StoreError, uri: &str) -> Self {
+        let uri = uri.to_owned();
+        match error {
+            StoreError::InvalidConfig(reason) => Self::Usage(reason),
+            StoreError::Unsupported(reason) => Self::Unsupported { uri, reason },
+            other => Self::Unavailable {
+                uri,
+                reason: other.report(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_sysexits() {
+        let uri = "mongodb://h";
+        assert_eq!(
+            CliError::from_store(StoreError::backend("down"), uri).exit_code(),
+            69
+        );
+        assert_eq!(
+            CliError::from_store(StoreError::Unsupported("4.4".into()), uri).exit_code(),
+            69
+        );
+        assert_eq!(
+            CliError::from_store(StoreError::InvalidConfig("bad".into()), uri).exit_code(),
+            64
+        );
+        assert_eq!(
+            CliError::from_lock(LockError::InvalidOptions("x".into()), uri).exit_code(),
+            64
+        );
+        assert_eq!(
+            CliError::from_lock(LockError::ShutDown, uri).exit_code(),
+            70
+        );
+        let not_found = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let spawn = CliError::Spawn {
+            program: "nope".into(),
+            source: not_found,
+        };
+        assert_eq!(spawn.exit_code(), 127);
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let spawn = CliError::Spawn {
+            program: "/etc".into(),
+            source: denied,
+        };
+        assert_eq!(spawn.exit_code(), 126);
+        let interrupted = CliError::Interrupted {
+            signal: 2,
+            name: "SIGINT",
+        };
+        assert_eq!(interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn messages_name_the_lock_and_holder() {
+        let error = CliError::NotAcquired {
+            name: "orders".into(),
+            waited: "200ms".into(),
+            holder: Some("host:1:ab".into()),
+        };
+        assert_eq!(error.exit_code(), 75);
+        assert_eq!(
+            error.one_line(),
+            "lock \"orders\" not acquired within 200ms (held by host:1:ab)"
+        );
+        let lost = CliError::Lost {
+            name: "orders".into(),
+            reason: LossReason::Superseded,
+        };
+        assert_eq!(lost.exit_code(), 76);
+        assert!(lost.one_line().contains("taken over"));
+    }
+
+    #[test]
+    fn one_line_and_exit_code_examples() {
+        let error = CliError::NoUri;
+        assert_eq!(error.exit_code(), 64);
+        assert_eq!(
+            error.one_line(),
+            "no MongoDB URI: pass --uri or set MONGODB_URI"
+        );
+        assert_eq!(CliError::Internal("oops".into()).exit_code(), 70);
+        assert_eq!(
+            CliError::Usage("bad\n  value".into()).one_line(),
+            "bad value"
+        );
+    }
+}

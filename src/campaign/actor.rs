@@ -1,0 +1,255 @@
+//! The campaign actor: keeps trying to hold one lock for as long as it campaigns, publishes
+//! what happens (held, lost, released), and can run a bound user actor only while the lock
+//! is held.
+//!
+//! Renewal stays in the lock actor: nothing here (slow subscribers, a bound actor, a
+//! panicking event callback) can delay it.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::{broadcast, oneshot};
+
+use super::binding::Binding;
+use super::event::CampaignEvent;
+use super::message::CampaignMsg;
+use super::sinks::EventSinks;
+use crate::error::LockError;
+use crate::lock::{Lock, LockGuard};
+
+pub(crate) struct CampaignActor<E>(PhantomData<fn() -> E>);
+
+impl<E> Default for CampaignActor<E> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+pub(crate) struct CampaignArgs<E> {
+    pub(crate) lock: Lock,
+    pub(crate) channel: broadcast::Sender<E>,
+    /// Wait before retrying after an acquisition error.
+    pub(crate) retry_after: Duration,
+}
+
+/// The actor's state.
+pub(crate) struct CampaignState<E> {
+    lock: Lock,
+    campaigning: bool,
+    guard: Option<LockGuard>,
+    /// Id of the current acquisition task; results of older ones are stale.
+    attempt: u64,
+    acquiring: Option<tokio::task::AbortHandle>,
+    waiting: Vec<oneshot::Sender<Result<u64, LockError>>>,
+    sinks: EventSinks<E>,
+    binding: Option<Binding>,
+    retry_after: Duration,
+}
+
+impl<E: CampaignEvent> Actor for CampaignActor<E> {
+    type Msg = CampaignMsg<E>;
+    type State = CampaignState<E>;
+    type Arguments = CampaignArgs<E>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<CampaignMsg<E>>,
+        args: CampaignArgs<E>,
+    ) -> Result<CampaignState<E>, ActorProcessingErr> {
+        Ok(CampaignState {
+            lock: args.lock,
+            campaigning: false,
+            guard: None,
+            attempt: 0,
+            acquiring: None,
+            waiting: Vec::new(),
+            sinks: EventSinks::new(args.channel),
+            binding: None,
+            retry_after: args.retry_after,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<CampaignMsg<E>>,
+        message: CampaignMsg<E>,
+        state: &mut CampaignState<E>,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            CampaignMsg::Start { reply } => {
+                state.campaigning = true;
+                match (&state.guard, reply) {
+                    (Some(guard), Some(reply)) => {
+                        let _ = reply.send(Ok(guard.token()));
+                    }
+                    (None, Some(reply)) => state.waiting.push(reply),
+                    (_, None) => {}
+                }
+                state.ensure_acquiring(&myself);
+            }
+            CampaignMsg::Stop { reply } => {
+                let result = state.stop_campaigning().await;
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    // The last handle is gone: nobody can restart this campaign.
+                    None => myself.stop(Some("handle dropped".to_owned())),
+                }
+            }
+            CampaignMsg::Subscribe(sink) => state.sinks.add_actor(sink),
+            CampaignMsg::Bind(spawn) => {
+                state.binding = Some(Binding::new(spawn));
+                state.start_bound(&myself).await;
+                state.campaigning = true;
+                state.ensure_acquiring(&myself);
+            }
+            CampaignMsg::AcquireDone { attempt, result } => {
+                if attempt == state.attempt {
+                    state.acquiring = None;
+                    state.on_acquired(&myself, result).await;
+                }
+                // A stale result's guard drops here, which releases it.
+            }
+            CampaignMsg::Lost { token, reason } => {
+                if state.guard.as_ref().map(LockGuard::token) == Some(token) {
+                    state.guard = None;
+                    if let Some(binding) = &mut state.binding {
+                        binding.stop();
+                    }
+                    state.sinks.publish(E::lost(token, reason));
+                    state.ensure_acquiring(&myself);
+                }
+            }
+            CampaignMsg::RetryDue => state.ensure_acquiring(&myself),
+            CampaignMsg::Publish(event) => state.sinks.publish(event),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<CampaignMsg<E>>,
+        event: SupervisionEvent,
+        state: &mut CampaignState<E>,
+    ) -> Result<(), ActorProcessingErr> {
+        let ended = match &event {
+            SupervisionEvent::ActorTerminated(cell, ..)
+            | SupervisionEvent::ActorFailed(cell, _) => cell.get_id(),
+            _ => return Ok(()),
+        };
+        let Some(binding) = &mut state.binding else {
+            return Ok(());
+        };
+        if binding.running.as_ref().map(|cell| cell.get_id()) != Some(ended) {
+            return Ok(()); // one we stopped ourselves, already forgotten
+        }
+        binding.running = None;
+        // Like Curator's LeaderSelector: the work ending ends this term. Hand the lock over
+        // and campaign again.
+        if let SupervisionEvent::ActorFailed(_, error) = &event {
+            tracing::warn!(lock = %state.lock.name(), %error, "bound actor failed; releasing the lock and campaigning again");
+        }
+        if let Some(guard) = state.guard.take() {
+            let token = guard.token();
+            if let Err(error) = guard.release().await {
+                tracing::warn!(lock = %state.lock.name(), %error, "release after the bound actor ended failed");
+            }
+            state.sinks.publish(E::released(token));
+        }
+        state.ensure_acquiring(&myself);
+        Ok(())
+    }
+}
+
+impl<E: CampaignEvent> CampaignState<E> {
+    fn ensure_acquiring(&mut self, myself: &ActorRef<CampaignMsg<E>>) {
+        if !self.campaigning || self.guard.is_some() || self.acquiring.is_some() {
+            return;
+        }
+        self.attempt += 1;
+        let (attempt, lock, me) = (self.attempt, self.lock.clone(), myself.clone());
+        let task = tokio::spawn(async move {
+            let result = lock.acquire().await;
+            // If the campaign is gone, the guard drops with the message and is released.
+            let _ = me.send_message(CampaignMsg::AcquireDone { attempt, result });
+        });
+        self.acquiring = Some(task.abort_handle());
+    }
+
+    async fn on_acquired(
+        &mut self,
+        myself: &ActorRef<CampaignMsg<E>>,
+        result: Result<LockGuard, LockError>,
+    ) {
+        let guard = match result {
+            Ok(guard) if self.campaigning => guard,
+            Ok(_) => return, // stopped meanwhile: the guard drops and releases
+            Err(LockError::ShutDown) => {
+                self.campaigning = false;
+                for reply in self.waiting.drain(..) {
+                    let _ = reply.send(Err(LockError::ShutDown));
+                }
+                myself.stop(Some("lock manager shut down".to_owned()));
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.lock.name(), %error, "campaign acquisition failed; retrying");
+                myself.send_after(self.retry_after, || CampaignMsg::RetryDue);
+                return;
+            }
+        };
+        let token = guard.token();
+        guard.notify(myself, move |reason| CampaignMsg::Lost { token, reason });
+        self.guard = Some(guard);
+        self.sinks.publish(E::acquired(token));
+        for reply in self.waiting.drain(..) {
+            let _ = reply.send(Ok(token));
+        }
+        self.start_bound(myself).await;
+    }
+
+    /// Starts the bound actor if the lock is held and it is not running.
+    async fn start_bound(&mut self, myself: &ActorRef<CampaignMsg<E>>) {
+        let (Some(binding), Some(guard)) = (&mut self.binding, &self.guard) else {
+            return;
+        };
+        if binding.running.is_some() {
+            return;
+        }
+        match (binding.spawn)(guard.token(), myself.get_cell()).await {
+            Ok(actor) => binding.running = Some(actor),
+            Err(error) => {
+                tracing::error!(lock = %self.lock.name(), %error, "could not start the bound actor; releasing the lock");
+                if let Some(guard) = self.guard.take() {
+                    let token = guard.token();
+                    let _ = guard.release().await;
+                    self.sinks.publish(E::released(token));
+                }
+                myself.send_after(self.retry_after, || CampaignMsg::RetryDue);
+            }
+        }
+    }
+
+    async fn stop_campaigning(&mut self) -> Result<(), LockError> {
+        self.campaigning = false;
+        self.attempt += 1; // a result still in flight is stale and gets released
+        if let Some(task) = self.acquiring.take() {
+            task.abort(); // dropping an acquire is cancel-safe
+        }
+        for reply in self.waiting.drain(..) {
+            let _ = reply.send(Err(LockError::CampaignStopped));
+        }
+        if let Some(binding) = &mut self.binding {
+            binding.stop();
+        }
+        let Some(guard) = self.guard.take() else {
+            return Ok(());
+        };
+        let token = guard.token();
+        let result = guard.release().await;
+        self.sinks.publish(E::released(token));
+        result
+    }
+}

@@ -1,0 +1,304 @@
+//! [`Campaign`]: the one public face of the campaign engine. [`BackgroundLock`] is a
+//! campaign that reports [`LockEvent`]s; an [`Election`](crate::Election) wraps one that
+//! reports [`ElectionEvent`](crate::ElectionEvent)s.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use ractor::{ActorCell, ActorRef, ActorRuntime, Message, SpawnErr};
+use tokio::sync::{broadcast, oneshot};
+
+use super::actor::{CampaignActor, CampaignArgs};
+use super::event::CampaignEvent;
+use super::message::CampaignMsg;
+use super::sinks::{EventSink, CHANNEL_CAPACITY};
+use crate::error::LockError;
+use crate::lock::Lock;
+
+#[cfg(doc)]
+use super::background::{BackgroundLock, LockEvent};
+
+/// Keeps trying to hold one lock — whenever it is free, again after a loss — and reports
+/// what happens as events instead of blocking, like the Java fenced-lock manager's
+/// `acquireLockAsync`. Renewal stays in the lock runtime: nothing a campaign's subscribers
+/// or bound actor do can delay it.
+///
+/// Use it as [`BackgroundLock`] (events are [`LockEvent`]s), from [`Lock::background`].
+/// Clones share one campaign; dropping the last clone releases the lock and stops.
+///
+/// ```
+/// use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+/// let background = manager.lock("compaction")?.background()?;
+/// let mut events = background.subscribe();
+/// background.start()?;
+/// assert!(matches!(events.recv().await, Ok(LockEvent::Acquired { .. })));
+/// background.stop().await?;
+/// assert!(matches!(events.recv().await, Ok(LockEvent::Released { .. })));
+/// # Ok(()) }
+/// ```
+pub struct Campaign<E: CampaignEvent> {
+    lock: Lock,
+    engine: Arc<Engine<E>>,
+}
+
+/// The actor and its event channel; the campaign stops when the last face is dropped.
+struct Engine<E: CampaignEvent> {
+    actor: ActorRef<CampaignMsg<E>>,
+    channel: broadcast::Sender<E>,
+}
+
+impl<E: CampaignEvent> Campaign<E> {
+    /// Creates the campaign actor without waiting for it to start (callable from sync code
+    /// inside a Tokio runtime); messages sent meanwhile queue up. `retry_after` is the pause
+    /// after a failed acquisition before the next one.
+    pub(crate) fn spawn(lock: Lock, retry_after: std::time::Duration) -> Result<Self, LockError> {
+        let (channel, _) = broadcast::channel(CHANNEL_CAPACITY);
+        let args = CampaignArgs {
+            lock: lock.clone(),
+            channel: channel.clone(),
+            retry_after,
+        };
+        let (actor, _) = ActorRuntime::spawn_instant(None, CampaignActor::<E>::default(), args)
+            .map_err(|_| LockError::ActorFailed(lock.name().to_string()))?;
+        Ok(Self {
+            lock,
+            engine: Arc::new(Engine { actor, channel }),
+        })
+    }
+
+    /// The lock this campaign is for.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// assert_eq!(background.lock().name().as_str(), "compaction");
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    /// Starts trying to hold the lock (no-op when already started); returns at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the manager has shut down.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn start(&self) -> Result<(), LockError> {
+        self.send(CampaignMsg::Start { reply: None })
+    }
+
+    /// Starts if needed and waits until the lock is held; returns its fencing token (at once
+    /// if it is held already).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::CampaignStopped`] if [`stop`](Self::stop) is called first,
+    /// [`LockError::ShutDown`] if the manager shuts down.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the campaign running; it still holds the lock
+    /// once it gets it.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// let token = background.acquired().await?;
+    /// assert!(token > 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquired(&self) -> Result<u64, LockError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(CampaignMsg::Start { reply: Some(reply) })?;
+        answer.await.map_err(|_| LockError::ShutDown)?
+    }
+
+    /// Stops any bound actor, releases the lock if held, and stops trying.
+    /// [`start`](Self::start) again to resume.
+    ///
+    /// # Errors
+    ///
+    /// What releasing the lock returned: [`LockError::Lost`] if the hold had been lost.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.acquired().await?;
+    /// background.stop().await?;
+    /// assert!(!background.lock().is_held_by_this_manager().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn stop(&self) -> Result<(), LockError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(CampaignMsg::Stop { reply: Some(reply) })?;
+        answer.await.map_err(|_| LockError::ShutDown)?
+    }
+
+    /// Events from now on. A receiver that falls more than 64 events behind skips ahead
+    /// (`RecvError::Lagged`) rather than slowing anything down.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// let mut events = background.subscribe();
+    /// background.start()?;
+    /// println!("{:?}", events.recv().await);
+    /// # Ok(()) }
+    /// ```
+    pub fn subscribe(&self) -> broadcast::Receiver<E> {
+        self.engine.channel.subscribe()
+    }
+
+    /// Delivers every event to `actor` as `to_message(event)`. Sends never wait; a mapping
+    /// that panics is removed and logged.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the campaign has stopped.
+    ///
+    /// ```
+    /// # use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
+    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
+    /// # struct Worker;
+    /// # impl Actor for Worker {
+    /// #     type Msg = LockEvent; type State = (); type Arguments = ();
+    /// #     async fn pre_start(&self, _: ActorRef<LockEvent>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.subscribe_actor(&worker, |event| event)?;
+    /// background.start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn subscribe_actor<M: Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl Fn(E) -> M + Send + 'static,
+    ) -> Result<(), LockError> {
+        let actor = actor.clone();
+        self.add_sink(Box::new(move |event| {
+            actor.send_message(to_message(event)).is_ok()
+        }))
+    }
+
+    /// Runs a user actor only while the lock is held: `spawn(token, supervisor)` is called
+    /// on every acquisition and must spawn the actor linked to `supervisor`; it is stopped
+    /// when the lock is lost or released. If the actor stops on its own, the lock is
+    /// released and tried for again. Starts trying at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the campaign has stopped.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// use ractor::{Actor, ActorProcessingErr, ActorRef};
+    ///
+    /// struct Compactor;
+    /// impl Actor for Compactor {
+    ///     type Msg = ();
+    ///     type State = ();
+    ///     type Arguments = u64; // the fencing token
+    ///     async fn pre_start(&self, _: ActorRef<()>, token: u64) -> Result<(), ActorProcessingErr> {
+    ///         println!("compacting under token {token}");
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.run_while_held(|token, supervisor| async move {
+    ///     let (actor, _) = Actor::spawn_linked(None, Compactor, token, supervisor).await?;
+    ///     Ok(actor.get_cell())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn run_while_held<F, Fut>(&self, spawn: F) -> Result<(), LockError>
+    where
+        F: Fn(u64, ActorCell) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ActorCell, SpawnErr>> + Send + 'static,
+    {
+        self.send(CampaignMsg::Bind(Box::new(move |token, supervisor| {
+            Box::pin(spawn(token, supervisor))
+        })))
+    }
+
+    /// Adds an in-process sink that sees every event in order (the leader gauge).
+    pub(crate) fn add_sink(&self, sink: EventSink<E>) -> Result<(), LockError> {
+        self.send(CampaignMsg::Subscribe(sink))
+    }
+
+    /// Publishes an event that does not come from the engine itself (a leader change),
+    /// in order with the engine's own.
+    pub(crate) fn publisher(&self) -> Publisher<E> {
+        Publisher {
+            actor: self.engine.actor.clone(),
+        }
+    }
+
+    fn send(&self, message: CampaignMsg<E>) -> Result<(), LockError> {
+        self.engine
+            .actor
+            .send_message(message)
+            .map_err(|_| LockError::ShutDown)
+    }
+}
+
+/// Publishes events into a campaign without keeping it alive: once the last face is
+/// dropped and the campaign stops, [`publish`](Self::publish) returns `false`.
+pub(crate) struct Publisher<E: CampaignEvent> {
+    actor: ActorRef<CampaignMsg<E>>,
+}
+
+impl<E: CampaignEvent> Publisher<E> {
+    pub(crate) fn publish(&self, event: E) -> bool {
+        self.actor.send_message(CampaignMsg::Publish(event)).is_ok()
+    }
+}
+
+impl<E: CampaignEvent> Clone for Campaign<E> {
+    fn clone(&self) -> Self {
+        Self {
+            lock: self.lock.clone(),
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+impl<E: CampaignEvent> Drop for Engine<E> {
+    fn drop(&mut self) {
+        // The last face is gone: release and stop (nobody could observe or steer it).
+        let _ = self.actor.send_message(CampaignMsg::Stop { reply: None });
+    }
+}
+
+impl<E: CampaignEvent> std::fmt::Debug for Campaign<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Campaign")
+            .field("lock", self.lock.name())
+            .finish()
+    }
+}

@@ -1,0 +1,57 @@
+//! Holder observation: every candidate and observer of an election learns who leads
+//! (`LeaderChanged`) by looking at the lock record every retry period, and at once after
+//! its own term starts or ends.
+
+use std::time::Duration;
+
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use super::event::{ElectionEvent, LeaderInfo};
+use crate::campaign::Publisher;
+use crate::lock::Lock;
+use crate::store::HolderId;
+
+/// Starts observing; stops by itself once the election's campaign has stopped (its event
+/// channel closes, or publishing fails).
+pub(crate) fn spawn(
+    lock: Lock,
+    publisher: Publisher<ElectionEvent>,
+    mut events: broadcast::Receiver<ElectionEvent>,
+    every: Duration,
+) {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_seen: Option<Option<(HolderId, u64)>> = None;
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                event = events.recv() => match event {
+                    Err(RecvError::Closed) => return,
+                    // Our own report, nothing new to look at.
+                    Ok(ElectionEvent::LeaderChanged { .. }) => continue,
+                    // A term of ours started or ended, or we missed some: look now.
+                    Ok(_) | Err(RecvError::Lagged(_)) => {}
+                },
+            }
+            let record = match lock.inspect().await {
+                Ok(record) => record,
+                Err(error) => {
+                    tracing::debug!(lock = %lock.name(), %error, "could not observe the lock holder");
+                    continue;
+                }
+            };
+            let seen = record
+                .as_ref()
+                .and_then(|r| r.holder.clone().map(|holder| (holder, r.token)));
+            if last_seen.as_ref() == Some(&seen) {
+                continue;
+            }
+            last_seen = Some(seen);
+            let leader = record.as_ref().and_then(LeaderInfo::from_record);
+            if !publisher.publish(ElectionEvent::LeaderChanged { leader }) {
+                return;
+            }
+        }
+    });
+}

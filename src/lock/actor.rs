@@ -1,0 +1,652 @@
+//! The per-name lock actor: owns one lock name's state machine
+//! (idle → acquiring → held → releasing), its FIFO of local waiters, the renewal cadence and
+//! the loss deadline.
+//!
+//! Store calls never run on the message loop: each is spawned (see `store_call`) and reports
+//! back as a message, so the deadline timer is handled on time even while a call hangs, and
+//! at most one acquisition attempt per name is in flight however many local tasks wait.
+//!
+//! The state machine stays whole in this file; its policies live beside it: what to do
+//! with a grant nobody will use (`orphan`) and when local waiters step back for other
+//! processes (`starvation`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use tokio::time::Instant;
+
+use super::backoff::Backoff;
+use super::guard::LockGuard;
+use super::hold::Hold;
+use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
+use super::orphan;
+use super::starvation;
+use super::store_call::{bounded, spawn_store_call};
+use super::supervisor::SupervisorMsg;
+use super::waiters::{Waiter, Waiters};
+use crate::error::{LockError, LossReason, StoreError};
+use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
+use crate::name::LockName;
+use crate::options::{LockOptions, PerNameSettings};
+use crate::store::{
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
+    LockStore, ReleaseOutcome,
+};
+
+/// The actor behaviour; all state lives in [`LockActorState`].
+pub(crate) struct LockActor;
+
+/// What a lock actor is started with.
+pub(crate) struct LockActorArgs {
+    pub(crate) name: LockName,
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) holder: HolderId,
+    pub(crate) supervisor: ActorRef<SupervisorMsg>,
+    pub(crate) options: Arc<LockOptions>,
+}
+
+enum Phase {
+    /// Nothing held, nobody waiting.
+    Idle,
+    /// One acquisition attempt is in flight.
+    Attempting(Attempt),
+    /// Waiting for the backoff timer before the next attempt.
+    BackingOff,
+    /// This process holds the lock for one guard.
+    Held(Hold),
+    /// A release is in flight; waiters queue behind it.
+    Releasing { lease: LeaseId, reply: ReleaseReply },
+}
+
+struct Attempt {
+    lease: LeaseId,
+    options: Arc<LockOptions>,
+    /// Set when the attempt serves a `try_acquire` rather than the waiter queue.
+    for_try: Option<TryReply>,
+}
+
+pub(crate) struct LockActorState {
+    name: LockName,
+    store: Arc<dyn LockStore>,
+    holder: HolderId,
+    supervisor: ActorRef<SupervisorMsg>,
+    metrics: LockMetrics,
+    waiters: Waiters,
+    phase: Phase,
+    backoff: Backoff,
+    rng: StdRng,
+    /// Bumped whenever a retry or idle timer is scheduled; older timers are ignored.
+    generation: u64,
+    /// Requests received from the supervisor, compared with its count before an idle stop.
+    forwarded_seen: u64,
+    /// Backoff range, idle timeout and label policy, as the live handles of this name agree.
+    settings: PerNameSettings,
+}
+
+impl Actor for LockActor {
+    type Msg = LockMsg;
+    type State = LockActorState;
+    type Arguments = LockActorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        args: LockActorArgs,
+    ) -> Result<LockActorState, ActorProcessingErr> {
+        let settings = args.options.per_name().clone();
+        let metrics = LockMetrics::new(&args.name, &settings.lock_name_label);
+        Ok(LockActorState {
+            waiters: Waiters::new(metrics.clone()),
+            metrics,
+            backoff: Backoff::new(&settings),
+            settings,
+            name: args.name,
+            store: args.store,
+            holder: args.holder,
+            supervisor: args.supervisor,
+            phase: Phase::Idle,
+            rng: StdRng::from_os_rng(),
+            generation: 0,
+            forwarded_seen: 0,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<LockMsg>,
+        message: LockMsg,
+        state: &mut LockActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        if message.is_forwarded_request() {
+            state.forwarded_seen += 1;
+        }
+        match message {
+            LockMsg::Acquire {
+                options,
+                requested_at,
+                reply,
+            } => state.on_acquire(&myself, options, requested_at, reply),
+            LockMsg::TryAcquire { options, reply } => state.on_try_acquire(&myself, options, reply),
+            #[cfg(feature = "test-hooks")]
+            LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", state.name),
+            LockMsg::Release { lease, reply } => state.on_release(&myself, lease, reply),
+            LockMsg::Shutdown { reply } => {
+                state.shut_down().await;
+                let _ = reply.send(());
+                myself.stop(Some("manager shut down".to_owned()));
+            }
+            LockMsg::AttemptDone {
+                lease,
+                sent_at,
+                result,
+            } => state.on_attempt_done(&myself, lease, sent_at, result),
+            LockMsg::RetryDue { generation } => {
+                if generation == state.generation && matches!(state.phase, Phase::BackingOff) {
+                    state.start_attempt(&myself, None);
+                }
+            }
+            LockMsg::RenewDue { lease } => state.on_renew_due(&myself, lease),
+            LockMsg::RenewDone {
+                lease,
+                sent_at,
+                result,
+            } => state.on_renew_done(&myself, lease, sent_at, result),
+            LockMsg::DeadlineDue { lease } => state.on_deadline_due(&myself, lease),
+            LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            } => state.on_release_done(&myself, lease, sent_at, result),
+            LockMsg::IdleDue { generation } => state.on_idle_due(&myself, generation),
+        }
+        Ok(())
+    }
+}
+
+impl LockActorState {
+    /// Takes on the per-name settings a request's handle carries. Every live handle of a
+    /// name agrees on them (the manager refuses one that does not), so they differ from ours
+    /// only after all older handles were dropped; they take effect while nothing is held or
+    /// queued, so gauges and backoff never mix two settings.
+    fn adopt(&mut self, settings: &PerNameSettings) {
+        let quiet = matches!(self.phase, Phase::Idle) && !self.waiters.prune();
+        if *settings == self.settings || !quiet {
+            return;
+        }
+        self.settings = settings.clone();
+        self.backoff = Backoff::new(settings);
+        self.metrics = LockMetrics::new(&self.name, &settings.lock_name_label);
+        self.waiters = Waiters::new(self.metrics.clone());
+    }
+
+    fn on_acquire(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        options: Arc<LockOptions>,
+        requested_at: Instant,
+        reply: GuardReply,
+    ) {
+        self.adopt(options.per_name());
+        self.waiters.push(Waiter {
+            options,
+            requested_at,
+            reply,
+        });
+        if matches!(self.phase, Phase::Idle) {
+            self.start_attempt(myself, None);
+        }
+    }
+
+    fn on_try_acquire(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        options: Arc<LockOptions>,
+        reply: TryReply,
+    ) {
+        self.adopt(options.per_name());
+        if matches!(self.phase, Phase::Idle) {
+            self.start_attempt(myself, Some((options, reply)));
+        } else {
+            // This process already holds the lock or has tasks queued for it: it is not free
+            // for a newcomer, and jumping the local queue would be unfair.
+            let _ = reply.send(Ok(None));
+        }
+    }
+
+    /// Sends one acquisition attempt for the waiter queue, or for a `try_acquire`.
+    fn start_attempt(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        for_try: Option<(Arc<LockOptions>, TryReply)>,
+    ) {
+        let (options, for_try, waited) = match for_try {
+            Some((options, reply)) => (options, Some(reply), Duration::ZERO),
+            None => {
+                let live = self.waiters.prune();
+                match self.waiters.front().filter(|_| live) {
+                    Some((options, waited)) => (options, None, waited),
+                    None => return self.become_idle(myself),
+                }
+            }
+        };
+        let lease = LeaseId::new();
+        let request = AcquireRequest {
+            name: self.name.clone(),
+            lease,
+            holder: self.holder.clone(),
+            expiry: options.expiry(),
+            waited,
+        };
+        let store = self.store.clone();
+        let actor = myself.clone();
+        let timeout = options.renew_deadline();
+        // Not `spawn_store_call`: if the actor is gone when a grant comes back, this task
+        // must release the grant itself, or it would stay held until expiry (a phantom).
+        tokio::spawn(async move {
+            let sent_at = Instant::now();
+            let result = bounded(timeout, store.try_acquire(&request)).await;
+            let granted = matches!(result, Ok(AcquireOutcome::Acquired { .. }));
+            let done = LockMsg::AttemptDone {
+                lease,
+                sent_at,
+                result,
+            };
+            if actor.send_message(done).is_err() && granted {
+                let key = LeaseKey {
+                    name: request.name,
+                    lease,
+                };
+                orphan::release_now(store.as_ref(), &key, timeout).await;
+            }
+        });
+        self.phase = Phase::Attempting(Attempt {
+            lease,
+            options,
+            for_try,
+        });
+    }
+
+    fn on_attempt_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<AcquireOutcome, StoreError>,
+    ) {
+        let attempt = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Attempting(attempt) if attempt.lease == lease => attempt,
+            other => {
+                // Not the attempt we are waiting for (cannot happen with one attempt in
+                // flight, but a grant must never be left behind).
+                self.phase = other;
+                if matches!(result, Ok(AcquireOutcome::Acquired { .. })) {
+                    orphan::release(&self.store, &self.name, lease, self.default_timeout());
+                }
+                return;
+            }
+        };
+        let took = sent_at.elapsed();
+        self.metrics
+            .store_call(StoreOp::Acquire, took, result.is_err());
+        let deadline = sent_at + attempt.options.renew_deadline();
+        match result {
+            Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
+                self.metrics.attempt(AttemptResult::Acquired);
+                self.backoff.reset();
+                self.grant(myself, attempt, token, sent_at);
+            }
+            Ok(AcquireOutcome::Acquired { .. }) => {
+                // The grant arrived after its own renew deadline: it cannot be used safely.
+                tracing::warn!(lock = %self.name, ?took, "acquisition answered too late to use; releasing it");
+                self.metrics.attempt(AttemptResult::Error);
+                orphan::release(
+                    &self.store,
+                    &self.name,
+                    lease,
+                    attempt.options.renew_deadline(),
+                );
+                self.attempt_failed(myself, attempt, None);
+            }
+            Ok(AcquireOutcome::Busy { .. }) => {
+                self.metrics.attempt(AttemptResult::Contended);
+                self.attempt_failed(myself, attempt, None);
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
+                self.metrics.attempt(AttemptResult::Error);
+                // The attempt may have been applied (a timeout): release its lease id so it
+                // cannot linger as a phantom hold.
+                orphan::release(
+                    &self.store,
+                    &self.name,
+                    lease,
+                    attempt.options.renew_deadline(),
+                );
+                self.attempt_failed(myself, attempt, Some(error));
+            }
+        }
+    }
+
+    fn attempt_failed(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        attempt: Attempt,
+        error: Option<StoreError>,
+    ) {
+        if let Some(reply) = attempt.for_try {
+            let _ = reply.send(match error {
+                Some(error) => Err(error.into()),
+                None => Ok(None),
+            });
+            // Waiters may have queued behind the try attempt.
+            return self.start_attempt(myself, None);
+        }
+        if let Some(error) = error.filter(|error| !error.is_transient()) {
+            self.waiters.fail_all(error.into());
+            return self.become_idle(myself);
+        }
+        if !self.waiters.prune() {
+            return self.become_idle(myself);
+        }
+        let delay = self.backoff.next_delay(&mut self.rng);
+        let generation = self.next_generation();
+        myself.send_after(delay, move || LockMsg::RetryDue { generation });
+        self.phase = Phase::BackingOff;
+    }
+
+    /// The attempt won: hand a guard to its caller, then keep the lease alive.
+    fn grant(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        attempt: Attempt,
+        token: u64,
+        sent_at: Instant,
+    ) {
+        let hold = Hold::new(attempt.lease, token, attempt.options, sent_at);
+        let make_guard = || {
+            LockGuard::new(
+                self.name.clone(),
+                token,
+                hold.lease,
+                myself.clone(),
+                hold.loss_signal(),
+            )
+        };
+        let delivered = match attempt.for_try {
+            Some(reply) => match reply.send(Ok(Some(make_guard()))) {
+                Ok(()) => true,
+                Err(Ok(Some(guard))) => {
+                    guard.disarm();
+                    false
+                }
+                Err(_) => false,
+            },
+            None => self.waiters.deliver(make_guard),
+        };
+        tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
+        self.metrics.held(1.0);
+        let next_renewal = hold.next_renewal_after(sent_at);
+        let (lease, deadline) = (hold.lease, hold.deadline);
+        self.phase = Phase::Held(hold);
+        if !delivered {
+            // Every caller left while the attempt was in flight: give the lock straight back.
+            return self.begin_release(myself, lease, None);
+        }
+        schedule_renewal(myself, lease, next_renewal);
+        schedule_deadline(myself, lease, deadline);
+    }
+
+    fn on_renew_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        let Phase::Held(hold) = &mut self.phase else {
+            return;
+        };
+        if hold.lease != lease || hold.renewal_in_flight {
+            return;
+        }
+        let remaining = hold.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return; // the deadline timer is about to declare the loss
+        }
+        hold.renewal_in_flight = true;
+        let request = ExtendRequest {
+            key: hold.key(&self.name),
+            expiry: hold.options.expiry(),
+        };
+        let store = self.store.clone();
+        // Bounded by the time left before the deadline: a later answer is useless anyway.
+        spawn_store_call(
+            myself,
+            remaining,
+            async move { store.extend(&request).await },
+            move |sent_at, result| LockMsg::RenewDone {
+                lease,
+                sent_at,
+                result,
+            },
+        );
+    }
+
+    fn on_renew_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ExtendOutcome, StoreError>,
+    ) {
+        let Phase::Held(hold) = &mut self.phase else {
+            return;
+        };
+        if hold.lease != lease {
+            return;
+        }
+        hold.renewal_in_flight = false;
+        self.metrics
+            .store_call(StoreOp::Extend, sent_at.elapsed(), result.is_err());
+        match result {
+            Ok(ExtendOutcome::Extended) => {
+                self.metrics.renewal(RenewalResult::Extended);
+                hold.confirm(sent_at);
+                let next = hold.next_renewal_after(sent_at);
+                schedule_deadline(myself, lease, hold.deadline);
+                schedule_renewal(myself, lease, next);
+            }
+            Ok(ExtendOutcome::NotOwner) => {
+                self.metrics.renewal(RenewalResult::Lost);
+                self.lose(myself, LossReason::Superseded);
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %error, "lease renewal failed; retrying until the renew deadline");
+                self.metrics.renewal(RenewalResult::Error);
+                // A renewal our own timeout cut short went unanswered: that is a silent
+                // store, not a failing one.
+                hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+                schedule_renewal(myself, lease, hold.retry_renewal_at());
+            }
+        }
+    }
+
+    fn on_deadline_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        let Phase::Held(hold) = &self.phase else {
+            return;
+        };
+        if hold.lease != lease || Instant::now() < hold.deadline {
+            return; // a later renewal moved the deadline; its own timer is pending
+        }
+        let reason = hold.deadline_reason();
+        // The lease may still be valid on the store (a slow network): free it for others.
+        orphan::release(
+            &self.store,
+            &self.name,
+            lease,
+            hold.options.renew_deadline(),
+        );
+        self.lose(myself, reason);
+    }
+
+    /// Ends the current hold with a loss signal, then serves waiters.
+    fn lose(&mut self, myself: &ActorRef<LockMsg>, reason: LossReason) {
+        let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+            return;
+        };
+        tracing::warn!(lock = %self.name, token = hold.token, %reason, "lock lost");
+        self.metrics.loss(&reason);
+        self.metrics.hold_ended(hold.acquired_at.elapsed());
+        hold.signal_loss(reason);
+        self.start_attempt(myself, None);
+    }
+
+    fn on_release(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
+        match &self.phase {
+            Phase::Held(hold) if hold.lease == lease => self.begin_release(myself, lease, reply),
+            // A stale guard (its hold was lost and already reported): nothing to release.
+            _ => {
+                if let Some(reply) = reply {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+    }
+
+    fn begin_release(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
+        let Phase::Held(hold) =
+            std::mem::replace(&mut self.phase, Phase::Releasing { lease, reply })
+        else {
+            return;
+        };
+        self.metrics.hold_ended(hold.acquired_at.elapsed());
+        let key = hold.key(&self.name);
+        let store = self.store.clone();
+        spawn_store_call(
+            myself,
+            hold.options.renew_deadline(),
+            async move { store.release(&key).await },
+            move |sent_at, result| LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            },
+        );
+        hold.mark_released();
+    }
+
+    fn on_release_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ReleaseOutcome, StoreError>,
+    ) {
+        let reply = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Releasing {
+                lease: releasing,
+                reply,
+            } if releasing == lease => reply,
+            other => {
+                self.phase = other;
+                return;
+            }
+        };
+        self.metrics
+            .store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        let step_back = starvation::step_back(&result, self.backoff.max());
+        let answer = match result {
+            Ok(ReleaseOutcome::Released { .. }) => Ok(()),
+            // The record no longer carried our lease: it had expired and been taken over
+            // before the release — the caller must know its critical section was not exclusive.
+            Ok(ReleaseOutcome::NotOwner) => {
+                self.metrics.loss(&LossReason::Superseded);
+                Err(LockError::Lost(LossReason::Superseded))
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %error, "release failed; the lease will expire on the store");
+                Err(LockError::Store(error))
+            }
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+        if let Some(delay) = step_back.filter(|_| self.waiters.prune()) {
+            let generation = self.next_generation();
+            myself.send_after(delay, move || LockMsg::RetryDue { generation });
+            self.phase = Phase::BackingOff;
+            return;
+        }
+        self.start_attempt(myself, None);
+    }
+
+    fn become_idle(&mut self, myself: &ActorRef<LockMsg>) {
+        self.phase = Phase::Idle;
+        let generation = self.next_generation();
+        myself.send_after(self.settings.idle_actor_timeout, move || LockMsg::IdleDue {
+            generation,
+        });
+    }
+
+    fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
+        if generation == self.generation && matches!(self.phase, Phase::Idle) {
+            // The supervisor stops us only if it has forwarded nothing we have not seen.
+            let _ = self.supervisor.send_message(SupervisorMsg::ChildIdle {
+                name: self.name.clone(),
+                actor: myself.get_id(),
+                seen: self.forwarded_seen,
+            });
+        }
+    }
+
+    async fn shut_down(&mut self) {
+        self.waiters.fail_all(LockError::ShutDown);
+        match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Held(hold) => {
+                let key = hold.key(&self.name);
+                let timeout = hold.options.renew_deadline();
+                self.metrics.loss(&LossReason::Shutdown);
+                self.metrics.hold_ended(hold.acquired_at.elapsed());
+                hold.signal_loss(LossReason::Shutdown);
+                if let Err(error) = bounded(timeout, self.store.release(&key)).await {
+                    tracing::warn!(lock = %self.name, %error, "release at shutdown failed; the lease will expire on the store");
+                }
+            }
+            Phase::Attempting(attempt) => {
+                if let Some(reply) = attempt.for_try {
+                    let _ = reply.send(Err(LockError::ShutDown));
+                }
+                // A grant still in flight is released by the attempt task once it finds
+                // this actor gone.
+            }
+            Phase::Releasing {
+                reply: Some(reply), ..
+            } => {
+                let _ = reply.send(Err(LockError::ShutDown));
+            }
+            Phase::Releasing { reply: None, .. } | Phase::Idle | Phase::BackingOff => {}
+        }
+    }
+
+    fn default_timeout(&self) -> Duration {
+        self.waiters
+            .front()
+            .map(|(options, _)| options.renew_deadline())
+            .unwrap_or(LockOptions::default().renew_deadline())
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+}
+
+fn schedule_renewal(myself: &ActorRef<LockMsg>, lease: LeaseId, at: Instant) {
+    myself.send_after(at.saturating_duration_since(Instant::now()), move || {
+        LockMsg::RenewDue { lease }
+    });
+}
+
+fn schedule_deadline(myself: &ActorRef<LockMsg>, lease: LeaseId, deadline: Instant) {
+    myself.send_after(
+        deadline.saturating_duration_since(Instant::now()),
+        move || LockMsg::DeadlineDue { lease },
+    );
+}

@@ -1,0 +1,141 @@
+//! Sleep between acquisition attempts while another process holds the lock.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::options::PerNameSettings;
+
+/// Growth factor of adaptive backoff per consecutive failed attempt.
+const GROWTH: f64 = 1.5;
+/// Relative jitter of adaptive backoff (±20 %).
+const JITTER: f64 = 0.2;
+/// Past this many failures the adaptive delay is pinned at `max` anyway; capping `n` keeps
+/// `1.5^n` finite.
+const MAX_EXPONENT: u32 = 64;
+
+/// The backoff strategy of one lock actor, chosen by
+/// [`LockOptions::adaptive_backoff`](crate::LockOptions::adaptive_backoff).
+#[derive(Debug, Clone)]
+pub(crate) struct Backoff {
+    min: Duration,
+    max: Duration,
+    adaptive: bool,
+    failures: u32,
+}
+
+impl Backoff {
+    pub(crate) fn new(options: &PerNameSettings) -> Self {
+        Self {
+            min: options.busy_wait_min,
+            max: options.busy_wait_max,
+            adaptive: options.adaptive_backoff,
+            failures: 0,
+        }
+    }
+
+    /// Records a failed attempt and returns how long to sleep before the next one.
+    pub(crate) fn next_delay(&mut self, rng: &mut impl Rng) -> Duration {
+        let delay = if self.adaptive {
+            let base = self.min.as_secs_f64() * GROWTH.powi(self.failures.min(MAX_EXPONENT) as i32);
+            let jittered = base * rng.random_range((1.0 - JITTER)..=(1.0 + JITTER));
+            Duration::from_secs_f64(jittered.clamp(self.min.as_secs_f64(), self.max.as_secs_f64()))
+        } else {
+            self.turn(rng)
+        };
+        self.failures = self.failures.saturating_add(1);
+        delay
+    }
+
+    /// One uniformly random sleep in the busy-wait range.
+    fn turn(&self, rng: &mut impl Rng) -> Duration {
+        if self.min == self.max {
+            self.min
+        } else {
+            rng.random_range(self.min..=self.max)
+        }
+    }
+
+    /// The longest sleep between attempts.
+    pub(crate) fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// Forgets past failures (after a successful acquisition).
+    pub(crate) fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{rngs::StdRng, SeedableRng};
+
+    fn backoff(min_ms: u64, extra_ms: u64, adaptive: bool) -> Backoff {
+        let min = Duration::from_millis(min_ms);
+        let options = crate::options::LockOptions::default()
+            .with_busy_wait(min, min + Duration::from_millis(extra_ms))
+            .with_adaptive_backoff(adaptive);
+        Backoff::new(options.per_name())
+    }
+
+    proptest! {
+        #[test]
+        fn delays_stay_within_bounds(min in 1u64..1000, extra in 0u64..5000, adaptive: bool, seed: u64, steps in 1usize..200) {
+            let mut strategy = backoff(min, extra, adaptive);
+            let mut rng = StdRng::seed_from_u64(seed);
+            for _ in 0..steps {
+                let delay = strategy.next_delay(&mut rng);
+                prop_assert!(delay >= strategy.min && delay <= strategy.max, "{delay:?} outside {:?}..={:?}", strategy.min, strategy.max);
+            }
+        }
+
+        #[test]
+        fn adaptive_grows_by_one_and_a_half_with_bounded_jitter(min in 1u64..100, seed: u64, steps in 1u32..12) {
+            // A max far above min·1.5^steps so no clamping interferes.
+            let mut strategy = backoff(min, 1_000_000, true);
+            let mut rng = StdRng::seed_from_u64(seed);
+            for n in 0..steps {
+                let expected = min as f64 / 1000.0 * 1.5f64.powi(n as i32);
+                let delay = strategy.next_delay(&mut rng).as_secs_f64();
+                let low = (expected * 0.8).max(min as f64 / 1000.0);
+                prop_assert!(delay >= low - 1e-9 && delay <= expected * 1.2 + 1e-9, "attempt {n}: {delay} not within 20 % of {expected}");
+            }
+        }
+
+        #[test]
+        fn reset_returns_to_the_minimum_range(min in 1u64..100, seed: u64, failures in 1u32..40) {
+            let mut strategy = backoff(min, 1_000_000, true);
+            let mut rng = StdRng::seed_from_u64(seed);
+            for _ in 0..failures {
+                strategy.next_delay(&mut rng);
+            }
+            strategy.reset();
+            let delay = strategy.next_delay(&mut rng).as_secs_f64();
+            prop_assert!(delay <= min as f64 / 1000.0 * 1.2 + 1e-9);
+        }
+
+        #[test]
+        fn adaptive_saturates_at_max(min in 1u64..50, extra in 0u64..500, seed: u64) {
+            let mut strategy = backoff(min, extra, true);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut last = Duration::ZERO;
+            for _ in 0..200 {
+                last = strategy.next_delay(&mut rng);
+            }
+            prop_assert_eq!(last, strategy.max);
+        }
+    }
+
+    #[test]
+    fn uniform_uses_the_whole_range() {
+        let mut strategy = backoff(10, 790, false);
+        let mut rng = StdRng::seed_from_u64(7);
+        let delays: Vec<_> = (0..1000).map(|_| strategy.next_delay(&mut rng)).collect();
+        let (low, high) = (delays.iter().min().copied(), delays.iter().max().copied());
+        assert!(low < Some(Duration::from_millis(50)), "{low:?}");
+        assert!(high > Some(Duration::from_millis(750)), "{high:?}");
+    }
+}

@@ -1,0 +1,226 @@
+use std::fmt;
+
+use ractor::ActorRef;
+use tokio::sync::oneshot;
+
+use super::loss_signal::LossSignal;
+use super::message::LockMsg;
+use crate::error::{LockError, LossReason};
+use crate::name::LockName;
+use crate::store::LeaseId;
+
+/// Proof that this process holds a lock, for as long as it is not lost.
+///
+/// The runtime renews the lease in the background; user code never waits on renewals and
+/// renewals never wait on user code. Dropping the guard releases the lock (in the
+/// background); [`release`](Self::release) does the same and waits for the store's answer.
+///
+/// Pass [`token`](Self::token) to the resource the lock protects and let it reject writes
+/// carrying a smaller token than it has seen: only that makes a lease safe against a holder
+/// that was paused past its lease.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+/// let guard = manager.lock("orders")?.acquire().await?;
+/// tokio::select! {
+///     reason = guard.lost() => println!("lost the lock: {reason}"),
+///     _ = async { /* critical section, writes fenced with guard.token() */ } => {}
+/// }
+/// guard.release().await?;
+/// # manager.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    name: LockName,
+    token: u64,
+    lease: LeaseId,
+    actor: ActorRef<LockMsg>,
+    loss: LossSignal,
+    armed: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        name: LockName,
+        token: u64,
+        lease: LeaseId,
+        actor: ActorRef<LockMsg>,
+        loss: LossSignal,
+    ) -> Self {
+        Self {
+            name,
+            token,
+            lease,
+            actor,
+            loss,
+            armed: true,
+        }
+    }
+
+    /// Drops the guard without releasing: for a guard that never reached its caller.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// The fencing token of this hold: larger than every token issued for this name before.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// let first = lock.acquire().await?.token();
+    /// let second = lock.acquire().await?.token();
+    /// assert!(second > first);
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The name of the held lock.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert_eq!(guard.name().as_str(), "orders");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    /// Resolves when the lock is lost, with the reason; never resolves while it is held.
+    /// Called after the loss, it resolves at once. A release is not a loss.
+    ///
+    /// The holder learns of a loss no later than the renew deadline after the last
+    /// successful renewal was sent — before the lease can expire on the store.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// let still_held = tokio::time::timeout(Duration::from_millis(10), guard.lost()).await.is_err();
+    /// assert!(still_held);
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) -> LossReason {
+        self.loss.lost().await
+    }
+
+    /// The loss reason if the lock is already lost, without waiting.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert_eq!(guard.loss(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn loss(&self) -> Option<LossReason> {
+        self.loss.current()
+    }
+
+    /// An owned, cloneable handle on this hold's loss notification, for other tasks.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// let signal = guard.loss_signal();
+    /// tokio::spawn(async move { eprintln!("lost: {}", signal.lost().await) });
+    /// # Ok(()) }
+    /// ```
+    pub fn loss_signal(&self) -> LossSignal {
+        self.loss.clone()
+    }
+
+    /// Sends `to_message(reason)` to `actor` if this lock is lost (never on release); see
+    /// [`LossSignal::notify`] for a full example.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
+    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
+    /// # struct Worker;
+    /// # impl Actor for Worker {
+    /// #     type Msg = LossReason; type State = (); type Arguments = ();
+    /// #     async fn pre_start(&self, _: ActorRef<LossReason>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// guard.notify(&worker, |reason| reason);
+    /// # Ok(()) }
+    /// ```
+    pub fn notify<M: ractor::Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl FnOnce(LossReason) -> M + Send + 'static,
+    ) {
+        self.loss.notify(actor, to_message);
+    }
+
+    /// Releases the lock and waits until the store confirmed it.
+    ///
+    /// Errors: [`LockError::Lost`] if the lock had been lost (the critical section may not
+    /// have been exclusive), [`LockError::Store`] if the store failed (the lease then expires
+    /// on its own).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// lock.acquire().await?.release().await?;
+    /// assert!(lock.try_acquire().await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.armed = false;
+        if let Some(reason) = self.loss() {
+            return Err(LockError::Lost(reason));
+        }
+        let (reply, answer) = oneshot::channel();
+        let message = LockMsg::Release {
+            lease: self.lease,
+            reply: Some(reply),
+        };
+        let failed = || LockError::ActorFailed(self.name.to_string());
+        self.actor.send_message(message).map_err(|_| failed())?;
+        answer.await.map_err(|_| failed())?
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            // Fire and forget: the actor releases in the background. If it is gone
+            // (shutdown, failure) there is nothing left to release from here.
+            let _ = self.actor.send_message(LockMsg::Release {
+                lease: self.lease,
+                reply: None,
+            });
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.name)
+            .field("token", &self.token)
+            .field("lost", &self.loss())
+            .finish()
+    }
+}

@@ -1,0 +1,257 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::guard::LockGuard;
+use super::message::LockMsg;
+use super::runtime::Runtime;
+use super::store_call::bounded;
+use super::supervisor::SupervisorMsg;
+use crate::error::LockError;
+use crate::name::LockName;
+use crate::options::{LockOptions, PerNameSettings};
+use crate::store::{HolderId, LockRecord};
+
+/// A handle to one named lock. Cheap to create and to clone; creating it validates the name
+/// and touches nothing else.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+/// let lock = manager.lock("orders")?;
+/// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
+/// println!("holding {} with token {}", guard.name(), guard.token());
+/// # manager.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    name: LockName,
+    options: Arc<LockOptions>,
+    /// Keeps this name's per-name settings claimed while the handle lives.
+    _claim: Arc<PerNameSettings>,
+    runtime: Arc<Runtime>,
+}
+
+impl Lock {
+    pub(crate) fn new(
+        name: LockName,
+        options: Arc<LockOptions>,
+        claim: Arc<PerNameSettings>,
+        runtime: Arc<Runtime>,
+    ) -> Self {
+        Self {
+            name,
+            options,
+            _claim: claim,
+            runtime,
+        }
+    }
+
+    /// The lock's name.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// assert_eq!(manager.lock("orders")?.name().as_str(), "orders");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    /// The options this lock is acquired with.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let options = LockOptions::default().with_expiry(Duration::from_secs(5));
+    /// let lock = manager.lock_with("reports", options.clone())?;
+    /// assert_eq!(lock.options(), &options);
+    /// # Ok(()) }
+    /// ```
+    pub fn options(&self) -> &LockOptions {
+        &self.options
+    }
+
+    /// Waits until the lock is held. Local waiters are served first come, first served; while
+    /// another process holds the lock, one store attempt per backoff interval is made for all
+    /// of them together.
+    ///
+    /// Cancel-safe: dropping the future (for example in `select!` or under a timeout) leaves
+    /// nothing held — a grant that arrives after the caller left is released at once.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert!(guard.token() > 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<LockGuard, LockError> {
+        let span = tracing::info_span!("mongolock.acquire", lock = %self.name, token = tracing::field::Empty);
+        async {
+            let (reply, answer) = oneshot::channel();
+            self.send(LockMsg::Acquire {
+                options: self.options.clone(),
+                requested_at: Instant::now(),
+                reply,
+            })?;
+            let guard = self.answer(answer).await??;
+            tracing::Span::current().record("token", guard.token());
+            Ok(guard)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Like [`acquire`](Self::acquire), giving up after `timeout` with
+    /// [`LockError::Timeout`]; nothing is held then.
+    ///
+    /// ```
+    /// # use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// let _held = lock.acquire().await?;
+    /// let second = lock.acquire_timeout(Duration::from_millis(50)).await;
+    /// assert!(matches!(second, Err(LockError::Timeout(_))));
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<LockGuard, LockError> {
+        tokio::time::timeout(timeout, self.acquire())
+            .await
+            .map_err(|_| LockError::Timeout(timeout))?
+    }
+
+    /// Exactly one store attempt: `Some(guard)` if it won, `None` if the lock is held
+    /// elsewhere. Returns `None` without a store call when this process already holds the
+    /// lock or has tasks waiting for it (locks are not re-entrant, and it does not jump the
+    /// local queue).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// let first = lock.try_acquire().await?;
+    /// assert!(first.is_some());
+    /// assert!(lock.try_acquire().await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(LockMsg::TryAcquire {
+            options: self.options.clone(),
+            reply,
+        })?;
+        self.answer(answer).await?
+    }
+
+    /// What the store says about this lock: holder identity, last token, time left.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// let guard = lock.acquire().await?;
+    /// let record = lock.inspect().await?.expect("a held lock has a record");
+    /// assert_eq!(record.holder.as_ref(), Some(manager.holder_id()));
+    /// assert_eq!(record.token, guard.token());
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self) -> Result<Option<LockRecord>, LockError> {
+        let store = &self.runtime.store;
+        Ok(bounded(self.options.renew_deadline(), store.inspect(&self.name)).await?)
+    }
+
+    /// Whether the store says this manager holds the lock (an unexpired lease of ours).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// assert!(!lock.is_held_by_this_manager().await?);
+    /// let _guard = lock.acquire().await?;
+    /// assert!(lock.is_held_by_this_manager().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_this_manager(&self) -> Result<bool, LockError> {
+        Ok(self.holder().await?.as_ref() == Some(&self.runtime.holder))
+    }
+
+    /// Whether the store says another manager holds the lock.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// let store = MemoryStore::new();
+    /// let a = LockManager::start(store.clone(), LockOptions::default()).await?;
+    /// let b = LockManager::start(store, LockOptions::default()).await?;
+    /// let _guard = a.lock("orders")?.acquire().await?;
+    /// assert!(b.lock("orders")?.is_held_by_another_manager().await?);
+    /// assert!(!a.lock("orders")?.is_held_by_another_manager().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_another_manager(&self) -> Result<bool, LockError> {
+        Ok(self
+            .holder()
+            .await?
+            .is_some_and(|holder| holder != self.runtime.holder))
+    }
+
+    async fn holder(&self) -> Result<Option<HolderId>, LockError> {
+        Ok(self.inspect().await?.and_then(|record| record.holder))
+    }
+
+    /// Test hook: makes this lock's actor panic.
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    pub fn inject_actor_panic(&self) -> Result<(), LockError> {
+        self.send(LockMsg::InjectPanic)
+    }
+
+    fn send(&self, message: LockMsg) -> Result<(), LockError> {
+        let supervisor: &ActorRef<SupervisorMsg> = &self.runtime.supervisor;
+        supervisor
+            .send_message(SupervisorMsg::Forward {
+                name: self.name.clone(),
+                options: self.options.clone(),
+                message,
+            })
+            .map_err(|_| LockError::ShutDown)
+    }
+
+    async fn answer<T>(&self, answer: oneshot::Receiver<T>) -> Result<T, LockError> {
+        answer.await.map_err(|_| {
+            if self.runtime.is_shut_down() {
+                LockError::ShutDown
+            } else {
+                LockError::ActorFailed(self.name.to_string())
+            }
+        })
+    }
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("options", &self.options)
+            .finish()
+    }
+}

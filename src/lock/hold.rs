@@ -1,0 +1,96 @@
+//! A lease this process holds: its token, the local loss deadline, and the loss signal.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::loss_signal::{HoldStatusSender, LossSignal};
+use crate::error::{LossReason, StoreError};
+use crate::name::LockName;
+use crate::options::LockOptions;
+use crate::store::{LeaseId, LeaseKey};
+
+pub(crate) struct Hold {
+    pub(crate) lease: LeaseId,
+    pub(crate) token: u64,
+    pub(crate) options: Arc<LockOptions>,
+    pub(crate) acquired_at: Instant,
+    /// When the holder must consider the lock lost: the send time of the last successful
+    /// acquire/extend plus the renew deadline. Counting from the *send* time (not the reply)
+    /// keeps it before the store-side expiry, which the store computed later than that.
+    pub(crate) deadline: Instant,
+    pub(crate) renewal_in_flight: bool,
+    pub(crate) last_error: Option<StoreError>,
+    status: HoldStatusSender,
+}
+
+impl Hold {
+    pub(crate) fn new(
+        lease: LeaseId,
+        token: u64,
+        options: Arc<LockOptions>,
+        sent_at: Instant,
+    ) -> Self {
+        let deadline = sent_at + options.renew_deadline();
+        Self {
+            lease,
+            token,
+            options,
+            acquired_at: Instant::now(),
+            deadline,
+            renewal_in_flight: false,
+            last_error: None,
+            status: HoldStatusSender::new(),
+        }
+    }
+
+    /// A receiver for a new guard of this hold.
+    pub(crate) fn loss_signal(&self) -> LossSignal {
+        self.status.subscribe()
+    }
+
+    pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
+        LeaseKey {
+            name: name.clone(),
+            lease: self.lease,
+        }
+    }
+
+    /// A renewal sent at `sent_at` succeeded.
+    pub(crate) fn confirm(&mut self, sent_at: Instant) {
+        self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
+        self.last_error = None;
+    }
+
+    /// When the next renewal should be sent after one sent at `sent_at` succeeded.
+    pub(crate) fn next_renewal_after(&self, sent_at: Instant) -> Instant {
+        sent_at + self.options.extension_cadence()
+    }
+
+    /// When to retry a renewal that failed now: a quarter cadence later, never past the
+    /// deadline (the deadline timer decides the loss).
+    pub(crate) fn retry_renewal_at(&self) -> Instant {
+        let retry = (self.options.extension_cadence() / 4).max(std::time::Duration::from_millis(1));
+        (Instant::now() + retry).min(self.deadline)
+    }
+
+    /// Why the lock is lost if the deadline passes now.
+    pub(crate) fn deadline_reason(&self) -> LossReason {
+        match (&self.last_error, self.renewal_in_flight) {
+            (Some(error), false) => LossReason::StoreErrors {
+                last_error: error.report(),
+            },
+            _ => LossReason::DeadlineExceeded,
+        }
+    }
+
+    /// Tells every guard of this hold that it is lost.
+    pub(crate) fn signal_loss(self, reason: LossReason) {
+        self.status.lost(reason);
+    }
+
+    /// Ends the hold by release: not a loss, so loss watchers never fire.
+    pub(crate) fn mark_released(self) {
+        self.status.released();
+    }
+}

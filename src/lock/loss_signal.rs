@@ -1,0 +1,175 @@
+//! The loss protocol, both halves in one place: the runtime's private sending half
+//! ([`HoldStatusSender`]) and the public receiving half ([`LossSignal`]).
+//!
+//! A hold ends in exactly one of two ways. A **release** (by the guard, or by the runtime
+//! for a guard nobody holds) is never a loss: receivers stay pending forever. Anything else —
+//! a takeover, the renew deadline, shutdown, or the runtime actor dying with the hold live —
+//! is a **loss** with its [`LossReason`]. A sender dropped while the hold is still live (the
+//! actor panicked) reads as [`LossReason::RuntimeFailed`].
+
+use ractor::{ActorRef, Message};
+use tokio::sync::watch;
+
+use crate::error::LossReason;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HoldStatus {
+    Held,
+    Lost(LossReason),
+    Released,
+}
+
+/// The runtime's half: owned by the hold, it says once how the hold ended.
+#[derive(Debug)]
+pub(crate) struct HoldStatusSender {
+    status: watch::Sender<HoldStatus>,
+}
+
+impl HoldStatusSender {
+    /// A live hold.
+    pub(crate) fn new() -> Self {
+        Self {
+            status: watch::channel(HoldStatus::Held).0,
+        }
+    }
+
+    /// A receiving half for a guard or a watcher.
+    pub(crate) fn subscribe(&self) -> LossSignal {
+        LossSignal {
+            receiver: self.status.subscribe(),
+        }
+    }
+
+    /// The hold was lost: every receiver resolves with `reason`.
+    pub(crate) fn lost(self, reason: LossReason) {
+        self.status.send_replace(HoldStatus::Lost(reason));
+    }
+
+    /// The hold was released: receivers never resolve.
+    pub(crate) fn released(self) {
+        self.status.send_replace(HoldStatus::Released);
+    }
+}
+
+/// A cloneable, owned view of one hold's loss notification: the same signal as
+/// [`LockGuard::lost`](super::guard::LockGuard::lost), usable from other tasks and actors while the
+/// guard stays where it is.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+/// let guard = manager.lock("orders")?.acquire().await?;
+/// let signal = guard.loss_signal();
+/// let watcher = tokio::spawn(async move { signal.lost().await });
+/// manager.shutdown().await;
+/// assert_eq!(watcher.await.unwrap(), mongolock::LossReason::Shutdown);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LossSignal {
+    receiver: watch::Receiver<HoldStatus>,
+}
+
+impl LossSignal {
+    /// Resolves when the hold is lost, with the reason; never while it is held. Resolves at
+    /// once if it is already lost. A manual release is not a loss.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future loses nothing, and a later call sees the same loss.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// let signal = guard.loss_signal();
+    /// assert!(tokio::time::timeout(Duration::from_millis(5), signal.lost()).await.is_err());
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) -> LossReason {
+        let mut receiver = self.receiver.clone();
+        let ended = receiver
+            .wait_for(|status| *status != HoldStatus::Held)
+            .await
+            .map(|status| status.clone());
+        match ended {
+            Ok(HoldStatus::Lost(reason)) => reason,
+            // Released: never lost, so never resolves.
+            Ok(_) => std::future::pending().await,
+            // The lock actor is gone while the hold was live: it failed, and nothing renews
+            // the lease any more.
+            Err(_) if *receiver.borrow() == HoldStatus::Held => LossReason::RuntimeFailed,
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// The loss reason if the hold is already lost, without waiting.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert_eq!(guard.loss_signal().current(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn current(&self) -> Option<LossReason> {
+        match &*self.receiver.borrow() {
+            HoldStatus::Lost(reason) => Some(reason.clone()),
+            HoldStatus::Released => None,
+            HoldStatus::Held => self
+                .receiver
+                .has_changed()
+                .is_err()
+                .then_some(LossReason::RuntimeFailed),
+        }
+    }
+
+    /// Sends `to_message(reason)` to `actor` when the hold is lost (never on release). The
+    /// wait runs on its own task: a slow or stopped actor delays nothing, renewal included.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
+    /// use ractor::{Actor, ActorProcessingErr, ActorRef};
+    ///
+    /// struct Worker;
+    /// enum WorkerMsg { LockLost(LossReason) }
+    ///
+    /// impl Actor for Worker {
+    ///     type Msg = WorkerMsg;
+    ///     type State = ();
+    ///     type Arguments = ();
+    ///     async fn pre_start(&self, _: ActorRef<WorkerMsg>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    ///     async fn handle(&self, me: ActorRef<WorkerMsg>, msg: WorkerMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
+    ///         let WorkerMsg::LockLost(reason) = msg;
+    ///         println!("stopping: {reason}");
+    ///         me.stop(None);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let (worker, stopped) = Actor::spawn(None, Worker, ()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// guard.notify(&worker, WorkerMsg::LockLost);
+    /// manager.shutdown().await; // a loss (Shutdown) for the guard
+    /// stopped.await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn notify<M: Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl FnOnce(LossReason) -> M + Send + 'static,
+    ) {
+        let (signal, actor) = (self.clone(), actor.clone());
+        tokio::spawn(async move {
+            let reason = signal.lost().await;
+            let _ = actor.send_message(to_message(reason));
+        });
+    }
+}

@@ -1,0 +1,89 @@
+//! The messages a lock actor handles.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::guard::LockGuard;
+use crate::error::{LockError, StoreError};
+use crate::options::LockOptions;
+use crate::store::{AcquireOutcome, ExtendOutcome, LeaseId, ReleaseOutcome};
+
+/// Where the guard for a blocking acquisition goes.
+pub(crate) type GuardReply = oneshot::Sender<Result<LockGuard, LockError>>;
+/// Where the answer of a single-attempt acquisition goes.
+pub(crate) type TryReply = oneshot::Sender<Result<Option<LockGuard>, LockError>>;
+/// Where the answer of a release goes (`None` when a guard was dropped).
+pub(crate) type ReleaseReply = Option<oneshot::Sender<Result<(), LockError>>>;
+
+/// Messages of the per-name lock actor.
+pub(crate) enum LockMsg {
+    // --- requests forwarded by the supervisor (counted for idle shutdown) ---
+    /// Wait until the lock is held (FIFO among this process' waiters).
+    Acquire {
+        options: Arc<LockOptions>,
+        requested_at: Instant,
+        reply: GuardReply,
+    },
+    /// Exactly one store attempt, unless this process already holds or waits for the lock.
+    TryAcquire {
+        options: Arc<LockOptions>,
+        reply: TryReply,
+    },
+    /// Test hook: make the actor panic, to check the supervisor isolates the failure.
+    #[cfg(feature = "test-hooks")]
+    InjectPanic,
+
+    // --- from guards and the supervisor ---
+    /// The guard holding `lease` released it (or was dropped).
+    Release {
+        lease: LeaseId,
+        reply: ReleaseReply,
+    },
+    /// Release what is held, fail waiters, stop.
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+
+    // --- from the actor's own timers and store calls ---
+    AttemptDone {
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<AcquireOutcome, StoreError>,
+    },
+    RetryDue {
+        generation: u64,
+    },
+    RenewDue {
+        lease: LeaseId,
+    },
+    RenewDone {
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ExtendOutcome, StoreError>,
+    },
+    DeadlineDue {
+        lease: LeaseId,
+    },
+    ReleaseDone {
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ReleaseOutcome, StoreError>,
+    },
+    IdleDue {
+        generation: u64,
+    },
+}
+
+impl LockMsg {
+    /// Whether the supervisor forwarded this message (and counted it).
+    pub(crate) fn is_forwarded_request(&self) -> bool {
+        match self {
+            Self::Acquire { .. } | Self::TryAcquire { .. } => true,
+            #[cfg(feature = "test-hooks")]
+            Self::InjectPanic => true,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The lock runtime: the [`Lock`] handle callers use, the [`LockGuard`] a grant hands out,
+//! the loss protocol ([`LossSignal`]), and the actors behind them — one supervisor per
+//! manager and one actor per active lock name.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `handle.rs` | [`Lock`]: acquire, try, inspect; requests go to the supervisor |
+//! | `guard.rs` | [`LockGuard`]: token, loss, release on drop |
+//! | `loss_signal.rs` | the loss protocol: the runtime's sending half and [`LossSignal`] |
+//! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
+//! | `supervisor.rs` | registry name → actor, failure isolation, idle stop |
+//! | `actor.rs` | the per-name state machine `idle → attempting → held → releasing` |
+//! | `message.rs` | the per-name actor's messages |
+//! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
+//! | `waiters.rs` | the FIFO of local callers waiting for the name |
+//! | `backoff.rs` | sleep between attempts while another process holds the lock |
+//! | `starvation.rs` | when local waiters step back for other processes |
+//! | `orphan.rs` | releasing grants no guard will own |
+//! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
+
+mod actor;
+mod backoff;
+mod guard;
+mod handle;
+mod hold;
+mod loss_signal;
+mod message;
+mod orphan;
+mod runtime;
+mod starvation;
+mod store_call;
+mod supervisor;
+mod waiters;
+
+pub use guard::LockGuard;
+pub use handle::Lock;
+pub use loss_signal::LossSignal;
+pub(crate) use runtime::Runtime;

@@ -1,0 +1,56 @@
+//! Runs a store call off the actor's message loop: bounded by a timeout, panics caught,
+//! the result delivered back to the actor as a message.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt;
+use ractor::{ActorRef, Message};
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+
+/// Spawns `call` on the runtime and sends `to_message(sent_at, result)` to `actor` when it
+/// ends. `sent_at` is taken just before the call starts: lease deadlines count from it.
+///
+/// The actor is never blocked: it keeps handling its deadline timer and requests while the
+/// store call is in flight. If the actor is gone by then, the result is dropped.
+pub(crate) fn spawn_store_call<T, M, F>(
+    actor: &ActorRef<M>,
+    timeout: Duration,
+    call: F,
+    to_message: impl FnOnce(Instant, Result<T, StoreError>) -> M + Send + 'static,
+) where
+    T: Send + 'static,
+    M: Message,
+    F: Future<Output = Result<T, StoreError>> + Send + 'static,
+{
+    let actor = actor.clone();
+    tokio::spawn(async move {
+        let sent_at = Instant::now();
+        let result = bounded(timeout, call).await;
+        // The actor may have stopped meanwhile (idle, shutdown): nobody needs the answer.
+        let _ = actor.send_message(to_message(sent_at, result));
+    });
+}
+
+/// Awaits `call` for at most `timeout`, turning panics into [`StoreError::Panicked`].
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, AssertUnwindSafe(call).catch_unwind()).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => Err(StoreError::Panicked(panic_message(panic.as_ref()))),
+        Err(_) => Err(StoreError::Timeout(timeout)),
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}

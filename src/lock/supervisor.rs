@@ -1,0 +1,207 @@
+//! The supervisor: owns the store handle and the registry lock name → lock actor.
+//!
+//! It spawns lock actors linked to itself on first use, forwards requests to them, replaces
+//! them when they fail (a panicking lock actor never takes the supervisor or other locks
+//! down: its callers get an error), and stops them when idle so memory stays bounded by the
+//! number of active locks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::oneshot;
+
+use super::actor::{LockActor, LockActorArgs};
+use super::message::LockMsg;
+use crate::name::LockName;
+use crate::options::LockOptions;
+use crate::store::{HolderId, LockStore};
+
+/// Messages of the supervisor.
+pub(crate) enum SupervisorMsg {
+    /// Deliver `message` to the actor of `name`, spawning it with `options` if needed.
+    Forward {
+        name: LockName,
+        options: Arc<LockOptions>,
+        message: LockMsg,
+    },
+    /// A lock actor has been idle for its idle timeout, having seen `seen` forwarded requests.
+    ChildIdle {
+        name: LockName,
+        actor: ActorId,
+        seen: u64,
+    },
+    /// How many lock actors are alive.
+    ActiveLocks { reply: oneshot::Sender<usize> },
+    /// Release every held lock, stop every lock actor, then stop.
+    Shutdown { reply: oneshot::Sender<()> },
+}
+
+pub(crate) struct Supervisor;
+
+pub(crate) struct SupervisorArgs {
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) holder: HolderId,
+}
+
+pub(crate) struct SupervisorState {
+    store: Arc<dyn LockStore>,
+    holder: HolderId,
+    children: HashMap<LockName, Child>,
+}
+
+struct Child {
+    actor: ActorRef<LockMsg>,
+    /// Requests forwarded so far; an idle child may stop only if it has seen all of them.
+    forwarded: u64,
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        Ok(SupervisorState {
+            store: args.store,
+            holder: args.holder,
+            children: HashMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        message: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMsg::Forward {
+                name,
+                options,
+                message,
+            } => state.forward(&myself, name, options, message).await,
+            SupervisorMsg::ChildIdle { name, actor, seen } => {
+                let idle = state
+                    .children
+                    .get(&name)
+                    .is_some_and(|child| child.actor.get_id() == actor && child.forwarded == seen);
+                if let Some(child) = idle.then(|| state.children.remove(&name)).flatten() {
+                    child.actor.stop(Some("idle".to_owned()));
+                }
+            }
+            SupervisorMsg::ActiveLocks { reply } => {
+                let _ = reply.send(state.children.len());
+            }
+            SupervisorMsg::Shutdown { reply } => {
+                let mut stopped = Vec::with_capacity(state.children.len());
+                for (_, child) in state.children.drain() {
+                    let (done, wait) = oneshot::channel();
+                    if child
+                        .actor
+                        .send_message(LockMsg::Shutdown { reply: done })
+                        .is_ok()
+                    {
+                        stopped.push(wait);
+                    }
+                }
+                // Each child bounds its own release by a timeout; a dead child's channel
+                // closes at once.
+                futures::future::join_all(stopped).await;
+                let _ = reply.send(());
+                myself.stop(Some("shut down".to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Unlike ractor's default, a child's end never stops the supervisor: forget that
+        // child; the next request for its name spawns a fresh one.
+        match event {
+            SupervisionEvent::ActorFailed(cell, error) => {
+                tracing::error!(actor = %cell.get_id(), %error, "lock actor failed; it will be replaced on next use");
+                state.forget(cell.get_id());
+            }
+            SupervisionEvent::ActorTerminated(cell, _, _) => state.forget(cell.get_id()),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    async fn forward(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        name: LockName,
+        options: Arc<LockOptions>,
+        mut message: LockMsg,
+    ) {
+        // Two tries: a child that died but whose termination event is still queued refuses
+        // the message, and a fresh child takes it.
+        for _ in 0..2 {
+            let Some(child) = self.child(myself, &name, &options).await else {
+                return; // spawn failed: the caller's reply channel closes, it gets an error
+            };
+            match child.actor.send_message(message) {
+                Ok(()) => {
+                    child.forwarded += 1;
+                    return;
+                }
+                Err(ractor::MessagingErr::SendErr(returned)) => {
+                    message = returned;
+                    self.children.remove(&name);
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    async fn child(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        name: &LockName,
+        options: &Arc<LockOptions>,
+    ) -> Option<&mut Child> {
+        if !self.children.contains_key(name) {
+            let args = LockActorArgs {
+                name: name.clone(),
+                store: self.store.clone(),
+                holder: self.holder.clone(),
+                supervisor: myself.clone(),
+                options: options.clone(),
+            };
+            match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
+                Ok((actor, _)) => {
+                    self.children.insert(
+                        name.clone(),
+                        Child {
+                            actor,
+                            forwarded: 0,
+                        },
+                    );
+                }
+                Err(error) => {
+                    tracing::error!(lock = %name, %error, "could not start lock actor");
+                    return None;
+                }
+            }
+        }
+        self.children.get_mut(name)
+    }
+
+    fn forget(&mut self, actor: ActorId) {
+        self.children
+            .retain(|_, child| child.actor.get_id() != actor);
+    }
+}

@@ -1,0 +1,192 @@
+//! [`LockManager`]: the top of the crate — it starts the runtime and hands out locks and
+//! elections.
+
+use std::sync::Arc;
+
+use crate::election::{Election, ElectionOptions};
+use crate::error::LockError;
+use crate::lock::{Lock, Runtime};
+use crate::name::LockName;
+use crate::options::LockOptions;
+use crate::store::{HolderId, LockStore};
+
+/// The entry point: starts the runtime (a supervisor actor owning the store) and hands out
+/// [`Lock`] handles.
+///
+/// Cloning is cheap; clones share the runtime. Start one manager per process and store
+/// namespace; its [`holder_id`](Self::holder_id) identifies it in the store.
+///
+/// ```
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+/// let guard = manager.lock("orders")?.acquire().await?;
+/// // ... critical section ...
+/// guard.release().await?;
+/// manager.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockManager {
+    runtime: Arc<Runtime>,
+    defaults: Arc<LockOptions>,
+}
+
+impl LockManager {
+    /// Validates `defaults`, prepares the store (server checks, indexes, housekeeping) and
+    /// starts the supervisor. Must be called inside a Tokio runtime.
+    ///
+    /// ```
+    /// use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let bad = LockOptions::default().with_renew_deadline(Duration::from_secs(60));
+    /// let started = LockManager::start(MemoryStore::new(), bad).await;
+    /// assert!(matches!(started, Err(LockError::InvalidOptions(_))));
+    /// # }
+    /// ```
+    pub async fn start(store: impl LockStore, defaults: LockOptions) -> Result<Self, LockError> {
+        Self::start_with_holder(store, defaults, HolderId::generate()).await
+    }
+
+    /// Like [`start`](Self::start), with an explicit identity shown to operators
+    /// (default: `host:pid:random`). Identities must be unique among live managers.
+    ///
+    /// ```
+    /// use mongolock::{store::HolderId, LockManager, LockOptions, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// let id = HolderId::from_string("billing-worker-1".into());
+    /// let manager = LockManager::start_with_holder(MemoryStore::new(), LockOptions::default(), id).await?;
+    /// assert_eq!(manager.holder_id().as_str(), "billing-worker-1");
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_with_holder(
+        store: impl LockStore,
+        defaults: LockOptions,
+        holder: HolderId,
+    ) -> Result<Self, LockError> {
+        defaults.validate()?;
+        store.prepare().await?;
+        let runtime = Runtime::start(Arc::new(store), holder).await?;
+        Ok(Self {
+            runtime,
+            defaults: Arc::new(defaults),
+        })
+    }
+
+    /// A handle to the lock `name` with the manager's default options. Validates the name
+    /// (see [`LockName`]); does no I/O.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// assert!(manager.lock("").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: impl AsRef<str>) -> Result<Lock, LockError> {
+        self.runtime
+            .lock(LockName::new(name)?, self.defaults.clone())
+    }
+
+    /// A handle to the lock `name` with its own options (for example a longer expiry, or the
+    /// `lock` metrics label). The options are validated here.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let nightly = manager.lock_with(
+    ///     "nightly-report",
+    ///     LockOptions::default().with_expiry(Duration::from_secs(120)).with_lock_name_label(true),
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_with(
+        &self,
+        name: impl AsRef<str>,
+        options: LockOptions,
+    ) -> Result<Lock, LockError> {
+        options.validate()?;
+        self.runtime.lock(LockName::new(name)?, Arc::new(options))
+    }
+
+    /// A candidate in the leader election `name` (a lock of that name with the election's
+    /// timings). Validates name and options; does no I/O until it campaigns.
+    ///
+    /// ```
+    /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let election = manager.election("scheduler", ElectionOptions::default())?;
+    /// election.campaign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn election(
+        &self,
+        name: impl AsRef<str>,
+        options: ElectionOptions,
+    ) -> Result<Election, LockError> {
+        let lock = self.lock_with(name, options.lock_options(&self.defaults)?)?;
+        Election::new(lock, &options)
+    }
+
+    /// This manager's identity as stored with the locks it holds.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// println!("I am {}", manager.holder_id());
+    /// # Ok(()) }
+    /// ```
+    pub fn holder_id(&self) -> &HolderId {
+        &self.runtime.holder
+    }
+
+    /// How many per-name lock actors are alive (locks held, waited for, or idle for less than
+    /// their idle timeout). 0 after shutdown.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let _guard = manager.lock("orders")?.acquire().await?;
+    /// assert_eq!(manager.active_locks().await, 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn active_locks(&self) -> usize {
+        self.runtime.active_locks().await
+    }
+
+    /// Releases every held lock (their guards report [`LossReason::Shutdown`](crate::LossReason::Shutdown)),
+    /// fails pending acquisitions with [`LockError::ShutDown`], and stops all actors.
+    /// Idempotent.
+    ///
+    /// ```
+    /// # use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let lock = manager.lock("orders")?;
+    /// manager.shutdown().await;
+    /// assert!(matches!(lock.acquire().await, Err(LockError::ShutDown)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self) {
+        self.runtime.shutdown().await;
+    }
+}
+
+impl std::fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockManager")
+            .field("holder", &self.runtime.holder)
+            .field("defaults", &self.defaults)
+            .finish()
+    }
+}
