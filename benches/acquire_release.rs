@@ -4,6 +4,9 @@
 //!
 //! `cargo bench --bench acquire_release`
 
+// `criterion_group!` generates an undocumented public function.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use mongolock::{LockManager, LockOptions, MemoryStore};
 use tokio::runtime::Runtime;
@@ -34,7 +37,7 @@ fn acquire_release(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             let guard = lock.acquire().await.expect("uncontended acquire");
             guard.release().await.expect("release");
-        })
+        });
     });
     group.bench_function("try_acquire+release (memory store)", |b| {
         b.to_async(&rt).iter(|| async {
@@ -44,7 +47,7 @@ fn acquire_release(c: &mut Criterion) {
                 .expect("try_acquire")
                 .expect("free");
             guard.release().await.expect("release");
-        })
+        });
     });
 
     let (requests, mut inbox) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
@@ -58,7 +61,7 @@ fn acquire_release(c: &mut Criterion) {
             let (reply, answer) = oneshot::channel();
             requests.send(reply).expect("receiver alive");
             answer.await.expect("answered")
-        })
+        });
     });
     group.finish();
     rt.block_on(manager.shutdown());

@@ -99,13 +99,13 @@ impl Actor for Node {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             NodeMsg::Election(ElectionEvent::Elected { token }) => {
-                println!("[{}] leading (term {token})", state.name)
+                println!("[{}] leading (term {token})", state.name);
             }
             NodeMsg::Election(ElectionEvent::Resigned { token }) => {
-                println!("[{}] stepped down (term {token})", state.name)
+                println!("[{}] stepped down (term {token})", state.name);
             }
             NodeMsg::Election(ElectionEvent::Deposed { token, reason }) => {
-                println!("[{}] deposed (term {token}): {reason}", state.name)
+                println!("[{}] deposed (term {token}): {reason}", state.name);
             }
             NodeMsg::Election(_) => {}
             NodeMsg::StepDown => {

@@ -37,6 +37,11 @@ impl LockManager {
     /// Validates `defaults`, prepares the store (server checks, indexes, housekeeping) and
     /// starts the supervisor. Must be called inside a Tokio runtime.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidOptions`] for invalid defaults; [`LockError::Store`] if the
+    /// store cannot be prepared (for MongoDB: unreachable, or older than 5.0).
+    ///
     /// ```
     /// use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
     /// use std::time::Duration;
@@ -53,6 +58,10 @@ impl LockManager {
 
     /// Like [`start`](Self::start), with an explicit identity shown to operators
     /// (default: `host:pid:random`). Identities must be unique among live managers.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
     ///
     /// ```
     /// use mongolock::{store::HolderId, LockManager, LockOptions, MemoryStore};
@@ -80,6 +89,12 @@ impl LockManager {
     /// A handle to the lock `name` with the manager's default options. Validates the name
     /// (see [`LockName`]); does no I/O.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidName`] for a name that cannot be used;
+    /// [`LockError::ConflictingOptions`] if a live handle of `name` uses different per-name
+    /// settings.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -95,6 +110,12 @@ impl LockManager {
 
     /// A handle to the lock `name` with its own options (for example a longer expiry, or the
     /// `lock` metrics label). The options are validated here.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input;
+    /// [`LockError::ConflictingOptions`] if a live handle of `name` uses different per-name
+    /// settings.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -118,6 +139,12 @@ impl LockManager {
 
     /// A candidate in the leader election `name` (a lock of that name with the election's
     /// timings). Validates name and options; does no I/O until it campaigns.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input;
+    /// [`LockError::ConflictingOptions`] if a live handle of `name` uses different per-name
+    /// settings.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};

@@ -2,7 +2,7 @@
 //! mutual exclusion of `run`, the token in the environment, `--wait`, the command stopped on
 //! lock loss, exit codes, signal forwarding, `status`, connection errors and `elect`.
 //!
-//! Needs `MONGODB_URI` (`scripts/test.sh` starts a throw-away SecantusDB server and sets it);
+//! Needs `MONGODB_URI` (`scripts/test.sh` starts a throw-away `SecantusDB` server and sets it);
 //! the tests that need a server fail, never skip, without one. Each test works in its own
 //! collection. Conditions are polled with deadlines; the only fixed waits check that
 //! something does *not* happen.

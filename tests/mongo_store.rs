@@ -1,8 +1,8 @@
 //! `MongoStore` against a real MongoDB-compatible server: the whole conformance suite, then
 //! the MongoDB-specific behaviour (separate clients, upsert races, external deletion, the TTL
-//! index, name handling, a stalled server, a SIGKILLed holder process, round trips).
+//! index, name handling, a stalled server, a `SIGKILLed` holder process, round trips).
 //!
-//! Needs `MONGODB_URI`. `scripts/test.sh` starts a throw-away SecantusDB server and sets it;
+//! Needs `MONGODB_URI`. `scripts/test.sh` starts a throw-away `SecantusDB` server and sets it;
 //! without a reachable server every test here fails (on purpose: never skipped silently).
 
 mod common;
@@ -500,7 +500,7 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     let app = format!("stalled-{}", uuid::Uuid::new_v4().simple());
     let (holder, observer, guard) = holder_with_app(&app).await;
     let options = fast_options();
-    let blocked_ms = (options.expiry() * 3).as_millis() as i64;
+    let blocked_ms = i64::try_from((options.expiry() * 3).as_millis()).unwrap_or(i64::MAX);
     let fail_point = FailPoint::on(
         &app,
         doc! { "blockConnection": true, "blockTimeMS": blocked_ms },

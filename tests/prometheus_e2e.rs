@@ -80,7 +80,7 @@ fn http_get(port: u16, path: &str) -> Option<String> {
         .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_owned()))
 }
 
-/// Percent-encodes a PromQL expression for a query string.
+/// Percent-encodes a `PromQL` expression for a query string.
 fn encode(query: &str) -> String {
     query
         .bytes()

@@ -7,23 +7,23 @@ use std::time::Duration;
 use mongolock::{LockName, LockStore, MemoryStore, MongoStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The store the example's workers share: one embedded store, or a MongoDB server where
+/// The store the example's workers share: one embedded store, or a `MongoDB` server where
 /// every worker gets its own client (as separate processes would).
 #[derive(Clone)]
-pub enum Backend {
+pub(crate) enum Backend {
     Memory(MemoryStore),
     Mongo { uri: String },
 }
 
 impl Backend {
-    pub fn new(mongodb_uri: Option<String>) -> Self {
+    pub(crate) fn new(mongodb_uri: Option<String>) -> Self {
         match mongodb_uri {
             Some(uri) => Self::Mongo { uri },
             None => Self::Memory(MemoryStore::new()),
         }
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Self::Memory(_) => "the embedded store (no server)".to_owned(),
             Self::Mongo { uri } => format!("MongoDB at {uri}"),
@@ -31,7 +31,7 @@ impl Backend {
     }
 
     /// A store handle for one worker.
-    pub async fn connect(&self) -> Result<Arc<dyn LockStore>, String> {
+    pub(crate) async fn connect(&self) -> Result<Arc<dyn LockStore>, String> {
         match self {
             Self::Memory(store) => Ok(Arc::new(store.clone())),
             Self::Mongo { uri } => {
@@ -46,7 +46,7 @@ impl Backend {
     }
 
     /// Deletes a lock's record behind its holder's back (an operator, a TTL monitor).
-    pub async fn delete_record(&self, name: &LockName) -> Result<(), String> {
+    pub(crate) async fn delete_record(&self, name: &LockName) -> Result<(), String> {
         match self {
             Self::Memory(store) => {
                 store.remove(name);
@@ -70,7 +70,7 @@ impl Backend {
 }
 
 /// Serves Prometheus metrics on 127.0.0.1:`port` (0 picks a free port); returns the port.
-pub fn serve_metrics(port: u16) -> Result<u16, String> {
+pub(crate) fn serve_metrics(port: u16) -> Result<u16, String> {
     let port = if port == 0 { free_port()? } else { port };
     mongolock::metrics::install_prometheus_exporter(([127, 0, 0, 1], port).into())
         .map_err(|e| format!("cannot serve metrics on port {port}: {e}"))?;
@@ -86,7 +86,7 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// Fetches this process' own `/metrics` page, the way Prometheus would.
-pub async fn scrape(port: u16) -> Result<String, String> {
+pub(crate) async fn scrape(port: u16) -> Result<String, String> {
     let fetch = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
         stream
@@ -104,6 +104,6 @@ pub async fn scrape(port: u16) -> Result<String, String> {
 }
 
 /// Seconds since `start`, for log lines.
-pub fn at(start: tokio::time::Instant) -> String {
+pub(crate) fn at(start: tokio::time::Instant) -> String {
     format!("t+{:>6.3}s", start.elapsed().as_secs_f64())
 }

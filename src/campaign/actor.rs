@@ -142,7 +142,7 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
         let Some(binding) = &mut state.binding else {
             return Ok(());
         };
-        if binding.running.as_ref().map(|cell| cell.get_id()) != Some(ended) {
+        if binding.running.as_ref().map(ractor::ActorCell::get_id) != Some(ended) {
             return Ok(()); // one we stopped ourselves, already forgotten
         }
         binding.running = None;

@@ -71,6 +71,10 @@ impl Lock {
     /// A [`BackgroundLock`] for this lock: acquisition that reports
     /// through events instead of blocking, and can run an actor only while held.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::ActorFailed`] if the campaign actor cannot be started.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {

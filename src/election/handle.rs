@@ -70,6 +70,11 @@ impl Election {
     /// token. Campaigning continues in the background after a deposition, until
     /// [`resign`](Self::resign) or shutdown.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::CampaignStopped`] if [`resign`](Self::resign) is called first,
+    /// [`LockError::ShutDown`] if the manager shuts down.
+    ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -83,6 +88,10 @@ impl Election {
     }
 
     /// Joins the election without waiting; follow it through [`subscribe`](Self::subscribe).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the election has stopped.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
@@ -99,6 +108,11 @@ impl Election {
     /// Steps down if leading (releasing the lease at once, so another candidate can take
     /// over on its next retry) and stops campaigning. [`campaign`](Self::campaign) rejoins.
     ///
+    /// # Errors
+    ///
+    /// What releasing the lock returned: [`LockError::Lost`] if the term had already been
+    /// lost.
+    ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -114,6 +128,10 @@ impl Election {
     }
 
     /// Who leads now according to the store, for any candidate or mere observer.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] if the store cannot be read.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
@@ -154,6 +172,10 @@ impl Election {
     /// Delivers every event to `actor` as `to_message(event)`. Sends never wait, so a slow
     /// actor delays nothing; a mapping that panics is removed and logged.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the election has stopped.
+    ///
     /// ```
     /// # use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions, MemoryStore};
     /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -182,6 +204,10 @@ impl Election {
     /// every term and must spawn the actor linked to `supervisor`; it is stopped when the
     /// term ends. If the actor stops on its own, this candidate steps down and campaigns
     /// again. Joins the election at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the election has stopped.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};

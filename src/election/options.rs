@@ -153,6 +153,10 @@ impl ElectionOptions {
 
     /// Checks `lease_duration > renew_deadline > 1.2 × retry_period > 0`.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidOptions`] naming the rule that is broken.
+    ///
     /// ```
     /// use mongolock::{ElectionOptions, LockError};
     /// use std::time::Duration;

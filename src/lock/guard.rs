@@ -177,6 +177,12 @@ impl LockGuard {
     /// have been exclusive), [`LockError::Store`] if the store failed (the lease then expires
     /// on its own).
     ///
+    /// # Errors
+    ///
+    /// [`LockError::Lost`] if the lock had been lost (the critical section may not have
+    /// been exclusive), [`LockError::Store`] if the store failed (the lease then expires on
+    /// its own), [`LockError::ActorFailed`] if the runtime actor is gone.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {

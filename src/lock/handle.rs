@@ -91,6 +91,15 @@ impl Lock {
     /// Cancel-safe: dropping the future (for example in `select!` or under a timeout) leaves
     /// nothing held — a grant that arrives after the caller left is released at once.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] after
+    /// [`LockManager::shutdown`](crate::LockManager::shutdown); [`LockError::Store`] when
+    /// the store refuses the request for good
+    /// ([`StoreError::Rejected`](crate::StoreError::Rejected) and other non-transient
+    /// errors: transient ones are retried); [`LockError::ActorFailed`] if the runtime actor
+    /// failed (retrying is safe).
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -119,6 +128,11 @@ impl Lock {
     /// Like [`acquire`](Self::acquire), giving up after `timeout` with
     /// [`LockError::Timeout`]; nothing is held then.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::Timeout`] if the lock was not held within `timeout`; otherwise as
+    /// [`acquire`](Self::acquire).
+    ///
     /// ```
     /// # use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
     /// # use std::time::Duration;
@@ -141,6 +155,11 @@ impl Lock {
     /// lock or has tasks waiting for it (locks are not re-entrant, and it does not jump the
     /// local queue).
     ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] if the one attempt failed; [`LockError::ShutDown`] after
+    /// shutdown.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -162,6 +181,10 @@ impl Lock {
 
     /// What the store says about this lock: holder identity, last token, time left.
     ///
+    /// # Errors
+    ///
+    /// [`LockError::Store`] if the store cannot be read within the renew deadline.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -180,6 +203,10 @@ impl Lock {
 
     /// Whether the store says this manager holds the lock (an unexpired lease of ours).
     ///
+    /// # Errors
+    ///
+    /// As [`inspect`](Self::inspect).
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -195,6 +222,10 @@ impl Lock {
     }
 
     /// Whether the store says another manager holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`inspect`](Self::inspect).
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};

@@ -97,7 +97,7 @@ impl Runtime {
         // Every mutation is a single map operation: a poisoned map is still consistent.
         self.claims
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {

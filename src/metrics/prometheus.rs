@@ -24,6 +24,11 @@ pub const STORE_BUCKETS: &[f64] = &[
 /// `listen`, with histogram buckets suited to lock waits, holds and store calls, and
 /// registers the help texts of every mongolock metric. Call once, inside a Tokio runtime.
 ///
+/// # Errors
+///
+/// The exporter's `BuildError` if the address cannot be bound or a recorder is already
+/// installed.
+///
 /// ```no_run
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// mongolock::metrics::install_prometheus_exporter(([127, 0, 0, 1], 9464).into())?;

@@ -194,7 +194,7 @@ impl MemoryStore {
         self.shared
             .state
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn start_sweeper(&self) {

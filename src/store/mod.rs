@@ -52,13 +52,12 @@ use crate::name::LockName;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let store = MemoryStore::new();
-/// let request = AcquireRequest {
-///     name: LockName::new("orders")?,
-///     lease: LeaseId::new(),
-///     holder: HolderId::generate(),
-///     expiry: Duration::from_secs(30),
-///     waited: Duration::ZERO,
-/// };
+/// let request = AcquireRequest::new(
+///     LockName::new("orders")?,
+///     LeaseId::new(),
+///     HolderId::generate(),
+///     Duration::from_secs(30),
+/// );
 /// assert!(matches!(store.try_acquire(&request).await?, AcquireOutcome::Acquired { .. }));
 /// assert!(matches!(store.try_acquire(&request).await?, AcquireOutcome::Busy { .. }));
 /// # Ok(()) }

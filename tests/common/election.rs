@@ -1,5 +1,5 @@
 //! Leader-election scenarios, generic over the [`Backend`]: candidates on separate managers
-//! (separate connections on MongoDB), as separate processes would be.
+//! (separate connections on `MongoDB`), as separate processes would be.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use tokio::time::{sleep, timeout, Instant};
 use super::{fast_options, Backend, SLACK};
 use mongolock::store::FaultyStore;
 
-pub fn fast_election() -> ElectionOptions {
+pub(crate) fn fast_election() -> ElectionOptions {
     ElectionOptions::default()
         .with_lease_duration(Duration::from_millis(1500))
         .with_renew_deadline(Duration::from_millis(900))
@@ -85,7 +85,7 @@ fn track_leaders(elections: &[Election]) -> Arc<AtomicI64> {
     leaders
 }
 
-pub async fn election_has_one_leader_and_fails_over<B: Backend>(backend: &B) {
+pub(crate) async fn election_has_one_leader_and_fails_over<B: Backend>(backend: &B) {
     let (nodes, _) = candidates(backend, 3).await;
     let elections: Vec<Election> = nodes
         .iter()
@@ -139,7 +139,7 @@ pub async fn election_has_one_leader_and_fails_over<B: Backend>(backend: &B) {
     );
 }
 
-pub async fn election_resign_hands_over_promptly<B: Backend>(backend: &B) {
+pub(crate) async fn election_resign_hands_over_promptly<B: Backend>(backend: &B) {
     let (nodes, _) = candidates(backend, 2).await;
     let a = nodes[0].0.election("handover", fast_election()).unwrap();
     let b = nodes[1].0.election("handover", fast_election()).unwrap();
@@ -166,7 +166,7 @@ pub async fn election_resign_hands_over_promptly<B: Backend>(backend: &B) {
         .is_some_and(|l| &l.holder == nodes[1].0.holder_id()));
 }
 
-pub async fn election_observers_see_leader_changes<B: Backend>(backend: &B) {
+pub(crate) async fn election_observers_see_leader_changes<B: Backend>(backend: &B) {
     let (nodes, _) = candidates(backend, 3).await;
     let a = nodes[0].0.election("observed", fast_election()).unwrap();
     let b = nodes[1].0.election("observed", fast_election()).unwrap();
@@ -194,7 +194,7 @@ pub async fn election_observers_see_leader_changes<B: Backend>(backend: &B) {
     assert!(second.expect("observer sees the new leader") > first);
 }
 
-pub async fn election_survives_bad_subscribers<B: Backend>(backend: &B) {
+pub(crate) async fn election_survives_bad_subscribers<B: Backend>(backend: &B) {
     let (nodes, _) = candidates(backend, 2).await;
     let leader = nodes[0].0.election("steady", fast_election()).unwrap();
     let _never_read = leader.subscribe(); // falls behind; must not slow anything

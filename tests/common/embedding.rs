@@ -14,14 +14,14 @@ use super::{fast_options, Backend, SLACK};
 
 /// What the recording actor received.
 #[derive(Debug)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     Loss(LossReason),
     Lock(LockEvent),
     Election(ElectionEvent),
 }
 
 /// An actor that forwards what it receives to a channel the test reads.
-pub struct Probe;
+pub(crate) struct Probe;
 
 impl Actor for Probe {
     type Msg = Recorded;
@@ -47,7 +47,7 @@ impl Actor for Probe {
     }
 }
 
-pub async fn probe() -> (ActorRef<Recorded>, mpsc::UnboundedReceiver<Recorded>) {
+pub(crate) async fn probe() -> (ActorRef<Recorded>, mpsc::UnboundedReceiver<Recorded>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let (actor, _) = Actor::spawn(None, Probe, tx).await.unwrap();
     (actor, rx)
@@ -60,7 +60,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<Recorded>, within: Duration) -> R
         .expect("probe alive")
 }
 
-pub async fn loss_is_notified_to_an_actor<B: Backend>(backend: &B) {
+pub(crate) async fn loss_is_notified_to_an_actor<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let manager = LockManager::start(store.clone(), fast_options())
         .await
@@ -85,7 +85,7 @@ pub async fn loss_is_notified_to_an_actor<B: Backend>(backend: &B) {
         .is_err());
 }
 
-pub async fn background_lock_reports_and_reacquires<B: Backend>(backend: &B) {
+pub(crate) async fn background_lock_reports_and_reacquires<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let manager = LockManager::start(store.clone(), fast_options())
         .await
@@ -154,7 +154,7 @@ impl Actor for Worker {
     }
 }
 
-pub async fn bound_actor_runs_only_while_leading<B: Backend>(backend: &B) {
+pub(crate) async fn bound_actor_runs_only_while_leading<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let manager = LockManager::start(store.clone(), fast_options())
         .await

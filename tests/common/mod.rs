@@ -3,9 +3,9 @@
 //! [`scenarios`]. Every backend runs the same scenarios unchanged.
 #![allow(dead_code)]
 
-pub mod election;
-pub mod embedding;
-pub mod scenarios;
+pub(crate) mod election;
+pub(crate) mod embedding;
+pub(crate) mod scenarios;
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use mongolock::{LockName, LockOptions, LockStore};
 
 /// What a scenario needs from a storage backend beyond the [`LockStore`] trait.
 #[async_trait]
-pub trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: Send + Sync + 'static {
     /// The store type under test.
     type Store: LockStore + Clone;
 
@@ -30,8 +30,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn delete_record(&self, store: &Self::Store, name: &LockName);
 }
 
-/// Short timings so the real-time (MongoDB) run stays quick; under paused time they are free.
-pub fn fast_options() -> LockOptions {
+/// Short timings so the real-time (`MongoDB`) run stays quick; under paused time they are free.
+pub(crate) fn fast_options() -> LockOptions {
     LockOptions::default()
         .with_expiry(Duration::from_millis(1500))
         .with_extension_cadence(Duration::from_millis(300))
@@ -40,7 +40,7 @@ pub fn fast_options() -> LockOptions {
 }
 
 /// Slack allowed on time bounds for scheduling and a store round trip.
-pub const SLACK: Duration = Duration::from_millis(400);
+pub(crate) const SLACK: Duration = Duration::from_millis(400);
 
 /// Generates one `#[tokio::test]` per conformance scenario for `$backend`.
 /// `$($flavor)*` are the arguments of `#[tokio::test(...)]` (for example `start_paused = true`).

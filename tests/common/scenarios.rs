@@ -69,7 +69,7 @@ async fn take_over(manager: &LockManager, name: &str) -> LockGuard {
     }
 }
 
-pub async fn acquire_release_not_reentrant<B: Backend>(backend: &B) {
+pub(crate) async fn acquire_release_not_reentrant<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let lock = a.lock("orders").unwrap();
     let guard = lock.acquire().await.unwrap();
@@ -93,7 +93,7 @@ pub async fn acquire_release_not_reentrant<B: Backend>(backend: &B) {
     assert!(other.is_some(), "free right after release");
 }
 
-pub async fn different_names_are_independent<B: Backend>(backend: &B) {
+pub(crate) async fn different_names_are_independent<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let _x = a.lock("x").unwrap().acquire().await.unwrap();
     let y = b
@@ -110,7 +110,7 @@ pub async fn different_names_are_independent<B: Backend>(backend: &B) {
         .unwrap();
 }
 
-pub async fn reacquire_right_after_release_ten_times<B: Backend>(backend: &B) {
+pub(crate) async fn reacquire_right_after_release_ten_times<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let mut last = 0;
     for round in 0..10 {
@@ -127,7 +127,7 @@ pub async fn reacquire_right_after_release_ten_times<B: Backend>(backend: &B) {
     }
 }
 
-pub async fn try_acquire_makes_one_attempt<B: Backend>(backend: &B) {
+pub(crate) async fn try_acquire_makes_one_attempt<B: Backend>(backend: &B) {
     let (a, counting, b, _) = faulty_and_peer(backend).await;
     let held = b.lock("single").unwrap().acquire().await.unwrap();
     let before = counting.acquire_calls();
@@ -153,7 +153,7 @@ pub async fn try_acquire_makes_one_attempt<B: Backend>(backend: &B) {
         .is_some());
 }
 
-pub async fn short_timeout_returns_promptly<B: Backend>(backend: &B) {
+pub(crate) async fn short_timeout_returns_promptly<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let _held = b.lock("slow").unwrap().acquire().await.unwrap();
     let started = Instant::now();
@@ -173,7 +173,7 @@ pub async fn short_timeout_returns_promptly<B: Backend>(backend: &B) {
     );
 }
 
-pub async fn cancelled_before_waiting_leaves_nothing_held<B: Backend>(backend: &B) {
+pub(crate) async fn cancelled_before_waiting_leaves_nothing_held<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let lock = a.lock("never").unwrap();
     drop(lock.acquire()); // created, never polled
@@ -185,7 +185,7 @@ pub async fn cancelled_before_waiting_leaves_nothing_held<B: Backend>(backend: &
     );
 }
 
-pub async fn cancelled_while_waiting_leaves_no_phantom_hold<B: Backend>(backend: &B) {
+pub(crate) async fn cancelled_while_waiting_leaves_no_phantom_hold<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let held = b.lock("phantom").unwrap().acquire().await.unwrap();
     let lock = a.lock("phantom").unwrap();
@@ -200,7 +200,7 @@ pub async fn cancelled_while_waiting_leaves_no_phantom_hold<B: Backend>(backend:
     assert!(again.is_some(), "a cancelled acquire left the lock held");
 }
 
-pub async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
+pub(crate) async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let inside = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
@@ -227,7 +227,7 @@ pub async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
     assert_eq!(done.load(Ordering::SeqCst), 100);
 }
 
-pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &B) {
+pub(crate) async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &B) {
     let (a, counting, b, _) = faulty_and_peer(backend).await;
     let held = b.lock("queue").unwrap().acquire().await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -249,7 +249,7 @@ pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &
     let attempts = counting.acquire_calls() - before;
     // One poller sleeps at least busy_wait min (5 ms) between attempts; ten pollers would
     // make about ten times as many.
-    let bound = (window.as_millis() / 5 + 1) as u64;
+    let bound = u64::try_from(window.as_millis() / 5 + 1).unwrap_or(u64::MAX);
     assert!(
         attempts <= bound,
         "{attempts} store attempts in {window:?} for 10 local waiters (one poller allows {bound})"
@@ -263,7 +263,7 @@ pub async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(backend: &
     );
 }
 
-pub async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
+pub(crate) async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
     let (holder, faulty, peer, _) = faulty_and_peer(backend).await;
     let guard = holder.lock("crash").unwrap().acquire().await.unwrap();
     let acquired = Instant::now();
@@ -285,7 +285,7 @@ pub async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
     );
 }
 
-pub async fn extension_keeps_the_lock_past_expiry<B: Backend>(backend: &B) {
+pub(crate) async fn extension_keeps_the_lock_past_expiry<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let guard = a.lock("long").unwrap().acquire().await.unwrap();
     let expiry = fast_options().expiry();
@@ -306,7 +306,7 @@ pub async fn extension_keeps_the_lock_past_expiry<B: Backend>(backend: &B) {
     guard.release().await.unwrap();
 }
 
-pub async fn external_takeover_is_reported_within_one_cadence<B: Backend>(backend: &B) {
+pub(crate) async fn external_takeover_is_reported_within_one_cadence<B: Backend>(backend: &B) {
     let (a, b, store) = two_managers(backend).await;
     let guard = a.lock("stolen").unwrap().acquire().await.unwrap();
     backend
@@ -344,7 +344,7 @@ pub async fn external_takeover_is_reported_within_one_cadence<B: Backend>(backen
     );
 }
 
-pub async fn hung_store_is_reported_by_local_deadline<B: Backend>(backend: &B) {
+pub(crate) async fn hung_store_is_reported_by_local_deadline<B: Backend>(backend: &B) {
     let (holder, faulty, _peer, _) = faulty_and_peer(backend).await;
     let options = fast_options();
     let sent = Instant::now();
@@ -361,7 +361,7 @@ pub async fn hung_store_is_reported_by_local_deadline<B: Backend>(backend: &B) {
     );
 }
 
-pub async fn failing_store_is_reported_as_store_errors<B: Backend>(backend: &B) {
+pub(crate) async fn failing_store_is_reported_as_store_errors<B: Backend>(backend: &B) {
     let (holder, faulty, _peer, _) = faulty_and_peer(backend).await;
     let guard = holder.lock("errors").unwrap().acquire().await.unwrap();
     faulty.fail();
@@ -383,7 +383,7 @@ pub async fn failing_store_is_reported_as_store_errors<B: Backend>(backend: &B) 
     assert!(again.token() > guard.token());
 }
 
-pub async fn late_release_does_not_free_successor<B: Backend>(backend: &B) {
+pub(crate) async fn late_release_does_not_free_successor<B: Backend>(backend: &B) {
     let (stalled, faulty, peer, _) = faulty_and_peer(backend).await;
     let old = stalled.lock("succ").unwrap().acquire().await.unwrap();
     faulty.hang();
@@ -409,7 +409,7 @@ pub async fn late_release_does_not_free_successor<B: Backend>(backend: &B) {
     assert_eq!(record.token, successor.token());
 }
 
-pub async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
+pub(crate) async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
     let (a, faulty, b, store) = faulty_and_peer(backend).await;
     let name = LockName::new("fenced").unwrap();
     let mut tokens = Vec::new();
@@ -452,7 +452,7 @@ pub async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
     );
 }
 
-pub async fn shutdown_releases_everything<B: Backend>(backend: &B) {
+pub(crate) async fn shutdown_releases_everything<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let guards = [
         a.lock("s1").unwrap().acquire().await.unwrap(),
@@ -486,7 +486,7 @@ pub async fn shutdown_releases_everything<B: Backend>(backend: &B) {
     a.shutdown().await; // idempotent
 }
 
-pub async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
+pub(crate) async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let bad = fast_options().with_renew_deadline(Duration::from_secs(5));
     assert!(matches!(
@@ -503,7 +503,7 @@ pub async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
     for name in ["", "\0", "a\0b", too_long.as_str(), one_megabyte.as_str()] {
         match manager.lock(name) {
             Err(LockError::InvalidName { name: shown, .. }) => {
-                assert!(shown.len() < 100, "error repeats a huge name")
+                assert!(shown.len() < 100, "error repeats a huge name");
             }
             other => panic!("{:?}… accepted: {other:?}", &name[..name.len().min(10)]),
         }
@@ -520,7 +520,7 @@ pub async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) {
     ));
 }
 
-pub async fn operator_like_names_are_plain_values<B: Backend>(backend: &B) {
+pub(crate) async fn operator_like_names_are_plain_values<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let long = "z".repeat(mongolock::MAX_LOCK_NAME_BYTES);
     let names = [
@@ -562,7 +562,7 @@ pub async fn operator_like_names_are_plain_values<B: Backend>(backend: &B) {
     }
 }
 
-pub async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
+pub(crate) async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let kept = a.lock("kept").unwrap().acquire().await.unwrap();
     let _blocker = b.lock("doomed").unwrap().acquire().await.unwrap();
@@ -593,7 +593,7 @@ pub async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
     assert!(again.is_ok(), "{again:?}");
 }
 
-pub async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
+pub(crate) async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let options = fast_options().with_idle_actor_timeout(Duration::from_millis(200));
     let manager = LockManager::start(store, options).await.unwrap();
@@ -622,7 +622,7 @@ pub async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
     held.release().await.unwrap();
 }
 
-pub async fn contended_lock_is_shared_with_other_processes<B: Backend>(backend: &B) {
+pub(crate) async fn contended_lock_is_shared_with_other_processes<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     // Two tasks in A want the lock back-to-back, forever: without yielding after a contended
     // release, A would always re-take it before B's poller wakes up.

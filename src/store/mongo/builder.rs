@@ -12,7 +12,7 @@ use crate::error::StoreError;
 /// library uses in its code, so both can be pointed at one another's data for inspection).
 pub(super) const DEFAULT_COLLECTION: &str = "distributed_locks";
 
-/// The longest `database.collection` namespace accepted, in bytes. MongoDB before 4.4 limits
+/// The longest `database.collection` namespace accepted, in bytes. `MongoDB` before 4.4 limits
 /// namespaces to 120 bytes; newer servers allow 255. The lower bound works everywhere.
 pub(super) const MAX_NAMESPACE_BYTES: usize = 120;
 
@@ -84,9 +84,12 @@ impl MongoStoreBuilder {
 
     /// Validates the configuration (no I/O) and creates the store.
     ///
-    /// Errors: [`StoreError::InvalidConfig`] for a collection name that is empty, contains `$`
-    /// or NUL, starts with `system.`, or makes `database.collection` longer than
-    /// 120 bytes.
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidConfig`] for a database name MongoDB refuses (empty, longer than
+    /// 63 bytes, or containing one of `/\. "$*<>:|?` or NUL), or a collection name it
+    /// refuses (empty, containing `$` or NUL, starting with `.` or `system.`, ending with
+    /// `.`, containing `..`), or a `database.collection` longer than 120 bytes.
     ///
     /// ```no_run
     /// use mongolock::{MongoStore, StoreError};
@@ -97,6 +100,7 @@ impl MongoStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn build(self) -> Result<MongoStore, StoreError> {
+        validate_database_name(self.database.name())?;
         validate_collection_name(self.database.name(), &self.collection)?;
         let options = CollectionOptions::builder()
             .write_concern(self.write_concern)
@@ -109,8 +113,41 @@ impl MongoStoreBuilder {
     }
 }
 
-/// Checks a collection name against MongoDB's naming rules, so a bad name fails at
+/// Checks a collection name against `MongoDB`'s naming rules, so a bad name fails at
 /// configuration time with a clear message instead of at the first lock call.
+/// The characters MongoDB refuses in database names on some platform; refused everywhere so
+/// a configuration that works on one server works on all.
+const DATABASE_FORBIDDEN: &[char] = &[
+    '/', '\\', '.', ' ', '"', '$', '*', '<', '>', ':', '|', '?', '\0',
+];
+
+/// The longest database name MongoDB accepts, in bytes.
+const MAX_DATABASE_BYTES: usize = 63;
+
+pub(super) fn validate_database_name(name: &str) -> Result<(), StoreError> {
+    let reason = if name.is_empty() {
+        Some("it is empty".to_owned())
+    } else if name.len() > MAX_DATABASE_BYTES {
+        Some(format!(
+            "it is {} bytes long; the limit is {MAX_DATABASE_BYTES}",
+            name.len()
+        ))
+    } else {
+        name.chars()
+            .find(|c| DATABASE_FORBIDDEN.contains(c))
+            .map(|c| format!("it contains {c:?}"))
+    };
+    match reason {
+        Some(reason) => {
+            let shown: String = name.chars().take(64).collect();
+            Err(StoreError::InvalidConfig(format!(
+                "invalid MongoDB database name {shown:?}: {reason}"
+            )))
+        }
+        None => Ok(()),
+    }
+}
+
 pub(super) fn validate_collection_name(database: &str, name: &str) -> Result<(), StoreError> {
     let reason = if name.is_empty() {
         Some("it is empty".to_owned())
@@ -120,6 +157,8 @@ pub(super) fn validate_collection_name(database: &str, name: &str) -> Result<(),
         Some("it contains a NUL character".to_owned())
     } else if name.starts_with("system.") {
         Some("names starting with \"system.\" are reserved by MongoDB".to_owned())
+    } else if name.starts_with('.') || name.ends_with('.') || name.contains("..") {
+        Some("a namespace component would be empty (leading, trailing or doubled '.')".to_owned())
     } else if database.len() + 1 + name.len() > MAX_NAMESPACE_BYTES {
         Some(format!(
             "the namespace \"{database}.<collection>\" would be {} bytes; the limit is {MAX_NAMESPACE_BYTES}",
@@ -149,7 +188,17 @@ mod tests {
             assert!(validate_collection_name("app", good).is_ok(), "{good}");
         }
         let long = "x".repeat(MAX_NAMESPACE_BYTES);
-        for bad in ["", "$cmd", "a$b", "a\0b", "system.locks", long.as_str()] {
+        for bad in [
+            "",
+            "$cmd",
+            "a$b",
+            "a\0b",
+            "system.locks",
+            ".locks",
+            "locks.",
+            "a..b",
+            long.as_str(),
+        ] {
             match validate_collection_name("app", bad) {
                 Err(StoreError::InvalidConfig(message)) => {
                     assert!(message.contains("collection name"), "{message}");
@@ -161,5 +210,20 @@ mod tests {
         let fits = "x".repeat(MAX_NAMESPACE_BYTES - "app.".len());
         assert!(validate_collection_name("app", &fits).is_ok());
         assert!(validate_collection_name("app", &format!("{fits}x")).is_err());
+    }
+
+    #[test]
+    fn database_names_follow_mongodb_rules() {
+        for good in ["app", "mongolock", "a-b_c", "注文"] {
+            assert!(validate_database_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a$b", "a.b", "a b", "a/b", "a\0b", &"x".repeat(64)] {
+            match validate_database_name(bad) {
+                Err(StoreError::InvalidConfig(message)) => {
+                    assert!(message.contains("database name"), "{message}");
+                }
+                other => panic!("{bad:?} accepted: {other:?}"),
+            }
+        }
     }
 }

@@ -131,7 +131,7 @@ fn token(document: &Document) -> Result<u64, StoreError> {
 fn malformed(document: &Document, what: &str) -> StoreError {
     let id = document
         .get(ID)
-        .map_or_else(|| "?".to_owned(), |id| id.to_string());
+        .map_or_else(|| "?".to_owned(), std::string::ToString::to_string);
     StoreError::backend(format!("malformed lock document {id}: {what}"))
 }
 

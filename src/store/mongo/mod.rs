@@ -1,4 +1,4 @@
-//! [`MongoStore`]: the MongoDB backend (feature `mongodb`, on by default).
+//! [`MongoStore`]: the `MongoDB` backend (feature `mongodb`, on by default).
 //!
 //! One document per lock name in one collection (default `distributed_locks`):
 //!
@@ -37,9 +37,9 @@ use super::{
 };
 use crate::name::LockName;
 
-/// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
+/// A [`LockStore`] on a `MongoDB` collection, through the official `mongodb` driver.
 ///
-/// Needs **MongoDB 5.0 or newer** (`$dateAdd`); [`LockManager::start`](crate::LockManager::start)
+/// Needs **`MongoDB` 5.0 or newer** (`$dateAdd`); [`LockManager::start`](crate::LockManager::start)
 /// checks the server's wire version and fails with [`StoreError::Unsupported`] on older ones.
 ///
 /// # Document
@@ -190,7 +190,10 @@ impl MongoStore {
     /// Documents whose `_id` is not a string (not written by this crate) are listed under
     /// their `_id` rendered as extended JSON.
     ///
-    /// Errors: [`StoreError::Backend`] if the server fails or a document is malformed.
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
+    /// [`StoreError::Backend`] for a malformed document.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -228,6 +231,9 @@ impl MongoStore {
 #[async_trait]
 impl LockStore for MongoStore {
     async fn prepare(&self) -> Result<(), StoreError> {
+        // `new` cannot fail, so a name it let through is refused here, before any I/O.
+        builder::validate_database_name(self.database.name())?;
+        builder::validate_collection_name(self.database.name(), self.collection.name())?;
         let server = server_version::check(&self.database).await?;
         ttl_index::ensure_in_background(self.collection.clone(), &server.deployment);
         Ok(())

@@ -1,4 +1,4 @@
-//! The TTL index `expiresAt_ttl`: lets MongoDB's TTL monitor delete documents of locks nobody
+//! The TTL index `expiresAt_ttl`: lets `MongoDB`'s TTL monitor delete documents of locks nobody
 //! uses any more. It is housekeeping only: expiry is always decided by `$$NOW` in the
 //! queries, and fencing tokens survive deletion (see [`super`]), so nothing depends on the
 //! index existing or on when the monitor runs (every 60 s).
@@ -27,7 +27,7 @@ fn started() -> MutexGuard<'static, HashSet<String>> {
     STARTED
         .get_or_init(Mutex::default)
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The index specification: ascending on `expiresAt`, documents removed as soon as

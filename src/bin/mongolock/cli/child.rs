@@ -25,13 +25,13 @@ use tokio::process::Command;
 use super::CliError;
 
 /// Environment variable carrying the fencing token to the command.
-pub const TOKEN_ENV: &str = "MONGOLOCK_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "MONGOLOCK_TOKEN";
 /// Environment variable carrying the lock (or election) name to the command.
-pub const LOCK_ENV: &str = "MONGOLOCK_LOCK";
+pub(crate) const LOCK_ENV: &str = "MONGOLOCK_LOCK";
 
 /// A running command (the leader of its own process group).
 #[derive(Debug)]
-pub struct Child {
+pub(crate) struct Child {
     process: tokio::process::Child,
     group: Pid,
 }
@@ -44,7 +44,7 @@ impl Child {
     /// the kill-on-parent-death signal fires when the *thread* that spawned it exits.
     ///
     /// Errors: [`CliError::Spawn`] (exit code 127 if the program is missing, 126 otherwise).
-    pub fn spawn(command: &[OsString], token: u64, lock: &str) -> Result<Self, CliError> {
+    pub(crate) fn spawn(command: &[OsString], token: u64, lock: &str) -> Result<Self, CliError> {
         let Some((program, args)) = command.split_first() else {
             return Err(CliError::Usage("no command given after --".to_owned()));
         };
@@ -75,7 +75,7 @@ impl Child {
     }
 
     /// Waits for the command to exit. Cancel-safe.
-    pub async fn wait(&mut self) -> Result<ExitStatus, CliError> {
+    pub(crate) async fn wait(&mut self) -> Result<ExitStatus, CliError> {
         self.process
             .wait()
             .await
@@ -84,14 +84,14 @@ impl Child {
 
     /// Sends `signal` to the command's process group. A group that is already gone is not
     /// an error.
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         signal_group(self.group, signal);
     }
 
     /// Stops the command: SIGTERM to its group, SIGKILL to the group if the command has not
     /// exited after `grace` — and to whatever is left of the group once it has, so nothing
     /// it started keeps running. Returns the command's exit status.
-    pub async fn terminate(mut self, grace: Duration) -> Result<ExitStatus, CliError> {
+    pub(crate) async fn terminate(mut self, grace: Duration) -> Result<ExitStatus, CliError> {
         self.signal(Signal::SIGTERM);
         let status = match tokio::time::timeout(grace, self.wait()).await {
             Ok(status) => status,
@@ -112,6 +112,7 @@ fn signal_group(group: Pid, signal: Signal) {
 }
 
 #[cfg(target_os = "linux")]
+#[allow(unsafe_code)] // `pre_exec` is unsafe by contract; the closure below keeps to it.
 fn die_with_parent(command: &mut Command) {
     let parent = nix::unistd::getpid();
     // SAFETY: the closure runs in the forked child before exec and only makes the

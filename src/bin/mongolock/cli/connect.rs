@@ -15,14 +15,14 @@ use mongolock::{LockManager, LockOptions, MongoStore};
 
 /// How long the driver looks for a usable server before an operation fails, unless the URI
 /// sets `serverSelectionTimeoutMS` (the driver's own default is 30 s).
-pub const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The database used when neither `--database` nor the URI's path names one.
-pub const DEFAULT_DATABASE: &str = "mongolock";
+pub(crate) const DEFAULT_DATABASE: &str = "mongolock";
 
 /// A store on the configured database and collection, on a server that answered a ping.
 #[derive(Debug, Clone)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// The store.
     pub store: MongoStore,
     /// The URI as shown in messages (password hidden).
@@ -36,7 +36,7 @@ impl Connection {
     /// Errors: [`CliError::NoUri`] when neither `--uri` nor `MONGODB_URI` is set,
     /// [`CliError::InvalidUri`] when it does not parse, [`CliError::Usage`] for a bad
     /// database or collection name, [`CliError::Unavailable`] when the ping fails.
-    pub async fn open(args: &ConnectionArgs) -> Result<Self, CliError> {
+    pub(crate) async fn open(args: &ConnectionArgs) -> Result<Self, CliError> {
         let uri = args
             .uri
             .as_deref()
@@ -87,7 +87,7 @@ impl Connection {
 
     /// Starts a lock manager on the store: checks the server version (failing within the
     /// server-selection timeout when it is unreachable) and starts the runtime.
-    pub async fn start(self, options: LockOptions) -> Result<LockManager, CliError> {
+    pub(crate) async fn start(self, options: LockOptions) -> Result<LockManager, CliError> {
         LockManager::start(self.store, options)
             .await
             .map_err(|error| CliError::from_lock(error, &self.shown_uri))
@@ -116,7 +116,7 @@ fn describe(error: &Error, selection_timeout: Duration) -> String {
     }
 }
 
-/// MongoDB's rules for database names (the characters no platform accepts, and the length).
+/// `MongoDB`'s rules for database names (the characters no platform accepts, and the length).
 fn check_database_name(name: &str) -> Result<(), CliError> {
     const FORBIDDEN: &[char] = &['/', '\\', '.', ' ', '"', '$', '\0'];
     let reason = if name.is_empty() {
@@ -138,7 +138,7 @@ fn check_database_name(name: &str) -> Result<(), CliError> {
 }
 
 /// The URI with the password of its user info replaced by `****`, for messages.
-pub fn redact(uri: &str) -> String {
+pub(crate) fn redact(uri: &str) -> String {
     let Some(scheme_end) = uri.find("://").map(|at| at + 3) else {
         return uri.to_owned();
     };

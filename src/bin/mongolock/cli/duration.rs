@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Parses a command-line duration: a bare number is seconds, anything else is humantime
 /// syntax (`200ms`, `1m 30s`).
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration; use e.g. 500ms, 15s or 2m".to_owned());
@@ -22,7 +22,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 }
 
 /// Like [`parse`], rejecting zero.
-pub fn parse_positive(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_positive(text: &str) -> Result<Duration, String> {
     match parse(text)? {
         duration if duration.is_zero() => Err("the duration must be greater than zero".to_owned()),
         duration => Ok(duration),
@@ -30,7 +30,7 @@ pub fn parse_positive(text: &str) -> Result<Duration, String> {
 }
 
 /// A duration for people: `850ms`, `12.3s`, `5m 3s`.
-pub fn show(duration: Duration) -> String {
+pub(crate) fn show(duration: Duration) -> String {
     if duration < Duration::from_secs(1) {
         format!("{}ms", duration.as_millis())
     } else if duration < Duration::from_secs(60) && duration.subsec_millis() >= 50 {

@@ -8,7 +8,7 @@ use super::exit_code;
 /// exit code, [`one_line`](Self::one_line) the message printed after `mongolock: `.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Neither `--uri` nor `MONGODB_URI` was given.
     #[error("no MongoDB URI: pass --uri or set MONGODB_URI")]
     NoUri,
@@ -23,7 +23,7 @@ pub enum CliError {
     /// A bad value on the command line (lock name, collection, database, option combination).
     #[error("{0}")]
     Usage(String),
-    /// MongoDB could not be reached or failed a request.
+    /// `MongoDB` could not be reached or failed a request.
     #[error("cannot use MongoDB at {uri}: {reason}")]
     Unavailable {
         /// The URI with any password hidden.
@@ -85,7 +85,7 @@ fn holder_suffix(holder: Option<&str>) -> String {
 
 impl CliError {
     /// The documented exit code for this failure (see [`exit_code`]).
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::NoUri | Self::InvalidUri { .. } | Self::Usage(_) => exit_code::USAGE,
             Self::Unavailable { .. } | Self::Unsupported { .. } => exit_code::UNAVAILABLE,
@@ -101,7 +101,7 @@ impl CliError {
     }
 
     /// The message on one line: driver errors can span several, and stderr should get one.
-    pub fn one_line(&self) -> String {
+    pub(crate) fn one_line(&self) -> String {
         self.to_string()
             .split_whitespace()
             .collect::<Vec<_>>()
@@ -109,7 +109,7 @@ impl CliError {
     }
 
     /// Maps a library error from a running manager: invalid input is a usage error, store
-    /// failures mean MongoDB is unavailable (`uri` names it), anything else is internal.
+    /// failures mean `MongoDB` is unavailable (`uri` names it), anything else is internal.
     pub(crate) fn from_lock(error: LockError, uri: &str) -> Self {
         match error {
             LockError::InvalidName { .. } | LockError::InvalidOptions(_) => {

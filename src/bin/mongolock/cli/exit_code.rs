@@ -9,7 +9,7 @@
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | the command was killed by signal N (`sh` convention); or `mongolock` got signal N before the command started |
 //! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration |
-//! | 69 `EX_UNAVAILABLE` | MongoDB unreachable, refused the request, or too old (needs 5.0+) |
+//! | 69 `EX_UNAVAILABLE` | `MongoDB` unreachable, refused the request, or too old (needs 5.0+) |
 //! | 70 `EX_SOFTWARE` | internal error |
 //! | 75 `EX_TEMPFAIL` | `run`: the lock was not acquired within `--wait` |
 //! | 76 | `run`: the lock was lost while the command ran; the command was stopped |
@@ -22,22 +22,22 @@
 use std::process::ExitStatus;
 
 /// Bad usage or input (`EX_USAGE`).
-pub const USAGE: u8 = 64;
-/// MongoDB is unreachable, failed, or is unsupported (`EX_UNAVAILABLE`).
-pub const UNAVAILABLE: u8 = 69;
+pub(crate) const USAGE: u8 = 64;
+/// `MongoDB` is unreachable, failed, or is unsupported (`EX_UNAVAILABLE`).
+pub(crate) const UNAVAILABLE: u8 = 69;
 /// Internal error (`EX_SOFTWARE`).
-pub const SOFTWARE: u8 = 70;
+pub(crate) const SOFTWARE: u8 = 70;
 /// The lock was not acquired within `--wait` (`EX_TEMPFAIL`).
-pub const NOT_ACQUIRED: u8 = 75;
+pub(crate) const NOT_ACQUIRED: u8 = 75;
 /// The lock was lost while the command ran; the command was stopped.
-pub const LOST: u8 = 76;
+pub(crate) const LOST: u8 = 76;
 /// The command exists but could not be executed.
-pub const CANNOT_EXECUTE: u8 = 126;
+pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found.
-pub const NOT_FOUND: u8 = 127;
+pub(crate) const NOT_FOUND: u8 = 127;
 
 /// The exit code table, as shown at the end of `mongolock --help`.
-pub const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 Exit codes:
   <command's>  run/elect: the command's own exit code
   128+N        the command was killed by signal N (or mongolock was, before it started)
@@ -49,13 +49,13 @@ Exit codes:
   126 / 127    the command could not be executed / was not found";
 
 /// `128 + signal`, the shell's code for a process killed by `signal`.
-pub fn for_signal(signal: i32) -> u8 {
+pub(crate) fn for_signal(signal: i32) -> u8 {
     u8::try_from(128 + signal.clamp(0, 127)).unwrap_or(u8::MAX)
 }
 
 /// The code `mongolock` exits with for a child that ended with `status`: its exit code, or
 /// `128 + signal` if a signal killed it.
-pub fn of_status(status: ExitStatus) -> u8 {
+pub(crate) fn of_status(status: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         // Exit codes are 0..=255 on Unix; keep the low byte as the shell does.

@@ -38,7 +38,7 @@ pub(crate) use error::CliError;
     about = "Run commands under MongoDB-backed distributed locks and leader elections",
     after_help = exit_code::HELP
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -46,11 +46,11 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a command while holding a lock.
     ///
-    /// The command gets the lock's fencing token in MONGOLOCK_TOKEN and its name in
-    /// MONGOLOCK_LOCK. It runs in its own process group; SIGINT, SIGTERM, SIGHUP and SIGQUIT
+    /// The command gets the lock's fencing token in `MONGOLOCK_TOKEN` and its name in
+    /// `MONGOLOCK_LOCK`. It runs in its own process group; SIGINT, SIGTERM, SIGHUP and SIGQUIT
     /// sent to mongolock are passed on to it. If the lock is lost, the group gets SIGTERM,
     /// then SIGKILL after --grace, and mongolock exits with 76. Otherwise the lock is
     /// released when the command exits, and mongolock exits with the command's code
@@ -60,7 +60,7 @@ pub enum Command {
     /// Run a command only while this process leads an election.
     ///
     /// Campaigns for leadership of NAME; while leader, runs the command with the term's
-    /// fencing token in MONGOLOCK_TOKEN. When deposed, the command gets SIGTERM (SIGKILL
+    /// fencing token in `MONGOLOCK_TOKEN`. When deposed, the command gets SIGTERM (SIGKILL
     /// after --grace) and mongolock keeps campaigning, restarting the command on its next
     /// term. When the command exits on its own, mongolock resigns and exits with its code.
     #[command(after_help = exit_code::HELP)]
@@ -72,8 +72,8 @@ pub enum Command {
 
 /// Where the locks live.
 #[derive(Debug, Clone, Args)]
-pub struct ConnectionArgs {
-    /// MongoDB connection string (MongoDB 5.0 or newer).
+pub(crate) struct ConnectionArgs {
+    /// `MongoDB` connection string (`MongoDB` 5.0 or newer).
     #[arg(long, env = "MONGODB_URI", hide_env_values = true, value_name = "URI")]
     pub uri: Option<String>,
     /// Database of the lock collection [default: the URI's database, else "mongolock"].
@@ -97,7 +97,7 @@ pub struct ConnectionArgs {
 
 /// `mongolock run`.
 #[derive(Debug, Clone, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Name of the lock.
     #[arg(long, value_name = "NAME")]
     pub lock: String,
@@ -124,7 +124,7 @@ pub struct RunArgs {
 
 /// `mongolock elect`.
 #[derive(Debug, Clone, Args)]
-pub struct ElectArgs {
+pub(crate) struct ElectArgs {
     /// Name of the election (the lock it runs on).
     #[arg(long, value_name = "NAME")]
     pub name: String,
@@ -147,7 +147,7 @@ pub struct ElectArgs {
 
 /// `mongolock status`.
 #[derive(Debug, Clone, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub connection: ConnectionArgs,
@@ -168,7 +168,7 @@ pub struct StatusArgs {
 ///
 /// Errors: a [`CliError`]; print [`CliError::one_line`] and exit with
 /// [`CliError::exit_code`].
-pub fn execute(cli: Cli) -> Result<u8, CliError> {
+pub(crate) fn execute(cli: Cli) -> Result<u8, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -9,7 +9,7 @@ use super::CliError;
 /// Receives the termination signals sent to `mongolock`. Once installed, these signals no
 /// longer terminate the process: whoever holds this decides what they mean.
 #[derive(Debug)]
-pub struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
@@ -18,7 +18,7 @@ pub struct Signals {
 
 impl Signals {
     /// Installs the handlers. Must be called inside the Tokio runtime.
-    pub fn install() -> Result<Self, CliError> {
+    pub(crate) fn install() -> Result<Self, CliError> {
         let listen = |kind: SignalKind| {
             signal(kind).map_err(|error| {
                 CliError::Internal(format!("cannot install a signal handler: {error}"))
@@ -33,7 +33,7 @@ impl Signals {
     }
 
     /// The next termination signal. Cancel-safe.
-    pub async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
@@ -44,7 +44,7 @@ impl Signals {
 }
 
 /// The error for a signal that arrived while no command ran.
-pub fn interrupted(signal: Signal) -> CliError {
+pub(crate) fn interrupted(signal: Signal) -> CliError {
     CliError::Interrupted {
         signal: signal as i32,
         name: signal.as_str(),

@@ -56,7 +56,7 @@ pub(super) async fn status(args: StatusArgs, signals: &mut Signals) -> Result<u8
 /// row per lock, columns aligned; `CONTENDED` says how long other managers have been trying
 /// to take a held lock. Control characters in names are escaped so a name cannot break the
 /// table.
-pub fn render_table(locks: &[(String, LockRecord)]) -> String {
+pub(super) fn render_table(locks: &[(String, LockRecord)]) -> String {
     const HEADER: [&str; 6] = [
         "NAME",
         "STATE",
