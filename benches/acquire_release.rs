@@ -7,7 +7,7 @@
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 use mongolock::{LockManager, LockOptions, MemoryStore};
 use tokio::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot};

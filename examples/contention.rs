@@ -15,16 +15,16 @@
 mod support;
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
 use mongolock::{LockError, LockManager, LockName, LockOptions};
 use rand::Rng;
-use tokio::time::{sleep, Instant};
+use tokio::time::{Instant, sleep};
 
-use support::{at, Backend};
+use support::{Backend, at};
 
 /// The lock held for seconds at a time, and deleted by the "operator".
 const LONG_JOB: &str = "long-job";

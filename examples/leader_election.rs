@@ -24,9 +24,9 @@ use mongolock::store::{FaultyStore, HolderId};
 use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, LockStore};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{Instant, sleep, timeout};
 
-use support::{at, Backend};
+use support::{Backend, at};
 
 const ELECTION: &str = "scheduler";
 const LEASE: Duration = Duration::from_secs(3);
@@ -129,7 +129,9 @@ async fn run(args: Args) -> Result<(), String> {
         args.workers,
         backend.describe()
     );
-    println!("lease {LEASE:?}, renew deadline {RENEW_DEADLINE:?}, retry {RETRY:?}; metrics on http://127.0.0.1:{port}/metrics\n");
+    println!(
+        "lease {LEASE:?}, renew deadline {RENEW_DEADLINE:?}, retry {RETRY:?}; metrics on http://127.0.0.1:{port}/metrics\n"
+    );
 
     let start = Instant::now();
     let (events_tx, mut events) = mpsc::unbounded_channel::<(String, ElectionEvent)>();
@@ -343,10 +345,10 @@ async fn wait_for_election(
             return Err("no leader was elected within 15 s".to_owned());
         };
         log(&worker, &event, terms);
-        if let ElectionEvent::Elected { token } = event {
-            if Some(worker.as_str()) != not {
-                return Ok((worker, token));
-            }
+        if let ElectionEvent::Elected { token } = event
+            && Some(worker.as_str()) != not
+        {
+            return Ok((worker, token));
         }
     }
 }

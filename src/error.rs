@@ -49,7 +49,9 @@ pub enum LockError {
     /// settings (busy wait, adaptive backoff, idle actor timeout, metric label policy). Use
     /// the same [`LockOptions`](crate::LockOptions) per-name settings for every handle of a
     /// name, or drop the other handles first.
-    #[error("lock {name:?} is already in use in this manager with different per-name settings: {difference}")]
+    #[error(
+        "lock {name:?} is already in use in this manager with different per-name settings: {difference}"
+    )]
     ConflictingOptions {
         /// The lock name.
         name: String,

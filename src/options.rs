@@ -404,11 +404,7 @@ impl LockNameLabel {
 
 impl From<bool> for LockNameLabel {
     fn from(enabled: bool) -> Self {
-        if enabled {
-            Self::On
-        } else {
-            Self::Off
-        }
+        if enabled { Self::On } else { Self::Off }
     }
 }
 

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use mongodb::Client;
 use mongodb::bson::doc;
 use mongodb::options::ClientOptions;
-use mongodb::Client;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mongolock");

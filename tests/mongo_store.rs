@@ -15,17 +15,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{fast_options, Backend, SLACK};
-use mongodb::bson::{doc, Bson, Document};
-use mongodb::event::command::CommandEvent;
+use common::{Backend, SLACK, fast_options};
+use mongodb::bson::{Bson, Document, doc};
 use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection};
 use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId};
 use mongolock::{
     LockManager, LockName, LockOptions, LockStore, LossReason, MongoStore, StoreError,
 };
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{Instant, sleep, timeout};
 
 /// The database every test uses; each test works in its own collection.
 const DATABASE: &str = "mongolock_tests";
@@ -386,13 +386,15 @@ async fn operator_like_names_are_stored_as_plain_ids() {
             Some(manager.holder_id()),
             "{name:?}"
         );
-        assert!(other
-            .lock(name)
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_none());
+        assert!(
+            other
+                .lock(name)
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
     assert_eq!(
         raw.count_documents(doc! {}).await.unwrap(),
@@ -408,13 +410,15 @@ async fn operator_like_names_are_stored_as_plain_ids() {
     }
     bystander.release().await.unwrap();
     for name in names {
-        assert!(other
-            .lock(name)
-            .unwrap()
-            .try_acquire()
-            .await
-            .unwrap()
-            .is_some());
+        assert!(
+            other
+                .lock(name)
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
     manager.shutdown().await;
     other.shutdown().await;

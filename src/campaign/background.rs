@@ -1,7 +1,7 @@
 //! [`BackgroundLock`]: a campaign whose events are plain lock events, for callers that want
 //! a lock held whenever possible without blocking on it.
 
-use super::event::{sealed, CampaignEvent};
+use super::event::{CampaignEvent, sealed};
 use super::handle::Campaign;
 use crate::error::{LockError, LossReason};
 use crate::lock::Lock;

@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, oneshot};
 use super::actor::{CampaignActor, CampaignArgs};
 use super::event::CampaignEvent;
 use super::message::CampaignMsg;
-use super::sinks::{EventSink, CHANNEL_CAPACITY};
+use super::sinks::{CHANNEL_CAPACITY, EventSink};
 use crate::error::LockError;
 use crate::lock::Lock;
 

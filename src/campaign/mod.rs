@@ -21,8 +21,8 @@ mod message;
 mod sinks;
 
 pub use background::{BackgroundLock, LockEvent};
-pub(crate) use event::sealed as sealed_event;
 pub use event::CampaignEvent;
+pub(crate) use event::sealed as sealed_event;
 pub use handle::Campaign;
 pub(crate) use handle::Publisher;
 pub(crate) use sinks::EventSink;

@@ -71,7 +71,7 @@ impl Backoff {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use rand::{rngs::StdRng, SeedableRng};
+    use rand::{SeedableRng, rngs::StdRng};
 
     fn backoff(min_ms: u64, extra_ms: u64, adaptive: bool) -> Backoff {
         let min = Duration::from_millis(min_ms);

@@ -12,6 +12,7 @@ use super::runtime::Runtime;
 use super::store_call::bounded;
 use super::supervisor::SupervisorMsg;
 use crate::error::LockError;
+use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::{LockOptions, PerNameSettings};
 use crate::store::{HolderId, LockRecord};
@@ -198,7 +199,14 @@ impl Lock {
     /// ```
     pub async fn inspect(&self) -> Result<Option<LockRecord>, LockError> {
         let store = &self.runtime.store;
-        Ok(bounded(self.options.renew_deadline(), store.inspect(&self.name)).await?)
+        let started = Instant::now();
+        let result = bounded(self.options.renew_deadline(), store.inspect(&self.name)).await;
+        LockMetrics::new(&self.name, self.options.lock_name_label()).store_call(
+            StoreOp::Inspect,
+            started.elapsed(),
+            result.is_err(),
+        );
+        Ok(result?)
     }
 
     /// Whether the store says this manager holds the lock (an unexpired lease of ours).

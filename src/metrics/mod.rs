@@ -32,7 +32,7 @@ use crate::name::LockName;
 pub use crate::options::LockNameLabel;
 
 #[cfg(feature = "prometheus")]
-pub use prometheus::{install_prometheus_exporter, STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS};
+pub use prometheus::{STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS, install_prometheus_exporter};
 
 /// Counter: store acquisition attempts, by `result`.
 pub const ACQUIRE_ATTEMPTS: &str = "mongolock_acquire_attempts_total";
@@ -65,7 +65,7 @@ pub const LEADER: &str = "mongolock_leader";
 /// mongolock::metrics::describe();
 /// ```
 pub fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         ACQUIRE_ATTEMPTS,
         "Lock acquisition attempts against the store, by result."
@@ -117,6 +117,7 @@ pub(crate) enum StoreOp {
     Acquire,
     Extend,
     Release,
+    Inspect,
 }
 
 impl StoreOp {
@@ -125,6 +126,7 @@ impl StoreOp {
             Self::Acquire => "acquire",
             Self::Extend => "extend",
             Self::Release => "release",
+            Self::Inspect => "inspect",
         }
     }
 }

@@ -183,7 +183,7 @@ impl MemoryStore {
         let mut state = self.state();
         let before = state.records.len();
         // The expiry check and the removal happen under one lock: a record re-taken since the
-        // last look is unexpired again and stays (the compare-and-remove of seed 004).
+        // last look is unexpired again and stays: a compare-and-remove, never a blind delete.
         state.records.retain(|_, record| !record.is_expired(now));
         before - state.records.len()
     }
@@ -232,18 +232,18 @@ impl LockStore for MemoryStore {
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         let now = Instant::now();
         let mut state = self.state();
-        if let Some(current) = state.records.get_mut(&request.name) {
-            if !current.is_expired(now) {
-                let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
-                current.contended_since = Some(
-                    current
-                        .contended_since
-                        .map_or(waiting_since, |since| since.min(waiting_since)),
-                );
-                return Ok(AcquireOutcome::Busy {
-                    holder: Some(current.holder.clone()),
-                });
-            }
+        if let Some(current) = state.records.get_mut(&request.name)
+            && !current.is_expired(now)
+        {
+            let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
+            current.contended_since = Some(
+                current
+                    .contended_since
+                    .map_or(waiting_since, |since| since.min(waiting_since)),
+            );
+            return Ok(AcquireOutcome::Busy {
+                holder: Some(current.holder.clone()),
+            });
         }
         state.last_token += 1;
         let token = state.last_token;

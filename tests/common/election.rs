@@ -1,15 +1,15 @@
 //! Leader-election scenarios, generic over the [`Backend`]: candidates on separate managers
 //! (separate connections on `MongoDB`), as separate processes would be.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{Instant, sleep, timeout};
 
-use super::{fast_options, Backend, SLACK};
+use super::{Backend, SLACK, fast_options};
 use mongolock::store::FaultyStore;
 
 pub(crate) fn fast_election() -> ElectionOptions {
@@ -119,10 +119,10 @@ pub(crate) async fn election_has_one_leader_and_fails_over<B: Backend>(backend: 
     let until = silent_at + failover_bound();
     while successor.is_none() && Instant::now() < until {
         for &i in &others {
-            if let Ok(Some(info)) = elections[i].leader().await {
-                if info.token > first.token {
-                    successor = Some((info, Instant::now()));
-                }
+            if let Ok(Some(info)) = elections[i].leader().await
+                && info.token > first.token
+            {
+                successor = Some((info, Instant::now()));
             }
         }
         sleep(Duration::from_millis(20)).await;
@@ -159,11 +159,12 @@ pub(crate) async fn election_resign_hands_over_promptly<B: Backend>(backend: &B)
         .unwrap_or_else(|| panic!("no handover within {bound:?} of resign"));
     assert!(token > first);
     assert!(resigned_at.elapsed() < bound);
-    assert!(a
-        .leader()
-        .await
-        .unwrap()
-        .is_some_and(|l| &l.holder == nodes[1].0.holder_id()));
+    assert!(
+        a.leader()
+            .await
+            .unwrap()
+            .is_some_and(|l| &l.holder == nodes[1].0.holder_id())
+    );
 }
 
 pub(crate) async fn election_observers_see_leader_changes<B: Backend>(backend: &B) {

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio::time::{sleep, timeout};
 
 use super::election::fast_election;
-use super::{fast_options, Backend, SLACK};
+use super::{Backend, SLACK, fast_options};
 
 /// What the recording actor received.
 #[derive(Debug)]
@@ -80,9 +80,11 @@ pub(crate) async fn loss_is_notified_to_an_actor<B: Backend>(backend: &B) {
     let guard = manager.lock("quiet").unwrap().acquire().await.unwrap();
     guard.notify(&actor, Recorded::Loss);
     guard.release().await.unwrap();
-    assert!(timeout(Duration::from_millis(500), rx.recv())
-        .await
-        .is_err());
+    assert!(
+        timeout(Duration::from_millis(500), rx.recv())
+            .await
+            .is_err()
+    );
 }
 
 pub(crate) async fn background_lock_reports_and_reacquires<B: Backend>(backend: &B) {
@@ -224,10 +226,10 @@ async fn wait_event<T>(
 ) -> T {
     let result = timeout(within, async {
         loop {
-            if let Ok(event) = events.recv().await {
-                if let Some(found) = pick(&event) {
-                    return found;
-                }
+            if let Ok(event) = events.recv().await
+                && let Some(found) = pick(&event)
+            {
+                return found;
             }
         }
     });

@@ -1,15 +1,16 @@
-//! The conformance scenarios (anchors' "Test scenarios" that apply to one process), each
-//! generic over the [`Backend`]. Timings come from [`fast_options`]; every time bound is a
+//! The conformance scenarios: what every lock store must do for one process (mutual
+//! exclusion, fencing, loss before takeover, cancel safety, names as values…), each generic
+//! over the [`Backend`]. Timings come from [`fast_options`]; every time bound is a
 //! property a user relies on (loss reported before others can hold, timeouts honoured).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use mongolock::{LockError, LockGuard, LockManager, LockName, LockOptions, LossReason};
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{Instant, sleep, timeout};
 
-use super::{fast_options, Backend, SLACK};
+use super::{Backend, SLACK, fast_options};
 use mongolock::store::FaultyStore;
 
 async fn start(store: impl mongolock::LockStore) -> LockManager {
@@ -77,13 +78,14 @@ pub(crate) async fn acquire_release_not_reentrant<B: Backend>(backend: &B) {
         lock.try_acquire().await.unwrap().is_none(),
         "not re-entrant in one manager"
     );
-    assert!(b
-        .lock("orders")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        b.lock("orders")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(matches!(
         lock.acquire_timeout(Duration::from_millis(100)).await,
         Err(LockError::Timeout(_))
@@ -131,26 +133,28 @@ pub(crate) async fn try_acquire_makes_one_attempt<B: Backend>(backend: &B) {
     let (a, counting, b, _) = faulty_and_peer(backend).await;
     let held = b.lock("single").unwrap().acquire().await.unwrap();
     let before = counting.acquire_calls();
-    assert!(a
-        .lock("single")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        a.lock("single")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(
         counting.acquire_calls() - before,
         1,
         "exactly one store attempt"
     );
     held.release().await.unwrap();
-    assert!(a
-        .lock("single")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .is_some());
+    assert!(
+        a.lock("single")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 pub(crate) async fn short_timeout_returns_promptly<B: Backend>(backend: &B) {
@@ -580,13 +584,14 @@ pub(crate) async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
     // Other locks keep renewing past their expiry.
     sleep(fast_options().expiry() * 2).await;
     assert_eq!(kept.loss(), None);
-    assert!(b
-        .lock("kept")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap()
-        .is_none());
+    assert!(
+        b.lock("kept")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
     // The name works again with a fresh actor.
     drop(_blocker);
     let again = doomed.acquire_timeout(Duration::from_secs(2)).await;

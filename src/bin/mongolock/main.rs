@@ -9,7 +9,7 @@ use std::process::ExitCode;
 #[cfg(unix)]
 fn main() -> ExitCode {
     use clap::Parser;
-    use cli::{exit_code, Cli};
+    use cli::{Cli, exit_code};
 
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

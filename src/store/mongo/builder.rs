@@ -1,9 +1,9 @@
 //! Configuration of a [`MongoStore`]: collection name (validated before any I/O) and write
 //! concern.
 
+use mongodb::Database;
 use mongodb::bson::Document;
 use mongodb::options::{CollectionOptions, ReadPreference, SelectionCriteria, WriteConcern};
-use mongodb::Database;
 
 use super::MongoStore;
 use crate::error::StoreError;

@@ -137,7 +137,7 @@ fn malformed(document: &Document, what: &str) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use mongodb::bson::{doc, DateTime};
+    use mongodb::bson::{DateTime, doc};
 
     use super::*;
 

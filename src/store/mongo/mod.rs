@@ -14,8 +14,8 @@
 //! ```
 //!
 //! Every operation is one round trip and reads time only from the server (`$$NOW`):
-//! acquire is one `findAndModify` (upsert, pipeline update), extend and release one `update`,
-//! inspect one `aggregate`.
+//! acquire is one `findAndModify` (upsert, pipeline update), extend one `update`, release one
+//! `findAndModify` (its answer says how long others waited), inspect one `aggregate`.
 
 mod builder;
 mod document;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use mongodb::bson::{doc, Bson, DateTime, Document};
+use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{
     ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, HOLDER, ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW,

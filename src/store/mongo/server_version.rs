@@ -1,7 +1,7 @@
 //! The server check of `prepare`: the store's pipelines need `MongoDB` 5.0 (`$dateAdd`).
 
-use mongodb::bson::{doc, Bson, Document};
 use mongodb::Database;
+use mongodb::bson::{Bson, Document, doc};
 
 use super::errors;
 use crate::error::StoreError;

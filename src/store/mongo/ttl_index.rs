@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use mongodb::bson::{doc, Document};
+use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, IndexModel};
 

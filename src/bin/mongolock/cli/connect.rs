@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
+use mongodb::Client;
 use mongodb::bson::doc;
 use mongodb::error::{Error, ErrorKind};
 use mongodb::options::ClientOptions;
-use mongodb::Client;
 
 use super::{CliError, ConnectionArgs};
 use mongolock::{LockManager, LockOptions, MongoStore};

@@ -7,8 +7,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::child::Child;
 use super::connect::Connection;
-use super::signals::{interrupted, Signals};
-use super::{exit_code, CliError, ElectArgs};
+use super::signals::{Signals, interrupted};
+use super::{CliError, ElectArgs, exit_code};
 use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager, LockName, LockOptions};
 
 /// The election timings for a leader lease: renew deadline 2/3 and retry period 2/15 of it

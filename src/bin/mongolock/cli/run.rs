@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::child::Child;
 use super::connect::Connection;
-use super::signals::{interrupted, Signals};
-use super::{duration, exit_code, CliError, RunArgs};
+use super::signals::{Signals, interrupted};
+use super::{CliError, RunArgs, duration, exit_code};
 use mongolock::{Lock, LockError, LockGuard, LockManager, LockName, LockOptions};
 
 /// Runs `mongolock run`; returns the command's exit code.

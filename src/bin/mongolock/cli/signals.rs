@@ -2,7 +2,7 @@
 //! can pass them on to the command or clean up before exiting.
 
 use nix::sys::signal::Signal;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::CliError;
 

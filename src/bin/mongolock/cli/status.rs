@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::connect::Connection;
 use super::signals::Signals;
-use super::{duration, CliError, StatusArgs};
+use super::{CliError, StatusArgs, duration};
 use mongolock::store::LockRecord;
 
 /// Runs `mongolock status`. Read-only: unlike `run` and `elect` it neither checks the server

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The edit-test loop: formatting, lints, unit tests, the conformance suite on the memory
+# store (paused time), the layering check and the doc tests. No server, no network; a few
+# seconds once the first build is done. The full suite is scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --all-features -- -D warnings
+cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering
+cargo test -q --all-features --doc
