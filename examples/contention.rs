@@ -32,7 +32,7 @@ const LONG_JOB: &str = "long-job";
 #[derive(Parser)]
 #[command(about = "Workers contending for locks, with Prometheus metrics")]
 struct Args {
-    /// Use this `MongoDB` server instead of the embedded store.
+    /// Use this MongoDB server instead of the embedded store.
     #[arg(long)]
     mongodb_uri: Option<String>,
     /// Managers (processes, in effect) the workers are spread over.

@@ -36,7 +36,7 @@ const RETRY: Duration = Duration::from_millis(500);
 #[derive(Parser)]
 #[command(about = "Workers electing a leader, with a crash and a resignation")]
 struct Args {
-    /// Use this `MongoDB` server instead of the embedded store.
+    /// Use this MongoDB server instead of the embedded store.
     #[arg(long)]
     mongodb_uri: Option<String>,
     /// How many workers campaign in this process.
@@ -45,7 +45,7 @@ struct Args {
     /// Serve Prometheus metrics on this port (0: any free port).
     #[arg(long, default_value_t = 0)]
     metrics_port: u16,
-    /// Only campaign and report events (for extra processes joining a `MongoDB` election).
+    /// Only campaign and report events (for extra processes joining a MongoDB election).
     #[arg(long, requires = "mongodb_uri")]
     join: bool,
     /// With --join: how long to stay, in seconds.

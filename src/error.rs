@@ -162,7 +162,7 @@ pub enum StoreError {
     Backend {
         /// What failed, in the backend's words.
         message: String,
-        /// The backend's error (for `MongoDB`, the driver's `mongodb::error::Error`).
+        /// The backend's error (for MongoDB, the driver's `mongodb::error::Error`).
         #[source]
         source: Option<BackendCause>,
     },
@@ -174,14 +174,14 @@ pub enum StoreError {
     Rejected {
         /// What was refused and why.
         message: String,
-        /// The backend's error (for `MongoDB`, the driver's `mongodb::error::Error`).
+        /// The backend's error (for MongoDB, the driver's `mongodb::error::Error`).
         #[source]
         source: Option<BackendCause>,
     },
     /// The store implementation panicked; the runtime caught it.
     #[error("store call panicked: {0}")]
     Panicked(String),
-    /// The server cannot run this store (for example `MongoDB` older than 5.0).
+    /// The server cannot run this store (for example MongoDB older than 5.0).
     #[error("unsupported server: {0}")]
     Unsupported(String),
     /// The store was configured with a value it cannot use (for example a bad collection name).

@@ -1,13 +1,13 @@
 //! # mongolock
 //!
-//! A distributed lock manager runtime on actors ([`ractor`]), backed by `MongoDB`.
+//! A distributed lock manager runtime on actors ([`ractor`]), backed by MongoDB.
 //!
 //! - **Leases with fencing tokens.** Every grant carries a token larger than any issued for
 //!   that name before — across release, expiry takeover and deletion of the record.
 //! - **Loss is signalled first.** A holder is told it lost the lock from a local deadline
 //!   counted from when its last successful renewal was *sent*, before the lease can expire on
 //!   the store, even if a store call hangs. Renewal runs in the runtime, never behind user work.
-//! - **Server time only.** Expiry is computed by the store's clock (`$$NOW` on `MongoDB`).
+//! - **Server time only.** Expiry is computed by the store's clock (`$$NOW` on MongoDB).
 //! - **Owner-checked** release and extension; cancel-safe acquisition with no phantom holds.
 //! - **Actors.** A supervisor owns the store; each active lock name has its own actor that
 //!   queues local waiters (one store poller per name per process), backs off with jitter,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::error::LockError;
 
 /// The longest lock name accepted, in UTF-8 bytes. Names are stored as document ids; a bound
-/// keeps them indexable on every `MongoDB` version and keeps metrics labels sane.
+/// keeps them indexable on every MongoDB version and keeps metrics labels sane.
 pub const MAX_LOCK_NAME_BYTES: usize = 1024;
 
 /// A validated lock name: 1 to [`MAX_LOCK_NAME_BYTES`] bytes of UTF-8 without NUL.

@@ -24,7 +24,7 @@ use crate::error::LockError;
 use crate::name::LockName;
 
 /// The longest lease accepted: a year. Leases are computed by the store's clock (for
-/// `MongoDB`, `$dateAdd` on `$$NOW`), and a bound keeps every deadline representable there and
+/// MongoDB, `$dateAdd` on `$$NOW`), and a bound keeps every deadline representable there and
 /// in the local monotonic clock.
 pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 

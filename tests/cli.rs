@@ -2,11 +2,13 @@
 //! mutual exclusion of `run`, the token in the environment, `--wait`, the command stopped on
 //! lock loss, exit codes, signal forwarding, `status`, connection errors and `elect`.
 //!
-//! Needs `MONGODB_URI` (`scripts/test.sh` starts a throw-away `SecantusDB` server and sets it);
+//! Needs `MONGODB_URI` (`scripts/test.sh` starts a throw-away SecantusDB server and sets it);
 //! the tests that need a server fail, never skip, without one. Each test works in its own
 //! collection. Conditions are polled with deadlines; the only fixed waits check that
 //! something does *not* happen.
 #![cfg(unix)]
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -14,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use mongodb::Client;
 use mongodb::bson::doc;
-use mongodb::options::ClientOptions;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use support::{eventually, uri};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mongolock");
 /// The database every test uses; each test has its own collection.
@@ -32,33 +34,8 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-fn uri() -> String {
-    match std::env::var("MONGODB_URI") {
-        Ok(uri) if !uri.trim().is_empty() => uri,
-        _ => panic!(
-            "MONGODB_URI is not set: run scripts/test.sh or set MONGODB_URI \
-             (e.g. MONGODB_URI=mongodb://127.0.0.1:27017/?directConnection=true)"
-        ),
-    }
-}
-
 async fn client(uri: &str) -> Client {
-    let mut options = ClientOptions::parse(uri)
-        .await
-        .unwrap_or_else(|e| panic!("MONGODB_URI {uri:?} is not a valid connection string: {e}"));
-    options.server_selection_timeout = Some(Duration::from_secs(5));
-    let client = Client::with_options(options).expect("a MongoDB client");
-    if let Err(e) = client
-        .database("admin")
-        .run_command(doc! { "ping": 1 })
-        .await
-    {
-        panic!(
-            "the MongoDB server at MONGODB_URI={uri:?} is unreachable ({e}): \
-             run scripts/test.sh or set MONGODB_URI to a running server"
-        );
-    }
-    client
+    support::client_for(uri, None, None).await
 }
 
 /// One test's world: a server, a fresh collection and a scratch directory, both removed at
@@ -216,18 +193,6 @@ impl Drop for Running {
             let _ = child.kill();
             let _ = child.wait();
         }
-    }
-}
-
-/// Polls `condition` every 20 ms until it holds; panics with `what` after `limit`.
-fn eventually(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -2,10 +2,11 @@
 //! the MongoDB-specific behaviour (separate clients, upsert races, external deletion, the TTL
 //! index, name handling, a stalled server, a `SIGKILLed` holder process, round trips).
 //!
-//! Needs `MONGODB_URI`. `scripts/test.sh` starts a throw-away `SecantusDB` server and sets it;
+//! Needs `MONGODB_URI`. `scripts/test.sh` starts a throw-away SecantusDB server and sets it;
 //! without a reachable server every test here fails (on purpose: never skipped silently).
 
 mod common;
+mod support;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -25,6 +26,7 @@ use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId};
 use mongolock::{
     LockManager, LockName, LockOptions, LockStore, LossReason, MongoStore, StoreError,
 };
+use support::uri;
 use tokio::time::{Instant, sleep, timeout};
 
 /// The database every test uses; each test works in its own collection.
@@ -33,42 +35,12 @@ const DATABASE: &str = "mongolock_tests";
 /// Set (to a collection name) when this test binary runs as the child holder process.
 const CHILD_ENV: &str = "MONGOLOCK_TEST_CHILD_COLLECTION";
 
-fn uri() -> String {
-    match std::env::var("MONGODB_URI") {
-        Ok(uri) if !uri.trim().is_empty() => uri,
-        _ => panic!(
-            "MONGODB_URI is not set. The MongoDB tests need a server: run `scripts/test.sh` \
-             (it starts a throw-away SecantusDB test server) or set MONGODB_URI to a MongoDB 5.0+ \
-             server, e.g. MONGODB_URI=mongodb://127.0.0.1:27017/?directConnection=true"
-        ),
-    }
-}
-
 /// A new client (a new connection pool, as a separate process would have), checked reachable.
 async fn client_with(
     app_name: Option<String>,
     commands: Option<EventHandler<CommandEvent>>,
 ) -> Client {
-    let uri = uri();
-    let mut options = ClientOptions::parse(&uri)
-        .await
-        .unwrap_or_else(|e| panic!("MONGODB_URI {uri:?} is not a valid connection string: {e}"));
-    options.server_selection_timeout = Some(Duration::from_secs(5));
-    options.app_name = app_name;
-    options.command_event_handler = commands;
-    let client = Client::with_options(options)
-        .unwrap_or_else(|e| panic!("cannot create a client for {uri:?}: {e}"));
-    if let Err(e) = client
-        .database("admin")
-        .run_command(doc! { "ping": 1 })
-        .await
-    {
-        panic!(
-            "the MongoDB server at MONGODB_URI={uri:?} is unreachable ({e}). Run `scripts/test.sh` \
-             (it starts a throw-away SecantusDB test server) or point MONGODB_URI at a running server."
-        );
-    }
-    client
+    support::client_for(&uri(), app_name, commands).await
 }
 
 async fn client() -> Client {

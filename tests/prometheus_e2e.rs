@@ -3,11 +3,15 @@
 //! series exist and move as expected. Fails (never skips) when Prometheus is not installed:
 //! `scripts/test.sh` installs it.
 
+mod support;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use support::{eventually, free_port};
 
 /// Kills the child process when the test ends, however it ends.
 struct Running(Child);
@@ -17,11 +21,6 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    listener.local_addr().expect("bound address").port()
 }
 
 fn prometheus_binary() -> PathBuf {
@@ -104,18 +103,6 @@ fn scalar(port: u16, expr: &str) -> Option<f64> {
     let value = result.split(']').next()?.split(',').nth(1)?;
     let number: f64 = value.trim().trim_matches('"').parse().ok()?;
     number.is_finite().then_some(number)
-}
-
-/// Polls `condition` until it holds or `within` passes.
-fn eventually(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if condition() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    panic!("not within {within:?}: {what}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use mongolock::{LockName, LockStore, MemoryStore, MongoStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The store the example's workers share: one embedded store, or a `MongoDB` server where
+/// The store the example's workers share: one embedded store, or a MongoDB server where
 /// every worker gets its own client (as separate processes would).
 #[derive(Clone)]
 pub(crate) enum Backend {
@@ -58,7 +58,7 @@ impl Backend {
                     .map_err(|e| e.to_string())?;
                 let collection = client
                     .database("mongolock_examples")
-                    .collection::<mongodb::bson::Document>("distributed_locks");
+                    .collection::<mongodb::bson::Document>(MongoStore::DEFAULT_COLLECTION);
                 collection
                     .delete_one(mongodb::bson::doc! { "_id": name.as_str() })
                     .await
@@ -77,12 +77,11 @@ pub(crate) fn serve_metrics(port: u16) -> Result<u16, String> {
     Ok(port)
 }
 
+#[path = "../../tests/support/net.rs"]
+mod net;
+
 fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
+    net::free_port().map_err(|e| e.to_string())
 }
 
 /// Fetches this process' own `/metrics` page, the way Prometheus would.

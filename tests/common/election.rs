@@ -1,5 +1,5 @@
 //! Leader-election scenarios, generic over the [`Backend`]: candidates on separate managers
-//! (separate connections on `MongoDB`), as separate processes would be.
+//! (separate connections on MongoDB), as separate processes would be.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

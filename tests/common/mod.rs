@@ -30,7 +30,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     async fn delete_record(&self, store: &Self::Store, name: &LockName);
 }
 
-/// Short timings so the real-time (`MongoDB`) run stays quick; under paused time they are free.
+/// Short timings so the real-time (MongoDB) run stays quick; under paused time they are free.
 pub(crate) fn fast_options() -> LockOptions {
     LockOptions::default()
         .with_expiry(Duration::from_millis(1500))

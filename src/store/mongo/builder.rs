@@ -8,11 +8,7 @@ use mongodb::options::{CollectionOptions, ReadPreference, SelectionCriteria, Wri
 use super::MongoStore;
 use crate::error::StoreError;
 
-/// The collection used when none is configured (the name the C# DistributedLock.MongoDB
-/// library uses in its code, so both can be pointed at one another's data for inspection).
-pub(super) const DEFAULT_COLLECTION: &str = "distributed_locks";
-
-/// The longest `database.collection` namespace accepted, in bytes. `MongoDB` before 4.4 limits
+/// The longest `database.collection` namespace accepted, in bytes. MongoDB before 4.4 limits
 /// namespaces to 120 bytes; newer servers allow 255. The lower bound works everywhere.
 pub(super) const MAX_NAMESPACE_BYTES: usize = 120;
 
@@ -46,7 +42,7 @@ impl MongoStoreBuilder {
     pub(super) fn new(database: Database) -> Self {
         Self {
             database,
-            collection: DEFAULT_COLLECTION.to_owned(),
+            collection: MongoStore::DEFAULT_COLLECTION.to_owned(),
             write_concern: WriteConcern::majority(),
         }
     }
@@ -113,7 +109,7 @@ impl MongoStoreBuilder {
     }
 }
 
-/// Checks a collection name against `MongoDB`'s naming rules, so a bad name fails at
+/// Checks a collection name against MongoDB's naming rules, so a bad name fails at
 /// configuration time with a clear message instead of at the first lock call.
 /// The characters MongoDB refuses in database names on some platform; refused everywhere so
 /// a configuration that works on one server works on all.

@@ -1,4 +1,4 @@
-//! [`MongoStore`]: the `MongoDB` backend (feature `mongodb`, on by default).
+//! [`MongoStore`]: the MongoDB backend (feature `mongodb`, on by default).
 //!
 //! One document per lock name in one collection (default `distributed_locks`):
 //!
@@ -37,9 +37,9 @@ use super::{
 };
 use crate::name::LockName;
 
-/// A [`LockStore`] on a `MongoDB` collection, through the official `mongodb` driver.
+/// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
-/// Needs **`MongoDB` 5.0 or newer** (`$dateAdd`); [`LockManager::start`](crate::LockManager::start)
+/// Needs **MongoDB 5.0 or newer** (`$dateAdd`); [`LockManager::start`](crate::LockManager::start)
 /// checks the server's wire version and fails with [`StoreError::Unsupported`] on older ones.
 ///
 /// # Document
@@ -114,6 +114,15 @@ pub struct MongoStore {
 }
 
 impl MongoStore {
+    /// The collection used unless [`MongoStoreBuilder::collection`] names another (the
+    /// name the C# DistributedLock.MongoDB library uses, so both can be pointed at one
+    /// another's data for inspection).
+    ///
+    /// ```
+    /// assert_eq!(mongolock::MongoStore::DEFAULT_COLLECTION, "distributed_locks");
+    /// ```
+    pub const DEFAULT_COLLECTION: &str = "distributed_locks";
+
     /// A store on the collection `distributed_locks` of `database`, write concern `majority`.
     /// Does no I/O.
     ///
@@ -132,7 +141,7 @@ impl MongoStore {
             Ok(store) => store,
             Err(_) => Self::from_parts(
                 database.clone(),
-                database.collection(builder::DEFAULT_COLLECTION),
+                database.collection(Self::DEFAULT_COLLECTION),
             ),
         }
     }

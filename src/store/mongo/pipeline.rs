@@ -3,7 +3,7 @@
 //! in `$literal`, and query filters only compare values, so no lock name or holder id can be
 //! read as a field path or an operator.
 //!
-//! `SecantusDB` (the test server) rejects `$add`/`$subtract` on dates, so dates are only built
+//! SecantusDB (the test server) rejects `$add`/`$subtract` on dates, so dates are only built
 //! with `$dateAdd` and turned into numbers with `$toLong` before any arithmetic.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The server check of `prepare`: the store's pipelines need `MongoDB` 5.0 (`$dateAdd`).
+//! The server check of `prepare`: the store's pipelines need MongoDB 5.0 (`$dateAdd`).
 
 use mongodb::Database;
 use mongodb::bson::{Bson, Document, doc};
@@ -6,7 +6,7 @@ use mongodb::bson::{Bson, Document, doc};
 use super::errors;
 use crate::error::StoreError;
 
-/// The wire version of `MongoDB` 5.0, the first with `$dateAdd`.
+/// The wire version of MongoDB 5.0, the first with `$dateAdd`.
 pub(super) const MIN_WIRE_VERSION: i64 = 13;
 
 /// What `prepare` learns from the server's `hello` reply.
@@ -19,7 +19,7 @@ pub(super) struct ServerInfo {
 }
 
 /// Asks the server for its wire version (`hello`, or `isMaster` on servers that predate it)
-/// and fails with [`StoreError::Unsupported`] below `MongoDB` 5.0.
+/// and fails with [`StoreError::Unsupported`] below MongoDB 5.0.
 pub(super) async fn check(database: &Database) -> Result<ServerInfo, StoreError> {
     let reply = match database.run_command(doc! { "hello": 1 }).await {
         Ok(reply) => reply,

@@ -1,4 +1,4 @@
-//! The TTL index `expiresAt_ttl`: lets `MongoDB`'s TTL monitor delete documents of locks nobody
+//! The TTL index `expiresAt_ttl`: lets MongoDB's TTL monitor delete documents of locks nobody
 //! uses any more. It is housekeeping only: expiry is always decided by `$$NOW` in the
 //! queries, and fencing tokens survive deletion (see [`super`]), so nothing depends on the
 //! index existing or on when the monitor runs (every 60 s).

@@ -116,7 +116,7 @@ fn describe(error: &Error, selection_timeout: Duration) -> String {
     }
 }
 
-/// `MongoDB`'s rules for database names (the characters no platform accepts, and the length).
+/// MongoDB's rules for database names (the characters no platform accepts, and the length).
 fn check_database_name(name: &str) -> Result<(), CliError> {
     const FORBIDDEN: &[char] = &['/', '\\', '.', ' ', '"', '$', '\0'];
     let reason = if name.is_empty() {

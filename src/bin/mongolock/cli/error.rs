@@ -23,7 +23,7 @@ pub(crate) enum CliError {
     /// A bad value on the command line (lock name, collection, database, option combination).
     #[error("{0}")]
     Usage(String),
-    /// `MongoDB` could not be reached or failed a request.
+    /// MongoDB could not be reached or failed a request.
     #[error("cannot use MongoDB at {uri}: {reason}")]
     Unavailable {
         /// The URI with any password hidden.
@@ -109,7 +109,7 @@ impl CliError {
     }
 
     /// Maps a library error from a running manager: invalid input is a usage error, store
-    /// failures mean `MongoDB` is unavailable (`uri` names it), anything else is internal.
+    /// failures mean MongoDB is unavailable (`uri` names it), anything else is internal.
     pub(crate) fn from_lock(error: LockError, uri: &str) -> Self {
         match error {
             LockError::InvalidName { .. } | LockError::InvalidOptions(_) => {

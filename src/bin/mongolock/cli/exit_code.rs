@@ -9,7 +9,7 @@
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | the command was killed by signal N (`sh` convention); or `mongolock` got signal N before the command started |
 //! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration |
-//! | 69 `EX_UNAVAILABLE` | `MongoDB` unreachable, refused the request, or too old (needs 5.0+) |
+//! | 69 `EX_UNAVAILABLE` | MongoDB unreachable, refused the request, or too old (needs 5.0+) |
 //! | 70 `EX_SOFTWARE` | internal error |
 //! | 75 `EX_TEMPFAIL` | `run`: the lock was not acquired within `--wait` |
 //! | 76 | `run`: the lock was lost while the command ran; the command was stopped |
@@ -23,7 +23,7 @@ use std::process::ExitStatus;
 
 /// Bad usage or input (`EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
-/// `MongoDB` is unreachable, failed, or is unsupported (`EX_UNAVAILABLE`).
+/// MongoDB is unreachable, failed, or is unsupported (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;
 /// Internal error (`EX_SOFTWARE`).
 pub(crate) const SOFTWARE: u8 = 70;

@@ -73,7 +73,7 @@ pub(crate) enum Command {
 /// Where the locks live.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ConnectionArgs {
-    /// `MongoDB` connection string (`MongoDB` 5.0 or newer).
+    /// MongoDB connection string (MongoDB 5.0 or newer).
     #[arg(long, env = "MONGODB_URI", hide_env_values = true, value_name = "URI")]
     pub uri: Option<String>,
     /// Database of the lock collection [default: the URI's database, else "mongolock"].
@@ -90,7 +90,7 @@ pub(crate) struct ConnectionArgs {
         env = "MONGOLOCK_COLLECTION",
         hide_env_values = true,
         value_name = "NAME",
-        default_value = "distributed_locks"
+        default_value = mongolock::MongoStore::DEFAULT_COLLECTION
     )]
     pub collection: String,
 }
