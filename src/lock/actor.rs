@@ -30,7 +30,7 @@ use super::waiters::{Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
-use crate::options::{LockOptions, PerNameSettings};
+use crate::options::LockOptions;
 use crate::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
     LockStore, ReleaseOutcome,
@@ -45,7 +45,8 @@ pub(crate) struct LockActorArgs {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
-    pub(crate) options: Arc<LockOptions>,
+    /// How long the actor lingers with nothing held or queued (the manager's setting).
+    pub(crate) idle_timeout: Duration,
 }
 
 enum Phase {
@@ -58,12 +59,18 @@ enum Phase {
     /// This process holds the lock for one guard.
     Held(Hold),
     /// A release is in flight; waiters queue behind it.
-    Releasing { lease: LeaseId, reply: ReleaseReply },
+    Releasing {
+        lease: LeaseId,
+        reply: ReleaseReply,
+        options: Arc<LockOptions>,
+        metrics: LockMetrics,
+    },
 }
 
 struct Attempt {
     lease: LeaseId,
     options: Arc<LockOptions>,
+    metrics: LockMetrics,
     /// Set when the attempt serves a `try_acquire` rather than the waiter queue.
     for_try: Option<TryReply>,
 }
@@ -73,7 +80,6 @@ pub(crate) struct LockActorState {
     store: Arc<dyn LockStore>,
     holder: HolderId,
     supervisor: ActorRef<SupervisorMsg>,
-    metrics: LockMetrics,
     waiters: Waiters,
     phase: Phase,
     backoff: Backoff,
@@ -82,8 +88,7 @@ pub(crate) struct LockActorState {
     generation: u64,
     /// Requests received from the supervisor, compared with its count before an idle stop.
     forwarded_seen: u64,
-    /// Backoff range, idle timeout and label policy, as the live handles of this name agree.
-    settings: PerNameSettings,
+    idle_timeout: Duration,
 }
 
 impl Actor for LockActor {
@@ -96,13 +101,10 @@ impl Actor for LockActor {
         _myself: ActorRef<LockMsg>,
         args: LockActorArgs,
     ) -> Result<LockActorState, ActorProcessingErr> {
-        let settings = args.options.per_name().clone();
-        let metrics = LockMetrics::new(&args.name, &settings.lock_name_label);
         Ok(LockActorState {
-            waiters: Waiters::new(metrics.clone()),
-            metrics,
-            backoff: Backoff::new(&settings),
-            settings,
+            waiters: Waiters::default(),
+            backoff: Backoff::new(&LockOptions::default()),
+            idle_timeout: args.idle_timeout,
             name: args.name,
             store: args.store,
             holder: args.holder,
@@ -167,21 +169,6 @@ impl Actor for LockActor {
 }
 
 impl LockActorState {
-    /// Takes on the per-name settings a request's handle carries. Every live handle of a
-    /// name agrees on them (the manager refuses one that does not), so they differ from ours
-    /// only after all older handles were dropped; they take effect while nothing is held or
-    /// queued, so gauges and backoff never mix two settings.
-    fn adopt(&mut self, settings: &PerNameSettings) {
-        let quiet = matches!(self.phase, Phase::Idle) && !self.waiters.prune();
-        if *settings == self.settings || !quiet {
-            return;
-        }
-        self.settings = settings.clone();
-        self.backoff = Backoff::new(settings);
-        self.metrics = LockMetrics::new(&self.name, &settings.lock_name_label);
-        self.waiters = Waiters::new(self.metrics.clone());
-    }
-
     fn on_acquire(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -189,8 +176,8 @@ impl LockActorState {
         requested_at: Instant,
         reply: GuardReply,
     ) {
-        self.adopt(options.per_name());
         self.waiters.push(Waiter {
+            metrics: LockMetrics::new(&self.name, options.lock_name_label()),
             options,
             requested_at,
             reply,
@@ -206,7 +193,6 @@ impl LockActorState {
         options: Arc<LockOptions>,
         reply: TryReply,
     ) {
-        self.adopt(options.per_name());
         if matches!(self.phase, Phase::Idle) {
             self.start_attempt(myself, Some((options, reply)));
         } else {
@@ -222,12 +208,15 @@ impl LockActorState {
         myself: &ActorRef<LockMsg>,
         for_try: Option<(Arc<LockOptions>, TryReply)>,
     ) {
-        let (options, for_try, waited) = match for_try {
-            Some((options, reply)) => (options, Some(reply), Duration::ZERO),
+        let (options, metrics, for_try, waited) = match for_try {
+            Some((options, reply)) => {
+                let metrics = LockMetrics::new(&self.name, options.lock_name_label());
+                (options, metrics, Some(reply), Duration::ZERO)
+            }
             None => {
                 let live = self.waiters.prune();
                 match self.waiters.front().filter(|_| live) {
-                    Some((options, waited)) => (options, None, waited),
+                    Some((options, metrics, waited)) => (options, metrics, None, waited),
                     None => return self.become_idle(myself),
                 }
             }
@@ -265,6 +254,7 @@ impl LockActorState {
         self.phase = Phase::Attempting(Attempt {
             lease,
             options,
+            metrics,
             for_try,
         });
     }
@@ -289,19 +279,20 @@ impl LockActorState {
             }
         };
         let took = sent_at.elapsed();
-        self.metrics
+        attempt
+            .metrics
             .store_call(StoreOp::Acquire, took, result.is_err());
         let deadline = sent_at + attempt.options.renew_deadline();
         match result {
             Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
-                self.metrics.attempt(AttemptResult::Acquired);
+                attempt.metrics.attempt(AttemptResult::Acquired);
                 self.backoff.reset();
                 self.grant(myself, attempt, token, sent_at);
             }
             Ok(AcquireOutcome::Acquired { .. }) => {
                 // The grant arrived after its own renew deadline: it cannot be used safely.
                 tracing::warn!(lock = %self.name, ?took, "acquisition answered too late to use; releasing it");
-                self.metrics.attempt(AttemptResult::Error);
+                attempt.metrics.attempt(AttemptResult::Error);
                 orphan::release(
                     &self.store,
                     &self.name,
@@ -311,12 +302,12 @@ impl LockActorState {
                 self.attempt_failed(myself, attempt, None);
             }
             Ok(AcquireOutcome::Busy { .. }) => {
-                self.metrics.attempt(AttemptResult::Contended);
+                attempt.metrics.attempt(AttemptResult::Contended);
                 self.attempt_failed(myself, attempt, None);
             }
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
-                self.metrics.attempt(AttemptResult::Error);
+                attempt.metrics.attempt(AttemptResult::Error);
                 // The attempt may have been applied (a timeout): release its lease id so it
                 // cannot linger as a phantom hold.
                 orphan::release(
@@ -351,6 +342,7 @@ impl LockActorState {
         if !self.waiters.prune() {
             return self.become_idle(myself);
         }
+        self.backoff.follow(&attempt.options);
         let delay = self.backoff.next_delay(&mut self.rng);
         let generation = self.next_generation();
         myself.send_after(delay, move || LockMsg::RetryDue { generation });
@@ -365,7 +357,13 @@ impl LockActorState {
         token: u64,
         sent_at: Instant,
     ) {
-        let hold = Hold::new(attempt.lease, token, attempt.options, sent_at);
+        let hold = Hold::new(
+            attempt.lease,
+            token,
+            attempt.options,
+            attempt.metrics,
+            sent_at,
+        );
         let make_guard = || {
             LockGuard::new(
                 self.name.clone(),
@@ -387,7 +385,7 @@ impl LockActorState {
             None => self.waiters.deliver(make_guard),
         };
         tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
-        self.metrics.held(1.0);
+        hold.metrics.held(1.0);
         let next_renewal = hold.next_renewal_after(sent_at);
         let (lease, deadline) = (hold.lease, hold.deadline);
         self.phase = Phase::Held(hold);
@@ -443,23 +441,23 @@ impl LockActorState {
             return;
         }
         hold.renewal_in_flight = false;
-        self.metrics
+        hold.metrics
             .store_call(StoreOp::Extend, sent_at.elapsed(), result.is_err());
         match result {
             Ok(ExtendOutcome::Extended) => {
-                self.metrics.renewal(RenewalResult::Extended);
+                hold.metrics.renewal(RenewalResult::Extended);
                 hold.confirm(sent_at);
                 let next = hold.next_renewal_after(sent_at);
                 schedule_deadline(myself, lease, hold.deadline);
                 schedule_renewal(myself, lease, next);
             }
             Ok(ExtendOutcome::NotOwner) => {
-                self.metrics.renewal(RenewalResult::Lost);
+                hold.metrics.renewal(RenewalResult::Lost);
                 self.lose(myself, LossReason::Superseded);
             }
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "lease renewal failed; retrying until the renew deadline");
-                self.metrics.renewal(RenewalResult::Error);
+                hold.metrics.renewal(RenewalResult::Error);
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
                 hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
@@ -492,8 +490,8 @@ impl LockActorState {
             return;
         };
         tracing::warn!(lock = %self.name, token = hold.token, %reason, "lock lost");
-        self.metrics.loss(&reason);
-        self.metrics.hold_ended(hold.acquired_at.elapsed());
+        hold.metrics.loss(&reason);
+        hold.metrics.hold_ended(hold.acquired_at.elapsed());
         hold.signal_loss(reason);
         self.start_attempt(myself, None);
     }
@@ -511,12 +509,16 @@ impl LockActorState {
     }
 
     fn begin_release(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
-        let Phase::Held(hold) =
-            std::mem::replace(&mut self.phase, Phase::Releasing { lease, reply })
-        else {
+        let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
-        self.metrics.hold_ended(hold.acquired_at.elapsed());
+        hold.metrics.hold_ended(hold.acquired_at.elapsed());
+        self.phase = Phase::Releasing {
+            lease,
+            reply,
+            options: hold.options.clone(),
+            metrics: hold.metrics.clone(),
+        };
         let key = hold.key(&self.name);
         let store = self.store.clone();
         spawn_store_call(
@@ -539,25 +541,27 @@ impl LockActorState {
         sent_at: Instant,
         result: Result<ReleaseOutcome, StoreError>,
     ) {
-        let reply = match std::mem::replace(&mut self.phase, Phase::Idle) {
+        let (reply, options, metrics) = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Releasing {
                 lease: releasing,
                 reply,
-            } if releasing == lease => reply,
+                options,
+                metrics,
+            } if releasing == lease => (reply, options, metrics),
             other => {
                 self.phase = other;
                 return;
             }
         };
-        self.metrics
-            .store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
-        let step_back = starvation::step_back(&result, self.backoff.max());
+        metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        let (_, longest_backoff) = options.busy_wait();
+        let step_back = starvation::step_back(&result, longest_backoff);
         let answer = match result {
             Ok(ReleaseOutcome::Released { .. }) => Ok(()),
             // The record no longer carried our lease: it had expired and been taken over
             // before the release — the caller must know its critical section was not exclusive.
             Ok(ReleaseOutcome::NotOwner) => {
-                self.metrics.loss(&LossReason::Superseded);
+                metrics.loss(&LossReason::Superseded);
                 Err(LockError::Lost(LossReason::Superseded))
             }
             Err(error) => {
@@ -580,9 +584,7 @@ impl LockActorState {
     fn become_idle(&mut self, myself: &ActorRef<LockMsg>) {
         self.phase = Phase::Idle;
         let generation = self.next_generation();
-        myself.send_after(self.settings.idle_actor_timeout, move || LockMsg::IdleDue {
-            generation,
-        });
+        myself.send_after(self.idle_timeout, move || LockMsg::IdleDue { generation });
     }
 
     fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
@@ -602,8 +604,8 @@ impl LockActorState {
             Phase::Held(hold) => {
                 let key = hold.key(&self.name);
                 let timeout = hold.options.renew_deadline();
-                self.metrics.loss(&LossReason::Shutdown);
-                self.metrics.hold_ended(hold.acquired_at.elapsed());
+                hold.metrics.loss(&LossReason::Shutdown);
+                hold.metrics.hold_ended(hold.acquired_at.elapsed());
                 hold.signal_loss(LossReason::Shutdown);
                 if let Err(error) = bounded(timeout, self.store.release(&key)).await {
                     tracing::warn!(lock = %self.name, %error, "release at shutdown failed; the lease will expire on the store");
@@ -628,7 +630,7 @@ impl LockActorState {
     fn default_timeout(&self) -> Duration {
         self.waiters
             .front()
-            .map(|(options, _)| options.renew_deadline())
+            .map(|(options, _, _)| options.renew_deadline())
             .unwrap_or(LockOptions::default().renew_deadline())
     }
 

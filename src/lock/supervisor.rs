@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
@@ -14,17 +15,12 @@ use tokio::sync::oneshot;
 use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
 use crate::name::LockName;
-use crate::options::LockOptions;
 use crate::store::{HolderId, LockStore};
 
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {
-    /// Deliver `message` to the actor of `name`, spawning it with `options` if needed.
-    Forward {
-        name: LockName,
-        options: Arc<LockOptions>,
-        message: LockMsg,
-    },
+    /// Deliver `message` to the actor of `name`, spawning it if needed.
+    Forward { name: LockName, message: LockMsg },
     /// A lock actor has been idle for its idle timeout, having seen `seen` forwarded requests.
     ChildIdle {
         name: LockName,
@@ -42,11 +38,13 @@ pub(crate) struct Supervisor;
 pub(crate) struct SupervisorArgs {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
+    pub(crate) idle_timeout: Duration,
 }
 
 pub(crate) struct SupervisorState {
     store: Arc<dyn LockStore>,
     holder: HolderId,
+    idle_timeout: Duration,
     children: HashMap<LockName, Child>,
 }
 
@@ -69,6 +67,7 @@ impl Actor for Supervisor {
         Ok(SupervisorState {
             store: args.store,
             holder: args.holder,
+            idle_timeout: args.idle_timeout,
             children: HashMap::new(),
         })
     }
@@ -80,11 +79,7 @@ impl Actor for Supervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::Forward {
-                name,
-                options,
-                message,
-            } => state.forward(&myself, name, options, message).await,
+            SupervisorMsg::Forward { name, message } => state.forward(&myself, name, message).await,
             SupervisorMsg::ChildIdle { name, actor, seen } => {
                 let idle = state
                     .children
@@ -144,13 +139,12 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         name: LockName,
-        options: Arc<LockOptions>,
         mut message: LockMsg,
     ) {
         // Two tries: a child that died but whose termination event is still queued refuses
         // the message, and a fresh child takes it.
         for _ in 0..2 {
-            let Some(child) = self.child(myself, &name, &options).await else {
+            let Some(child) = self.child(myself, &name).await else {
                 return; // spawn failed: the caller's reply channel closes, it gets an error
             };
             match child.actor.send_message(message) {
@@ -171,7 +165,6 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         name: &LockName,
-        options: &Arc<LockOptions>,
     ) -> Option<&mut Child> {
         if !self.children.contains_key(name) {
             let args = LockActorArgs {
@@ -179,7 +172,7 @@ impl SupervisorState {
                 store: self.store.clone(),
                 holder: self.holder.clone(),
                 supervisor: myself.clone(),
-                options: options.clone(),
+                idle_timeout: self.idle_timeout,
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {

@@ -74,9 +74,11 @@ macro_rules! conformance_suite {
             election::election_resign_hands_over_promptly,
             election::election_observers_see_leader_changes,
             election::election_survives_bad_subscribers,
+            election::superseded_term_ends_deposed_not_resigned,
             embedding::loss_is_notified_to_an_actor,
             embedding::background_lock_reports_and_reacquires,
             embedding::bound_actor_runs_only_while_leading,
+            embedding::resign_waits_for_bound_work_to_stop,
         );
     };
 }
