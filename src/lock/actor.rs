@@ -24,7 +24,7 @@ use super::hold::Hold;
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
 use super::starvation;
-use super::store_call::{bounded, spawn_store_call};
+use super::store_call::{self, bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
 use super::waiters::{Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
@@ -231,23 +231,35 @@ impl LockActorState {
         };
         let store = self.store.clone();
         let actor = myself.clone();
-        let timeout = options.renew_deadline();
-        // Not `spawn_store_call`: if the actor is gone when a grant comes back, this task
-        // must release the grant itself, or it would stay held until expiry (a phantom).
+        let (timeout, expiry) = (options.renew_deadline(), options.expiry());
         tokio::spawn(async move {
             let sent_at = Instant::now();
-            let result = bounded(timeout, store.try_acquire(&request)).await;
+            let call = store_call::catch_panic(store.try_acquire(&request));
+            tokio::pin!(call);
+            let answered = tokio::time::timeout(timeout, &mut call).await;
+            let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
             let granted = matches!(result, Ok(AcquireOutcome::Acquired { .. }));
+            let timed_out = matches!(result, Err(StoreError::Timeout(_)));
             let done = LockMsg::AttemptDone {
                 lease,
                 sent_at,
                 result,
             };
-            if actor.send_message(done).is_err() && granted {
-                let key = LeaseKey {
-                    name: request.name,
-                    lease,
-                };
+            let delivered = actor.send_message(done).is_ok();
+            let key = LeaseKey {
+                name: request.name.clone(),
+                lease,
+            };
+            if timed_out {
+                // The store may still apply this attempt (a stalled command is applied when
+                // it reaches the server): keep waiting for its answer and free whatever it
+                // granted at once, so no record carries a lease nobody holds for longer than
+                // one round trip after the store applied it. After a lease length the call
+                // is given up, with one more release for luck.
+                let _ = tokio::time::timeout(expiry, &mut call).await;
+                orphan::release_now(store.as_ref(), &key, timeout).await;
+            } else if granted && !delivered {
+                // The actor is gone (idle stop, shutdown): nobody will own this grant.
                 orphan::release_now(store.as_ref(), &key, timeout).await;
             }
         });
@@ -308,14 +320,17 @@ impl LockActorState {
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
                 attempt.metrics.attempt(AttemptResult::Error);
-                // The attempt may have been applied (a timeout): release its lease id so it
-                // cannot linger as a phantom hold.
-                orphan::release(
-                    &self.store,
-                    &self.name,
-                    lease,
-                    attempt.options.renew_deadline(),
-                );
+                // An attempt that failed may still have been applied (its answer was lost):
+                // release its lease id so it cannot linger as a phantom hold. A timed-out one
+                // is released by its own task once the store answers.
+                if !matches!(error, StoreError::Timeout(_)) {
+                    orphan::release(
+                        &self.store,
+                        &self.name,
+                        lease,
+                        attempt.options.renew_deadline(),
+                    );
+                }
                 self.attempt_failed(myself, attempt, Some(error));
             }
         }

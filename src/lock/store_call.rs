@@ -40,10 +40,18 @@ pub(crate) async fn bounded<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    match tokio::time::timeout(timeout, AssertUnwindSafe(call).catch_unwind()).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(panic)) => Err(StoreError::Panicked(panic_message(panic.as_ref()))),
-        Err(_) => Err(StoreError::Timeout(timeout)),
+    tokio::time::timeout(timeout, catch_panic(call))
+        .await
+        .unwrap_or(Err(StoreError::Timeout(timeout)))
+}
+
+/// `call`, with a panic inside it turned into [`StoreError::Panicked`].
+pub(crate) async fn catch_panic<T>(
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match AssertUnwindSafe(call).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(StoreError::Panicked(panic_message(panic.as_ref()))),
     }
 }
 

@@ -55,6 +55,7 @@ macro_rules! conformance_suite {
             scenarios::short_timeout_returns_promptly,
             scenarios::cancelled_before_waiting_leaves_nothing_held,
             scenarios::cancelled_while_waiting_leaves_no_phantom_hold,
+            scenarios::acquire_applied_after_timeout_leaves_no_orphan,
             scenarios::hundred_contenders_never_overlap,
             scenarios::local_waiters_share_one_poller_in_fifo_order,
             scenarios::expired_holder_is_taken_over,
