@@ -26,6 +26,7 @@ use super::orphan;
 use super::starvation;
 use super::store_call::{self, bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
+use super::timer::Timer;
 use super::waiters::{Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
@@ -89,6 +90,12 @@ pub(crate) struct LockActorState {
     /// Requests received from the supervisor, compared with its count before an idle stop.
     forwarded_seen: u64,
     idle_timeout: Duration,
+    /// The held lease's next renewal.
+    renewal_timer: Timer<LockMsg>,
+    /// The held lease's loss deadline.
+    deadline_timer: Timer<LockMsg>,
+    /// The next attempt after a backoff, or the idle stop.
+    wake_timer: Timer<LockMsg>,
 }
 
 impl Actor for LockActor {
@@ -105,6 +112,9 @@ impl Actor for LockActor {
             waiters: Waiters::default(),
             backoff: Backoff::new(&LockOptions::default()),
             idle_timeout: args.idle_timeout,
+            renewal_timer: Timer::default(),
+            deadline_timer: Timer::default(),
+            wake_timer: Timer::default(),
             name: args.name,
             store: args.store,
             holder: args.holder,
@@ -208,6 +218,7 @@ impl LockActorState {
         myself: &ActorRef<LockMsg>,
         for_try: Option<(Arc<LockOptions>, TryReply)>,
     ) {
+        self.wake_timer.cancel();
         let (options, metrics, for_try, waited) = match for_try {
             Some((options, reply)) => {
                 let metrics = LockMetrics::new(&self.name, options.lock_name_label());
@@ -360,7 +371,10 @@ impl LockActorState {
         self.backoff.follow(&attempt.options);
         let delay = self.backoff.next_delay(&mut self.rng);
         let generation = self.next_generation();
-        myself.send_after(delay, move || LockMsg::RetryDue { generation });
+        self.wake_timer
+            .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
+                generation,
+            });
         self.phase = Phase::BackingOff;
     }
 
@@ -408,8 +422,10 @@ impl LockActorState {
             // Every caller left while the attempt was in flight: give the lock straight back.
             return self.begin_release(myself, lease, None);
         }
-        schedule_renewal(myself, lease, next_renewal);
-        schedule_deadline(myself, lease, deadline);
+        self.renewal_timer
+            .set(myself, next_renewal, move || LockMsg::RenewDue { lease });
+        self.deadline_timer
+            .set(myself, deadline, move || LockMsg::DeadlineDue { lease });
     }
 
     fn on_renew_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
@@ -463,8 +479,12 @@ impl LockActorState {
                 hold.metrics.renewal(RenewalResult::Extended);
                 hold.confirm(sent_at);
                 let next = hold.next_renewal_after(sent_at);
-                schedule_deadline(myself, lease, hold.deadline);
-                schedule_renewal(myself, lease, next);
+                self.deadline_timer
+                    .set(myself, hold.deadline, move || LockMsg::DeadlineDue {
+                        lease,
+                    });
+                self.renewal_timer
+                    .set(myself, next, move || LockMsg::RenewDue { lease });
             }
             Ok(ExtendOutcome::NotOwner) => {
                 hold.metrics.renewal(RenewalResult::Lost);
@@ -476,7 +496,10 @@ impl LockActorState {
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
                 hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-                schedule_renewal(myself, lease, hold.retry_renewal_at());
+                self.renewal_timer
+                    .set(myself, hold.retry_renewal_at(), move || LockMsg::RenewDue {
+                        lease,
+                    });
             }
         }
     }
@@ -504,6 +527,7 @@ impl LockActorState {
         let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
+        self.end_hold_timers();
         tracing::warn!(lock = %self.name, token = hold.token, %reason, "lock lost");
         hold.metrics.loss(&reason);
         hold.metrics.hold_ended(hold.acquired_at.elapsed());
@@ -527,6 +551,7 @@ impl LockActorState {
         let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
+        self.end_hold_timers();
         hold.metrics.hold_ended(hold.acquired_at.elapsed());
         self.phase = Phase::Releasing {
             lease,
@@ -589,7 +614,10 @@ impl LockActorState {
         }
         if let Some(delay) = step_back.filter(|_| self.waiters.prune()) {
             let generation = self.next_generation();
-            myself.send_after(delay, move || LockMsg::RetryDue { generation });
+            self.wake_timer
+                .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
+                    generation,
+                });
             self.phase = Phase::BackingOff;
             return;
         }
@@ -599,7 +627,10 @@ impl LockActorState {
     fn become_idle(&mut self, myself: &ActorRef<LockMsg>) {
         self.phase = Phase::Idle;
         let generation = self.next_generation();
-        myself.send_after(self.idle_timeout, move || LockMsg::IdleDue { generation });
+        self.wake_timer
+            .set(myself, Instant::now() + self.idle_timeout, move || {
+                LockMsg::IdleDue { generation }
+            });
     }
 
     fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
@@ -615,6 +646,8 @@ impl LockActorState {
 
     async fn shut_down(&mut self) {
         self.waiters.fail_all(LockError::ShutDown);
+        self.end_hold_timers();
+        self.wake_timer.cancel();
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Held(hold) => {
                 let key = hold.key(&self.name);
@@ -649,21 +682,14 @@ impl LockActorState {
             .unwrap_or(LockOptions::default().renew_deadline())
     }
 
+    /// A hold ended: its renewal and deadline timers have no purpose any more.
+    fn end_hold_timers(&mut self) {
+        self.renewal_timer.cancel();
+        self.deadline_timer.cancel();
+    }
+
     fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
     }
-}
-
-fn schedule_renewal(myself: &ActorRef<LockMsg>, lease: LeaseId, at: Instant) {
-    myself.send_after(at.saturating_duration_since(Instant::now()), move || {
-        LockMsg::RenewDue { lease }
-    });
-}
-
-fn schedule_deadline(myself: &ActorRef<LockMsg>, lease: LeaseId, deadline: Instant) {
-    myself.send_after(
-        deadline.saturating_duration_since(Instant::now()),
-        move || LockMsg::DeadlineDue { lease },
-    );
 }

@@ -17,6 +17,7 @@
 //! | `starvation.rs` | when local waiters step back for other processes |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
+//! | `timer.rs` | a cancellable timer, so no sleeping task outlives its purpose |
 
 mod actor;
 mod backoff;
@@ -30,6 +31,7 @@ mod runtime;
 mod starvation;
 mod store_call;
 mod supervisor;
+mod timer;
 mod waiters;
 
 pub use guard::LockGuard;
