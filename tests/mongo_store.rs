@@ -654,3 +654,94 @@ async fn uncontended_acquire_and_release_take_one_round_trip_each() {
     assert_eq!(per_call["try_acquire"], ["findAndModify"]);
     manager.shutdown().await;
 }
+
+/// Renewing many leases held by one manager costs a few commands per cadence, not one per
+/// lease: renewals due together go out as one batched update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_of_many_leases_are_batched() {
+    const LOCKS: usize = 300;
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let options = LockOptions::default()
+        .with_expiry(Duration::from_secs(6))
+        .with_extension_cadence(Duration::from_millis(800))
+        .with_renew_deadline(Duration::from_secs(3));
+    let manager = start(store.clone(), options.clone()).await;
+    wait_for_ttl_index(&store).await;
+    let mut guards = Vec::new();
+    for i in 0..LOCKS {
+        guards.push(
+            manager
+                .lock(format!("many-{i}"))
+                .unwrap()
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    log.take();
+    let cadences = 3;
+    sleep(options.extension_cadence() * cadences).await;
+    let commands = log.take();
+    let updates = commands.iter().filter(|c| *c == "update").count();
+    println!(
+        "{LOCKS} leases over {cadences} cadences: {updates} update commands ({} commands in all)",
+        commands.len()
+    );
+    assert!(
+        guards.iter().all(|g| g.loss().is_none()),
+        "a lease was lost"
+    );
+    // One per lease per cadence would be 900; batches fall on a grid of 8 per cadence.
+    assert!(
+        updates <= 8 * (cadences as usize + 1),
+        "{updates} updates for {LOCKS} leases over {cadences} cadences"
+    );
+    assert!(
+        updates >= cadences as usize,
+        "renewals were not sent: {updates}"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    manager.shutdown().await;
+}
+
+/// A batch in which some leases were taken over tells each holder its own outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_renewal_reports_each_lease_separately() {
+    let store = store_on(&client().await, &unique_collection());
+    let held: Vec<_> = (0..4)
+        .map(|i| {
+            mongolock::store::LeaseKey::new(
+                LockName::new(format!("b-{i}")).unwrap(),
+                LeaseId::new(),
+            )
+        })
+        .collect();
+    for key in &held {
+        let request = AcquireRequest::new(
+            key.name.clone(),
+            key.lease,
+            HolderId::generate(),
+            Duration::from_secs(30),
+        );
+        assert!(matches!(
+            store.try_acquire(&request).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ));
+    }
+    // The second lease is released behind its holder's back.
+    store.release(&held[1]).await.unwrap();
+    let requests: Vec<_> = held
+        .iter()
+        .map(|key| mongolock::store::ExtendRequest::new(key.clone(), Duration::from_secs(30)))
+        .collect();
+    let results = store.extend_many(&requests).await;
+    let outcomes: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+    use mongolock::store::ExtendOutcome::{Extended, NotOwner};
+    assert_eq!(outcomes, [Extended, NotOwner, Extended, Extended]);
+}

@@ -23,6 +23,7 @@ use super::guard::LockGuard;
 use super::hold::Hold;
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
+use super::renewer::{Renewal, Renewer};
 use super::starvation;
 use super::store_call::{self, bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
@@ -48,6 +49,7 @@ pub(crate) struct LockActorArgs {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     /// How long the actor lingers with nothing held or queued (the manager's setting).
     pub(crate) idle_timeout: Duration,
+    pub(crate) renewer: Renewer,
 }
 
 enum Phase {
@@ -90,6 +92,8 @@ pub(crate) struct LockActorState {
     /// Requests received from the supervisor, compared with its count before an idle stop.
     forwarded_seen: u64,
     idle_timeout: Duration,
+    /// Sends this name's renewals batched with the other names' of the manager.
+    renewer: Renewer,
     /// The held lease's next renewal.
     renewal_timer: Timer<LockMsg>,
     /// The held lease's loss deadline.
@@ -112,6 +116,7 @@ impl Actor for LockActor {
             waiters: Waiters::default(),
             backoff: Backoff::new(&LockOptions::default()),
             idle_timeout: args.idle_timeout,
+            renewer: args.renewer,
             renewal_timer: Timer::default(),
             deadline_timer: Timer::default(),
             wake_timer: Timer::default(),
@@ -415,7 +420,10 @@ impl LockActorState {
         };
         tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
         hold.metrics.held(1.0);
-        let next_renewal = hold.next_renewal_after(sent_at);
+        let next_renewal = self.renewer.align(
+            hold.next_renewal_after(sent_at),
+            hold.options.extension_cadence(),
+        );
         let (lease, deadline) = (hold.lease, hold.deadline);
         self.phase = Phase::Held(hold);
         if !delivered {
@@ -444,18 +452,12 @@ impl LockActorState {
             key: hold.key(&self.name),
             expiry: hold.options.expiry(),
         };
-        let store = self.store.clone();
         // Bounded by the time left before the deadline: a later answer is useless anyway.
-        spawn_store_call(
-            myself,
-            remaining,
-            async move { store.extend(&request).await },
-            move |sent_at, result| LockMsg::RenewDone {
-                lease,
-                sent_at,
-                result,
-            },
-        );
+        self.renewer.renew(Renewal {
+            request,
+            within: remaining,
+            actor: myself.clone(),
+        });
     }
 
     fn on_renew_done(
@@ -478,7 +480,10 @@ impl LockActorState {
             Ok(ExtendOutcome::Extended) => {
                 hold.metrics.renewal(RenewalResult::Extended);
                 hold.confirm(sent_at);
-                let next = hold.next_renewal_after(sent_at);
+                let next = self.renewer.align(
+                    hold.next_renewal_after(sent_at),
+                    hold.options.extension_cadence(),
+                );
                 self.deadline_timer
                     .set(myself, hold.deadline, move || LockMsg::DeadlineDue {
                         lease,

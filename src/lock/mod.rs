@@ -12,6 +12,7 @@
 //! | `actor.rs` | the per-name state machine `idle → attempting → held → releasing` |
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
+//! | `renewer.rs` | batched renewals: one store call for the leases due together |
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
 //! | `starvation.rs` | when local waiters step back for other processes |
@@ -27,6 +28,7 @@ mod hold;
 mod loss_signal;
 mod message;
 mod orphan;
+mod renewer;
 mod runtime;
 mod starvation;
 mod store_call;

@@ -9,6 +9,7 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::oneshot;
 
 use super::handle::Lock;
+use super::renewer::Renewer;
 use super::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
@@ -31,6 +32,7 @@ impl Runtime {
         idle_timeout: Duration,
     ) -> Result<Arc<Self>, LockError> {
         let args = SupervisorArgs {
+            renewer: Renewer::start(store.clone()),
             store: store.clone(),
             holder: holder.clone(),
             idle_timeout,

@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
+use super::renewer::Renewer;
 use crate::name::LockName;
 use crate::store::{HolderId, LockStore};
 
@@ -39,12 +40,14 @@ pub(crate) struct SupervisorArgs {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     pub(crate) idle_timeout: Duration,
+    pub(crate) renewer: Renewer,
 }
 
 pub(crate) struct SupervisorState {
     store: Arc<dyn LockStore>,
     holder: HolderId,
     idle_timeout: Duration,
+    renewer: Renewer,
     children: HashMap<LockName, Child>,
 }
 
@@ -68,6 +71,7 @@ impl Actor for Supervisor {
             store: args.store,
             holder: args.holder,
             idle_timeout: args.idle_timeout,
+            renewer: args.renewer,
             children: HashMap::new(),
         })
     }
@@ -173,6 +177,7 @@ impl SupervisorState {
                 holder: self.holder.clone(),
                 supervisor: myself.clone(),
                 idle_timeout: self.idle_timeout,
+                renewer: self.renewer.clone(),
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {

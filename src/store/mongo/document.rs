@@ -37,6 +37,17 @@ pub(super) fn lease_value(lease: LeaseId) -> Bson {
 
 /// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
 /// we sent.
+/// The lease id a document carries, if it is one this crate wrote.
+pub(super) fn lease_of(document: &Document) -> Option<LeaseId> {
+    match document.get(LEASE_ID) {
+        Some(Bson::Binary(binary)) => {
+            let bytes: [u8; 16] = binary.bytes.as_slice().try_into().ok()?;
+            Some(LeaseId::from_uuid(uuid::Uuid::from_bytes(bytes)))
+        }
+        _ => None,
+    }
+}
+
 pub(super) fn acquire_outcome(
     returned: Option<Document>,
     lease: LeaseId,
@@ -161,6 +172,16 @@ mod tests {
             acquire_outcome(None, ours).unwrap(),
             AcquireOutcome::Busy { holder: None }
         );
+    }
+
+    #[test]
+    fn lease_ids_read_back_as_written() {
+        let lease = LeaseId::new();
+        assert_eq!(
+            lease_of(&doc! { LEASE_ID: lease_value(lease) }),
+            Some(lease)
+        );
+        assert_eq!(lease_of(&doc! { LEASE_ID: Bson::Null }), None);
     }
 
     #[test]

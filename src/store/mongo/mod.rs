@@ -20,9 +20,9 @@
 mod builder;
 mod document;
 mod errors;
+mod indexes;
 mod pipeline;
 mod server_version;
-mod ttl_index;
 
 use async_trait::async_trait;
 use mongodb::bson::Document;
@@ -114,6 +114,28 @@ pub struct MongoStore {
 }
 
 impl MongoStore {
+    /// Which of `leases` hold an unexpired lock now, by the server's clock.
+    async fn held_leases(
+        &self,
+        leases: &[mongodb::bson::Bson],
+    ) -> Result<std::collections::HashSet<crate::store::LeaseId>, StoreError> {
+        let failed = |error| errors::backend("extend (find held leases)", error);
+        let mut cursor = self
+            .collection
+            .find(pipeline::by_unexpired_leases(leases))
+            .projection(mongodb::bson::doc! { document::LEASE_ID: 1 })
+            .await
+            .map_err(failed)?;
+        let mut held = std::collections::HashSet::new();
+        while cursor.advance().await.map_err(failed)? {
+            let found: Document = cursor.deserialize_current().map_err(failed)?;
+            if let Some(lease) = document::lease_of(&found) {
+                held.insert(lease);
+            }
+        }
+        Ok(held)
+    }
+
     /// The collection used unless [`MongoStoreBuilder::collection`] names another (the
     /// name the C# DistributedLock.MongoDB library uses, so both can be pointed at one
     /// another's data for inspection).
@@ -244,7 +266,7 @@ impl LockStore for MongoStore {
         builder::validate_database_name(self.database.name())?;
         builder::validate_collection_name(self.database.name(), self.collection.name())?;
         let server = server_version::check(&self.database).await?;
-        ttl_index::ensure_in_background(self.collection.clone(), &server.deployment);
+        indexes::ensure_in_background(self.collection.clone(), &server.deployment);
         Ok(())
     }
 
@@ -289,6 +311,57 @@ impl LockStore for MongoStore {
         } else {
             ExtendOutcome::Extended
         })
+    }
+
+    /// One `update` for the whole batch (filtered by lease id, served by the `leaseId`
+    /// index); when not every lease matched, one `find` says which ones are still held.
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let Some(first) = requests.first() else {
+            return Vec::new();
+        };
+        let one_expiry = requests.iter().all(|r| r.expiry == first.expiry);
+        if requests.len() == 1 || !one_expiry {
+            let mut results = Vec::with_capacity(requests.len());
+            for request in requests {
+                results.push(self.extend(request).await);
+            }
+            return results;
+        }
+        let leases: Vec<_> = requests
+            .iter()
+            .map(|r| document::lease_value(r.key.lease))
+            .collect();
+        let failed = |error| vec![Err(error); requests.len()];
+        let updated = self
+            .collection
+            .update_many(
+                pipeline::by_unexpired_leases(&leases),
+                pipeline::extend(first.expiry),
+            )
+            .await;
+        let matched = match updated {
+            Ok(result) => result.matched_count,
+            Err(error) => return failed(errors::backend("extend (update many)", error)),
+        };
+        if usize::try_from(matched).is_ok_and(|matched| matched == requests.len()) {
+            return vec![Ok(ExtendOutcome::Extended); requests.len()];
+        }
+        match self.held_leases(&leases).await {
+            Ok(held) => requests
+                .iter()
+                .map(|r| {
+                    Ok(if held.contains(&r.key.lease) {
+                        ExtendOutcome::Extended
+                    } else {
+                        ExtendOutcome::NotOwner
+                    })
+                })
+                .collect(),
+            Err(error) => failed(error),
+        }
     }
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {

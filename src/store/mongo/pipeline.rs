@@ -42,6 +42,15 @@ pub(super) fn by_unexpired_owner(name: &LockName, lease: &Bson) -> Document {
 
 /// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
 /// lasts a moment.
+/// The unexpired records carrying one of `leases` (lease ids are random UUIDs, unique
+/// across names, so the name need not be part of the filter).
+pub(super) fn by_unexpired_leases(leases: &[Bson]) -> Document {
+    doc! {
+        LEASE_ID: { "$in": leases },
+        "$expr": { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] },
+    }
+}
+
 fn expiry_ms(expiry: Duration) -> i64 {
     duration_ms(expiry).max(1)
 }
