@@ -73,7 +73,7 @@ pub(super) fn ensure_in_background(collection: Collection<Document>, deployment:
     tokio::spawn(async move {
         match collection.create_indexes([model(), lease_model()]).await {
             Ok(_) => {
-                tracing::debug!(namespace = %key, "indexes {NAME} and {LEASE_INDEX} are in place")
+                tracing::debug!(namespace = %key, "indexes {NAME} and {LEASE_INDEX} are in place");
             }
             Err(error) if errors::is_unauthorized(&error) => tracing::warn!(
                 namespace = %key,
