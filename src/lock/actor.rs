@@ -58,7 +58,11 @@ enum Phase {
     /// One acquisition attempt is in flight.
     Attempting(Attempt),
     /// Waiting for the backoff timer before the next attempt.
-    BackingOff,
+    BackingOff {
+        /// Stepping back so other processes get a turn (starvation mode): a release does
+        /// not cut this wait short, or this process would take the lock straight back.
+        yielding: bool,
+    },
     /// This process holds the lock for one guard.
     Held(Hold),
     /// A release is in flight; waiters queue behind it.
@@ -161,7 +165,14 @@ impl Actor for LockActor {
                 result,
             } => state.on_attempt_done(&myself, lease, sent_at, result),
             LockMsg::RetryDue { generation } => {
-                if generation == state.generation && matches!(state.phase, Phase::BackingOff) {
+                if generation == state.generation && matches!(state.phase, Phase::BackingOff { .. })
+                {
+                    state.start_attempt(&myself, None);
+                }
+            }
+            LockMsg::Wake => {
+                if matches!(state.phase, Phase::BackingOff { yielding: false }) {
+                    state.next_generation(); // the pending retry timer is now stale
                     state.start_attempt(&myself, None);
                 }
             }
@@ -380,7 +391,7 @@ impl LockActorState {
             .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
                 generation,
             });
-        self.phase = Phase::BackingOff;
+        self.phase = Phase::BackingOff { yielding: false };
     }
 
     /// The attempt won: hand a guard to its caller, then keep the lease alive.
@@ -623,7 +634,7 @@ impl LockActorState {
                 .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
                     generation,
                 });
-            self.phase = Phase::BackingOff;
+            self.phase = Phase::BackingOff { yielding: true };
             return;
         }
         self.start_attempt(myself, None);
@@ -676,7 +687,7 @@ impl LockActorState {
             } => {
                 let _ = reply.send(Err(LockError::ShutDown));
             }
-            Phase::Releasing { reply: None, .. } | Phase::Idle | Phase::BackingOff => {}
+            Phase::Releasing { reply: None, .. } | Phase::Idle | Phase::BackingOff { .. } => {}
         }
     }
 

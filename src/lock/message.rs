@@ -45,6 +45,9 @@ pub(crate) enum LockMsg {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+    /// The store says the lock became free (released or deleted, by any process): a
+    /// waiter backing off because another process held it can try again now.
+    Wake,
 
     // --- from the actor's own timers and store calls ---
     AttemptDone {

@@ -44,6 +44,20 @@ impl Runtime {
                     "could not start the supervisor actor: {error}"
                 )))
             })?;
+        if let Some(mut released) = store.watch_releases().await {
+            let supervisor = supervisor.clone();
+            // Ends when the store's feed ends or the supervisor is gone.
+            tokio::spawn(async move {
+                while let Some(name) = released.recv().await {
+                    if supervisor
+                        .send_message(SupervisorMsg::Released { name })
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
         Ok(Arc::new(Self {
             supervisor,
             store,

@@ -21,7 +21,10 @@ use crate::store::{HolderId, LockStore};
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {
     /// Deliver `message` to the actor of `name`, spawning it if needed.
-    Forward { name: LockName, message: LockMsg },
+    Forward {
+        name: LockName,
+        message: LockMsg,
+    },
     /// A lock actor has been idle for its idle timeout, having seen `seen` forwarded requests.
     ChildIdle {
         name: LockName,
@@ -29,9 +32,17 @@ pub(crate) enum SupervisorMsg {
         seen: u64,
     },
     /// How many lock actors are alive.
-    ActiveLocks { reply: oneshot::Sender<usize> },
+    /// The store says `name` became free: wake its actor, if this manager has one.
+    Released {
+        name: LockName,
+    },
+    ActiveLocks {
+        reply: oneshot::Sender<usize>,
+    },
     /// Release every held lock, stop every lock actor, then stop.
-    Shutdown { reply: oneshot::Sender<()> },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
 }
 
 pub(crate) struct Supervisor;
@@ -91,6 +102,11 @@ impl Actor for Supervisor {
                     .is_some_and(|child| child.actor.get_id() == actor && child.forwarded == seen);
                 if let Some(child) = idle.then(|| state.children.remove(&name)).flatten() {
                     child.actor.stop(Some("idle".to_owned()));
+                }
+            }
+            SupervisorMsg::Released { name } => {
+                if let Some(child) = state.children.get(&name) {
+                    let _ = child.actor.send_message(LockMsg::Wake);
                 }
             }
             SupervisorMsg::ActiveLocks { reply } => {

@@ -185,4 +185,8 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         self.forward(move |store| async move { store.inspect(&name).await })
             .await
     }
+
+    async fn watch_releases(&self) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+        self.inner.watch_releases().await
+    }
 }

@@ -17,6 +17,7 @@ mod outcome;
 mod request;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc;
 
 pub use crate::error::{BackendCause, StoreError};
 pub use faulty::FaultyStore;
@@ -94,6 +95,15 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Reads what the store knows about `name` (`None`: it has never seen it or forgot it).
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError>;
+
+    /// Names of locks that became free — released, or their record deleted — as the store
+    /// learns of it (from any process), so that waiters try again at once instead of at
+    /// their next poll. The runtime asks once per manager. Hints only: a missed or
+    /// spurious name costs a poll interval or one extra attempt, never safety. `None` (the
+    /// default): the store cannot tell, and waiters poll with backoff.
+    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+        None
+    }
 }
 
 /// A shared store is a store: lets one code path hold any backend as `Arc<dyn LockStore>`.
@@ -134,5 +144,9 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         (**self).inspect(name).await
+    }
+
+    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+        (**self).watch_releases().await
     }
 }

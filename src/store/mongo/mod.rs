@@ -13,6 +13,9 @@
 //! }
 //! ```
 //!
+//! Waiting managers learn that a lock became free from one change stream per manager (see
+//! `release_feed.rs`); without one they poll.
+//!
 //! Every operation is one round trip and reads time only from the server (`$$NOW`):
 //! acquire is one `findAndModify` (upsert, pipeline update), extend one `update`, release one
 //! `findAndModify` (its answer says how long others waited), inspect one `aggregate`.
@@ -22,6 +25,7 @@ mod document;
 mod errors;
 mod indexes;
 mod pipeline;
+mod release_feed;
 mod server_version;
 
 use async_trait::async_trait;
@@ -36,6 +40,9 @@ use super::{
     ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
+
+/// How many release hints may wait unread before new ones are dropped (hints only).
+const RELEASE_FEED_CAPACITY: usize = 1024;
 
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
@@ -311,6 +318,12 @@ impl LockStore for MongoStore {
         } else {
             ExtendOutcome::Extended
         })
+    }
+
+    async fn watch_releases(&self) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+        let (feed, released) = tokio::sync::mpsc::channel(RELEASE_FEED_CAPACITY);
+        tokio::spawn(release_feed::run(self.collection.clone(), feed));
+        Some(released)
     }
 
     /// One `update` for the whole batch (filtered by lease id, served by the `leaseId`
