@@ -58,13 +58,13 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
         args: CampaignArgs<E>,
     ) -> Result<CampaignState<E>, ActorProcessingErr> {
         Ok(CampaignState {
+            sinks: EventSinks::new(args.lock.name().clone(), args.channel),
             lock: args.lock,
             campaigning: false,
             guard: None,
             attempt: 0,
             acquiring: None,
             waiting: Vec::new(),
-            sinks: EventSinks::new(args.channel),
             binding: None,
             retry_after: args.retry_after,
         })
@@ -124,6 +124,13 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             }
             CampaignMsg::RetryDue => state.ensure_acquiring(&myself),
             CampaignMsg::Publish(event) => state.sinks.publish(event),
+            CampaignMsg::Probe { reply } => {
+                let term = state
+                    .guard
+                    .as_ref()
+                    .map(|guard| (guard.token(), guard.last_renewed()));
+                let _ = reply.send(term);
+            }
         }
         Ok(())
     }

@@ -489,6 +489,7 @@ impl LockActorState {
             .store_call(StoreOp::Extend, sent_at.elapsed(), result.is_err());
         match result {
             Ok(ExtendOutcome::Extended) => {
+                tracing::trace!(lock = %self.name, token = hold.token, "lease renewed");
                 hold.metrics.renewal(RenewalResult::Extended);
                 hold.confirm(sent_at);
                 let next = self.renewer.align(
@@ -507,7 +508,7 @@ impl LockActorState {
                 self.lose(myself, LossReason::Superseded);
             }
             Err(error) => {
-                tracing::warn!(lock = %self.name, %error, "lease renewal failed; retrying until the renew deadline");
+                tracing::warn!(lock = %self.name, token = hold.token, %error, "lease renewal failed; retrying until the renew deadline");
                 hold.metrics.renewal(RenewalResult::Error);
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
@@ -621,7 +622,7 @@ impl LockActorState {
                 Err(LockError::Lost(LossReason::Superseded))
             }
             Err(error) => {
-                tracing::warn!(lock = %self.name, %error, "release failed; the lease will expire on the store");
+                tracing::warn!(lock = %self.name, %lease, %error, "release failed; the lease will expire on the store");
                 Err(LockError::Store(error))
             }
         };

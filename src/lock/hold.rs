@@ -45,7 +45,7 @@ impl Hold {
             deadline,
             renewal_in_flight: false,
             last_error: None,
-            status: HoldStatusSender::new(),
+            status: HoldStatusSender::new(sent_at),
         }
     }
 
@@ -65,6 +65,7 @@ impl Hold {
     pub(crate) fn confirm(&mut self, sent_at: Instant) {
         self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
         self.last_error = None;
+        self.status.confirmed(sent_at);
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.

@@ -254,3 +254,32 @@ pub(crate) async fn superseded_term_ends_deposed_not_resigned<B: Backend>(backen
         "a lost term must end Deposed(superseded), not Resigned"
     );
 }
+
+/// A leader whose renewals keep failing reports unhealthy once they fall behind by more
+/// than the tolerance, before the renew deadline deposes it; a healthy leader and a
+/// non-leader report healthy.
+pub(crate) async fn failing_leader_reports_unhealthy<B: Backend>(backend: &B) {
+    let (nodes, _) = candidates(backend, 1).await;
+    let (manager, faulty) = &nodes[0];
+    let election = manager.election("health", fast_election()).unwrap();
+    let tolerance = Duration::from_millis(100);
+    assert!(election.health(tolerance).await.unwrap().is_healthy());
+    election.campaign().await.unwrap();
+    sleep(Duration::from_millis(700)).await; // renewals keep succeeding
+    assert!(matches!(
+        election.health(tolerance).await.unwrap(),
+        mongolock::election::ElectionHealth::Leading { .. }
+    ));
+    faulty.fail();
+    // One retry period (300 ms) plus the tolerance without a confirmed renewal.
+    sleep(Duration::from_millis(450)).await;
+    let health = election.health(tolerance).await.unwrap();
+    assert!(
+        matches!(
+            health,
+            mongolock::election::ElectionHealth::Unhealthy { .. }
+        ),
+        "{health:?}"
+    );
+    faulty.heal();
+}

@@ -76,6 +76,7 @@ macro_rules! conformance_suite {
             election::election_observers_see_leader_changes,
             election::election_survives_bad_subscribers,
             election::superseded_term_ends_deposed_not_resigned,
+            election::failing_leader_reports_unhealthy,
             embedding::loss_is_notified_to_an_actor,
             embedding::background_lock_reports_and_reacquires,
             embedding::bound_actor_runs_only_while_leading,
