@@ -782,3 +782,29 @@ async fn a_release_wakes_a_remote_waiter_at_once() {
     holder.shutdown().await;
     waiter.shutdown().await;
 }
+
+/// Passing the lock to a local waiter takes one command: a findAndModify hand-over, not a
+/// release followed by an acquisition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_hand_over_takes_one_round_trip() {
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let manager = start(store.clone(), LockOptions::default()).await;
+    wait_for_ttl_index(&store).await;
+    let lock = manager.lock("relay").unwrap();
+    let first = lock.acquire().await.unwrap();
+    let next = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    sleep(Duration::from_millis(50)).await;
+    log.take();
+    first.release().await.unwrap();
+    let second = next.await.unwrap().unwrap();
+    assert_eq!(log.take(), ["findAndModify"], "one hand-over, nothing else");
+    second.release().await.unwrap();
+    manager.shutdown().await;
+}

@@ -34,8 +34,8 @@ use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
-    LockStore, ReleaseOutcome,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
+    LeaseId, LeaseKey, LockStore, ReleaseOutcome,
 };
 
 /// The actor behaviour; all state lives in [`LockActorState`].
@@ -65,6 +65,13 @@ enum Phase {
     },
     /// This process holds the lock for one guard.
     Held(Hold),
+    /// The hold is being passed straight to the first local waiter's new lease (`to`):
+    /// one store call, and the lock is never free in between.
+    HandingOver {
+        to: Attempt,
+        /// The releasing guard's answer.
+        reply: ReleaseReply,
+    },
     /// A release is in flight; waiters queue behind it.
     Releasing {
         lease: LeaseId,
@@ -91,6 +98,9 @@ pub(crate) struct LockActorState {
     phase: Phase,
     backoff: Backoff,
     rng: StdRng,
+    /// The last hand-over reported that other processes have waited longer than a backoff
+    /// interval: the next release frees the lock for them instead of handing it over.
+    others_starving: bool,
     /// Bumped whenever a retry or idle timer is scheduled; older timers are ignored.
     generation: u64,
     /// Requests received from the supervisor, compared with its count before an idle stop.
@@ -118,6 +128,7 @@ impl Actor for LockActor {
     ) -> Result<LockActorState, ActorProcessingErr> {
         Ok(LockActorState {
             waiters: Waiters::default(),
+            others_starving: false,
             backoff: Backoff::new(&LockOptions::default()),
             idle_timeout: args.idle_timeout,
             renewer: args.renewer,
@@ -188,6 +199,11 @@ impl Actor for LockActor {
                 sent_at,
                 result,
             } => state.on_release_done(&myself, lease, sent_at, result),
+            LockMsg::HandOverDone {
+                to,
+                sent_at,
+                result,
+            } => state.on_hand_over_done(&myself, to, sent_at, result),
             LockMsg::IdleDue { generation } => state.on_idle_due(&myself, generation),
         }
         Ok(())
@@ -570,6 +586,9 @@ impl LockActorState {
         };
         self.end_hold_timers();
         hold.metrics.hold_ended(hold.acquired_at.elapsed());
+        if !self.others_starving && self.waiters.prune() {
+            return self.begin_hand_over(myself, hold, reply);
+        }
         self.phase = Phase::Releasing {
             lease,
             reply,
@@ -589,6 +608,120 @@ impl LockActorState {
             },
         );
         hold.mark_released();
+    }
+
+    /// Passes `hold` straight to the first waiter in one store call (see
+    /// [`LockStore::hand_over`]), so a contended lock does not sit free while this process
+    /// has callers queued. Like an attempt, a call whose answer is late is waited for and
+    /// whatever it granted released, so no lease is left that nobody holds.
+    fn begin_hand_over(&mut self, myself: &ActorRef<LockMsg>, hold: Hold, reply: ReleaseReply) {
+        let Some((options, metrics, waited)) = self.waiters.front() else {
+            return;
+        };
+        let from = hold.key(&self.name);
+        hold.mark_released();
+        let to = LeaseId::new();
+        let request = AcquireRequest {
+            name: self.name.clone(),
+            lease: to,
+            holder: self.holder.clone(),
+            expiry: options.expiry(),
+            waited,
+        };
+        let (store, actor) = (self.store.clone(), myself.clone());
+        let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        tokio::spawn(async move {
+            let sent_at = Instant::now();
+            let call = store_call::catch_panic(store.hand_over(&from, &request));
+            tokio::pin!(call);
+            let answered = tokio::time::timeout(timeout, &mut call).await;
+            let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
+            let handed_over = matches!(result, Ok(HandOverOutcome::HandedOver { .. }));
+            let failed = result.is_err();
+            let timed_out = matches!(result, Err(StoreError::Timeout(_)));
+            let done = LockMsg::HandOverDone {
+                to,
+                sent_at,
+                result,
+            };
+            let delivered = actor.send_message(done).is_ok();
+            if timed_out {
+                let _ = tokio::time::timeout(expiry, &mut call).await;
+            }
+            if failed || (handed_over && !delivered) {
+                // Nobody owns either lease now: free whichever one the store holds.
+                let new = LeaseKey {
+                    name: from.name.clone(),
+                    lease: to,
+                };
+                orphan::release_now(store.as_ref(), &new, timeout).await;
+                orphan::release_now(store.as_ref(), &from, timeout).await;
+            }
+        });
+        self.phase = Phase::HandingOver {
+            to: Attempt {
+                lease: to,
+                options,
+                metrics,
+                for_try: None,
+            },
+            reply,
+        };
+    }
+
+    fn on_hand_over_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        to: LeaseId,
+        sent_at: Instant,
+        result: Result<HandOverOutcome, StoreError>,
+    ) {
+        let (attempt, reply) = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::HandingOver { to: attempt, reply } if attempt.lease == to => (attempt, reply),
+            other => {
+                self.phase = other;
+                return;
+            }
+        };
+        attempt
+            .metrics
+            .store_call(StoreOp::HandOver, sent_at.elapsed(), result.is_err());
+        let (_, longest_backoff) = attempt.options.busy_wait();
+        let (answer, granted) = match result {
+            Ok(HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            }) => {
+                self.others_starving =
+                    contended_for.is_some_and(|waited| waited >= longest_backoff);
+                (Ok(()), Some(token))
+            }
+            Ok(HandOverOutcome::Released { .. }) => (Ok(()), None),
+            Ok(HandOverOutcome::NotOwner) => {
+                attempt.metrics.loss(&LossReason::Superseded);
+                (Err(LockError::Lost(LossReason::Superseded)), None)
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %error, "hand-over failed; both leases are released");
+                (Err(LockError::Store(error)), None)
+            }
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+        match granted {
+            Some(token) if Instant::now() < sent_at + attempt.options.renew_deadline() => {
+                attempt.metrics.attempt(AttemptResult::Acquired);
+                self.grant(myself, attempt, token, sent_at);
+            }
+            Some(_) => {
+                // Answered after its own renew deadline: it cannot be used safely.
+                let timeout = attempt.options.renew_deadline();
+                orphan::release(&self.store, &self.name, attempt.lease, timeout);
+                self.start_attempt(myself, None);
+            }
+            None => self.start_attempt(myself, None),
+        }
     }
 
     fn on_release_done(
@@ -611,6 +744,7 @@ impl LockActorState {
             }
         };
         metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        self.others_starving = false;
         let (_, longest_backoff) = options.busy_wait();
         let step_back = starvation::step_back(&result, longest_backoff);
         let answer = match result {
@@ -688,7 +822,17 @@ impl LockActorState {
             } => {
                 let _ = reply.send(Err(LockError::ShutDown));
             }
-            Phase::Releasing { reply: None, .. } | Phase::Idle | Phase::BackingOff { .. } => {}
+            Phase::HandingOver {
+                reply: Some(reply), ..
+            } => {
+                let _ = reply.send(Err(LockError::ShutDown));
+                // A hand-over still in flight is released by its task once it finds this
+                // actor gone.
+            }
+            Phase::Releasing { reply: None, .. }
+            | Phase::HandingOver { reply: None, .. }
+            | Phase::Idle
+            | Phase::BackingOff { .. } => {}
         }
     }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
-    ReleaseOutcome, StoreError,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
+    LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
 
@@ -177,6 +177,16 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         let key = key.clone();
         self.forward(move |store| async move { store.release(&key).await })
+            .await
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let (from, to) = (from.clone(), to.clone());
+        self.forward(move |store| async move { store.hand_over(&from, &to).await })
             .await
     }
 

@@ -7,8 +7,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
-    LockRecord, LockStore, ReleaseOutcome, StoreError,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
+    LeaseId, LeaseKey, LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
 
@@ -307,6 +307,33 @@ impl LockStore for MemoryStore {
             }
             _ => Ok(ReleaseOutcome::NotOwner),
         }
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let token = state.last_token + 1;
+        let Some(record) = state.records.get_mut(&from.name) else {
+            return Ok(HandOverOutcome::NotOwner);
+        };
+        if record.lease != from.lease || record.is_expired(now) {
+            return Ok(HandOverOutcome::NotOwner);
+        }
+        // The contention mark stays: the other managers are still waiting.
+        record.lease = to.lease;
+        record.holder = to.holder.clone();
+        record.token = token;
+        record.expires_at = now + to.expiry;
+        let contended_for = record.contended_since.map(|since| now - since);
+        state.last_token = token;
+        Ok(HandOverOutcome::HandedOver {
+            token,
+            contended_for,
+        })
     }
 
     async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {

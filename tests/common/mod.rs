@@ -58,6 +58,7 @@ macro_rules! conformance_suite {
             scenarios::acquire_applied_after_timeout_leaves_no_orphan,
             scenarios::hundred_contenders_never_overlap,
             scenarios::local_waiters_share_one_poller_in_fifo_order,
+            scenarios::release_hands_over_to_a_local_waiter,
             scenarios::expired_holder_is_taken_over,
             scenarios::extension_keeps_the_lock_past_expiry,
             scenarios::external_takeover_is_reported_within_one_cadence,

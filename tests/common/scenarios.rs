@@ -230,6 +230,41 @@ pub(crate) async fn acquire_applied_after_timeout_leaves_no_orphan<B: Backend>(b
     );
 }
 
+/// A release with a local caller queued passes the lock straight to it: a larger token, and
+/// the lock never free in between (another process's attempt right after finds it held).
+pub(crate) async fn release_hands_over_to_a_local_waiter<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let lock = a.lock("relay").unwrap();
+    let first = lock.acquire().await.unwrap();
+    let next = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    sleep(Duration::from_millis(20)).await; // queued behind the holder
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let second = timeout(SLACK, next)
+        .await
+        .expect("the local waiter got the lock")
+        .unwrap()
+        .unwrap();
+    assert!(second.token() > first_token);
+    assert!(
+        b.lock("relay")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "another process found the handed-over lock free"
+    );
+    second.release().await.unwrap();
+    let third = acquired_within(&b, "relay", SLACK)
+        .await
+        .expect("freed at last");
+    assert!(third.token() > first_token);
+}
+
 pub(crate) async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let inside = Arc::new(AtomicBool::new(false));

@@ -6,7 +6,9 @@ use std::time::Duration;
 use mongodb::bson::{Bson, Document, Uuid};
 
 use crate::error::StoreError;
-use crate::store::{AcquireOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome};
+use crate::store::{
+    AcquireOutcome, HandOverOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome,
+};
 
 /// `_id`: the lock name, a BSON string.
 pub(super) const ID: &str = "_id";
@@ -78,14 +80,37 @@ pub(super) fn release_outcome(after: Option<Document>) -> ReleaseOutcome {
     match after {
         None => ReleaseOutcome::NotOwner,
         Some(document) => ReleaseOutcome::Released {
-            contended_for: match document.get(LAST_CONTENDED_MS) {
-                Some(Bson::Int64(ms)) => Some(Duration::from_millis((*ms).max(0).unsigned_abs())),
-                Some(Bson::Int32(ms)) => {
-                    Some(Duration::from_millis(i64::from(*ms).max(0).unsigned_abs()))
-                }
-                _ => None,
-            },
+            contended_for: last_contended(&document),
         },
+    }
+}
+
+/// Reads the document a hand-over to `lease` returned.
+pub(super) fn hand_over_outcome(
+    after: Option<Document>,
+    lease: LeaseId,
+) -> Result<HandOverOutcome, StoreError> {
+    let Some(document) = after else {
+        return Ok(HandOverOutcome::NotOwner);
+    };
+    if document.get(LEASE_ID) != Some(&lease_value(lease)) {
+        return Err(malformed(
+            &document,
+            "a hand-over did not write the new lease",
+        ));
+    }
+    Ok(HandOverOutcome::HandedOver {
+        token: token(&document)?,
+        contended_for: last_contended(&document),
+    })
+}
+
+/// How long others had waited, as the last release or hand-over computed it.
+fn last_contended(document: &Document) -> Option<Duration> {
+    match document.get(LAST_CONTENDED_MS) {
+        Some(Bson::Int64(ms)) => Some(Duration::from_millis((*ms).max(0).unsigned_abs())),
+        Some(Bson::Int32(ms)) => Some(Duration::from_millis(i64::from(*ms).max(0).unsigned_abs())),
+        _ => None,
     }
 }
 

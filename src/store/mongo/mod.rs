@@ -36,8 +36,8 @@ use mongodb::{Collection, Database};
 pub use builder::MongoStoreBuilder;
 
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
-    ReleaseOutcome, StoreError,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
+    LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
 
@@ -388,6 +388,25 @@ impl LockStore for MongoStore {
             .await
             .map_err(|error| errors::backend("release (findAndModify)", error))?;
         Ok(document::release_outcome(after))
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let old = document::lease_value(from.lease);
+        let new = document::lease_value(to.lease);
+        let after = self
+            .collection
+            .find_one_and_update(
+                pipeline::by_unexpired_owner(&from.name, &old),
+                pipeline::hand_over(&new, to.holder.as_str(), to.expiry),
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(|error| errors::backend("hand over (findAndModify)", error))?;
+        document::hand_over_outcome(after, to.lease)
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
