@@ -25,7 +25,7 @@ use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
 use super::renewer::{Renewal, Renewer};
 use super::starvation;
-use super::store_call::{self, bounded, spawn_store_call};
+use super::store_call::{self, Started, bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
 use super::timer::Timer;
 use super::waiters::{Waiter, Waiters};
@@ -68,6 +68,8 @@ enum Phase {
     /// The hold is being passed straight to the first local waiter's new lease (`to`):
     /// one store call, and the lock is never free in between.
     HandingOver {
+        /// The lease being handed over.
+        from: LeaseId,
         to: Attempt,
         /// The releasing guard's answer.
         reply: ReleaseReply,
@@ -275,10 +277,32 @@ impl LockActorState {
         let store = self.store.clone();
         let actor = myself.clone();
         let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        self.phase = Phase::Attempting(Attempt {
+            lease,
+            options,
+            metrics,
+            for_try,
+        });
+        let key = LeaseKey {
+            name: request.name.clone(),
+            lease,
+        };
+        let attempt = {
+            let store = store.clone();
+            async move { store.try_acquire(&request).await }
+        };
+        let (sent_at, mut call) = match store_call::start(attempt) {
+            (sent_at, Started::Answered(result)) => {
+                let _ = actor.send_message(LockMsg::AttemptDone {
+                    lease,
+                    sent_at,
+                    result,
+                });
+                return;
+            }
+            (sent_at, Started::Running(call)) => (sent_at, call),
+        };
         tokio::spawn(async move {
-            let sent_at = Instant::now();
-            let call = store_call::catch_panic(store.try_acquire(&request));
-            tokio::pin!(call);
             let answered = tokio::time::timeout(timeout, &mut call).await;
             let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
             let granted = matches!(result, Ok(AcquireOutcome::Acquired { .. }));
@@ -289,10 +313,6 @@ impl LockActorState {
                 result,
             };
             let delivered = actor.send_message(done).is_ok();
-            let key = LeaseKey {
-                name: request.name.clone(),
-                lease,
-            };
             if timed_out {
                 // The store may still apply this attempt (a stalled command is applied when
                 // it reaches the server): keep waiting for its answer and free whatever it
@@ -305,12 +325,6 @@ impl LockActorState {
                 // The actor is gone (idle stop, shutdown): nobody will own this grant.
                 orphan::release_now(store.as_ref(), &key, timeout).await;
             }
-        });
-        self.phase = Phase::Attempting(Attempt {
-            lease,
-            options,
-            metrics,
-            for_try,
         });
     }
 
@@ -630,14 +644,35 @@ impl LockActorState {
         };
         let (store, actor) = (self.store.clone(), myself.clone());
         let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        self.phase = Phase::HandingOver {
+            from: from.lease,
+            to: Attempt {
+                lease: to,
+                options,
+                metrics,
+                for_try: None,
+            },
+            reply,
+        };
+        let hand_over = {
+            let (store, from) = (store.clone(), from.clone());
+            async move { store.hand_over(&from, &request).await }
+        };
+        let (sent_at, mut call) = match store_call::start(hand_over) {
+            (sent_at, Started::Answered(result)) => {
+                let _ = actor.send_message(LockMsg::HandOverDone {
+                    to,
+                    sent_at,
+                    result,
+                });
+                return;
+            }
+            (sent_at, Started::Running(call)) => (sent_at, call),
+        };
         tokio::spawn(async move {
-            let sent_at = Instant::now();
-            let call = store_call::catch_panic(store.hand_over(&from, &request));
-            tokio::pin!(call);
             let answered = tokio::time::timeout(timeout, &mut call).await;
             let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
             let handed_over = matches!(result, Ok(HandOverOutcome::HandedOver { .. }));
-            let failed = result.is_err();
             let timed_out = matches!(result, Err(StoreError::Timeout(_)));
             let done = LockMsg::HandOverDone {
                 to,
@@ -648,7 +683,7 @@ impl LockActorState {
             if timed_out {
                 let _ = tokio::time::timeout(expiry, &mut call).await;
             }
-            if failed || (handed_over && !delivered) {
+            if timed_out || (handed_over && !delivered) {
                 // Nobody owns either lease now: free whichever one the store holds.
                 let new = LeaseKey {
                     name: from.name.clone(),
@@ -658,15 +693,6 @@ impl LockActorState {
                 orphan::release_now(store.as_ref(), &from, timeout).await;
             }
         });
-        self.phase = Phase::HandingOver {
-            to: Attempt {
-                lease: to,
-                options,
-                metrics,
-                for_try: None,
-            },
-            reply,
-        };
     }
 
     fn on_hand_over_done(
@@ -676,8 +702,12 @@ impl LockActorState {
         sent_at: Instant,
         result: Result<HandOverOutcome, StoreError>,
     ) {
-        let (attempt, reply) = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::HandingOver { to: attempt, reply } if attempt.lease == to => (attempt, reply),
+        let (from, attempt, reply) = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::HandingOver {
+                from,
+                to: attempt,
+                reply,
+            } if attempt.lease == to => (from, attempt, reply),
             other => {
                 self.phase = other;
                 return;
@@ -703,6 +733,13 @@ impl LockActorState {
             }
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "hand-over failed; both leases are released");
+                // It may have been applied (its answer was lost): nobody owns either lease
+                // now. A timed-out one is released by its task once the store answers.
+                if !matches!(error, StoreError::Timeout(_)) {
+                    let timeout = attempt.options.renew_deadline();
+                    orphan::release(&self.store, &self.name, attempt.lease, timeout);
+                    orphan::release(&self.store, &self.name, from, timeout);
+                }
                 (Err(LockError::Store(error)), None)
             }
         };
