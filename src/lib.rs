@@ -39,7 +39,14 @@
 //! 4. [`campaign`] — keep holding a lock: [`BackgroundLock`];
 //! 5. [`election`] — [`Election`] on the campaign engine;
 //! 6. `manager` — [`LockManager`], which starts it all.
+//!
+//! ## Features
+//!
+//! - `mongodb` (default) — `MongoStore`, the production backend.
+//! - `prometheus` — `metrics::install_prometheus_exporter`, a one-call exporter.
+//! - `cli` — the `mongolock` command-line tool (Unix).
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod campaign;

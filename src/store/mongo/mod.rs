@@ -108,6 +108,7 @@ use crate::name::LockName;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub struct MongoStore {
     database: Database,
     collection: Collection<Document>,
