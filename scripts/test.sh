@@ -29,6 +29,9 @@ for features in --no-default-features "" --all-features; do
     echo "test.sh: clippy ${features:-(default features)}" >&2
     cargo clippy --all-targets $features -- -D warnings
 done
+# The crate as published (cargo package) builds every target on its own; its README has no
+# relative links.
+scripts/check-package.sh
 python3 scripts/check-msrv.py
 # Run every test target and the doc tests even when one fails, then fail if any did.
 status=0

@@ -48,8 +48,10 @@ pub enum LockError {
     /// The campaign was stopped (resign / stop) before the lock was acquired.
     #[error("the campaign was stopped before the lock was acquired")]
     CampaignStopped,
-    /// The lock was lost before this call (see the reason); nothing was released.
-    #[error("the lock was already lost: {0}")]
+    /// The lock was lost (see the reason) before this call, or while
+    /// [`run_locked`](crate::Lock::run_locked)'s work ran (the work was stopped); nothing was
+    /// released.
+    #[error("the lock was lost: {0}")]
     Lost(LossReason),
     /// The store failed (for a one-shot call such as `try_acquire`, `release` or `inspect`).
     #[error(transparent)]

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `handle.rs` | [`Lock`]: acquire, try, inspect; requests go to the supervisor |
 //! | `guard.rs` | [`LockGuard`]: token, loss, release on drop |
+//! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
 //! | `loss_signal.rs` | the loss protocol: the runtime's sending half and [`LossSignal`] |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation, idle stop |
@@ -29,6 +30,7 @@ mod loss_signal;
 mod message;
 mod orphan;
 mod renewer;
+mod run;
 mod runtime;
 mod starvation;
 mod store_call;

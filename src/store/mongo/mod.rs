@@ -115,6 +115,7 @@ const RELEASE_FEED_CAPACITY: usize = 1024;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub struct MongoStore {
     database: Database,
     collection: Collection<Document>,
