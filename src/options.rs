@@ -41,7 +41,8 @@ pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 ///
 /// Rules: every duration is non-zero, `expiry <=` [`MAX_EXPIRY`],
 /// `extension_cadence < renew_deadline < expiry`, and busy-wait `min <= max`. The idle timeout
-/// is the manager's (see the [module](self) docs).
+/// is the manager's: only the defaults given to
+/// [`LockManager::start`](crate::LockManager::start) decide it.
 ///
 /// ```
 /// use mongolock::LockOptions;

@@ -7,7 +7,7 @@
 //! renewal cadence, loss deadlines, metrics).
 //!
 //! Implementations: [`MemoryStore`] (embedded, for tests and single-process use) and, with the
-//! `mongodb` feature, [`MongoStore`].
+//! `mongodb` feature, `MongoStore`.
 
 mod faulty;
 mod memory;
