@@ -127,6 +127,19 @@ impl CommandLog {
     }
 }
 
+/// A manager on a fresh collection whose commands are logged, once its background index
+/// build (not part of any count) is done.
+async fn counted_manager(options: LockOptions) -> (CommandLog, LockManager) {
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let manager = start(store.clone(), options).await;
+    wait_for_ttl_index(&store).await;
+    (log, manager)
+}
+
 async fn ttl_index(store: &MongoStore) -> Option<Document> {
     // Raw `listIndexes`, to see `expireAfterSeconds` exactly as the server stores it. Fails
     // (NamespaceNotFound) until the collection exists.
@@ -635,13 +648,7 @@ async fn sigkilled_holder_process_is_taken_over_after_expiry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncontended_acquire_and_release_take_one_round_trip_each() {
-    let log = CommandLog::default();
-    let store = store_on(
-        &client_with(None, Some(log.handler())).await,
-        &unique_collection(),
-    );
-    let manager = start(store.clone(), LockOptions::default()).await;
-    wait_for_ttl_index(&store).await; // the background index build is not part of the count
+    let (log, manager) = counted_manager(LockOptions::default()).await;
     let lock = manager.lock("counted").unwrap();
     let mut per_call: HashMap<&str, Vec<String>> = HashMap::new();
     log.take();
@@ -667,17 +674,11 @@ async fn uncontended_acquire_and_release_take_one_round_trip_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_of_many_leases_are_batched() {
     const LOCKS: usize = 300;
-    let log = CommandLog::default();
-    let store = store_on(
-        &client_with(None, Some(log.handler())).await,
-        &unique_collection(),
-    );
     let options = LockOptions::default()
         .with_expiry(Duration::from_secs(6))
         .with_extension_cadence(Duration::from_millis(800))
         .with_renew_deadline(Duration::from_secs(3));
-    let manager = start(store.clone(), options.clone()).await;
-    wait_for_ttl_index(&store).await;
+    let (log, manager) = counted_manager(options.clone()).await;
     let mut guards = Vec::new();
     for i in 0..LOCKS {
         guards.push(
@@ -787,13 +788,7 @@ async fn a_release_wakes_a_remote_waiter_at_once() {
 /// release followed by an acquisition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_hand_over_takes_one_round_trip() {
-    let log = CommandLog::default();
-    let store = store_on(
-        &client_with(None, Some(log.handler())).await,
-        &unique_collection(),
-    );
-    let manager = start(store.clone(), LockOptions::default()).await;
-    wait_for_ttl_index(&store).await;
+    let (log, manager) = counted_manager(LockOptions::default()).await;
     let lock = manager.lock("relay").unwrap();
     let first = lock.acquire().await.unwrap();
     let next = tokio::spawn({

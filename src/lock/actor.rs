@@ -25,7 +25,7 @@ use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
 use super::renewer::{Renewal, Renewer};
 use super::starvation;
-use super::store_call::{self, Started, bounded, spawn_store_call};
+use super::store_call::{bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
 use super::timer::Timer;
 use super::waiters::{Waiter, Waiters};
@@ -274,58 +274,31 @@ impl LockActorState {
             expiry: options.expiry(),
             waited,
         };
-        let store = self.store.clone();
-        let actor = myself.clone();
-        let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        let limits = (options.renew_deadline(), options.expiry());
         self.phase = Phase::Attempting(Attempt {
             lease,
             options,
             metrics,
             for_try,
         });
-        let key = LeaseKey {
+        let orphan = LeaseKey {
             name: request.name.clone(),
             lease,
         };
-        let attempt = {
-            let store = store.clone();
-            async move { store.try_acquire(&request).await }
-        };
-        let (sent_at, mut call) = match store_call::start(attempt) {
-            (sent_at, Started::Answered(result)) => {
-                let _ = actor.send_message(LockMsg::AttemptDone {
-                    lease,
-                    sent_at,
-                    result,
-                });
-                return;
-            }
-            (sent_at, Started::Running(call)) => (sent_at, call),
-        };
-        tokio::spawn(async move {
-            let answered = tokio::time::timeout(timeout, &mut call).await;
-            let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
-            let granted = matches!(result, Ok(AcquireOutcome::Acquired { .. }));
-            let timed_out = matches!(result, Err(StoreError::Timeout(_)));
-            let done = LockMsg::AttemptDone {
+        let store = self.store.clone();
+        orphan::run_granting_call(
+            myself,
+            &self.store,
+            async move { store.try_acquire(&request).await },
+            limits,
+            |result| matches!(result, Ok(AcquireOutcome::Acquired { .. })),
+            vec![orphan],
+            move |sent_at, result| LockMsg::AttemptDone {
                 lease,
                 sent_at,
                 result,
-            };
-            let delivered = actor.send_message(done).is_ok();
-            if timed_out {
-                // The store may still apply this attempt (a stalled command is applied when
-                // it reaches the server): keep waiting for its answer and free whatever it
-                // granted at once, so no record carries a lease nobody holds for longer than
-                // one round trip after the store applied it. After a lease length the call
-                // is given up, with one more release for luck.
-                let _ = tokio::time::timeout(expiry, &mut call).await;
-                orphan::release_now(store.as_ref(), &key, timeout).await;
-            } else if granted && !delivered {
-                // The actor is gone (idle stop, shutdown): nobody will own this grant.
-                orphan::release_now(store.as_ref(), &key, timeout).await;
-            }
-        });
+            },
+        );
     }
 
     fn on_attempt_done(
@@ -600,8 +573,11 @@ impl LockActorState {
         };
         self.end_hold_timers();
         hold.metrics.hold_ended(hold.acquired_at.elapsed());
-        if !self.others_starving && self.waiters.prune() {
-            return self.begin_hand_over(myself, hold, reply);
+        if !self.others_starving
+            && self.waiters.prune()
+            && let Some(next) = self.waiters.front()
+        {
+            return self.begin_hand_over(myself, hold, reply, next);
         }
         self.phase = Phase::Releasing {
             lease,
@@ -628,10 +604,13 @@ impl LockActorState {
     /// [`LockStore::hand_over`]), so a contended lock does not sit free while this process
     /// has callers queued. Like an attempt, a call whose answer is late is waited for and
     /// whatever it granted released, so no lease is left that nobody holds.
-    fn begin_hand_over(&mut self, myself: &ActorRef<LockMsg>, hold: Hold, reply: ReleaseReply) {
-        let Some((options, metrics, waited)) = self.waiters.front() else {
-            return;
-        };
+    fn begin_hand_over(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        hold: Hold,
+        reply: ReleaseReply,
+        (options, metrics, waited): (Arc<LockOptions>, LockMetrics, Duration),
+    ) {
         let from = hold.key(&self.name);
         hold.mark_released();
         let to = LeaseId::new();
@@ -642,8 +621,7 @@ impl LockActorState {
             expiry: options.expiry(),
             waited,
         };
-        let (store, actor) = (self.store.clone(), myself.clone());
-        let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        let limits = (options.renew_deadline(), options.expiry());
         self.phase = Phase::HandingOver {
             from: from.lease,
             to: Attempt {
@@ -654,45 +632,25 @@ impl LockActorState {
             },
             reply,
         };
-        let hand_over = {
-            let (store, from) = (store.clone(), from.clone());
-            async move { store.hand_over(&from, &request).await }
+        let new = LeaseKey {
+            name: from.name.clone(),
+            lease: to,
         };
-        let (sent_at, mut call) = match store_call::start(hand_over) {
-            (sent_at, Started::Answered(result)) => {
-                let _ = actor.send_message(LockMsg::HandOverDone {
-                    to,
-                    sent_at,
-                    result,
-                });
-                return;
-            }
-            (sent_at, Started::Running(call)) => (sent_at, call),
-        };
-        tokio::spawn(async move {
-            let answered = tokio::time::timeout(timeout, &mut call).await;
-            let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
-            let handed_over = matches!(result, Ok(HandOverOutcome::HandedOver { .. }));
-            let timed_out = matches!(result, Err(StoreError::Timeout(_)));
-            let done = LockMsg::HandOverDone {
+        let store = self.store.clone();
+        let orphans = vec![new, from.clone()];
+        orphan::run_granting_call(
+            myself,
+            &self.store,
+            async move { store.hand_over(&from, &request).await },
+            limits,
+            |result| matches!(result, Ok(HandOverOutcome::HandedOver { .. })),
+            orphans,
+            move |sent_at, result| LockMsg::HandOverDone {
                 to,
                 sent_at,
                 result,
-            };
-            let delivered = actor.send_message(done).is_ok();
-            if timed_out {
-                let _ = tokio::time::timeout(expiry, &mut call).await;
-            }
-            if timed_out || (handed_over && !delivered) {
-                // Nobody owns either lease now: free whichever one the store holds.
-                let new = LeaseKey {
-                    name: from.name.clone(),
-                    lease: to,
-                };
-                orphan::release_now(store.as_ref(), &new, timeout).await;
-                orphan::release_now(store.as_ref(), &from, timeout).await;
-            }
-        });
+            },
+        );
     }
 
     fn on_hand_over_done(

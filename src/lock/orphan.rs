@@ -4,10 +4,16 @@
 //! at once. The release is owner-checked by lease id, so it can never free a lock somebody
 //! else holds: releasing a lease that was never granted changes nothing.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::store_call::bounded;
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::message::LockMsg;
+use super::store_call::{self, Started, bounded};
+use crate::error::StoreError;
 use crate::name::LockName;
 use crate::store::{LeaseId, LeaseKey, LockStore};
 
@@ -32,4 +38,48 @@ pub(crate) async fn release_now(store: &dyn LockStore, key: &LeaseKey, timeout: 
     if let Err(error) = bounded(timeout, store.release(key)).await {
         tracing::debug!(lock = %key.name, %error, "releasing an orphaned grant failed; it expires on the store");
     }
+}
+
+/// Runs a store call that may grant a lease (an acquisition, a hand-over) and sends its
+/// answer to `actor` as `to_message(sent_at, result)` — at once if the store answered without
+/// waiting, otherwise from a spawned task that gives up waiting after `timeout`.
+///
+/// Its `orphans` (the leases the call may leave behind) are released when nobody will own
+/// them: after a timeout, once the store's late answer arrives (the store may still apply
+/// a stalled command; after `give_up_after` the call is abandoned, with a release anyway),
+/// or when the call granted but the actor is gone.
+pub(crate) fn run_granting_call<T: Send + 'static>(
+    actor: &ActorRef<LockMsg>,
+    store: &Arc<dyn LockStore>,
+    call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    (timeout, give_up_after): (Duration, Duration),
+    granted: fn(&Result<T, StoreError>) -> bool,
+    orphans: Vec<LeaseKey>,
+    to_message: impl FnOnce(Instant, Result<T, StoreError>) -> LockMsg + Send + 'static,
+) {
+    let mut call = match store_call::start(call) {
+        (sent_at, Started::Answered(result)) => {
+            let _ = actor.send_message(to_message(sent_at, result));
+            return;
+        }
+        (sent_at, Started::Running(call)) => (sent_at, call),
+    };
+    let (actor, store) = (actor.clone(), store.clone());
+    tokio::spawn(async move {
+        let (sent_at, call) = (call.0, &mut call.1);
+        let result = tokio::time::timeout(timeout, &mut *call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(timeout)));
+        let timed_out = matches!(result, Err(StoreError::Timeout(_)));
+        let was_granted = granted(&result);
+        let delivered = actor.send_message(to_message(sent_at, result)).is_ok();
+        if timed_out {
+            let _ = tokio::time::timeout(give_up_after, call).await;
+        }
+        if timed_out || (was_granted && !delivered) {
+            for key in &orphans {
+                release_now(store.as_ref(), key, timeout).await;
+            }
+        }
+    });
 }
