@@ -169,6 +169,36 @@ impl Fixture {
         });
     }
 
+    /// A `mongolock run` holding `lock` (with `extra` flags) and its fencing token, once its
+    /// command has started (it then sleeps).
+    fn hold(&self, lock: &str, extra: &[&str]) -> (Running, u64) {
+        let token_file = self.path(&format!("{lock}.token"));
+        let script = format!(
+            "echo $MONGOLOCK_TOKEN > '{}'; exec sleep 30",
+            token_file.display()
+        );
+        let holder = Running::spawn(&mut self.run(lock, extra, &script));
+        eventually(SHORT, "the holder's token", || {
+            read(&token_file).ends_with('\n')
+        });
+        let token = read(&token_file).trim().parse().expect("a numeric token");
+        (holder, token)
+    }
+
+    /// Asserts that nobody holds `lock`: a single attempt to take it succeeds.
+    fn assert_free(&self, lock: &str) {
+        let output = self
+            .run(lock, &["-q", "--wait", "0"], "true")
+            .output()
+            .expect("run mongolock");
+        assert_eq!(
+            code(output.status),
+            Some(0),
+            "{lock:?} is still held: {}",
+            stderr(&output)
+        );
+    }
+
     fn delete_lock(&self, name: &str) {
         block_on(async {
             let deleted = client(&self.uri)
@@ -569,16 +599,7 @@ fn wait_gives_up_with_75_while_held_and_signals_reach_the_command() {
     holder.signal(Signal::SIGTERM);
     let output = holder.finish(SHORT);
     assert_eq!(code(output.status), Some(143), "{}", stderr(&output));
-    let output = fixture
-        .run("busy", &["--wait", "0"], "true")
-        .output()
-        .expect("run mongolock");
-    assert_eq!(
-        code(output.status),
-        Some(0),
-        "released: {}",
-        stderr(&output)
-    );
+    fixture.assert_free("busy");
 }
 
 #[test]
@@ -664,15 +685,8 @@ fn status_lists_held_and_free_locks() {
     let fixture = Fixture::new();
     let output = fixture.run("free-lock", &[], "true").output().expect("run");
     assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
-    let holder = Running::spawn(&mut fixture.run(
-        "held-lock",
-        &[],
-        "echo $MONGOLOCK_TOKEN > token; exec sleep 30",
-    ));
-    eventually(SHORT, "the holder's token", || {
-        read(&fixture.path("token")).ends_with('\n')
-    });
-    let token = read(&fixture.path("token")).trim().to_owned();
+    let (holder, token) = fixture.hold("held-lock", &[]);
+    let token = token.to_string();
 
     let output = fixture.mongolock("status").output().expect("status");
     assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
@@ -886,16 +900,7 @@ fn elect_restarts_the_command_on_a_new_term_and_exits_with_its_code() {
     // A command that ends on its own ends the candidacy with its exit code, and resigns.
     let output = fixture.elect("exits", "exit 3").output().expect("elect");
     assert_eq!(code(output.status), Some(3), "{}", stderr(&output));
-    let output = fixture
-        .run("exits", &["--wait", "0"], "true")
-        .output()
-        .expect("run");
-    assert_eq!(
-        code(output.status),
-        Some(0),
-        "resigned: {}",
-        stderr(&output)
-    );
+    fixture.assert_free("exits");
 }
 
 #[test]
@@ -922,16 +927,7 @@ fn a_command_on_a_terminal_reads_it_and_ctrl_c_reaches_it() {
     let output = session.finish(SHORT);
     assert_eq!(code(output.status), Some(130), "{}", stdout(&output));
     assert!(!stdout(&output).contains("got:"), "{}", stdout(&output));
-    let output = fixture
-        .run("tty", &["--wait", "0"], "true")
-        .output()
-        .expect("run");
-    assert_eq!(
-        code(output.status),
-        Some(0),
-        "released: {}",
-        stderr(&output)
-    );
+    fixture.assert_free("tty");
 }
 
 #[test]
@@ -1111,18 +1107,7 @@ fn status_watch_shows_failures_in_words_and_keeps_the_dated_last_data() {
 fn status_json_is_for_scripts() {
     let fixture = Fixture::new();
     fixture.insert_free_lock("a-free", 5);
-    let holder = Running::spawn(&mut fixture.run(
-        "b-held",
-        &[],
-        "echo $MONGOLOCK_TOKEN > token; exec sleep 30",
-    ));
-    eventually(SHORT, "the holder's token", || {
-        read(&fixture.path("token")).ends_with('\n')
-    });
-    let token: u64 = read(&fixture.path("token"))
-        .trim()
-        .parse()
-        .expect("a token");
+    let (holder, token) = fixture.hold("b-held", &[]);
 
     let check = |json: &serde_json::Value| {
         assert_eq!(json["database"], DATABASE, "{json}");
@@ -1184,18 +1169,7 @@ fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
     let fixture = Fixture::new();
     // A 3 s lease is renewed every second: the holder must learn of the release within that.
     let cadence = Duration::from_secs(1);
-    let holder = Running::spawn(&mut fixture.run(
-        "stuck",
-        &["--lease", "3s", "--grace", "300ms"],
-        "echo $MONGOLOCK_TOKEN > token; exec sleep 30",
-    ));
-    eventually(SHORT, "the holder's token", || {
-        read(&fixture.path("token")).ends_with('\n')
-    });
-    let token: u64 = read(&fixture.path("token"))
-        .trim()
-        .parse()
-        .expect("a token");
+    let (holder, token) = fixture.hold("stuck", &["--lease", "3s", "--grace", "300ms"]);
 
     // Without --force: refused, saying who holds it; nothing changes.
     let refused = fixture

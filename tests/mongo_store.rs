@@ -251,17 +251,17 @@ async fn external_delete_is_reported_within_one_cadence_and_tokens_still_grow() 
         "loss reported {:?} after the external deleteOne",
         deleted_at.elapsed()
     );
-    let next = other.lock("deleted").unwrap().try_acquire().await.unwrap();
-    let next = next.expect("free after the deletion");
-    assert!(
-        next.token() > guard.token(),
-        "{} after {}",
-        next.token(),
-        guard.token()
-    );
-    next.release().await.unwrap();
+    assert_next_token_is_larger(&other, "deleted", guard.token()).await;
     holder.shutdown().await;
     other.shutdown().await;
+}
+
+/// The lock is free for `manager`, and its next grant's token is larger than `previous`.
+async fn assert_next_token_is_larger(manager: &LockManager, name: &str, previous: u64) {
+    let next = manager.lock(name).unwrap().try_acquire().await.unwrap();
+    let next = next.unwrap_or_else(|| panic!("{name:?} should be free"));
+    assert!(next.token() > previous, "{} after {previous}", next.token());
+    next.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,15 +312,7 @@ async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow
     assert_eq!(raw(&operator).count_documents(doc! {}).await.unwrap(), 1);
 
     let other = start(peer_of(&store).await, fast_options()).await;
-    let next = other.lock("$wedged").unwrap().try_acquire().await.unwrap();
-    let next = next.expect("free after the forced release");
-    assert!(
-        next.token() > guard.token(),
-        "{} after {}",
-        next.token(),
-        guard.token()
-    );
-    next.release().await.unwrap();
+    assert_next_token_is_larger(&other, "$wedged", guard.token()).await;
     holder.shutdown().await;
     other.shutdown().await;
 }

@@ -98,16 +98,6 @@ pub(crate) struct ConnectionArgs {
     pub collection: String,
 }
 
-/// `--lease`, shared by `run` and `elect` (`--expiry` is the old spelling on `run`).
-const LEASE_HELP: &str = "Lease length on the server: a crashed mongolock blocks others for at \
-most this long. Renewed every third of it; if no renewal is confirmed for two thirds of it, \
-the command is stopped. At least 1s";
-
-/// `--grace`, shared by `run` and `elect`.
-const GRACE_HELP: &str = "Time between SIGTERM and SIGKILL when the command must stop. It must \
-end before the lease can expire on the server, or the stopping command could overlap the next \
-holder [default: half of lease − renew deadline, 2.5s with the default lease]";
-
 /// `mongolock run`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RunArgs {
@@ -121,20 +111,9 @@ pub(crate) struct RunArgs {
     /// [default: wait forever].
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub wait: Option<Duration>,
-    #[arg(
-        long,
-        alias = "expiry",
-        value_name = "DURATION",
-        default_value = "15s",
-        value_parser = duration::parse_lease,
-        help = LEASE_HELP
-    )]
-    pub lease: Duration,
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, help = GRACE_HELP)]
-    pub grace: Option<Duration>,
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD", num_args = 1..)]
-    pub command: Vec<OsString>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub held: HeldCommandArgs,
 }
 
 /// `mongolock elect`.
@@ -146,15 +125,29 @@ pub(crate) struct ElectArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub connection: ConnectionArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub held: HeldCommandArgs,
+}
+
+/// What `run` and `elect` share: the lease, the grace period and the command.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct HeldCommandArgs {
+    /// Lease length on the server: a crashed mongolock blocks others for at most this long.
+    /// Renewed every third of it; if no renewal is confirmed for two thirds of it, the
+    /// command is stopped. At least 1s.
     #[arg(
         long,
+        alias = "expiry",
         value_name = "DURATION",
         default_value = "15s",
-        value_parser = duration::parse_lease,
-        help = LEASE_HELP
+        value_parser = duration::parse_lease
     )]
     pub lease: Duration,
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, help = GRACE_HELP)]
+    /// Time between SIGTERM and SIGKILL when the command must stop. It must end before the
+    /// lease can expire on the server, or the stopping command could overlap the next
+    /// holder [default: half of lease − renew deadline, 2.5s with the default lease].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub grace: Option<Duration>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD", num_args = 1..)]
@@ -252,9 +245,9 @@ mod tests {
         };
         assert_eq!(args.lock, "jobs");
         assert_eq!(args.wait, Some(Duration::from_millis(200)));
-        assert_eq!(args.lease, Duration::from_secs(15));
-        assert_eq!(args.grace, None);
-        assert_eq!(args.command, ["sh", "-c", "exit 7"]);
+        assert_eq!(args.held.lease, Duration::from_secs(15));
+        assert_eq!(args.held.grace, None);
+        assert_eq!(args.held.command, ["sh", "-c", "exit 7"]);
         assert_eq!(args.connection.collection, "distributed_locks");
         assert!(parse(&["mongolock", "run", "--lock", "jobs"]).is_err());
     }
@@ -262,8 +255,8 @@ mod tests {
     #[test]
     fn lease_is_one_name_with_the_old_spelling_kept_and_a_lower_bound() {
         let lease = |args: &[&str]| match parse(args) {
-            Ok(Command::Run(run)) => Ok(run.lease),
-            Ok(Command::Elect(elect)) => Ok(elect.lease),
+            Ok(Command::Run(run)) => Ok(run.held.lease),
+            Ok(Command::Elect(elect)) => Ok(elect.held.lease),
             Ok(_) => panic!("neither run nor elect"),
             Err(error) => Err(error),
         };

@@ -41,8 +41,12 @@ pub(super) async fn elect(
     progress: Progress,
 ) -> Result<u8, CliError> {
     let name = LockName::new(&args.name).map_err(|error| CliError::Usage(error.to_string()))?;
-    let options = election_options(args.lease)?;
-    let grace = super::grace_within(args.grace, args.lease, renew_deadline_for(args.lease))?;
+    let options = election_options(args.held.lease)?;
+    let grace = super::grace_within(
+        args.held.grace,
+        args.held.lease,
+        renew_deadline_for(args.held.lease),
+    )?;
     let connection = super::connect(&args.connection, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
@@ -177,7 +181,12 @@ impl Candidate<'_> {
 
     /// Starts the command for a new term; if it cannot start, steps down.
     async fn start(&self, election: &Election, token: u64) -> Result<Child, CliError> {
-        match Child::spawn(&self.args.command, token, self.name.as_str(), self.grace) {
+        match Child::spawn(
+            &self.args.held.command,
+            token,
+            self.name.as_str(),
+            self.grace,
+        ) {
             Ok(child) => Ok(child),
             Err(error) => {
                 let _ = election.resign().await;

@@ -22,11 +22,14 @@ pub(super) async fn run(
 ) -> Result<u8, CliError> {
     // Everything that can be checked without a server is checked first.
     let name = LockName::new(&args.lock).map_err(|error| CliError::Usage(error.to_string()))?;
-    let options = LockOptions::default().with_expiry(args.lease);
+    let options = LockOptions::default().with_expiry(args.held.lease);
     options.validate().map_err(|error| {
-        CliError::Usage(format!("--lease {}: {error}", duration::show(args.lease)))
+        CliError::Usage(format!(
+            "--lease {}: {error}",
+            duration::show(args.held.lease)
+        ))
     })?;
-    let grace = super::grace_within(args.grace, options.expiry(), options.renew_deadline())?;
+    let grace = super::grace_within(args.held.grace, options.expiry(), options.renew_deadline())?;
     let connection = super::connect(&args.connection, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
@@ -85,7 +88,7 @@ async fn hold_and_run(
             String::new()
         }
     ));
-    let child = match Child::spawn(&args.command, guard.token(), name.as_str(), grace) {
+    let child = match Child::spawn(&args.held.command, guard.token(), name.as_str(), grace) {
         Ok(child) => child,
         Err(error) => {
             let _ = guard.release().await;
