@@ -683,8 +683,8 @@ fn exit_codes_of_the_command_are_passed_through() {
 #[test]
 fn status_lists_held_and_free_locks() {
     let fixture = Fixture::new();
-    let output = fixture.run("free-lock", &[], "true").output().expect("run");
-    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    // (A released lock's own document may be deleted by the TTL monitor at any moment.)
+    fixture.insert_free_lock("free-lock", 3);
     let (holder, token) = fixture.hold("held-lock", &[]);
     let token = token.to_string();
 
@@ -1201,7 +1201,7 @@ fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
     holder.wait_for(Stream::Stderr, "lost lock \"stuck\"", SHORT);
     let told = at.elapsed();
     assert!(
-        told < cadence + Duration::from_millis(500),
+        told < cadence + Duration::from_millis(800),
         "the holder learnt {told:?} after the release"
     );
     let output = holder.finish(SHORT);

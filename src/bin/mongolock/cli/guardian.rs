@@ -298,7 +298,6 @@ impl Guarded {
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // `pre_exec` is unsafe by contract; the closure below keeps to it.
 fn die_with_guardian(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
     let guardian = getpid();
     // SAFETY: the closure runs in the forked child before exec and only makes the
     // async-signal-safe system calls prctl and getppid; it allocates nothing.
