@@ -29,7 +29,13 @@ for features in --no-default-features "" --all-features; do
     echo "test.sh: clippy ${features:-(default features)}" >&2
     cargo clippy --all-targets $features -- -D warnings
 done
+# The crate as published (cargo package) builds every target on its own; its README has no
+# relative links.
+scripts/check-package.sh
 python3 scripts/check-msrv.py
+# Docs build without warnings (broken or private links), with and without the features.
+RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --all-features
+RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --no-default-features
 # Run every test target and the doc tests even when one fails, then fail if any did.
 status=0
 # The main job (README's first command) must run to completion and exit 0; its summary shows.

@@ -45,24 +45,13 @@ pub enum LockError {
     /// it; retrying is safe.
     #[error("the runtime actor for lock {0:?} failed; retry the call")]
     ActorFailed(String),
-    /// Another live handle of this lock name in this manager uses different per-name
-    /// settings (busy wait, adaptive backoff, idle actor timeout, metric label policy). Use
-    /// the same [`LockOptions`](crate::LockOptions) per-name settings for every handle of a
-    /// name, or drop the other handles first.
-    #[error(
-        "lock {name:?} is already in use in this manager with different per-name settings: {difference}"
-    )]
-    ConflictingOptions {
-        /// The lock name.
-        name: String,
-        /// Which settings differ.
-        difference: String,
-    },
     /// The campaign was stopped (resign / stop) before the lock was acquired.
     #[error("the campaign was stopped before the lock was acquired")]
     CampaignStopped,
-    /// The lock was lost before this call (see the reason); nothing was released.
-    #[error("the lock was already lost: {0}")]
+    /// The lock was lost (see the reason) before this call, or while
+    /// [`run_locked`](crate::Lock::run_locked)'s work ran (the work was stopped); nothing was
+    /// released.
+    #[error("the lock was lost: {0}")]
     Lost(LossReason),
     /// The store failed (for a one-shot call such as `try_acquire`, `release` or `inspect`).
     #[error(transparent)]

@@ -39,7 +39,29 @@
 //! 4. [`campaign`] — keep holding a lock: [`BackgroundLock`];
 //! 5. [`election`] — [`Election`] on the campaign engine;
 //! 6. `manager` — [`LockManager`], which starts it all.
+//!
+//! ## Features
+//!
+//! - `mongodb` (default) — `MongoStore`, the production backend.
+//! - `prometheus` — `metrics::install_prometheus_exporter`, a one-call exporter.
+//! - `cli` — the `mongolock` command-line tool (Unix).
+//!
+//! ## Public dependencies
+//!
+//! Types of these crates appear in this crate's API, so they are re-exported: name them as
+//! `mongolock::ractor`, `mongolock::tokio`, `mongolock::mongodb` and `mongolock::uuid` (or
+//! depend on the same major versions: ractor 0.16, tokio 1, mongodb 3, uuid 1) so that the
+//! types match.
+//!
+//! ```
+//! use mongolock::ractor::ActorRef;
+//! use mongolock::tokio::sync::broadcast;
+//! use mongolock::{ElectionEvent, LossReason};
+//!
+//! fn wire(_loss_to: ActorRef<LossReason>, _events: broadcast::Receiver<ElectionEvent>) {}
+//! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod campaign;
@@ -62,3 +84,13 @@ pub use options::{LockOptions, MAX_EXPIRY};
 #[cfg(feature = "mongodb")]
 pub use store::MongoStore;
 pub use store::{LockStore, MemoryStore};
+
+// Crates whose types appear in the public API (`ActorRef`, `broadcast::Receiver`, `Database`,
+// `WriteConcern`, `Uuid`), re-exported so users can name exactly the versions we were built
+// with.
+#[cfg(feature = "mongodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
+pub use mongodb;
+pub use ractor;
+pub use tokio;
+pub use uuid;

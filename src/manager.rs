@@ -79,7 +79,8 @@ impl LockManager {
     ) -> Result<Self, LockError> {
         defaults.validate()?;
         store.prepare().await?;
-        let runtime = Runtime::start(Arc::new(store), holder).await?;
+        let runtime =
+            Runtime::start(Arc::new(store), holder, defaults.idle_actor_timeout()).await?;
         Ok(Self {
             runtime,
             defaults: Arc::new(defaults),
@@ -91,9 +92,7 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidName`] for a name that cannot be used;
-    /// [`LockError::ConflictingOptions`] if a live handle of `name` uses different per-name
-    /// settings.
+    /// [`LockError::InvalidName`] for a name that cannot be used.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -104,8 +103,9 @@ impl LockManager {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: impl AsRef<str>) -> Result<Lock, LockError> {
-        self.runtime
-            .lock(LockName::new(name)?, self.defaults.clone())
+        Ok(self
+            .runtime
+            .lock(LockName::new(name)?, self.defaults.clone()))
     }
 
     /// A handle to the lock `name` with its own options (for example a longer expiry, or the
@@ -113,9 +113,8 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input;
-    /// [`LockError::ConflictingOptions`] if a live handle of `name` uses different per-name
-    /// settings.
+    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input, including
+    /// an [`idle_actor_timeout`](LockOptions::idle_actor_timeout) other than the manager's.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -126,6 +125,9 @@ impl LockManager {
     ///     "nightly-report",
     ///     LockOptions::default().with_expiry(Duration::from_secs(120)).with_lock_name_label(true),
     /// )?;
+    /// // The idle actor timeout is the manager's, not a lock's:
+    /// let idle = LockOptions::default().with_idle_actor_timeout(Duration::from_secs(1));
+    /// assert!(matches!(manager.lock_with("x", idle), Err(mongolock::LockError::InvalidOptions(_))));
     /// # Ok(()) }
     /// ```
     pub fn lock_with(
@@ -134,7 +136,14 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<Lock, LockError> {
         options.validate()?;
-        self.runtime.lock(LockName::new(name)?, Arc::new(options))
+        if options.idle_actor_timeout() != self.defaults.idle_actor_timeout() {
+            return Err(LockError::InvalidOptions(format!(
+                "idle_actor_timeout ({:?}) is a manager setting and differs from this manager's ({:?}); set it in the defaults given to LockManager::start",
+                options.idle_actor_timeout(),
+                self.defaults.idle_actor_timeout()
+            )));
+        }
+        Ok(self.runtime.lock(LockName::new(name)?, Arc::new(options)))
     }
 
     /// A candidate in the leader election `name` (a lock of that name with the election's
@@ -142,9 +151,8 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input;
-    /// [`LockError::ConflictingOptions`] if a live handle of `name` uses different per-name
-    /// settings.
+    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input, including
+    /// an [`idle_actor_timeout`](LockOptions::idle_actor_timeout) other than the manager's.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};

@@ -1,20 +1,17 @@
 //! [`LockOptions`]: how a lock is held and waited for, and [`LockNameLabel`], which locks
 //! carry their name on metrics.
 //!
-//! The settings have two scopes:
+//! The settings have two scopes, so that nothing depends on which handle of a name happened
+//! to come first:
 //!
-//! - **Per acquisition** — [`expiry`](LockOptions::expiry),
-//!   [`extension_cadence`](LockOptions::extension_cadence) and
-//!   [`renew_deadline`](LockOptions::renew_deadline) belong to each `acquire` and the hold it
-//!   produces; handles of one name may use different values.
-//! - **Per name** — [`busy_wait`](LockOptions::busy_wait),
-//!   [`adaptive_backoff`](LockOptions::adaptive_backoff),
-//!   [`idle_actor_timeout`](LockOptions::idle_actor_timeout) and
-//!   [`lock_name_label`](LockOptions::lock_name_label) configure the one actor that runs a
-//!   name in a manager. Every live `Lock` handle of a name must agree on them: asking a
-//!   manager for a handle with different per-name settings than a live handle of the same
-//!   name fails with [`LockError::ConflictingOptions`], so the result never depends on which
-//!   handle happened to come first.
+//! - **Per acquisition** — everything but the idle timeout: expiry, cadence, renew deadline,
+//!   the busy-wait range and strategy, and the metric label policy belong to each `acquire`
+//!   and the hold it produces. Handles of one name may use different values; each waiter's
+//!   attempts, hold and metrics follow its own handle's options.
+//! - **Per manager** — [`idle_actor_timeout`](LockOptions::idle_actor_timeout) governs the
+//!   actors of every name and is taken from the defaults given to
+//!   [`LockManager::start`](crate::LockManager::start); `lock_with` options that name a
+//!   different one are refused with [`LockError::InvalidOptions`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,14 +34,15 @@ pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// | [`expiry`](Self::expiry) | acquisition | 30 s | lease length on the store; a crashed holder blocks others at most this long |
 /// | [`extension_cadence`](Self::extension_cadence) | acquisition | expiry / 3 | how often a held lease is renewed |
 /// | [`renew_deadline`](Self::renew_deadline) | acquisition | (expiry + cadence) / 2 | without a confirmed renewal *sent* within this, the holder is told it lost the lock |
-/// | [`busy_wait`](Self::busy_wait) | name | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
-/// | [`adaptive_backoff`](Self::adaptive_backoff) | name | off | sleep `min·1.5^n` ±20 % instead of uniformly random |
-/// | [`idle_actor_timeout`](Self::idle_actor_timeout) | name | 60 s | how long the per-name actor lingers after the lock goes idle |
-/// | [`lock_name_label`](Self::lock_name_label) | name | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
+/// | [`busy_wait`](Self::busy_wait) | acquisition | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
+/// | [`adaptive_backoff`](Self::adaptive_backoff) | acquisition | off | sleep `min·1.5^n` ±20 % instead of uniformly random |
+/// | [`lock_name_label`](Self::lock_name_label) | acquisition | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
+/// | [`idle_actor_timeout`](Self::idle_actor_timeout) | manager | 60 s | how long a per-name actor lingers after its lock goes idle |
 ///
 /// Rules: every duration is non-zero, `expiry <=` [`MAX_EXPIRY`],
-/// `extension_cadence < renew_deadline < expiry`, and busy-wait `min <= max`. Per-name
-/// settings must agree among the live handles of a name (see the [module](self) docs).
+/// `extension_cadence < renew_deadline < expiry`, and busy-wait `min <= max`. The idle timeout
+/// is the manager's: only the defaults given to
+/// [`LockManager::start`](crate::LockManager::start) decide it.
 ///
 /// ```
 /// use mongolock::LockOptions;
@@ -64,18 +62,11 @@ pub struct LockOptions {
     expiry: Duration,
     extension_cadence: Option<Duration>,
     renew_deadline: Option<Duration>,
-    per_name: PerNameSettings,
-}
-
-/// The settings of the one actor that runs a lock name in a manager; every live handle of a
-/// name must carry the same ones.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PerNameSettings {
-    pub(crate) busy_wait_min: Duration,
-    pub(crate) busy_wait_max: Duration,
-    pub(crate) adaptive_backoff: bool,
-    pub(crate) idle_actor_timeout: Duration,
-    pub(crate) lock_name_label: LockNameLabel,
+    busy_wait_min: Duration,
+    busy_wait_max: Duration,
+    adaptive_backoff: bool,
+    idle_actor_timeout: Duration,
+    lock_name_label: LockNameLabel,
 }
 
 impl Default for LockOptions {
@@ -84,13 +75,11 @@ impl Default for LockOptions {
             expiry: Duration::from_secs(30),
             extension_cadence: None,
             renew_deadline: None,
-            per_name: PerNameSettings {
-                busy_wait_min: Duration::from_millis(10),
-                busy_wait_max: Duration::from_millis(800),
-                adaptive_backoff: false,
-                idle_actor_timeout: Duration::from_secs(60),
-                lock_name_label: LockNameLabel::Off,
-            },
+            busy_wait_min: Duration::from_millis(10),
+            busy_wait_max: Duration::from_millis(800),
+            adaptive_backoff: false,
+            idle_actor_timeout: Duration::from_secs(60),
+            lock_name_label: LockNameLabel::Off,
         }
     }
 }
@@ -137,7 +126,7 @@ impl LockOptions {
     }
 
     /// Sets the range of the sleep between acquisition attempts while the lock is held
-    /// elsewhere. Per name.
+    /// elsewhere.
     ///
     /// ```
     /// use std::time::Duration;
@@ -146,26 +135,28 @@ impl LockOptions {
     /// assert_eq!(options.busy_wait(), (Duration::from_millis(1), Duration::from_millis(50)));
     /// ```
     pub fn with_busy_wait(mut self, min: Duration, max: Duration) -> Self {
-        self.per_name.busy_wait_min = min;
-        self.per_name.busy_wait_max = max;
+        self.busy_wait_min = min;
+        self.busy_wait_max = max;
         self
     }
 
     /// With `true`, the n-th consecutive failed attempt sleeps `min·1.5^n` with ±20 % jitter,
     /// clamped to the busy-wait range, reset after a success: fewer store calls under long
-    /// contention, quick retries when contention is brief. Per name.
+    /// contention, quick retries when contention is brief.
     ///
     /// ```
     /// let options = mongolock::LockOptions::default().with_adaptive_backoff(true);
     /// assert!(options.adaptive_backoff());
     /// ```
     pub fn with_adaptive_backoff(mut self, enabled: bool) -> Self {
-        self.per_name.adaptive_backoff = enabled;
+        self.adaptive_backoff = enabled;
         self
     }
 
     /// Sets how long the per-name actor stays alive with no holder and no waiter before the
-    /// supervisor stops it, bounding memory by the number of active locks. Per name.
+    /// supervisor stops it, bounding memory by the number of active locks. A manager
+    /// setting: only the defaults given to [`LockManager::start`](crate::LockManager::start)
+    /// decide it.
     ///
     /// ```
     /// use std::time::Duration;
@@ -173,14 +164,14 @@ impl LockOptions {
     /// assert_eq!(options.idle_actor_timeout(), Duration::from_secs(5));
     /// ```
     pub fn with_idle_actor_timeout(mut self, timeout: Duration) -> Self {
-        self.per_name.idle_actor_timeout = timeout;
+        self.idle_actor_timeout = timeout;
         self
     }
 
     /// Sets which locks carry a `lock` label with their name on their metrics:
     /// `false`/[`LockNameLabel::Off`] (default, so many lock names cannot explode metric
     /// cardinality), `true`/[`LockNameLabel::On`], or [`LockNameLabel::allow_list`] of the
-    /// names worth watching one by one. Per name.
+    /// names worth watching one by one.
     ///
     /// ```
     /// use mongolock::{metrics::LockNameLabel, LockOptions};
@@ -189,7 +180,7 @@ impl LockOptions {
     /// assert_eq!(all.lock_name_label(), &LockNameLabel::On);
     /// ```
     pub fn with_lock_name_label(mut self, policy: impl Into<LockNameLabel>) -> Self {
-        self.per_name.lock_name_label = policy.into();
+        self.lock_name_label = policy.into();
         self
     }
 
@@ -240,7 +231,7 @@ impl LockOptions {
     /// assert_eq!((min, max), (Duration::from_millis(10), Duration::from_millis(800)));
     /// ```
     pub fn busy_wait(&self) -> (Duration, Duration) {
-        (self.per_name.busy_wait_min, self.per_name.busy_wait_max)
+        (self.busy_wait_min, self.busy_wait_max)
     }
 
     /// Whether adaptive backoff is on.
@@ -249,7 +240,7 @@ impl LockOptions {
     /// assert!(!mongolock::LockOptions::default().adaptive_backoff());
     /// ```
     pub fn adaptive_backoff(&self) -> bool {
-        self.per_name.adaptive_backoff
+        self.adaptive_backoff
     }
 
     /// How long an idle per-name actor lingers.
@@ -259,7 +250,7 @@ impl LockOptions {
     /// assert_eq!(mongolock::LockOptions::default().idle_actor_timeout(), Duration::from_secs(60));
     /// ```
     pub fn idle_actor_timeout(&self) -> Duration {
-        self.per_name.idle_actor_timeout
+        self.idle_actor_timeout
     }
 
     /// The metric label policy.
@@ -269,11 +260,7 @@ impl LockOptions {
     /// assert_eq!(mongolock::LockOptions::default().lock_name_label(), &LockNameLabel::Off);
     /// ```
     pub fn lock_name_label(&self) -> &LockNameLabel {
-        &self.per_name.lock_name_label
-    }
-
-    pub(crate) fn per_name(&self) -> &PerNameSettings {
-        &self.per_name
+        &self.lock_name_label
     }
 
     /// Checks that the settings can work together.
@@ -297,14 +284,13 @@ impl LockOptions {
         let invalid = |message: String| Err(LockError::InvalidOptions(message));
         let cadence = self.extension_cadence();
         let deadline = self.renew_deadline();
-        let per_name = &self.per_name;
         for (setting, value) in [
             ("expiry", self.expiry),
             ("extension_cadence", cadence),
             ("renew_deadline", deadline),
-            ("busy_wait min", per_name.busy_wait_min),
-            ("busy_wait max", per_name.busy_wait_max),
-            ("idle_actor_timeout", per_name.idle_actor_timeout),
+            ("busy_wait min", self.busy_wait_min),
+            ("busy_wait max", self.busy_wait_max),
+            ("idle_actor_timeout", self.idle_actor_timeout),
         ] {
             if value.is_zero() {
                 return invalid(format!("{setting} must be greater than zero"));
@@ -332,10 +318,10 @@ impl LockOptions {
                 "renew_deadline ({deadline:?}) must be longer than extension_cadence ({cadence:?}), or the lock is lost before its first renewal"
             ));
         }
-        if per_name.busy_wait_min > per_name.busy_wait_max {
+        if self.busy_wait_min > self.busy_wait_max {
             return invalid(format!(
                 "busy_wait min ({:?}) must not exceed max ({:?})",
-                per_name.busy_wait_min, per_name.busy_wait_max
+                self.busy_wait_min, self.busy_wait_max
             ));
         }
         Ok(())

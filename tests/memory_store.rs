@@ -28,3 +28,37 @@ impl Backend for Memory {
 }
 
 conformance_suite!(Memory, start_paused = true);
+
+/// No task or timer outlives its purpose: after many acquire/release cycles the runtime is
+/// back to the tasks it had before (renewal and deadline timers of released holds are
+/// cancelled, not left sleeping until they fire).
+#[tokio::test(start_paused = true)]
+async fn released_holds_leave_no_sleeping_timers() {
+    use mongolock::{LockManager, LockOptions};
+    use std::time::Duration;
+
+    let manager = LockManager::start(MemoryStore::new(), LockOptions::default())
+        .await
+        .unwrap();
+    let lock = manager.lock("cycled").unwrap();
+    lock.acquire().await.unwrap().release().await.unwrap();
+    // Let the first cycle's background work finish; what is alive now is the baseline (the
+    // supervisor, the lock actor, its idle timer, the store's sweeper).
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let baseline = alive();
+    for _ in 0..200 {
+        lock.acquire().await.unwrap().release().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        alive(),
+        baseline,
+        "tasks left behind by 200 acquire/release cycles"
+    );
+    manager.shutdown().await;
+}

@@ -106,7 +106,14 @@ impl CommandLog {
         let log = self.0.clone();
         EventHandler::callback(move |event| {
             if let CommandEvent::Started(started) = event {
-                log.lock().unwrap().push(started.command_name);
+                // The manager's one release change stream (opened once, then long-polled
+                // with getMore) is background traffic, not part of any lock operation.
+                let change_stream = started.command_name == "getMore"
+                    || (started.command_name == "aggregate"
+                        && started.command.to_string().contains("$changeStream"));
+                if !change_stream {
+                    log.lock().unwrap().push(started.command_name);
+                }
             }
         })
     }
@@ -705,5 +712,152 @@ async fn uncontended_acquire_and_release_take_one_round_trip_each() {
     assert_eq!(per_call["acquire"], ["findAndModify"]);
     assert_eq!(per_call["release"], ["findAndModify"]);
     assert_eq!(per_call["try_acquire"], ["findAndModify"]);
+    manager.shutdown().await;
+}
+
+/// Renewing many leases held by one manager costs a few commands per cadence, not one per
+/// lease: renewals due together go out as one batched update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_of_many_leases_are_batched() {
+    const LOCKS: usize = 300;
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let options = LockOptions::default()
+        .with_expiry(Duration::from_secs(6))
+        .with_extension_cadence(Duration::from_millis(800))
+        .with_renew_deadline(Duration::from_secs(3));
+    let manager = start(store.clone(), options.clone()).await;
+    wait_for_ttl_index(&store).await;
+    let mut guards = Vec::new();
+    for i in 0..LOCKS {
+        guards.push(
+            manager
+                .lock(format!("many-{i}"))
+                .unwrap()
+                .acquire()
+                .await
+                .unwrap(),
+        );
+    }
+    log.take();
+    let cadences = 3;
+    sleep(options.extension_cadence() * cadences).await;
+    let commands = log.take();
+    let updates = commands.iter().filter(|c| *c == "update").count();
+    println!(
+        "{LOCKS} leases over {cadences} cadences: {updates} update commands ({} commands in all)",
+        commands.len()
+    );
+    assert!(
+        guards.iter().all(|g| g.loss().is_none()),
+        "a lease was lost"
+    );
+    // One per lease per cadence would be 900; batches fall on a grid of 8 per cadence.
+    assert!(
+        updates <= 8 * (cadences as usize + 1),
+        "{updates} updates for {LOCKS} leases over {cadences} cadences"
+    );
+    assert!(
+        updates >= cadences as usize,
+        "renewals were not sent: {updates}"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    manager.shutdown().await;
+}
+
+/// A batch in which some leases were taken over tells each holder its own outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_renewal_reports_each_lease_separately() {
+    let store = store_on(&client().await, &unique_collection());
+    let held: Vec<_> = (0..4)
+        .map(|i| {
+            mongolock::store::LeaseKey::new(
+                LockName::new(format!("b-{i}")).unwrap(),
+                LeaseId::new(),
+            )
+        })
+        .collect();
+    for key in &held {
+        let request = AcquireRequest::new(
+            key.name.clone(),
+            key.lease,
+            HolderId::generate(),
+            Duration::from_secs(30),
+        );
+        assert!(matches!(
+            store.try_acquire(&request).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ));
+    }
+    // The second lease is released behind its holder's back.
+    store.release(&held[1]).await.unwrap();
+    let requests: Vec<_> = held
+        .iter()
+        .map(|key| mongolock::store::ExtendRequest::new(key.clone(), Duration::from_secs(30)))
+        .collect();
+    let results = store.extend_many(&requests).await;
+    let outcomes: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+    use mongolock::store::ExtendOutcome::{Extended, NotOwner};
+    assert_eq!(outcomes, [Extended, NotOwner, Extended, Extended]);
+}
+
+/// A waiter in another process learns from the store's change stream that the lock was
+/// released, and takes it at once instead of at its next poll (here at least 5 s away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_remote_waiter_at_once() {
+    let collection = unique_collection();
+    let holder = start(store_on(&client().await, &collection), fast_options()).await;
+    let slow_polls = fast_options().with_busy_wait(Duration::from_secs(5), Duration::from_secs(6));
+    let waiter = start(store_on(&client().await, &collection), slow_polls).await;
+    let guard = holder.lock("woken").unwrap().acquire().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.lock("woken").unwrap();
+        async move { lock.acquire().await }
+    });
+    // Let the waiter fail its first attempt and start a long backoff sleep.
+    sleep(Duration::from_millis(500)).await;
+    let released_at = Instant::now();
+    guard.release().await.unwrap();
+    let taken = timeout(Duration::from_secs(3), waiting)
+        .await
+        .expect("the waiter was not woken by the release")
+        .unwrap()
+        .unwrap();
+    let handed_over = released_at.elapsed();
+    println!("hand-over to a remote waiter after release: {handed_over:?}");
+    assert!(handed_over < Duration::from_secs(2), "{handed_over:?}");
+    taken.release().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+/// Passing the lock to a local waiter takes one command: a findAndModify hand-over, not a
+/// release followed by an acquisition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_hand_over_takes_one_round_trip() {
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let manager = start(store.clone(), LockOptions::default()).await;
+    wait_for_ttl_index(&store).await;
+    let lock = manager.lock("relay").unwrap();
+    let first = lock.acquire().await.unwrap();
+    let next = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    sleep(Duration::from_millis(50)).await;
+    log.take();
+    first.release().await.unwrap();
+    let second = next.await.unwrap().unwrap();
+    assert_eq!(log.take(), ["findAndModify"], "one hand-over, nothing else");
+    second.release().await.unwrap();
     manager.shutdown().await;
 }

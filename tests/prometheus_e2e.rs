@@ -51,7 +51,13 @@ fn contention_example() -> PathBuf {
     let example = profile_dir.join("examples").join("contention");
     if !example.is_file() {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "contention"])
+            .args([
+                "build",
+                "--example",
+                "contention",
+                "--features",
+                "prometheus",
+            ])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("cargo runs");

@@ -58,13 +58,13 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
         args: CampaignArgs<E>,
     ) -> Result<CampaignState<E>, ActorProcessingErr> {
         Ok(CampaignState {
+            sinks: EventSinks::new(args.lock.name().clone(), args.channel),
             lock: args.lock,
             campaigning: false,
             guard: None,
             attempt: 0,
             acquiring: None,
             waiting: Vec::new(),
-            sinks: EventSinks::new(args.channel),
             binding: None,
             retry_after: args.retry_after,
         })
@@ -124,6 +124,13 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             }
             CampaignMsg::RetryDue => state.ensure_acquiring(&myself),
             CampaignMsg::Publish(event) => state.sinks.publish(event),
+            CampaignMsg::Probe { reply } => {
+                let term = state
+                    .guard
+                    .as_ref()
+                    .map(|guard| (guard.token(), guard.last_renewed()));
+                let _ = reply.send(term);
+            }
         }
         Ok(())
     }
@@ -151,12 +158,8 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
         if let SupervisionEvent::ActorFailed(_, error) = &event {
             tracing::warn!(lock = %state.lock.name(), %error, "bound actor failed; releasing the lock and campaigning again");
         }
-        if let Some(guard) = state.guard.take() {
-            let token = guard.token();
-            if let Err(error) = guard.release().await {
-                tracing::warn!(lock = %state.lock.name(), %error, "release after the bound actor ended failed");
-            }
-            state.sinks.publish(E::released(token));
+        if let Err(error) = state.end_term().await {
+            tracing::warn!(lock = %state.lock.name(), %error, "release after the bound actor ended failed");
         }
         state.ensure_acquiring(&myself);
         Ok(())
@@ -222,11 +225,7 @@ impl<E: CampaignEvent> CampaignState<E> {
             Ok(actor) => binding.running = Some(actor),
             Err(error) => {
                 tracing::error!(lock = %self.lock.name(), %error, "could not start the bound actor; releasing the lock");
-                if let Some(guard) = self.guard.take() {
-                    let token = guard.token();
-                    let _ = guard.release().await;
-                    self.sinks.publish(E::released(token));
-                }
+                let _ = self.end_term().await;
                 myself.send_after(self.retry_after, || CampaignMsg::RetryDue);
             }
         }
@@ -241,15 +240,39 @@ impl<E: CampaignEvent> CampaignState<E> {
         for reply in self.waiting.drain(..) {
             let _ = reply.send(Err(LockError::CampaignStopped));
         }
-        if let Some(binding) = &mut self.binding {
-            binding.stop();
-        }
+        self.end_term().await
+    }
+
+    /// Ends the current term on purpose: stops the bound actor and waits for it to be gone
+    /// (work of this term must not overlap the next holder's), then releases. The wait is
+    /// bounded by the loss signal — renewals go on meanwhile, and if they fail the holder
+    /// is told before the lease can expire — and by one lease length at most. A term whose
+    /// lock turns out to have been lost (taken over, deleted, deadline) ends with a loss
+    /// event and its reason, never as a release.
+    async fn end_term(&mut self) -> Result<(), LockError> {
         let Some(guard) = self.guard.take() else {
+            if let Some(binding) = &mut self.binding {
+                binding.stop();
+            }
             return Ok(());
         };
         let token = guard.token();
+        if let Some(binding) = &mut self.binding {
+            let longest = self.lock.options().expiry();
+            tokio::select! {
+                () = binding.drain(longest) => {}
+                reason = guard.lost() => {
+                    binding.stop();
+                    self.sinks.publish(E::lost(token, reason.clone()));
+                    return Err(LockError::Lost(reason));
+                }
+            }
+        }
         let result = guard.release().await;
-        self.sinks.publish(E::released(token));
+        match &result {
+            Err(LockError::Lost(reason)) => self.sinks.publish(E::lost(token, reason.clone())),
+            _ => self.sinks.publish(E::released(token)),
+        }
         result
     }
 }

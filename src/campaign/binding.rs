@@ -2,11 +2,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use ractor::{ActorCell, SpawnErr};
 
-/// Spawns the bound actor for a hold with this fencing token, linked to the given
-/// supervisor (the campaign actor), and returns its cell.
+/// Spawns the bound actor for a term: `(token, supervisor) -> the actor's cell`.
 pub(crate) type SpawnBound = Box<
     dyn Fn(u64, ActorCell) -> Pin<Box<dyn Future<Output = Result<ActorCell, SpawnErr>> + Send>>
         + Send
@@ -15,7 +15,7 @@ pub(crate) type SpawnBound = Box<
 
 pub(crate) struct Binding {
     pub(crate) spawn: SpawnBound,
-    /// The running bound actor, while the lock is held.
+    /// The actor of the current term, if one is running.
     pub(crate) running: Option<ActorCell>,
 }
 
@@ -27,10 +27,26 @@ impl Binding {
         }
     }
 
-    /// Stops the bound actor, if running (on loss, release or stop).
+    /// Stops the term's actor without waiting: for a lost term, where waiting cannot help
+    /// (the fencing token covers writes still in flight).
     pub(crate) fn stop(&mut self) {
         if let Some(actor) = self.running.take() {
             actor.stop(Some("lock no longer held".to_owned()));
+        }
+    }
+
+    /// Stops the term's actor and waits until it is gone — its current message handled,
+    /// `post_stop` run — for at most `within`: a voluntary hand-over must not let the old
+    /// term's work overlap the next holder's.
+    pub(crate) async fn drain(&mut self, within: Duration) {
+        let Some(actor) = self.running.take() else {
+            return;
+        };
+        let stopped = actor
+            .stop_and_wait(Some("handing the lock over".to_owned()), Some(within))
+            .await;
+        if let Err(error) = stopped {
+            tracing::warn!(actor = %actor.get_id(), %error, "the bound actor did not stop in time; handing the lock over anyway");
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::error::LossReason;
 /// }
 /// assert_eq!(describe(&LockEvent::Acquired { token: 1 }), "Acquired { token: 1 }");
 /// ```
-pub trait CampaignEvent: Clone + Send + Sync + 'static + sealed::Sealed {
+pub trait CampaignEvent: Clone + std::fmt::Debug + Send + Sync + 'static + sealed::Sealed {
     /// The lock was acquired with this token.
     #[doc(hidden)]
     fn acquired(token: u64) -> Self;

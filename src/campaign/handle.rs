@@ -246,6 +246,14 @@ impl<E: CampaignEvent> Campaign<E> {
         })))
     }
 
+    /// The current term's token and when its last confirmed renewal was sent, if the lock
+    /// is held.
+    pub(crate) async fn probe(&self) -> Result<Option<(u64, tokio::time::Instant)>, LockError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(CampaignMsg::Probe { reply })?;
+        answer.await.map_err(|_| LockError::ShutDown)
+    }
+
     /// Adds an in-process sink that sees every event in order (the leader gauge).
     pub(crate) fn add_sink(&self, sink: EventSink<E>) -> Result<(), LockError> {
         self.send(CampaignMsg::Subscribe(sink))

@@ -1,6 +1,7 @@
 //! The messages of a campaign actor.
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::binding::SpawnBound;
 use super::sinks::EventSink;
@@ -20,6 +21,10 @@ pub(crate) enum CampaignMsg<E> {
     Subscribe(EventSink<E>),
     /// Publish an event that comes from outside the engine (a leader change).
     Publish(E),
+    /// The current term's token and when its last confirmed renewal was sent, if held.
+    Probe {
+        reply: oneshot::Sender<Option<(u64, Instant)>>,
+    },
     /// Run a user actor only while held (and start campaigning).
     Bind(SpawnBound),
     // --- from the campaign's own tasks and timers ---

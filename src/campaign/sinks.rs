@@ -7,6 +7,7 @@ use std::panic::AssertUnwindSafe;
 use tokio::sync::broadcast;
 
 use super::event::CampaignEvent;
+use crate::name::LockName;
 
 /// Forwards one event; returns `false` when its target is gone and it should be removed.
 pub(crate) type EventSink<E> = Box<dyn FnMut(E) -> bool + Send>;
@@ -15,13 +16,16 @@ pub(crate) type EventSink<E> = Box<dyn FnMut(E) -> bool + Send>;
 pub(crate) const CHANNEL_CAPACITY: usize = 64;
 
 pub(crate) struct EventSinks<E> {
+    /// The lock the events are about, for the log.
+    lock: LockName,
     channel: broadcast::Sender<E>,
     actors: Vec<EventSink<E>>,
 }
 
 impl<E: CampaignEvent> EventSinks<E> {
-    pub(crate) fn new(channel: broadcast::Sender<E>) -> Self {
+    pub(crate) fn new(lock: LockName, channel: broadcast::Sender<E>) -> Self {
         Self {
+            lock,
             channel,
             actors: Vec::new(),
         }
@@ -32,6 +36,9 @@ impl<E: CampaignEvent> EventSinks<E> {
     }
 
     pub(crate) fn publish(&mut self, event: E) {
+        // Terms starting and ending (elected, deposed with why, released) are what an
+        // operator reads the log for.
+        tracing::info!(lock = %self.lock, ?event, "campaign event");
         // No receivers is fine: nobody subscribed to the channel.
         let _ = self.channel.send(event.clone());
         self.actors.retain_mut(|sink| {

@@ -242,6 +242,13 @@ impl Election {
     }
 }
 
+impl Election {
+    /// The campaign engine behind this election.
+    pub(crate) fn engine(&self) -> &Campaign<ElectionEvent> {
+        &self.campaign
+    }
+}
+
 impl std::fmt::Debug for Election {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Election")

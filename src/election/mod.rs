@@ -9,13 +9,16 @@
 //! | `options.rs` | [`ElectionOptions`], client-go's timings and rules |
 //! | `observer.rs` | who leads: `LeaderChanged` for every candidate |
 //! | `leader_gauge.rs` | `mongolock_leader{election}` |
+//! | `health.rs` | [`ElectionHealth`], a liveness check for leaders |
 
 mod event;
 mod handle;
+mod health;
 mod leader_gauge;
 mod observer;
 mod options;
 
 pub use event::{ElectionEvent, LeaderInfo};
 pub use handle::Election;
+pub use health::ElectionHealth;
 pub use options::ElectionOptions;

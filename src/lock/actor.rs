@@ -23,17 +23,19 @@ use super::guard::LockGuard;
 use super::hold::Hold;
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
+use super::renewer::{Renewal, Renewer};
 use super::starvation;
-use super::store_call::{bounded, spawn_store_call};
+use super::store_call::{self, Started, bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
+use super::timer::Timer;
 use super::waiters::{Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
-use crate::options::{LockOptions, PerNameSettings};
+use crate::options::LockOptions;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
-    LockStore, ReleaseOutcome,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
+    LeaseId, LeaseKey, LockStore, ReleaseOutcome,
 };
 
 /// The actor behaviour; all state lives in [`LockActorState`].
@@ -45,7 +47,9 @@ pub(crate) struct LockActorArgs {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
-    pub(crate) options: Arc<LockOptions>,
+    /// How long the actor lingers with nothing held or queued (the manager's setting).
+    pub(crate) idle_timeout: Duration,
+    pub(crate) renewer: Renewer,
 }
 
 enum Phase {
@@ -54,16 +58,35 @@ enum Phase {
     /// One acquisition attempt is in flight.
     Attempting(Attempt),
     /// Waiting for the backoff timer before the next attempt.
-    BackingOff,
+    BackingOff {
+        /// Stepping back so other processes get a turn (starvation mode): a release does
+        /// not cut this wait short, or this process would take the lock straight back.
+        yielding: bool,
+    },
     /// This process holds the lock for one guard.
     Held(Hold),
+    /// The hold is being passed straight to the first local waiter's new lease (`to`):
+    /// one store call, and the lock is never free in between.
+    HandingOver {
+        /// The lease being handed over.
+        from: LeaseId,
+        to: Attempt,
+        /// The releasing guard's answer.
+        reply: ReleaseReply,
+    },
     /// A release is in flight; waiters queue behind it.
-    Releasing { lease: LeaseId, reply: ReleaseReply },
+    Releasing {
+        lease: LeaseId,
+        reply: ReleaseReply,
+        options: Arc<LockOptions>,
+        metrics: LockMetrics,
+    },
 }
 
 struct Attempt {
     lease: LeaseId,
     options: Arc<LockOptions>,
+    metrics: LockMetrics,
     /// Set when the attempt serves a `try_acquire` rather than the waiter queue.
     for_try: Option<TryReply>,
 }
@@ -73,17 +96,26 @@ pub(crate) struct LockActorState {
     store: Arc<dyn LockStore>,
     holder: HolderId,
     supervisor: ActorRef<SupervisorMsg>,
-    metrics: LockMetrics,
     waiters: Waiters,
     phase: Phase,
     backoff: Backoff,
     rng: StdRng,
+    /// The last hand-over reported that other processes have waited longer than a backoff
+    /// interval: the next release frees the lock for them instead of handing it over.
+    others_starving: bool,
     /// Bumped whenever a retry or idle timer is scheduled; older timers are ignored.
     generation: u64,
     /// Requests received from the supervisor, compared with its count before an idle stop.
     forwarded_seen: u64,
-    /// Backoff range, idle timeout and label policy, as the live handles of this name agree.
-    settings: PerNameSettings,
+    idle_timeout: Duration,
+    /// Sends this name's renewals batched with the other names' of the manager.
+    renewer: Renewer,
+    /// The held lease's next renewal.
+    renewal_timer: Timer<LockMsg>,
+    /// The held lease's loss deadline.
+    deadline_timer: Timer<LockMsg>,
+    /// The next attempt after a backoff, or the idle stop.
+    wake_timer: Timer<LockMsg>,
 }
 
 impl Actor for LockActor {
@@ -96,13 +128,15 @@ impl Actor for LockActor {
         _myself: ActorRef<LockMsg>,
         args: LockActorArgs,
     ) -> Result<LockActorState, ActorProcessingErr> {
-        let settings = args.options.per_name().clone();
-        let metrics = LockMetrics::new(&args.name, &settings.lock_name_label);
         Ok(LockActorState {
-            waiters: Waiters::new(metrics.clone()),
-            metrics,
-            backoff: Backoff::new(&settings),
-            settings,
+            waiters: Waiters::default(),
+            others_starving: false,
+            backoff: Backoff::new(&LockOptions::default()),
+            idle_timeout: args.idle_timeout,
+            renewer: args.renewer,
+            renewal_timer: Timer::default(),
+            deadline_timer: Timer::default(),
+            wake_timer: Timer::default(),
             name: args.name,
             store: args.store,
             holder: args.holder,
@@ -144,7 +178,14 @@ impl Actor for LockActor {
                 result,
             } => state.on_attempt_done(&myself, lease, sent_at, result),
             LockMsg::RetryDue { generation } => {
-                if generation == state.generation && matches!(state.phase, Phase::BackingOff) {
+                if generation == state.generation && matches!(state.phase, Phase::BackingOff { .. })
+                {
+                    state.start_attempt(&myself, None);
+                }
+            }
+            LockMsg::Wake => {
+                if matches!(state.phase, Phase::BackingOff { yielding: false }) {
+                    state.next_generation(); // the pending retry timer is now stale
                     state.start_attempt(&myself, None);
                 }
             }
@@ -160,6 +201,11 @@ impl Actor for LockActor {
                 sent_at,
                 result,
             } => state.on_release_done(&myself, lease, sent_at, result),
+            LockMsg::HandOverDone {
+                to,
+                sent_at,
+                result,
+            } => state.on_hand_over_done(&myself, to, sent_at, result),
             LockMsg::IdleDue { generation } => state.on_idle_due(&myself, generation),
         }
         Ok(())
@@ -167,21 +213,6 @@ impl Actor for LockActor {
 }
 
 impl LockActorState {
-    /// Takes on the per-name settings a request's handle carries. Every live handle of a
-    /// name agrees on them (the manager refuses one that does not), so they differ from ours
-    /// only after all older handles were dropped; they take effect while nothing is held or
-    /// queued, so gauges and backoff never mix two settings.
-    fn adopt(&mut self, settings: &PerNameSettings) {
-        let quiet = matches!(self.phase, Phase::Idle) && !self.waiters.prune();
-        if *settings == self.settings || !quiet {
-            return;
-        }
-        self.settings = settings.clone();
-        self.backoff = Backoff::new(settings);
-        self.metrics = LockMetrics::new(&self.name, &settings.lock_name_label);
-        self.waiters = Waiters::new(self.metrics.clone());
-    }
-
     fn on_acquire(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -189,8 +220,8 @@ impl LockActorState {
         requested_at: Instant,
         reply: GuardReply,
     ) {
-        self.adopt(options.per_name());
         self.waiters.push(Waiter {
+            metrics: LockMetrics::new(&self.name, options.lock_name_label()),
             options,
             requested_at,
             reply,
@@ -206,7 +237,6 @@ impl LockActorState {
         options: Arc<LockOptions>,
         reply: TryReply,
     ) {
-        self.adopt(options.per_name());
         if matches!(self.phase, Phase::Idle) {
             self.start_attempt(myself, Some((options, reply)));
         } else {
@@ -222,12 +252,16 @@ impl LockActorState {
         myself: &ActorRef<LockMsg>,
         for_try: Option<(Arc<LockOptions>, TryReply)>,
     ) {
-        let (options, for_try, waited) = match for_try {
-            Some((options, reply)) => (options, Some(reply), Duration::ZERO),
+        self.wake_timer.cancel();
+        let (options, metrics, for_try, waited) = match for_try {
+            Some((options, reply)) => {
+                let metrics = LockMetrics::new(&self.name, options.lock_name_label());
+                (options, metrics, Some(reply), Duration::ZERO)
+            }
             None => {
                 let live = self.waiters.prune();
                 match self.waiters.front().filter(|_| live) {
-                    Some((options, waited)) => (options, None, waited),
+                    Some((options, metrics, waited)) => (options, metrics, None, waited),
                     None => return self.become_idle(myself),
                 }
             }
@@ -242,30 +276,55 @@ impl LockActorState {
         };
         let store = self.store.clone();
         let actor = myself.clone();
-        let timeout = options.renew_deadline();
-        // Not `spawn_store_call`: if the actor is gone when a grant comes back, this task
-        // must release the grant itself, or it would stay held until expiry (a phantom).
+        let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        self.phase = Phase::Attempting(Attempt {
+            lease,
+            options,
+            metrics,
+            for_try,
+        });
+        let key = LeaseKey {
+            name: request.name.clone(),
+            lease,
+        };
+        let attempt = {
+            let store = store.clone();
+            async move { store.try_acquire(&request).await }
+        };
+        let (sent_at, mut call) = match store_call::start(attempt) {
+            (sent_at, Started::Answered(result)) => {
+                let _ = actor.send_message(LockMsg::AttemptDone {
+                    lease,
+                    sent_at,
+                    result,
+                });
+                return;
+            }
+            (sent_at, Started::Running(call)) => (sent_at, call),
+        };
         tokio::spawn(async move {
-            let sent_at = Instant::now();
-            let result = bounded(timeout, store.try_acquire(&request)).await;
+            let answered = tokio::time::timeout(timeout, &mut call).await;
+            let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
             let granted = matches!(result, Ok(AcquireOutcome::Acquired { .. }));
+            let timed_out = matches!(result, Err(StoreError::Timeout(_)));
             let done = LockMsg::AttemptDone {
                 lease,
                 sent_at,
                 result,
             };
-            if actor.send_message(done).is_err() && granted {
-                let key = LeaseKey {
-                    name: request.name,
-                    lease,
-                };
+            let delivered = actor.send_message(done).is_ok();
+            if timed_out {
+                // The store may still apply this attempt (a stalled command is applied when
+                // it reaches the server): keep waiting for its answer and free whatever it
+                // granted at once, so no record carries a lease nobody holds for longer than
+                // one round trip after the store applied it. After a lease length the call
+                // is given up, with one more release for luck.
+                let _ = tokio::time::timeout(expiry, &mut call).await;
+                orphan::release_now(store.as_ref(), &key, timeout).await;
+            } else if granted && !delivered {
+                // The actor is gone (idle stop, shutdown): nobody will own this grant.
                 orphan::release_now(store.as_ref(), &key, timeout).await;
             }
-        });
-        self.phase = Phase::Attempting(Attempt {
-            lease,
-            options,
-            for_try,
         });
     }
 
@@ -289,19 +348,20 @@ impl LockActorState {
             }
         };
         let took = sent_at.elapsed();
-        self.metrics
+        attempt
+            .metrics
             .store_call(StoreOp::Acquire, took, result.is_err());
         let deadline = sent_at + attempt.options.renew_deadline();
         match result {
             Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
-                self.metrics.attempt(AttemptResult::Acquired);
+                attempt.metrics.attempt(AttemptResult::Acquired);
                 self.backoff.reset();
                 self.grant(myself, attempt, token, sent_at);
             }
             Ok(AcquireOutcome::Acquired { .. }) => {
                 // The grant arrived after its own renew deadline: it cannot be used safely.
                 tracing::warn!(lock = %self.name, ?took, "acquisition answered too late to use; releasing it");
-                self.metrics.attempt(AttemptResult::Error);
+                attempt.metrics.attempt(AttemptResult::Error);
                 orphan::release(
                     &self.store,
                     &self.name,
@@ -311,20 +371,23 @@ impl LockActorState {
                 self.attempt_failed(myself, attempt, None);
             }
             Ok(AcquireOutcome::Busy { .. }) => {
-                self.metrics.attempt(AttemptResult::Contended);
+                attempt.metrics.attempt(AttemptResult::Contended);
                 self.attempt_failed(myself, attempt, None);
             }
             Err(error) => {
                 tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
-                self.metrics.attempt(AttemptResult::Error);
-                // The attempt may have been applied (a timeout): release its lease id so it
-                // cannot linger as a phantom hold.
-                orphan::release(
-                    &self.store,
-                    &self.name,
-                    lease,
-                    attempt.options.renew_deadline(),
-                );
+                attempt.metrics.attempt(AttemptResult::Error);
+                // An attempt that failed may still have been applied (its answer was lost):
+                // release its lease id so it cannot linger as a phantom hold. A timed-out one
+                // is released by its own task once the store answers.
+                if !matches!(error, StoreError::Timeout(_)) {
+                    orphan::release(
+                        &self.store,
+                        &self.name,
+                        lease,
+                        attempt.options.renew_deadline(),
+                    );
+                }
                 self.attempt_failed(myself, attempt, Some(error));
             }
         }
@@ -351,10 +414,14 @@ impl LockActorState {
         if !self.waiters.prune() {
             return self.become_idle(myself);
         }
+        self.backoff.follow(&attempt.options);
         let delay = self.backoff.next_delay(&mut self.rng);
         let generation = self.next_generation();
-        myself.send_after(delay, move || LockMsg::RetryDue { generation });
-        self.phase = Phase::BackingOff;
+        self.wake_timer
+            .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
+                generation,
+            });
+        self.phase = Phase::BackingOff { yielding: false };
     }
 
     /// The attempt won: hand a guard to its caller, then keep the lease alive.
@@ -365,7 +432,13 @@ impl LockActorState {
         token: u64,
         sent_at: Instant,
     ) {
-        let hold = Hold::new(attempt.lease, token, attempt.options, sent_at);
+        let hold = Hold::new(
+            attempt.lease,
+            token,
+            attempt.options,
+            attempt.metrics,
+            sent_at,
+        );
         let make_guard = || {
             LockGuard::new(
                 self.name.clone(),
@@ -387,16 +460,21 @@ impl LockActorState {
             None => self.waiters.deliver(make_guard),
         };
         tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
-        self.metrics.held(1.0);
-        let next_renewal = hold.next_renewal_after(sent_at);
+        hold.metrics.held(1.0);
+        let next_renewal = self.renewer.align(
+            hold.next_renewal_after(sent_at),
+            hold.options.extension_cadence(),
+        );
         let (lease, deadline) = (hold.lease, hold.deadline);
         self.phase = Phase::Held(hold);
         if !delivered {
             // Every caller left while the attempt was in flight: give the lock straight back.
             return self.begin_release(myself, lease, None);
         }
-        schedule_renewal(myself, lease, next_renewal);
-        schedule_deadline(myself, lease, deadline);
+        self.renewal_timer
+            .set(myself, next_renewal, move || LockMsg::RenewDue { lease });
+        self.deadline_timer
+            .set(myself, deadline, move || LockMsg::DeadlineDue { lease });
     }
 
     fn on_renew_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
@@ -415,18 +493,12 @@ impl LockActorState {
             key: hold.key(&self.name),
             expiry: hold.options.expiry(),
         };
-        let store = self.store.clone();
         // Bounded by the time left before the deadline: a later answer is useless anyway.
-        spawn_store_call(
-            myself,
-            remaining,
-            async move { store.extend(&request).await },
-            move |sent_at, result| LockMsg::RenewDone {
-                lease,
-                sent_at,
-                result,
-            },
-        );
+        self.renewer.renew(Renewal {
+            request,
+            within: remaining,
+            actor: myself.clone(),
+        });
     }
 
     fn on_renew_done(
@@ -443,27 +515,38 @@ impl LockActorState {
             return;
         }
         hold.renewal_in_flight = false;
-        self.metrics
+        hold.metrics
             .store_call(StoreOp::Extend, sent_at.elapsed(), result.is_err());
         match result {
             Ok(ExtendOutcome::Extended) => {
-                self.metrics.renewal(RenewalResult::Extended);
+                tracing::trace!(lock = %self.name, token = hold.token, "lease renewed");
+                hold.metrics.renewal(RenewalResult::Extended);
                 hold.confirm(sent_at);
-                let next = hold.next_renewal_after(sent_at);
-                schedule_deadline(myself, lease, hold.deadline);
-                schedule_renewal(myself, lease, next);
+                let next = self.renewer.align(
+                    hold.next_renewal_after(sent_at),
+                    hold.options.extension_cadence(),
+                );
+                self.deadline_timer
+                    .set(myself, hold.deadline, move || LockMsg::DeadlineDue {
+                        lease,
+                    });
+                self.renewal_timer
+                    .set(myself, next, move || LockMsg::RenewDue { lease });
             }
             Ok(ExtendOutcome::NotOwner) => {
-                self.metrics.renewal(RenewalResult::Lost);
+                hold.metrics.renewal(RenewalResult::Lost);
                 self.lose(myself, LossReason::Superseded);
             }
             Err(error) => {
-                tracing::warn!(lock = %self.name, %error, "lease renewal failed; retrying until the renew deadline");
-                self.metrics.renewal(RenewalResult::Error);
+                tracing::warn!(lock = %self.name, token = hold.token, %error, "lease renewal failed; retrying until the renew deadline");
+                hold.metrics.renewal(RenewalResult::Error);
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
                 hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-                schedule_renewal(myself, lease, hold.retry_renewal_at());
+                self.renewal_timer
+                    .set(myself, hold.retry_renewal_at(), move || LockMsg::RenewDue {
+                        lease,
+                    });
             }
         }
     }
@@ -491,9 +574,10 @@ impl LockActorState {
         let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
+        self.end_hold_timers();
         tracing::warn!(lock = %self.name, token = hold.token, %reason, "lock lost");
-        self.metrics.loss(&reason);
-        self.metrics.hold_ended(hold.acquired_at.elapsed());
+        hold.metrics.loss(&reason);
+        hold.metrics.hold_ended(hold.acquired_at.elapsed());
         hold.signal_loss(reason);
         self.start_attempt(myself, None);
     }
@@ -511,12 +595,20 @@ impl LockActorState {
     }
 
     fn begin_release(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
-        let Phase::Held(hold) =
-            std::mem::replace(&mut self.phase, Phase::Releasing { lease, reply })
-        else {
+        let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
-        self.metrics.hold_ended(hold.acquired_at.elapsed());
+        self.end_hold_timers();
+        hold.metrics.hold_ended(hold.acquired_at.elapsed());
+        if !self.others_starving && self.waiters.prune() {
+            return self.begin_hand_over(myself, hold, reply);
+        }
+        self.phase = Phase::Releasing {
+            lease,
+            reply,
+            options: hold.options.clone(),
+            metrics: hold.metrics.clone(),
+        };
         let key = hold.key(&self.name);
         let store = self.store.clone();
         spawn_store_call(
@@ -532,6 +624,143 @@ impl LockActorState {
         hold.mark_released();
     }
 
+    /// Passes `hold` straight to the first waiter in one store call (see
+    /// [`LockStore::hand_over`]), so a contended lock does not sit free while this process
+    /// has callers queued. Like an attempt, a call whose answer is late is waited for and
+    /// whatever it granted released, so no lease is left that nobody holds.
+    fn begin_hand_over(&mut self, myself: &ActorRef<LockMsg>, hold: Hold, reply: ReleaseReply) {
+        let Some((options, metrics, waited)) = self.waiters.front() else {
+            return;
+        };
+        let from = hold.key(&self.name);
+        hold.mark_released();
+        let to = LeaseId::new();
+        let request = AcquireRequest {
+            name: self.name.clone(),
+            lease: to,
+            holder: self.holder.clone(),
+            expiry: options.expiry(),
+            waited,
+        };
+        let (store, actor) = (self.store.clone(), myself.clone());
+        let (timeout, expiry) = (options.renew_deadline(), options.expiry());
+        self.phase = Phase::HandingOver {
+            from: from.lease,
+            to: Attempt {
+                lease: to,
+                options,
+                metrics,
+                for_try: None,
+            },
+            reply,
+        };
+        let hand_over = {
+            let (store, from) = (store.clone(), from.clone());
+            async move { store.hand_over(&from, &request).await }
+        };
+        let (sent_at, mut call) = match store_call::start(hand_over) {
+            (sent_at, Started::Answered(result)) => {
+                let _ = actor.send_message(LockMsg::HandOverDone {
+                    to,
+                    sent_at,
+                    result,
+                });
+                return;
+            }
+            (sent_at, Started::Running(call)) => (sent_at, call),
+        };
+        tokio::spawn(async move {
+            let answered = tokio::time::timeout(timeout, &mut call).await;
+            let result = answered.unwrap_or(Err(StoreError::Timeout(timeout)));
+            let handed_over = matches!(result, Ok(HandOverOutcome::HandedOver { .. }));
+            let timed_out = matches!(result, Err(StoreError::Timeout(_)));
+            let done = LockMsg::HandOverDone {
+                to,
+                sent_at,
+                result,
+            };
+            let delivered = actor.send_message(done).is_ok();
+            if timed_out {
+                let _ = tokio::time::timeout(expiry, &mut call).await;
+            }
+            if timed_out || (handed_over && !delivered) {
+                // Nobody owns either lease now: free whichever one the store holds.
+                let new = LeaseKey {
+                    name: from.name.clone(),
+                    lease: to,
+                };
+                orphan::release_now(store.as_ref(), &new, timeout).await;
+                orphan::release_now(store.as_ref(), &from, timeout).await;
+            }
+        });
+    }
+
+    fn on_hand_over_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        to: LeaseId,
+        sent_at: Instant,
+        result: Result<HandOverOutcome, StoreError>,
+    ) {
+        let (from, attempt, reply) = match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::HandingOver {
+                from,
+                to: attempt,
+                reply,
+            } if attempt.lease == to => (from, attempt, reply),
+            other => {
+                self.phase = other;
+                return;
+            }
+        };
+        attempt
+            .metrics
+            .store_call(StoreOp::HandOver, sent_at.elapsed(), result.is_err());
+        let (_, longest_backoff) = attempt.options.busy_wait();
+        let (answer, granted) = match result {
+            Ok(HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            }) => {
+                self.others_starving =
+                    contended_for.is_some_and(|waited| waited >= longest_backoff);
+                (Ok(()), Some(token))
+            }
+            Ok(HandOverOutcome::Released { .. }) => (Ok(()), None),
+            Ok(HandOverOutcome::NotOwner) => {
+                attempt.metrics.loss(&LossReason::Superseded);
+                (Err(LockError::Lost(LossReason::Superseded)), None)
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %error, "hand-over failed; both leases are released");
+                // It may have been applied (its answer was lost): nobody owns either lease
+                // now. A timed-out one is released by its task once the store answers.
+                if !matches!(error, StoreError::Timeout(_)) {
+                    let timeout = attempt.options.renew_deadline();
+                    orphan::release(&self.store, &self.name, attempt.lease, timeout);
+                    orphan::release(&self.store, &self.name, from, timeout);
+                }
+                (Err(LockError::Store(error)), None)
+            }
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+        match granted {
+            Some(token) if Instant::now() < sent_at + attempt.options.renew_deadline() => {
+                attempt.metrics.attempt(AttemptResult::Acquired);
+                self.grant(myself, attempt, token, sent_at);
+            }
+            Some(_) => {
+                // Answered after its own renew deadline: it cannot be used safely.
+                let timeout = attempt.options.renew_deadline();
+                orphan::release(&self.store, &self.name, attempt.lease, timeout);
+                self.start_attempt(myself, None);
+            }
+            None => self.start_attempt(myself, None),
+        }
+    }
+
     fn on_release_done(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -539,29 +768,32 @@ impl LockActorState {
         sent_at: Instant,
         result: Result<ReleaseOutcome, StoreError>,
     ) {
-        let reply = match std::mem::replace(&mut self.phase, Phase::Idle) {
+        let (reply, options, metrics) = match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Releasing {
                 lease: releasing,
                 reply,
-            } if releasing == lease => reply,
+                options,
+                metrics,
+            } if releasing == lease => (reply, options, metrics),
             other => {
                 self.phase = other;
                 return;
             }
         };
-        self.metrics
-            .store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
-        let step_back = starvation::step_back(&result, self.backoff.max());
+        metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        self.others_starving = false;
+        let (_, longest_backoff) = options.busy_wait();
+        let step_back = starvation::step_back(&result, longest_backoff);
         let answer = match result {
             Ok(ReleaseOutcome::Released { .. }) => Ok(()),
             // The record no longer carried our lease: it had expired and been taken over
             // before the release — the caller must know its critical section was not exclusive.
             Ok(ReleaseOutcome::NotOwner) => {
-                self.metrics.loss(&LossReason::Superseded);
+                metrics.loss(&LossReason::Superseded);
                 Err(LockError::Lost(LossReason::Superseded))
             }
             Err(error) => {
-                tracing::warn!(lock = %self.name, %error, "release failed; the lease will expire on the store");
+                tracing::warn!(lock = %self.name, %lease, %error, "release failed; the lease will expire on the store");
                 Err(LockError::Store(error))
             }
         };
@@ -570,8 +802,11 @@ impl LockActorState {
         }
         if let Some(delay) = step_back.filter(|_| self.waiters.prune()) {
             let generation = self.next_generation();
-            myself.send_after(delay, move || LockMsg::RetryDue { generation });
-            self.phase = Phase::BackingOff;
+            self.wake_timer
+                .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
+                    generation,
+                });
+            self.phase = Phase::BackingOff { yielding: true };
             return;
         }
         self.start_attempt(myself, None);
@@ -580,9 +815,10 @@ impl LockActorState {
     fn become_idle(&mut self, myself: &ActorRef<LockMsg>) {
         self.phase = Phase::Idle;
         let generation = self.next_generation();
-        myself.send_after(self.settings.idle_actor_timeout, move || LockMsg::IdleDue {
-            generation,
-        });
+        self.wake_timer
+            .set(myself, Instant::now() + self.idle_timeout, move || {
+                LockMsg::IdleDue { generation }
+            });
     }
 
     fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
@@ -598,12 +834,14 @@ impl LockActorState {
 
     async fn shut_down(&mut self) {
         self.waiters.fail_all(LockError::ShutDown);
+        self.end_hold_timers();
+        self.wake_timer.cancel();
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Held(hold) => {
                 let key = hold.key(&self.name);
                 let timeout = hold.options.renew_deadline();
-                self.metrics.loss(&LossReason::Shutdown);
-                self.metrics.hold_ended(hold.acquired_at.elapsed());
+                hold.metrics.loss(&LossReason::Shutdown);
+                hold.metrics.hold_ended(hold.acquired_at.elapsed());
                 hold.signal_loss(LossReason::Shutdown);
                 if let Err(error) = bounded(timeout, self.store.release(&key)).await {
                     tracing::warn!(lock = %self.name, %error, "release at shutdown failed; the lease will expire on the store");
@@ -621,32 +859,35 @@ impl LockActorState {
             } => {
                 let _ = reply.send(Err(LockError::ShutDown));
             }
-            Phase::Releasing { reply: None, .. } | Phase::Idle | Phase::BackingOff => {}
+            Phase::HandingOver {
+                reply: Some(reply), ..
+            } => {
+                let _ = reply.send(Err(LockError::ShutDown));
+                // A hand-over still in flight is released by its task once it finds this
+                // actor gone.
+            }
+            Phase::Releasing { reply: None, .. }
+            | Phase::HandingOver { reply: None, .. }
+            | Phase::Idle
+            | Phase::BackingOff { .. } => {}
         }
     }
 
     fn default_timeout(&self) -> Duration {
         self.waiters
             .front()
-            .map(|(options, _)| options.renew_deadline())
+            .map(|(options, _, _)| options.renew_deadline())
             .unwrap_or(LockOptions::default().renew_deadline())
+    }
+
+    /// A hold ended: its renewal and deadline timers have no purpose any more.
+    fn end_hold_timers(&mut self) {
+        self.renewal_timer.cancel();
+        self.deadline_timer.cancel();
     }
 
     fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
     }
-}
-
-fn schedule_renewal(myself: &ActorRef<LockMsg>, lease: LeaseId, at: Instant) {
-    myself.send_after(at.saturating_duration_since(Instant::now()), move || {
-        LockMsg::RenewDue { lease }
-    });
-}
-
-fn schedule_deadline(myself: &ActorRef<LockMsg>, lease: LeaseId, deadline: Instant) {
-    myself.send_after(
-        deadline.saturating_duration_since(Instant::now()),
-        move || LockMsg::DeadlineDue { lease },
-    );
 }

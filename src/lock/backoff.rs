@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::options::PerNameSettings;
+use crate::options::LockOptions;
 
 /// Growth factor of adaptive backoff per consecutive failed attempt.
 const GROWTH: f64 = 1.5;
@@ -14,8 +14,9 @@ const JITTER: f64 = 0.2;
 /// `1.5^n` finite.
 const MAX_EXPONENT: u32 = 64;
 
-/// The backoff strategy of one lock actor, chosen by
-/// [`LockOptions::adaptive_backoff`](crate::LockOptions::adaptive_backoff).
+/// The backoff of one lock actor: consecutive failures are the actor's, the range and
+/// strategy are those of the acquisition being served
+/// ([`LockOptions::with_busy_wait`], [`LockOptions::with_adaptive_backoff`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
     min: Duration,
@@ -25,13 +26,21 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    pub(crate) fn new(options: &PerNameSettings) -> Self {
-        Self {
-            min: options.busy_wait_min,
-            max: options.busy_wait_max,
-            adaptive: options.adaptive_backoff,
+    pub(crate) fn new(options: &LockOptions) -> Self {
+        let mut backoff = Self {
+            min: Duration::ZERO,
+            max: Duration::ZERO,
+            adaptive: false,
             failures: 0,
-        }
+        };
+        backoff.follow(options);
+        backoff
+    }
+
+    /// Takes the range and strategy of the acquisition now served.
+    pub(crate) fn follow(&mut self, options: &LockOptions) {
+        (self.min, self.max) = options.busy_wait();
+        self.adaptive = options.adaptive_backoff();
     }
 
     /// Records a failed attempt and returns how long to sleep before the next one.
@@ -56,11 +65,6 @@ impl Backoff {
         }
     }
 
-    /// The longest sleep between attempts.
-    pub(crate) fn max(&self) -> Duration {
-        self.max
-    }
-
     /// Forgets past failures (after a successful acquisition).
     pub(crate) fn reset(&mut self) {
         self.failures = 0;
@@ -75,10 +79,10 @@ mod tests {
 
     fn backoff(min_ms: u64, extra_ms: u64, adaptive: bool) -> Backoff {
         let min = Duration::from_millis(min_ms);
-        let options = crate::options::LockOptions::default()
+        let options = LockOptions::default()
             .with_busy_wait(min, min + Duration::from_millis(extra_ms))
             .with_adaptive_backoff(adaptive);
-        Backoff::new(options.per_name())
+        Backoff::new(&options)
     }
 
     proptest! {

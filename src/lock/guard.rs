@@ -96,6 +96,22 @@ impl LockGuard {
         &self.name
     }
 
+    /// When the last acquire or renewal that the store confirmed was *sent* (the runtime's
+    /// monotonic clock): the loss deadline counts from here. A holder whose renewals keep
+    /// failing sees this fall behind by more than the cadence.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert!(guard.last_renewed().elapsed() < LockOptions::default().extension_cadence());
+    /// # Ok(()) }
+    /// ```
+    pub fn last_renewed(&self) -> tokio::time::Instant {
+        self.loss.last_confirmed()
+    }
+
     /// Resolves when the lock is lost, with the reason; never resolves while it is held.
     /// Called after the loss, it resolves at once. A release is not a loss.
     ///

@@ -14,7 +14,7 @@ use super::supervisor::SupervisorMsg;
 use crate::error::LockError;
 use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
-use crate::options::{LockOptions, PerNameSettings};
+use crate::options::LockOptions;
 use crate::store::{HolderId, LockRecord};
 
 /// A handle to one named lock. Cheap to create and to clone; creating it validates the name
@@ -36,22 +36,14 @@ use crate::store::{HolderId, LockRecord};
 pub struct Lock {
     name: LockName,
     options: Arc<LockOptions>,
-    /// Keeps this name's per-name settings claimed while the handle lives.
-    _claim: Arc<PerNameSettings>,
     runtime: Arc<Runtime>,
 }
 
 impl Lock {
-    pub(crate) fn new(
-        name: LockName,
-        options: Arc<LockOptions>,
-        claim: Arc<PerNameSettings>,
-        runtime: Arc<Runtime>,
-    ) -> Self {
+    pub(crate) fn new(name: LockName, options: Arc<LockOptions>, runtime: Arc<Runtime>) -> Self {
         Self {
             name,
             options,
-            _claim: claim,
             runtime,
         }
     }
@@ -269,7 +261,6 @@ impl Lock {
         supervisor
             .send_message(SupervisorMsg::Forward {
                 name: self.name.clone(),
-                options: self.options.clone(),
                 message,
             })
             .map_err(|_| LockError::ShutDown)

@@ -6,6 +6,7 @@ use tokio::time::Instant;
 
 use super::loss_signal::{HoldStatusSender, LossSignal};
 use crate::error::{LossReason, StoreError};
+use crate::metrics::LockMetrics;
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{LeaseId, LeaseKey};
@@ -14,6 +15,8 @@ pub(crate) struct Hold {
     pub(crate) lease: LeaseId,
     pub(crate) token: u64,
     pub(crate) options: Arc<LockOptions>,
+    /// The acquisition's metrics (its handle's label policy).
+    pub(crate) metrics: LockMetrics,
     pub(crate) acquired_at: Instant,
     /// When the holder must consider the lock lost: the send time of the last successful
     /// acquire/extend plus the renew deadline. Counting from the *send* time (not the reply)
@@ -29,6 +32,7 @@ impl Hold {
         lease: LeaseId,
         token: u64,
         options: Arc<LockOptions>,
+        metrics: LockMetrics,
         sent_at: Instant,
     ) -> Self {
         let deadline = sent_at + options.renew_deadline();
@@ -36,11 +40,12 @@ impl Hold {
             lease,
             token,
             options,
+            metrics,
             acquired_at: Instant::now(),
             deadline,
             renewal_in_flight: false,
             last_error: None,
-            status: HoldStatusSender::new(),
+            status: HoldStatusSender::new(sent_at),
         }
     }
 
@@ -60,6 +65,7 @@ impl Hold {
     pub(crate) fn confirm(&mut self, sent_at: Instant) {
         self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
         self.last_error = None;
+        self.status.confirmed(sent_at);
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.

@@ -7,8 +7,11 @@
 //! is a **loss** with its [`LossReason`]. A sender dropped while the hold is still live (the
 //! actor panicked) reads as [`LossReason::RuntimeFailed`].
 
+use std::sync::{Arc, Mutex};
+
 use ractor::{ActorRef, Message};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::error::LossReason;
 
@@ -23,13 +26,15 @@ enum HoldStatus {
 #[derive(Debug)]
 pub(crate) struct HoldStatusSender {
     status: watch::Sender<HoldStatus>,
+    confirmed: Arc<Mutex<Instant>>,
 }
 
 impl HoldStatusSender {
-    /// A live hold.
-    pub(crate) fn new() -> Self {
+    /// A live hold whose acquisition was sent at `sent_at`.
+    pub(crate) fn new(sent_at: Instant) -> Self {
         Self {
             status: watch::channel(HoldStatus::Held).0,
+            confirmed: Arc::new(Mutex::new(sent_at)),
         }
     }
 
@@ -37,7 +42,17 @@ impl HoldStatusSender {
     pub(crate) fn subscribe(&self) -> LossSignal {
         LossSignal {
             receiver: self.status.subscribe(),
+            confirmed: self.confirmed.clone(),
         }
+    }
+
+    /// A renewal sent at `sent_at` was confirmed.
+    pub(crate) fn confirmed(&self, sent_at: Instant) {
+        let mut confirmed = self
+            .confirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *confirmed = (*confirmed).max(sent_at);
     }
 
     /// The hold was lost: every receiver resolves with `reason`.
@@ -70,9 +85,19 @@ impl HoldStatusSender {
 #[derive(Debug, Clone)]
 pub struct LossSignal {
     receiver: watch::Receiver<HoldStatus>,
+    /// When the last confirmed acquire or renewal was sent.
+    confirmed: Arc<Mutex<Instant>>,
 }
 
 impl LossSignal {
+    /// When the last acquire or renewal the store confirmed was sent.
+    pub(crate) fn last_confirmed(&self) -> Instant {
+        *self
+            .confirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Resolves when the hold is lost, with the reason; never while it is held. Resolves at
     /// once if it is already lost. A manual release is not a loss.
     ///

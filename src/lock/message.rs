@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use super::guard::LockGuard;
 use crate::error::{LockError, StoreError};
 use crate::options::LockOptions;
-use crate::store::{AcquireOutcome, ExtendOutcome, LeaseId, ReleaseOutcome};
+use crate::store::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LeaseId, ReleaseOutcome};
 
 /// Where the guard for a blocking acquisition goes.
 pub(crate) type GuardReply = oneshot::Sender<Result<LockGuard, LockError>>;
@@ -45,6 +45,9 @@ pub(crate) enum LockMsg {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+    /// The store says the lock became free (released or deleted, by any process): a
+    /// waiter backing off because another process held it can try again now.
+    Wake,
 
     // --- from the actor's own timers and store calls ---
     AttemptDone {
@@ -70,6 +73,11 @@ pub(crate) enum LockMsg {
         lease: LeaseId,
         sent_at: Instant,
         result: Result<ReleaseOutcome, StoreError>,
+    },
+    HandOverDone {
+        to: LeaseId,
+        sent_at: Instant,
+        result: Result<HandOverOutcome, StoreError>,
     },
     IdleDue {
         generation: u64,

@@ -6,17 +6,20 @@
 //! |---|---|
 //! | `handle.rs` | [`Lock`]: acquire, try, inspect; requests go to the supervisor |
 //! | `guard.rs` | [`LockGuard`]: token, loss, release on drop |
+//! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
 //! | `loss_signal.rs` | the loss protocol: the runtime's sending half and [`LossSignal`] |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation, idle stop |
 //! | `actor.rs` | the per-name state machine `idle → attempting → held → releasing` |
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
+//! | `renewer.rs` | batched renewals: one store call for the leases due together |
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
 //! | `starvation.rs` | when local waiters step back for other processes |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
+//! | `timer.rs` | a cancellable timer, so no sleeping task outlives its purpose |
 
 mod actor;
 mod backoff;
@@ -26,10 +29,13 @@ mod hold;
 mod loss_signal;
 mod message;
 mod orphan;
+mod renewer;
+mod run;
 mod runtime;
 mod starvation;
 mod store_call;
 mod supervisor;
+mod timer;
 mod waiters;
 
 pub use guard::LockGuard;

@@ -1,8 +1,10 @@
 //! Runs a store call off the actor's message loop: bounded by a timeout, panics caught,
-//! the result delivered back to the actor as a message.
+//! the result delivered back to the actor as a message. A call the store answers without
+//! waiting (the memory store's) costs no task.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -11,8 +13,33 @@ use tokio::time::Instant;
 
 use crate::error::StoreError;
 
-/// Spawns `call` on the runtime and sends `to_message(sent_at, result)` to `actor` when it
-/// ends. `sent_at` is taken just before the call starts: lease deadlines count from it.
+/// A store call in flight, panics caught.
+pub(crate) type Call<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+
+/// A store call started from an actor: answered already if the store could answer without
+/// waiting (the memory store always can), else still running — to be awaited off the
+/// actor's message loop.
+pub(crate) enum Started<T> {
+    Answered(Result<T, StoreError>),
+    Running(Call<T>),
+}
+
+/// Starts `call` (polls it once) and says when it was sent: lease deadlines count from
+/// that instant.
+pub(crate) fn start<T: Send + 'static>(
+    call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> (Instant, Started<T>) {
+    let sent_at = Instant::now();
+    let mut call: Call<T> = Box::pin(catch_panic(call));
+    let started = match (&mut call).now_or_never() {
+        Some(result) => Started::Answered(result),
+        None => Started::Running(call),
+    };
+    (sent_at, started)
+}
+
+/// Runs `call` and sends `to_message(sent_at, result)` to `actor` when it ends: at once if
+/// the store answered without waiting, otherwise from a spawned task bounded by `timeout`.
 ///
 /// The actor is never blocked: it keeps handling its deadline timer and requests while the
 /// store call is in flight. If the actor is gone by then, the result is dropped.
@@ -26,13 +53,21 @@ pub(crate) fn spawn_store_call<T, M, F>(
     M: Message,
     F: Future<Output = Result<T, StoreError>> + Send + 'static,
 {
-    let actor = actor.clone();
-    tokio::spawn(async move {
-        let sent_at = Instant::now();
-        let result = bounded(timeout, call).await;
-        // The actor may have stopped meanwhile (idle, shutdown): nobody needs the answer.
-        let _ = actor.send_message(to_message(sent_at, result));
-    });
+    // The actor may have stopped meanwhile (idle, shutdown): nobody needs the answer.
+    match start(call) {
+        (sent_at, Started::Answered(result)) => {
+            let _ = actor.send_message(to_message(sent_at, result));
+        }
+        (sent_at, Started::Running(call)) => {
+            let actor = actor.clone();
+            tokio::spawn(async move {
+                let result = tokio::time::timeout(timeout, call)
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(timeout)));
+                let _ = actor.send_message(to_message(sent_at, result));
+            });
+        }
+    }
 }
 
 /// Awaits `call` for at most `timeout`, turning panics into [`StoreError::Panicked`].
@@ -40,10 +75,18 @@ pub(crate) async fn bounded<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    match tokio::time::timeout(timeout, AssertUnwindSafe(call).catch_unwind()).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(panic)) => Err(StoreError::Panicked(panic_message(panic.as_ref()))),
-        Err(_) => Err(StoreError::Timeout(timeout)),
+    tokio::time::timeout(timeout, catch_panic(call))
+        .await
+        .unwrap_or(Err(StoreError::Timeout(timeout)))
+}
+
+/// `call`, with a panic inside it turned into [`StoreError::Panicked`].
+pub(crate) async fn catch_panic<T>(
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match AssertUnwindSafe(call).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(StoreError::Panicked(panic_message(panic.as_ref()))),
     }
 }
 

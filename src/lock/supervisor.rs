@@ -7,22 +7,22 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
 use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
+use super::renewer::Renewer;
 use crate::name::LockName;
-use crate::options::LockOptions;
 use crate::store::{HolderId, LockStore};
 
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {
-    /// Deliver `message` to the actor of `name`, spawning it with `options` if needed.
+    /// Deliver `message` to the actor of `name`, spawning it if needed.
     Forward {
         name: LockName,
-        options: Arc<LockOptions>,
         message: LockMsg,
     },
     /// A lock actor has been idle for its idle timeout, having seen `seen` forwarded requests.
@@ -32,9 +32,17 @@ pub(crate) enum SupervisorMsg {
         seen: u64,
     },
     /// How many lock actors are alive.
-    ActiveLocks { reply: oneshot::Sender<usize> },
+    /// The store says `name` became free: wake its actor, if this manager has one.
+    Released {
+        name: LockName,
+    },
+    ActiveLocks {
+        reply: oneshot::Sender<usize>,
+    },
     /// Release every held lock, stop every lock actor, then stop.
-    Shutdown { reply: oneshot::Sender<()> },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
 }
 
 pub(crate) struct Supervisor;
@@ -42,11 +50,15 @@ pub(crate) struct Supervisor;
 pub(crate) struct SupervisorArgs {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) renewer: Renewer,
 }
 
 pub(crate) struct SupervisorState {
     store: Arc<dyn LockStore>,
     holder: HolderId,
+    idle_timeout: Duration,
+    renewer: Renewer,
     children: HashMap<LockName, Child>,
 }
 
@@ -69,6 +81,8 @@ impl Actor for Supervisor {
         Ok(SupervisorState {
             store: args.store,
             holder: args.holder,
+            idle_timeout: args.idle_timeout,
+            renewer: args.renewer,
             children: HashMap::new(),
         })
     }
@@ -80,11 +94,7 @@ impl Actor for Supervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::Forward {
-                name,
-                options,
-                message,
-            } => state.forward(&myself, name, options, message).await,
+            SupervisorMsg::Forward { name, message } => state.forward(&myself, name, message).await,
             SupervisorMsg::ChildIdle { name, actor, seen } => {
                 let idle = state
                     .children
@@ -92,6 +102,11 @@ impl Actor for Supervisor {
                     .is_some_and(|child| child.actor.get_id() == actor && child.forwarded == seen);
                 if let Some(child) = idle.then(|| state.children.remove(&name)).flatten() {
                     child.actor.stop(Some("idle".to_owned()));
+                }
+            }
+            SupervisorMsg::Released { name } => {
+                if let Some(child) = state.children.get(&name) {
+                    let _ = child.actor.send_message(LockMsg::Wake);
                 }
             }
             SupervisorMsg::ActiveLocks { reply } => {
@@ -144,13 +159,12 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         name: LockName,
-        options: Arc<LockOptions>,
         mut message: LockMsg,
     ) {
         // Two tries: a child that died but whose termination event is still queued refuses
         // the message, and a fresh child takes it.
         for _ in 0..2 {
-            let Some(child) = self.child(myself, &name, &options).await else {
+            let Some(child) = self.child(myself, &name).await else {
                 return; // spawn failed: the caller's reply channel closes, it gets an error
             };
             match child.actor.send_message(message) {
@@ -171,7 +185,6 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         name: &LockName,
-        options: &Arc<LockOptions>,
     ) -> Option<&mut Child> {
         if !self.children.contains_key(name) {
             let args = LockActorArgs {
@@ -179,7 +192,8 @@ impl SupervisorState {
                 store: self.store.clone(),
                 holder: self.holder.clone(),
                 supervisor: myself.clone(),
-                options: options.clone(),
+                idle_timeout: self.idle_timeout,
+                renewer: self.renewer.clone(),
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {

@@ -14,43 +14,48 @@ use crate::options::LockOptions;
 
 pub(crate) struct Waiter {
     pub(crate) options: Arc<LockOptions>,
+    /// This acquisition's metrics (its handle's label policy).
+    pub(crate) metrics: LockMetrics,
     pub(crate) requested_at: Instant,
     pub(crate) reply: GuardReply,
 }
 
-/// Waiters in arrival order, with the waiters gauge kept in step.
+/// Waiters in arrival order, with the waiters gauge kept in step (each waiter counted under
+/// its own labels).
+#[derive(Default)]
 pub(crate) struct Waiters {
     queue: VecDeque<Waiter>,
-    metrics: LockMetrics,
 }
 
 impl Waiters {
-    pub(crate) fn new(metrics: LockMetrics) -> Self {
-        Self {
-            queue: VecDeque::new(),
-            metrics,
-        }
-    }
-
     pub(crate) fn push(&mut self, waiter: Waiter) {
+        waiter.metrics.waiters(1.0);
         self.queue.push_back(waiter);
-        self.metrics.waiters(1.0);
     }
 
     /// Drops waiters whose caller went away (cancelled or timed out); returns whether any
     /// waiter is left.
     pub(crate) fn prune(&mut self) -> bool {
-        let before = self.queue.len();
-        self.queue.retain(|waiter| !waiter.reply.is_closed());
-        self.metrics.waiters(-((before - self.queue.len()) as f64));
+        self.queue.retain(|waiter| {
+            let gone = waiter.reply.is_closed();
+            if gone {
+                waiter.metrics.waiters(-1.0);
+            }
+            !gone
+        });
         !self.queue.is_empty()
     }
 
-    /// The first waiter's options and how long it has been waiting (the longest wait here).
-    pub(crate) fn front(&self) -> Option<(Arc<LockOptions>, Duration)> {
-        self.queue
-            .front()
-            .map(|waiter| (waiter.options.clone(), waiter.requested_at.elapsed()))
+    /// The first waiter's options, metrics and how long it has been waiting (the longest
+    /// wait here).
+    pub(crate) fn front(&self) -> Option<(Arc<LockOptions>, LockMetrics, Duration)> {
+        self.queue.front().map(|waiter| {
+            (
+                waiter.options.clone(),
+                waiter.metrics.clone(),
+                waiter.requested_at.elapsed(),
+            )
+        })
     }
 
     /// Hands a guard to the first waiter still listening. `make_guard` is called once per
@@ -58,10 +63,10 @@ impl Waiters {
     /// for its caller). Returns whether a waiter took it.
     pub(crate) fn deliver(&mut self, mut make_guard: impl FnMut() -> LockGuard) -> bool {
         while let Some(waiter) = self.queue.pop_front() {
-            self.metrics.waiters(-1.0);
+            waiter.metrics.waiters(-1.0);
             match waiter.reply.send(Ok(make_guard())) {
                 Ok(()) => {
-                    self.metrics.acquire_wait(waiter.requested_at.elapsed());
+                    waiter.metrics.acquire_wait(waiter.requested_at.elapsed());
                     return true;
                 }
                 Err(Ok(guard)) => guard.disarm(),
@@ -73,8 +78,8 @@ impl Waiters {
 
     /// Answers every waiter with `error` and empties the queue.
     pub(crate) fn fail_all(&mut self, error: LockError) {
-        self.metrics.waiters(-(self.queue.len() as f64));
         for waiter in self.queue.drain(..) {
+            waiter.metrics.waiters(-1.0);
             let _ = waiter.reply.send(Err(error.clone()));
         }
     }
@@ -83,6 +88,8 @@ impl Waiters {
 impl Drop for Waiters {
     fn drop(&mut self) {
         // Keep the gauge right when the actor stops or panics with waiters queued.
-        self.metrics.waiters(-(self.queue.len() as f64));
+        for waiter in &self.queue {
+            waiter.metrics.waiters(-1.0);
+        }
     }
 }

@@ -15,7 +15,7 @@
 //! | `mongolock_held_locks` | gauge | | locks this process holds |
 //! | `mongolock_renewals_total` | counter | `result` = extended, lost, error | lease renewals |
 //! | `mongolock_losses_total` | counter | `reason` (see [`LossReason::as_str`](crate::LossReason::as_str)) | held locks lost |
-//! | `mongolock_store_operation_seconds` | histogram | `op` = acquire, extend, release, inspect | store call latency |
+//! | `mongolock_store_operation_seconds` | histogram | `op` = acquire, extend, release, hand_over, inspect | store call latency |
 //! | `mongolock_store_errors_total` | counter | `op` | store calls that failed or timed out |
 //! | `mongolock_leader` | gauge | `election` | 1 while this process leads the election, else 0 |
 
@@ -117,6 +117,7 @@ pub(crate) enum StoreOp {
     Acquire,
     Extend,
     Release,
+    HandOver,
     Inspect,
 }
 
@@ -126,6 +127,7 @@ impl StoreOp {
             Self::Acquire => "acquire",
             Self::Extend => "extend",
             Self::Release => "release",
+            Self::HandOver => "hand_over",
             Self::Inspect => "inspect",
         }
     }

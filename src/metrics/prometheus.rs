@@ -9,6 +9,7 @@ use super::{ACQUIRE_WAIT, HOLD_TIME, STORE_OPERATION};
 
 /// Buckets for lock waits and holds: from a millisecond (uncontended) to five minutes
 /// (long critical sections, leadership terms).
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub const WAIT_AND_HOLD_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     120.0, 300.0,
@@ -16,6 +17,7 @@ pub const WAIT_AND_HOLD_BUCKETS: &[f64] = &[
 
 /// Buckets for store round trips: half a millisecond (local server) to five seconds (a store
 /// in trouble; calls are cut at the renew deadline anyway).
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub const STORE_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
@@ -35,6 +37,7 @@ pub const STORE_BUCKETS: &[f64] = &[
 /// // curl http://127.0.0.1:9464/metrics
 /// # Ok(()) }
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub fn install_prometheus_exporter(listen: SocketAddr) -> Result<(), BuildError> {
     PrometheusBuilder::new()
         .with_http_listener(listen)

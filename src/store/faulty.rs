@@ -1,21 +1,26 @@
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
-    ReleaseOutcome, StoreError,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
+    LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
 
 const PASS: u8 = 0;
 const HANG: u8 = 1;
 const FAIL: u8 = 2;
+const STALL: u8 = 3;
 
 /// Wraps any [`LockStore`] and, on command, makes every call hang (a partitioned or stalled
-/// server, a crashed process' view of the world) or fail at once — to test how a service
-/// behaves when its lock store misbehaves. It also counts acquisition attempts.
+/// server, a crashed process' view of the world), fail at once, or stall — reach the store
+/// only after a delay, and then be applied whether or not the caller still waits, as a
+/// server applies a command it received — to test how a service behaves when its lock
+/// store misbehaves. It also counts acquisition attempts.
 ///
 /// Clones share the switch. With the switch at "pass" it adds nothing but a counter.
 ///
@@ -35,8 +40,9 @@ const FAIL: u8 = 2;
 /// ```
 #[derive(Debug, Clone)]
 pub struct FaultyStore<S> {
-    inner: S,
+    inner: Arc<S>,
     mode: Arc<AtomicU8>,
+    stall_ms: Arc<AtomicU64>,
     acquire_calls: Arc<AtomicU64>,
 }
 
@@ -49,8 +55,9 @@ impl<S: LockStore> FaultyStore<S> {
     /// ```
     pub fn new(inner: S) -> Self {
         Self {
-            inner,
+            inner: Arc::new(inner),
             mode: Arc::new(AtomicU8::new(PASS)),
+            stall_ms: Arc::new(AtomicU64::new(0)),
             acquire_calls: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -73,6 +80,21 @@ impl<S: LockStore> FaultyStore<S> {
     /// ```
     pub fn fail(&self) {
         self.mode.store(FAIL, Ordering::SeqCst);
+    }
+
+    /// From now on every call reaches the wrapped store only after `delay`, and is applied
+    /// then even if its caller stopped waiting (timed out or cancelled) — a command stalled
+    /// on its way to the server, or in the server's queue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// store.stall(Duration::from_secs(2));
+    /// ```
+    pub fn stall(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.stall_ms.store(ms, Ordering::SeqCst);
+        self.mode.store(STALL, Ordering::SeqCst);
     }
 
     /// Back to passing calls through.
@@ -106,11 +128,29 @@ impl<S: LockStore> FaultyStore<S> {
         &self.inner
     }
 
-    async fn gate(&self) -> Result<(), StoreError> {
+    /// Runs `call` on the wrapped store as the current mode says.
+    async fn forward<T, F, Fut>(&self, call: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<S>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
         match self.mode.load(Ordering::SeqCst) {
             HANG => std::future::pending().await,
             FAIL => Err(StoreError::backend("injected failure")),
-            _ => Ok(()),
+            STALL => {
+                let delay = Duration::from_millis(self.stall_ms.load(Ordering::SeqCst));
+                let inner = self.inner.clone();
+                // Its own task: dropping this future (a caller's timeout) does not stop it.
+                let applied = tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    call(inner).await
+                });
+                applied
+                    .await
+                    .unwrap_or_else(|error| Err(StoreError::Panicked(error.to_string())))
+            }
+            _ => call(self.inner.clone()).await,
         }
     }
 }
@@ -123,22 +163,40 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         self.acquire_calls.fetch_add(1, Ordering::SeqCst);
-        self.gate().await?;
-        self.inner.try_acquire(request).await
+        let request = request.clone();
+        self.forward(move |store| async move { store.try_acquire(&request).await })
+            .await
     }
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        self.gate().await?;
-        self.inner.extend(request).await
+        let request = request.clone();
+        self.forward(move |store| async move { store.extend(&request).await })
+            .await
     }
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
-        self.gate().await?;
-        self.inner.release(key).await
+        let key = key.clone();
+        self.forward(move |store| async move { store.release(&key).await })
+            .await
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let (from, to) = (from.clone(), to.clone());
+        self.forward(move |store| async move { store.hand_over(&from, &to).await })
+            .await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
-        self.gate().await?;
-        self.inner.inspect(name).await
+        let name = name.clone();
+        self.forward(move |store| async move { store.inspect(&name).await })
+            .await
+    }
+
+    async fn watch_releases(&self) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+        self.inner.watch_releases().await
     }
 }

@@ -3,11 +3,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HolderId, LeaseId, LeaseKey,
-    LockRecord, LockStore, ReleaseOutcome, StoreError,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
+    LeaseId, LeaseKey, LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
 
@@ -58,6 +59,8 @@ struct Shared {
 #[derive(Debug, Default)]
 struct MemoryState {
     records: HashMap<LockName, Record>,
+    /// Managers watching for released locks.
+    watchers: Vec<mpsc::Sender<LockName>>,
     last_token: u64,
     sweeper_started: bool,
 }
@@ -71,6 +74,22 @@ struct Record {
     /// When another holder first failed to take this grant.
     contended_since: Option<Instant>,
 }
+
+impl MemoryState {
+    /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
+    /// watcher polls), a closed one is dropped.
+    fn freed(&mut self, name: &LockName) {
+        self.watchers.retain(|watcher| {
+            !matches!(
+                watcher.try_send(name.clone()),
+                Err(mpsc::error::TrySendError::Closed(_))
+            )
+        });
+    }
+}
+
+/// How many release hints may wait unread per watcher before new ones are dropped.
+const RELEASE_FEED_CAPACITY: usize = 1024;
 
 impl Record {
     fn is_expired(&self, now: Instant) -> bool {
@@ -169,7 +188,12 @@ impl MemoryStore {
     /// # Ok::<(), mongolock::LockError>(())
     /// ```
     pub fn remove(&self, name: &LockName) -> bool {
-        self.state().records.remove(name).is_some()
+        let mut state = self.state();
+        let removed = state.records.remove(name).is_some();
+        if removed {
+            state.freed(name);
+        }
+        removed
     }
 
     /// Removes every expired record now; returns how many were removed. The background
@@ -278,10 +302,44 @@ impl LockStore for MemoryStore {
             Some(record) if record.lease == key.lease => {
                 let contended_for = record.contended_since.map(|since| Instant::now() - since);
                 state.records.remove(&key.name);
+                state.freed(&key.name);
                 Ok(ReleaseOutcome::Released { contended_for })
             }
             _ => Ok(ReleaseOutcome::NotOwner),
         }
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let token = state.last_token + 1;
+        let Some(record) = state.records.get_mut(&from.name) else {
+            return Ok(HandOverOutcome::NotOwner);
+        };
+        if record.lease != from.lease || record.is_expired(now) {
+            return Ok(HandOverOutcome::NotOwner);
+        }
+        // The contention mark stays: the other managers are still waiting.
+        record.lease = to.lease;
+        record.holder = to.holder.clone();
+        record.token = token;
+        record.expires_at = now + to.expiry;
+        let contended_for = record.contended_since.map(|since| now - since);
+        state.last_token = token;
+        Ok(HandOverOutcome::HandedOver {
+            token,
+            contended_for,
+        })
+    }
+
+    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+        let (sender, receiver) = mpsc::channel(RELEASE_FEED_CAPACITY);
+        self.state().watchers.push(sender);
+        Some(receiver)
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

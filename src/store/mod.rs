@@ -7,7 +7,7 @@
 //! renewal cadence, loss deadlines, metrics).
 //!
 //! Implementations: [`MemoryStore`] (embedded, for tests and single-process use) and, with the
-//! `mongodb` feature, [`MongoStore`].
+//! `mongodb` feature, `MongoStore`.
 
 mod faulty;
 mod memory;
@@ -17,13 +17,14 @@ mod outcome;
 mod request;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc;
 
 pub use crate::error::{BackendCause, StoreError};
 pub use faulty::FaultyStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "mongodb")]
 pub use mongo::{MongoStore, MongoStoreBuilder};
-pub use outcome::{AcquireOutcome, ExtendOutcome, LockRecord, ReleaseOutcome};
+pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LockRecord, ReleaseOutcome};
 pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
 
 use crate::name::LockName;
@@ -92,8 +93,44 @@ pub trait LockStore: Send + Sync + 'static {
     /// Releases a held lease, only if the record still carries it.
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError>;
 
+    /// Passes the lock from the held lease `from` straight to `to.lease` (another of this
+    /// manager's waiters), so it is never free in between: owner-checked like
+    /// [`release`](Self::release) (and only while `from` is unexpired), fenced like
+    /// [`try_acquire`](Self::try_acquire) (the new lease gets a larger token), keeping the
+    /// record's contention mark (other managers are still waiting).
+    ///
+    /// The default releases and then tries to acquire: two calls, and another manager may
+    /// win in between ([`HandOverOutcome::Released`]). A backend that can do it in one round
+    /// trip should.
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let contended_for = match self.release(from).await? {
+            ReleaseOutcome::Released { contended_for } => contended_for,
+            _ => return Ok(HandOverOutcome::NotOwner),
+        };
+        Ok(match self.try_acquire(to).await? {
+            AcquireOutcome::Acquired { token } => HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            },
+            _ => HandOverOutcome::Released { contended_for },
+        })
+    }
+
     /// Reads what the store knows about `name` (`None`: it has never seen it or forgot it).
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError>;
+
+    /// Names of locks that became free — released, or their record deleted — as the store
+    /// learns of it (from any process), so that waiters try again at once instead of at
+    /// their next poll. The runtime asks once per manager. Hints only: a missed or
+    /// spurious name costs a poll interval or one extra attempt, never safety. `None` (the
+    /// default): the store cannot tell, and waiters poll with backoff.
+    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+        None
+    }
 }
 
 /// A shared store is a store: lets one code path hold any backend as `Arc<dyn LockStore>`.
@@ -132,7 +169,19 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
         (**self).release(key).await
     }
 
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        (**self).hand_over(from, to).await
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         (**self).inspect(name).await
+    }
+
+    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+        (**self).watch_releases().await
     }
 }

@@ -26,6 +26,36 @@ pub enum AcquireOutcome {
     },
 }
 
+/// The answer to a hand-over from one lease of a manager to the next
+/// ([`LockStore::hand_over`](super::LockStore::hand_over)).
+///
+/// ```
+/// use mongolock::store::HandOverOutcome;
+/// let outcome = HandOverOutcome::HandedOver { token: 8, contended_for: None };
+/// assert!(matches!(outcome, HandOverOutcome::HandedOver { token: 8, .. }));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandOverOutcome {
+    /// The new lease owns the lock, with this (larger) fencing token; the lock was never
+    /// free in between.
+    HandedOver {
+        /// The fencing token of the new lease.
+        token: u64,
+        /// How long other managers have been trying to take the lock, if they have.
+        contended_for: Option<Duration>,
+    },
+    /// The old lease was released but the new one did not get the lock (a backend that
+    /// hands over in two steps lost the race in between).
+    Released {
+        /// How long other managers had been trying to take the lock, if they had.
+        contended_for: Option<Duration>,
+    },
+    /// The record no longer carried the old lease (it expired and was taken over, or was
+    /// deleted): nothing changed.
+    NotOwner,
+}
+
 /// The answer to an owner-checked extension.
 ///
 /// ```

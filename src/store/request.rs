@@ -50,21 +50,26 @@ impl fmt::Display for LeaseId {
 /// ```
 /// use mongolock::store::HolderId;
 /// let id = HolderId::generate();
-/// assert!(id.as_str().contains(&std::process::id().to_string()));
+/// let host = hostname::get()?; // what `hostname` prints
+/// let expected = format!("{}:{}:", host.to_string_lossy(), std::process::id());
+/// assert!(id.as_str().starts_with(&expected));
+/// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HolderId(String);
 
 impl HolderId {
-    /// `host:pid:xxxxxxxx` for this process, with a random suffix so two managers in one
-    /// process are distinct.
+    /// `host:pid:xxxxxxxx` for this process: the operating system's host name (what
+    /// `hostname` prints, on Linux, macOS, Windows and the other Unixes alike;
+    /// `unknown-host` if it cannot be read or is empty), the process id, and a random suffix
+    /// so two managers in one process are distinct.
     pub fn generate() -> Self {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "unknown-host".to_owned());
+        let host = hostname::get().unwrap_or_default();
+        let host = host.to_string_lossy();
+        let host = match host.trim() {
+            "" => "unknown-host",
+            host => host,
+        };
         let suffix = &Uuid::new_v4().simple().to_string()[..8];
         Self(format!("{host}:{}:{suffix}", std::process::id()))
     }

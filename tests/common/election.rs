@@ -223,3 +223,63 @@ pub(crate) async fn election_survives_bad_subscribers<B: Backend>(backend: &B) {
         );
     }
 }
+
+/// A term whose record was taken over or deleted ends with `Deposed` and its reason, even
+/// when the leader resigns before a renewal noticed: it was lost, not handed over.
+pub(crate) async fn superseded_term_ends_deposed_not_resigned<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let manager = LockManager::start(store.clone(), fast_options())
+        .await
+        .unwrap();
+    let election = manager.election("superseded", fast_election()).unwrap();
+    let mut events = election.subscribe();
+    let token = election.campaign().await.unwrap();
+    backend
+        .delete_record(&store, &mongolock::LockName::new("superseded").unwrap())
+        .await;
+    let resigned = election.resign().await;
+    assert!(
+        matches!(resigned, Err(mongolock::LockError::Lost(_)) | Ok(())),
+        "{resigned:?}"
+    );
+    let ended = next_matching(&mut events, Duration::from_secs(2), |e| match e {
+        ElectionEvent::Deposed { token: t, reason } if *t == token => Some(Ok(reason.clone())),
+        ElectionEvent::Resigned { token: t } if *t == token => Some(Err(())),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        ended,
+        Some(Ok(mongolock::LossReason::Superseded)),
+        "a lost term must end Deposed(superseded), not Resigned"
+    );
+}
+
+/// A leader whose renewals keep failing reports unhealthy once they fall behind by more
+/// than the tolerance, before the renew deadline deposes it; a healthy leader and a
+/// non-leader report healthy.
+pub(crate) async fn failing_leader_reports_unhealthy<B: Backend>(backend: &B) {
+    let (nodes, _) = candidates(backend, 1).await;
+    let (manager, faulty) = &nodes[0];
+    let election = manager.election("health", fast_election()).unwrap();
+    let tolerance = Duration::from_millis(100);
+    assert!(election.health(tolerance).await.unwrap().is_healthy());
+    election.campaign().await.unwrap();
+    sleep(Duration::from_millis(700)).await; // renewals keep succeeding
+    assert!(matches!(
+        election.health(tolerance).await.unwrap(),
+        mongolock::election::ElectionHealth::Leading { .. }
+    ));
+    faulty.fail();
+    // One retry period (300 ms) plus the tolerance without a confirmed renewal.
+    sleep(Duration::from_millis(450)).await;
+    let health = election.health(tolerance).await.unwrap();
+    assert!(
+        matches!(
+            health,
+            mongolock::election::ElectionHealth::Unhealthy { .. }
+        ),
+        "{health:?}"
+    );
+    faulty.heal();
+}

@@ -235,3 +235,85 @@ async fn wait_event<T>(
     });
     result.await.expect("event in time")
 }
+
+/// A bound actor busy with one long write when its term ends voluntarily.
+struct SlowWriter;
+
+impl Actor for SlowWriter {
+    type Msg = ();
+    type State = Arc<Mutex<Vec<String>>>;
+    type Arguments = Arc<Mutex<Vec<String>>>;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<()>,
+        log: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        me.send_message(())?;
+        Ok(log)
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<()>,
+        _: (),
+        log: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        log.lock().unwrap().push("write started".to_owned());
+        sleep(Duration::from_millis(500)).await;
+        log.lock().unwrap().push("write done".to_owned());
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _: ActorRef<()>,
+        log: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        log.lock().unwrap().push("stopped".to_owned());
+        Ok(())
+    }
+}
+
+/// `resign()` hands over only after the bound actor has finished its in-flight work and
+/// stopped: the old leader's write never overlaps the next leader's.
+pub(crate) async fn resign_waits_for_bound_work_to_stop<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let manager = LockManager::start(store.clone(), fast_options())
+        .await
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let election = manager.election("drained", fast_election()).unwrap();
+    let mut events = election.subscribe();
+    let writer_log = log.clone();
+    election
+        .run_while_leader(move |_, supervisor| {
+            let log = writer_log.clone();
+            async move {
+                let (actor, _) = Actor::spawn_linked(None, SlowWriter, log, supervisor).await?;
+                Ok(actor.get_cell())
+            }
+        })
+        .unwrap();
+    wait_event(&mut events, Duration::from_secs(3), |e| {
+        matches!(e, ElectionEvent::Elected { .. }).then_some(())
+    })
+    .await;
+    while !log.lock().unwrap().iter().any(|l| l == "write started") {
+        sleep(Duration::from_millis(10)).await;
+    }
+    election.resign().await.unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["write started", "write done", "stopped"],
+        "resign returned before the bound actor's work was done"
+    );
+    assert!(
+        !manager
+            .lock("drained")
+            .unwrap()
+            .is_held_by_this_manager()
+            .await
+            .unwrap()
+    );
+}

@@ -55,8 +55,10 @@ macro_rules! conformance_suite {
             scenarios::short_timeout_returns_promptly,
             scenarios::cancelled_before_waiting_leaves_nothing_held,
             scenarios::cancelled_while_waiting_leaves_no_phantom_hold,
+            scenarios::acquire_applied_after_timeout_leaves_no_orphan,
             scenarios::hundred_contenders_never_overlap,
             scenarios::local_waiters_share_one_poller_in_fifo_order,
+            scenarios::release_hands_over_to_a_local_waiter,
             scenarios::expired_holder_is_taken_over,
             scenarios::extension_keeps_the_lock_past_expiry,
             scenarios::external_takeover_is_reported_within_one_cadence,
@@ -74,9 +76,12 @@ macro_rules! conformance_suite {
             election::election_resign_hands_over_promptly,
             election::election_observers_see_leader_changes,
             election::election_survives_bad_subscribers,
+            election::superseded_term_ends_deposed_not_resigned,
+            election::failing_leader_reports_unhealthy,
             embedding::loss_is_notified_to_an_actor,
             embedding::background_lock_reports_and_reacquires,
             embedding::bound_actor_runs_only_while_leading,
+            embedding::resign_waits_for_bound_work_to_stop,
         );
     };
 }

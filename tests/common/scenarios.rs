@@ -204,6 +204,67 @@ pub(crate) async fn cancelled_while_waiting_leaves_no_phantom_hold<B: Backend>(b
     assert!(again.is_some(), "a cancelled acquire left the lock held");
 }
 
+/// An acquisition that times out while its command is stalled, and that the store applies
+/// afterwards, must not leave the lock held under a lease nobody owns: it is released as soon
+/// as the store's answer arrives, long before the lease would expire.
+pub(crate) async fn acquire_applied_after_timeout_leaves_no_orphan<B: Backend>(backend: &B) {
+    let (a, faulty, b, _) = faulty_and_peer(backend).await;
+    let options = fast_options();
+    // Applied 300 ms after the runtime gave the attempt up (its renew deadline).
+    let stall = options.renew_deadline() + Duration::from_millis(300);
+    faulty.stall(stall);
+    let started = Instant::now();
+    let result = a
+        .lock("late")
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(200))
+        .await;
+    assert!(matches!(result, Err(LockError::Timeout(_))), "{result:?}");
+    faulty.heal();
+    sleep(stall.saturating_sub(started.elapsed())).await;
+    // A lease nobody holds would block `b` for a whole expiry (1.5 s) after the late apply.
+    let freed = acquired_within(&b, "late", SLACK).await;
+    assert!(
+        freed.is_some(),
+        "the late-applied attempt left the lock held by nobody for more than {SLACK:?}"
+    );
+}
+
+/// A release with a local caller queued passes the lock straight to it: a larger token, and
+/// the lock never free in between (another process's attempt right after finds it held).
+pub(crate) async fn release_hands_over_to_a_local_waiter<B: Backend>(backend: &B) {
+    let (a, b, _) = two_managers(backend).await;
+    let lock = a.lock("relay").unwrap();
+    let first = lock.acquire().await.unwrap();
+    let next = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    sleep(Duration::from_millis(20)).await; // queued behind the holder
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let second = timeout(SLACK, next)
+        .await
+        .expect("the local waiter got the lock")
+        .unwrap()
+        .unwrap();
+    assert!(second.token() > first_token);
+    assert!(
+        b.lock("relay")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "another process found the handed-over lock free"
+    );
+    second.release().await.unwrap();
+    let third = acquired_within(&b, "relay", SLACK)
+        .await
+        .expect("freed at last");
+    assert!(third.token() > first_token);
+}
+
 pub(crate) async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let inside = Arc::new(AtomicBool::new(false));

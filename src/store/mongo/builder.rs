@@ -32,6 +32,7 @@ pub(super) const MAX_NAMESPACE_BYTES: usize = 120;
 /// ```
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub struct MongoStoreBuilder {
     database: Database,
     collection: String,

@@ -6,7 +6,9 @@ use std::time::Duration;
 use mongodb::bson::{Bson, Document, Uuid};
 
 use crate::error::StoreError;
-use crate::store::{AcquireOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome};
+use crate::store::{
+    AcquireOutcome, HandOverOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome,
+};
 
 /// `_id`: the lock name, a BSON string.
 pub(super) const ID: &str = "_id";
@@ -46,6 +48,17 @@ pub(super) fn lease_value(lease: LeaseId) -> Bson {
 
 /// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
 /// we sent.
+/// The lease id a document carries, if it is one this crate wrote.
+pub(super) fn lease_of(document: &Document) -> Option<LeaseId> {
+    match document.get(LEASE_ID) {
+        Some(Bson::Binary(binary)) => {
+            let bytes: [u8; 16] = binary.bytes.as_slice().try_into().ok()?;
+            Some(LeaseId::from_uuid(uuid::Uuid::from_bytes(bytes)))
+        }
+        _ => None,
+    }
+}
+
 pub(super) fn acquire_outcome(
     returned: Option<Document>,
     lease: LeaseId,
@@ -76,13 +89,7 @@ pub(super) fn release_outcome(after: Option<Document>) -> ReleaseOutcome {
     match after {
         None => ReleaseOutcome::NotOwner,
         Some(document) => ReleaseOutcome::Released {
-            contended_for: match document.get(LAST_CONTENDED_MS) {
-                Some(Bson::Int64(ms)) => Some(Duration::from_millis((*ms).max(0).unsigned_abs())),
-                Some(Bson::Int32(ms)) => {
-                    Some(Duration::from_millis(i64::from(*ms).max(0).unsigned_abs()))
-                }
-                _ => None,
-            },
+            contended_for: last_contended(&document),
         },
     }
 }
@@ -112,18 +119,44 @@ pub(super) fn forced_release_record(
     let left_ms = expires
         .timestamp_millis()
         .saturating_sub(at.timestamp_millis());
-    let mut record = LockRecord::held(
+    let record = LockRecord::held(
         holder,
         token(&document)?,
         Duration::from_millis(left_ms.max(0).unsigned_abs()),
     );
-    if let ReleaseOutcome::Released {
-        contended_for: Some(waited),
-    } = release_outcome(Some(document))
-    {
-        record = record.with_contended_for(waited);
+    Ok(Some(match last_contended(&document) {
+        Some(waited) => record.with_contended_for(waited),
+        None => record,
+    }))
+}
+
+/// Reads the document a hand-over to `lease` returned.
+pub(super) fn hand_over_outcome(
+    after: Option<Document>,
+    lease: LeaseId,
+) -> Result<HandOverOutcome, StoreError> {
+    let Some(document) = after else {
+        return Ok(HandOverOutcome::NotOwner);
+    };
+    if document.get(LEASE_ID) != Some(&lease_value(lease)) {
+        return Err(malformed(
+            &document,
+            "a hand-over did not write the new lease",
+        ));
     }
-    Ok(Some(record))
+    Ok(HandOverOutcome::HandedOver {
+        token: token(&document)?,
+        contended_for: last_contended(&document),
+    })
+}
+
+/// How long others had waited, as the last release or hand-over computed it.
+fn last_contended(document: &Document) -> Option<Duration> {
+    match document.get(LAST_CONTENDED_MS) {
+        Some(Bson::Int64(ms)) => Some(Duration::from_millis((*ms).max(0).unsigned_abs())),
+        Some(Bson::Int32(ms)) => Some(Duration::from_millis(i64::from(*ms).max(0).unsigned_abs())),
+        _ => None,
+    }
 }
 
 /// Reads the inspect result (the document plus the server's `$$NOW`).
@@ -209,6 +242,16 @@ mod tests {
             acquire_outcome(None, ours).unwrap(),
             AcquireOutcome::Busy { holder: None }
         );
+    }
+
+    #[test]
+    fn lease_ids_read_back_as_written() {
+        let lease = LeaseId::new();
+        assert_eq!(
+            lease_of(&doc! { LEASE_ID: lease_value(lease) }),
+            Some(lease)
+        );
+        assert_eq!(lease_of(&doc! { LEASE_ID: Bson::Null }), None);
     }
 
     #[test]

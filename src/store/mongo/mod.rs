@@ -13,6 +13,9 @@
 //! }
 //! ```
 //!
+//! Waiting managers learn that a lock became free from one change stream per manager (see
+//! `release_feed.rs`); without one they poll.
+//!
 //! Every operation is one round trip and reads time only from the server (`$$NOW`):
 //! acquire is one `findAndModify` (upsert, pipeline update), extend one `update`, release one
 //! `findAndModify` (its answer says how long others waited), inspect one `aggregate`.
@@ -20,9 +23,10 @@
 mod builder;
 mod document;
 mod errors;
+mod indexes;
 mod pipeline;
+mod release_feed;
 mod server_version;
-mod ttl_index;
 
 use async_trait::async_trait;
 use mongodb::bson::Document;
@@ -32,10 +36,13 @@ use mongodb::{Collection, Database};
 pub use builder::MongoStoreBuilder;
 
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
-    ReleaseOutcome, StoreError,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
+    LockRecord, LockStore, ReleaseOutcome, StoreError,
 };
 use crate::name::LockName;
+
+/// How many release hints may wait unread before new ones are dropped (hints only).
+const RELEASE_FEED_CAPACITY: usize = 1024;
 
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
@@ -111,12 +118,35 @@ use crate::name::LockName;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub struct MongoStore {
     database: Database,
     collection: Collection<Document>,
 }
 
 impl MongoStore {
+    /// Which of `leases` hold an unexpired lock now, by the server's clock.
+    async fn held_leases(
+        &self,
+        leases: &[mongodb::bson::Bson],
+    ) -> Result<std::collections::HashSet<crate::store::LeaseId>, StoreError> {
+        let failed = |error| errors::backend("extend (find held leases)", error);
+        let mut cursor = self
+            .collection
+            .find(pipeline::by_unexpired_leases(leases))
+            .projection(mongodb::bson::doc! { document::LEASE_ID: 1 })
+            .await
+            .map_err(failed)?;
+        let mut held = std::collections::HashSet::new();
+        while cursor.advance().await.map_err(failed)? {
+            let found: Document = cursor.deserialize_current().map_err(failed)?;
+            if let Some(lease) = document::lease_of(&found) {
+                held.insert(lease);
+            }
+        }
+        Ok(held)
+    }
+
     /// The collection used unless [`MongoStoreBuilder::collection`] names another (the
     /// name the C# DistributedLock.MongoDB library uses, so both can be pointed at one
     /// another's data for inspection).
@@ -295,7 +325,7 @@ impl LockStore for MongoStore {
         builder::validate_database_name(self.database.name())?;
         builder::validate_collection_name(self.database.name(), self.collection.name())?;
         let server = server_version::check(&self.database).await?;
-        ttl_index::ensure_in_background(self.collection.clone(), &server.deployment);
+        indexes::ensure_in_background(self.collection.clone(), &server.deployment);
         Ok(())
     }
 
@@ -342,6 +372,63 @@ impl LockStore for MongoStore {
         })
     }
 
+    async fn watch_releases(&self) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+        let (feed, released) = tokio::sync::mpsc::channel(RELEASE_FEED_CAPACITY);
+        tokio::spawn(release_feed::run(self.collection.clone(), feed));
+        Some(released)
+    }
+
+    /// One `update` for the whole batch (filtered by lease id, served by the `leaseId`
+    /// index); when not every lease matched, one `find` says which ones are still held.
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let Some(first) = requests.first() else {
+            return Vec::new();
+        };
+        let one_expiry = requests.iter().all(|r| r.expiry == first.expiry);
+        if requests.len() == 1 || !one_expiry {
+            let mut results = Vec::with_capacity(requests.len());
+            for request in requests {
+                results.push(self.extend(request).await);
+            }
+            return results;
+        }
+        let leases: Vec<_> = requests
+            .iter()
+            .map(|r| document::lease_value(r.key.lease))
+            .collect();
+        let failed = |error| vec![Err(error); requests.len()];
+        let updated = self
+            .collection
+            .update_many(
+                pipeline::by_unexpired_leases(&leases),
+                pipeline::extend(first.expiry),
+            )
+            .await;
+        let matched = match updated {
+            Ok(result) => result.matched_count,
+            Err(error) => return failed(errors::backend("extend (update many)", error)),
+        };
+        if usize::try_from(matched).is_ok_and(|matched| matched == requests.len()) {
+            return vec![Ok(ExtendOutcome::Extended); requests.len()];
+        }
+        match self.held_leases(&leases).await {
+            Ok(held) => requests
+                .iter()
+                .map(|r| {
+                    Ok(if held.contains(&r.key.lease) {
+                        ExtendOutcome::Extended
+                    } else {
+                        ExtendOutcome::NotOwner
+                    })
+                })
+                .collect(),
+            Err(error) => failed(error),
+        }
+    }
+
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         let lease = document::lease_value(key.lease);
         // findAndModify rather than update: the released document says how long others had
@@ -353,6 +440,25 @@ impl LockStore for MongoStore {
             .await
             .map_err(|error| errors::backend("release (findAndModify)", error))?;
         Ok(document::release_outcome(after))
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let old = document::lease_value(from.lease);
+        let new = document::lease_value(to.lease);
+        let after = self
+            .collection
+            .find_one_and_update(
+                pipeline::by_unexpired_owner(&from.name, &old),
+                pipeline::hand_over(&new, to.holder.as_str(), to.expiry),
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(|error| errors::backend("hand over (findAndModify)", error))?;
+        document::hand_over_outcome(after, to.lease)
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

@@ -51,6 +51,15 @@ pub(super) fn by_unexpired_owner(name: &LockName, lease: &Bson) -> Document {
 
 /// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
 /// lasts a moment.
+/// The unexpired records carrying one of `leases` (lease ids are random UUIDs, unique
+/// across names, so the name need not be part of the filter).
+pub(super) fn by_unexpired_leases(leases: &[Bson]) -> Document {
+    doc! {
+        LEASE_ID: { "$in": leases },
+        "$expr": { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] },
+    }
+}
+
 fn expiry_ms(expiry: Duration) -> i64 {
     duration_ms(expiry).max(1)
 }
@@ -92,13 +101,7 @@ pub(super) fn acquire(
     let waiting_since = doc! {
         "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(waited) }
     };
-    // max(previous + 1, server ms × 1000): increases after the document is deleted, too.
-    let next_token = doc! {
-        "$max": [
-            { "$add": [{ "$toLong": { "$ifNull": [field(TOKEN), 0_i64] } }, 1_i64] },
-            { "$multiply": [{ "$toLong": "$$NOW" }, TOKENS_PER_MS] },
-        ]
-    };
+    let next_token = next_token();
     vec![
         doc! { "$set": { FREE: free } },
         doc! { "$set": {
@@ -120,6 +123,45 @@ pub(super) fn acquire(
 }
 
 /// The update pipeline of `extend`: a full expiry from the server's `$$NOW`.
+/// The next fencing token: max(previous + 1, server ms × 1000), so it increases after the
+/// document is deleted, too.
+fn next_token() -> Document {
+    doc! {
+        "$max": [
+            { "$add": [{ "$toLong": { "$ifNull": [format!("${TOKEN}"), 0_i64] } }, 1_i64] },
+            { "$multiply": [{ "$toLong": "$$NOW" }, TOKENS_PER_MS] },
+        ]
+    }
+}
+
+/// How long, in server milliseconds, other managers have been waiting (null if none).
+fn contended_ms() -> Document {
+    let contended_at = format!("${CONTENDED_AT}");
+    doc! {
+        "$cond": [
+            { "$eq": [{ "$ifNull": [&contended_at, Bson::Null] }, Bson::Null] },
+            Bson::Null,
+            { "$subtract": [{ "$toLong": "$$NOW" }, { "$toLong": &contended_at }] },
+        ]
+    }
+}
+
+/// Passes the lock to a new lease of the same manager: new lease, holder, start, expiry
+/// and a larger token; the contention mark stays (others are still waiting) and how long
+/// they have waited is reported.
+pub(super) fn hand_over(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Document> {
+    vec![
+        doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
+        doc! { "$set": {
+            LEASE_ID: literal(lease.clone()),
+            HOLDER: literal(holder.into()),
+            ACQUIRED_AT: "$$NOW",
+            EXPIRES_AT: expires_from_now(expiry),
+            TOKEN: next_token(),
+        } },
+    ]
+}
+
 pub(super) fn extend(expiry: Duration) -> Vec<Document> {
     vec![doc! { "$set": { EXPIRES_AT: expires_from_now(expiry) } }]
 }
@@ -128,16 +170,8 @@ pub(super) fn extend(expiry: Duration) -> Vec<Document> {
 /// owner and the contention mark and expires the lease now, keeping the document (and its
 /// token) so the next grant continues from it.
 pub(super) fn release() -> Vec<Document> {
-    let contended_at = format!("${CONTENDED_AT}");
-    let waited_ms = doc! {
-        "$cond": [
-            { "$eq": [{ "$ifNull": [&contended_at, Bson::Null] }, Bson::Null] },
-            Bson::Null,
-            { "$subtract": [{ "$toLong": "$$NOW" }, { "$toLong": &contended_at }] },
-        ]
-    };
     vec![
-        doc! { "$set": { LAST_CONTENDED_MS: waited_ms } },
+        doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
         doc! { "$set": {
             LEASE_ID: Bson::Null,
             HOLDER: Bson::Null,

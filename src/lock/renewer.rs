@@ -1,0 +1,182 @@
+//! Batched renewals: one per manager. Lock actors hand their due renewals to the renewer,
+//! which sends the renewals that fall due together as one store call
+//! ([`LockStore::extend_many`]) and answers each actor separately; each actor still keeps
+//! its own loss deadline, so a slow or failed batch never delays a loss signal.
+//!
+//! Actors schedule renewals on a grid of an eighth of their cadence (a renewal is never
+//! sent later than one cadence after the last, and at most an eighth earlier), so renewals
+//! of thousands of leases fall due at a few instants per cadence and go out in a few
+//! commands instead of one per lease.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::message::LockMsg;
+use super::store_call::bounded;
+use crate::error::StoreError;
+use crate::store::{ExtendRequest, LockStore};
+
+/// The most renewals in one store call.
+const MAX_BATCH: usize = 10_000;
+
+/// How long the renewer waits after the first renewal of a batch for others due at the same
+/// instant (their actors' timers fired together but their messages are still on the way).
+const COALESCE: Duration = Duration::from_millis(2);
+
+/// A renewal an actor wants sent.
+pub(crate) struct Renewal {
+    pub(crate) request: ExtendRequest,
+    /// The time left before the holder's loss deadline: a later answer is useless.
+    pub(crate) within: Duration,
+    pub(crate) actor: ActorRef<LockMsg>,
+}
+
+/// The sending side, shared by the actors of one manager.
+#[derive(Clone)]
+pub(crate) struct Renewer {
+    queue: mpsc::UnboundedSender<Renewal>,
+    /// Renewal times are aligned to a grid counted from here.
+    epoch: Instant,
+}
+
+impl Renewer {
+    /// Starts the renewer task; it ends when every sender is gone.
+    pub(crate) fn start(store: Arc<dyn LockStore>) -> Self {
+        let (queue, incoming) = mpsc::unbounded_channel();
+        tokio::spawn(run(store, incoming));
+        Self {
+            queue,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Queues a renewal; its answer comes back to the actor as [`LockMsg::RenewDone`].
+    pub(crate) fn renew(&self, renewal: Renewal) {
+        if let Err(refused) = self.queue.send(renewal) {
+            // The manager is shutting down: answer so the actor does not wait for nothing.
+            let renewal = refused.0;
+            let _ = renewal.actor.send_message(LockMsg::RenewDone {
+                lease: renewal.request.key.lease,
+                sent_at: Instant::now(),
+                result: Err(StoreError::backend("the renewer has stopped")),
+            });
+        }
+    }
+
+    /// The renewal time for a lease renewed every `cadence`, due at `due`: `due` moved back
+    /// onto the grid of `cadence / 8`, so leases due close together renew together.
+    pub(crate) fn align(&self, due: Instant, cadence: Duration) -> Instant {
+        let grid = (cadence / 8).max(Duration::from_millis(1));
+        let Some(since) = due.checked_duration_since(self.epoch) else {
+            return due;
+        };
+        let steps = since.as_nanos() / grid.as_nanos();
+        let aligned = u32::try_from(steps)
+            .ok()
+            .and_then(|steps| grid.checked_mul(steps))
+            .and_then(|offset| self.epoch.checked_add(offset));
+        aligned.unwrap_or(due)
+    }
+}
+
+async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Renewal>) {
+    while let Some(first) = incoming.recv().await {
+        let mut batch = vec![first];
+        let until = Instant::now() + COALESCE;
+        while batch.len() < MAX_BATCH {
+            match tokio::time::timeout_at(until, incoming.recv()).await {
+                Ok(Some(renewal)) => batch.push(renewal),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        // One store call per lease length: a bulk extend sets one expiry for all.
+        let mut by_expiry: BTreeMap<Duration, Vec<Renewal>> = BTreeMap::new();
+        for renewal in batch {
+            by_expiry
+                .entry(renewal.request.expiry)
+                .or_default()
+                .push(renewal);
+        }
+        for group in by_expiry.into_values() {
+            tokio::spawn(send(store.clone(), group));
+        }
+    }
+}
+
+/// Sends one group and answers each actor.
+async fn send(store: Arc<dyn LockStore>, group: Vec<Renewal>) {
+    let within = group
+        .iter()
+        .map(|renewal| renewal.within)
+        .min()
+        .unwrap_or_default();
+    let requests: Vec<ExtendRequest> = group.iter().map(|r| r.request.clone()).collect();
+    let sent_at = Instant::now();
+    let answered = bounded(within, async {
+        let results = store.extend_many(&requests).await;
+        if results.len() == requests.len() {
+            Ok(results)
+        } else {
+            Err(StoreError::backend(format!(
+                "extend_many answered {} of {} renewals",
+                results.len(),
+                requests.len()
+            )))
+        }
+    })
+    .await;
+    match answered {
+        Ok(results) => {
+            for (renewal, result) in group.into_iter().zip(results) {
+                answer(&renewal, sent_at, result);
+            }
+        }
+        Err(error) => {
+            for renewal in &group {
+                answer(renewal, sent_at, Err(error.clone()));
+            }
+        }
+    }
+}
+
+fn answer(
+    renewal: &Renewal,
+    sent_at: Instant,
+    result: Result<crate::store::ExtendOutcome, StoreError>,
+) {
+    // The actor may have stopped meanwhile (released, shut down): nobody needs the answer.
+    let _ = renewal.actor.send_message(LockMsg::RenewDone {
+        lease: renewal.request.key.lease,
+        sent_at,
+        result,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_due_close_together_align_on_one_instant() {
+        let renewer = Renewer::start(Arc::new(crate::store::MemoryStore::new()));
+        let cadence = Duration::from_secs(8);
+        let start = Instant::now();
+        let aligned: Vec<Instant> = (0..100)
+            .map(|ms| renewer.align(start + cadence + Duration::from_millis(ms * 5), cadence))
+            .collect();
+        // 100 leases acquired over half a second renew at one or two grid points...
+        let mut distinct = aligned.clone();
+        distinct.dedup();
+        assert!(distinct.len() <= 2, "{distinct:?}");
+        // ...never later than due, at most a grid step (an eighth of the cadence) earlier.
+        for (ms, at) in (0..100u64).zip(&aligned) {
+            let due = start + cadence + Duration::from_millis(ms * 5);
+            assert!(*at <= due && due - *at <= cadence / 8, "{ms}");
+        }
+    }
+}
