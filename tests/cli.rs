@@ -1,21 +1,26 @@
 //! End-to-end tests of the `mongolock` binary against a real MongoDB-compatible server:
 //! mutual exclusion of `run`, the token in the environment, `--wait`, the command stopped on
-//! lock loss, exit codes, signal forwarding, `status`, connection errors and `elect`.
+//! lock loss, exit codes, signal forwarding, progress lines, commands on a terminal (under
+//! `script(1)`), no process outliving a killed `mongolock`, `status` (table, `--watch`,
+//! `--json`), `release --force`, connection errors, recovery after a primary steps down,
+//! and `elect`.
 //!
-//! Needs `MONGODB_URI` (`scripts/test.sh` starts a throw-away SecantusDB server and sets it);
-//! the tests that need a server fail, never skip, without one. Each test works in its own
-//! collection. Conditions are polled with deadlines; the only fixed waits check that
-//! something does *not* happen.
+//! Needs `MONGODB_URI` (`scripts/test.sh` starts a throw-away SecantusDB server and sets it)
+//! and `script` from util-linux; the tests that need them fail, never skip, without them.
+//! Each test works in its own collection. Tests wait for output lines and exits; files are
+//! polled with deadlines; the only fixed waits check that something does *not* happen.
 #![cfg(unix)]
 
 mod support;
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use mongodb::Client;
-use mongodb::bson::doc;
+use mongodb::bson::{Bson, Document, doc};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use support::{eventually, uri};
@@ -62,10 +67,40 @@ impl Fixture {
 
     /// `mongolock <subcommand> --uri … --database … --collection …`.
     fn mongolock(&self, subcommand: &str) -> Command {
+        self.mongolock_at(subcommand, &self.uri)
+    }
+
+    /// `mongolock <subcommand> --uri … --database … --collection … ARGS…` run by `script(1)`
+    /// on a new pseudo-terminal (its controlling terminal, stdin, stdout and stderr): what
+    /// the test types goes in through the returned process's stdin, everything written to the
+    /// terminal comes out on its stdout, and its exit code is mongolock's.
+    fn on_terminal(&self, subcommand: &str, args: &[&str]) -> Command {
+        if Command::new("script").arg("--version").output().is_err() {
+            panic!(
+                "script(1) is missing: the terminal tests run mongolock on a pseudo-terminal \
+                 with it; install util-linux (apt-get install util-linux)"
+            );
+        }
+        let mut words = vec![BIN, subcommand, "--uri", &self.uri, "--database", DATABASE];
+        words.extend(["--collection", &self.collection]);
+        words.extend(args);
+        let line: Vec<String> = words.iter().map(|word| shell_quoted(word)).collect();
+        let mut command = Command::new("script");
+        command
+            .args(["-q", "-e", "-f", "-c", &line.join(" "), "/dev/null"])
+            .env("SHELL", "/bin/sh")
+            .env_remove("MONGODB_URI")
+            .stdin(Stdio::piped())
+            .current_dir(&self.dir);
+        command
+    }
+
+    /// `mongolock <subcommand> --uri URI --database … --collection …`.
+    fn mongolock_at(&self, subcommand: &str, uri: &str) -> Command {
         let mut command = Command::new(BIN);
         command
             .arg(subcommand)
-            .args(["--uri", &self.uri, "--database", DATABASE])
+            .args(["--uri", uri, "--database", DATABASE])
             .args(["--collection", &self.collection])
             .env_remove("MONGODB_URI")
             .stdin(Stdio::null());
@@ -74,13 +109,30 @@ impl Fixture {
 
     /// `mongolock run --lock NAME [extra…] -- sh -c SCRIPT`, run in the scratch directory.
     fn run(&self, lock: &str, extra: &[&str], script: &str) -> Command {
-        let mut command = self.mongolock("run");
+        self.run_at(&self.uri, lock, extra, script)
+    }
+
+    /// [`Fixture::run`] with another URI (the test server with extra options).
+    fn run_at(&self, uri: &str, lock: &str, extra: &[&str], script: &str) -> Command {
+        let mut command = self.mongolock_at("run", uri);
         command
             .args(["--lock", lock])
             .args(extra)
             .args(["--", "sh", "-c", script])
             .current_dir(&self.dir);
         command
+    }
+
+    /// The test server's URI with `option` (`name=value`) added, e.g. an `appName` that
+    /// fail points can single out.
+    fn uri_with(&self, option: &str) -> String {
+        let authority = self.uri.split_once("://").map_or("", |(_, rest)| rest);
+        let separator = match (self.uri.contains('?'), authority.contains('/')) {
+            (true, _) => "&",
+            (false, true) => "?",
+            (false, false) => "/?",
+        };
+        format!("{}{separator}{option}", self.uri)
     }
 
     /// `mongolock elect --name NAME --lease 2s --grace 300ms -- sh -c SCRIPT`.
@@ -95,6 +147,56 @@ impl Fixture {
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// A released lock's document, as `run` leaves it, except that it expires in an hour so
+    /// the server's TTL monitor cannot delete it while the test looks at it.
+    fn insert_free_lock(&self, name: &str, token: i64) {
+        block_on(async {
+            let in_an_hour = mongodb::bson::DateTime::from_millis(
+                mongodb::bson::DateTime::now().timestamp_millis() + 3_600_000,
+            );
+            client(&self.uri)
+                .await
+                .database(DATABASE)
+                .collection::<Document>(&self.collection)
+                .insert_one(doc! {
+                    "_id": name, "leaseId": Bson::Null, "holder": Bson::Null,
+                    "expiresAt": in_an_hour, "token": token,
+                })
+                .await
+                .expect("insert a free lock document");
+        });
+    }
+
+    /// A `mongolock run` holding `lock` (with `extra` flags) and its fencing token, once its
+    /// command has started (it then sleeps).
+    fn hold(&self, lock: &str, extra: &[&str]) -> (Running, u64) {
+        let token_file = self.path(&format!("{lock}.token"));
+        let script = format!(
+            "echo $MONGOLOCK_TOKEN > '{}'; exec sleep 30",
+            token_file.display()
+        );
+        let holder = Running::spawn(&mut self.run(lock, extra, &script));
+        eventually(SHORT, "the holder's token", || {
+            read(&token_file).ends_with('\n')
+        });
+        let token = read(&token_file).trim().parse().expect("a numeric token");
+        (holder, token)
+    }
+
+    /// Asserts that nobody holds `lock`: a single attempt to take it succeeds.
+    fn assert_free(&self, lock: &str) {
+        let output = self
+            .run(lock, &["-q", "--wait", "0"], "true")
+            .output()
+            .expect("run mongolock");
+        assert_eq!(
+            code(output.status),
+            Some(0),
+            "{lock:?} is still held: {}",
+            stderr(&output)
+        );
     }
 
     fn delete_lock(&self, name: &str) {
@@ -127,24 +229,57 @@ impl Drop for Fixture {
     }
 }
 
-/// A running `mongolock`, stopped (SIGTERM, then SIGKILL) if the test ends without waiting
-/// for it.
+/// What a process wrote so far, line by line, and whether each stream has ended.
+#[derive(Default)]
+struct Written {
+    stdout: String,
+    stderr: String,
+    closed: usize,
+}
+
+/// Which stream of a [`Running`] process.
+#[derive(Clone, Copy, Debug)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+type Shared = Arc<(Mutex<Written>, Condvar)>;
+
+/// A running process (`mongolock`, or `script` running it) whose output is collected as it
+/// comes, so a test can wait for a line instead of sleeping. Stopped (SIGTERM, then SIGKILL)
+/// if the test ends without waiting for it.
 struct Running {
     child: Option<Child>,
     pid: Pid,
+    stdin: Option<ChildStdin>,
+    written: Shared,
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
     fn spawn(command: &mut Command) -> Self {
-        let child = command
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("start mongolock");
+            .expect("start the process");
         let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+        let written: Shared = Arc::default();
+        let mut readers = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            readers.push(collect(stdout, Stream::Stdout, Arc::clone(&written)));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            readers.push(collect(stderr, Stream::Stderr, Arc::clone(&written)));
+        }
+        let stdin = child.stdin.take();
         Self {
             child: Some(child),
             pid,
+            stdin,
+            written,
+            readers,
         }
     }
 
@@ -153,30 +288,125 @@ impl Running {
     }
 
     fn signal(&self, signal: Signal) {
-        kill(self.pid, signal).expect("signal mongolock");
+        kill(self.pid, signal).expect("signal the process");
+    }
+
+    /// Writes to the process's stdin (spawned with `Stdio::piped()`).
+    fn type_in(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin was piped");
+        stdin.write_all(bytes).expect("write to stdin");
+        stdin.flush().expect("flush stdin");
+    }
+
+    /// Everything written to `stream` so far.
+    fn text(&self, stream: Stream) -> String {
+        let written = self
+            .written
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match stream {
+            Stream::Stdout => written.stdout.clone(),
+            Stream::Stderr => written.stderr.clone(),
+        }
+    }
+
+    /// Waits until `stream` contains `wanted` (at most `within`), woken by each new line.
+    fn wait_for(&self, stream: Stream, wanted: &str, within: Duration) {
+        self.wait_until(stream, within, wanted, |text| text.contains(wanted));
+    }
+
+    /// Waits until `condition` holds for what `stream` has so far (at most `within`).
+    fn wait_until(
+        &self,
+        stream: Stream,
+        within: Duration,
+        what: &str,
+        condition: impl Fn(&str) -> bool,
+    ) {
+        let deadline = Instant::now() + within;
+        let (lock, changed) = &*self.written;
+        let mut written = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let text = match stream {
+                Stream::Stdout => &written.stdout,
+                Stream::Stderr => &written.stderr,
+            };
+            if condition(text) {
+                return;
+            }
+            let now = Instant::now();
+            assert!(
+                now < deadline && written.closed < 2,
+                "no {what:?} on {stream:?} within {within:?}; stdout:\n{}\nstderr:\n{}",
+                written.stdout,
+                written.stderr
+            );
+            written = changed
+                .wait_timeout(written, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// Waits for the exit (at most `limit`) and returns the status and output.
     fn finish(mut self, limit: Duration) -> Output {
         let mut child = self.child.take().expect("not finished yet");
+        drop(self.stdin.take());
         let deadline = Instant::now() + limit;
-        while child.try_wait().expect("poll mongolock").is_none() {
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("poll the process") {
+                break status;
+            }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                let output = child
-                    .wait_with_output()
-                    .expect("collect mongolock's output");
+                let _ = child.wait();
                 panic!(
-                    "mongolock did not exit within {limit:?}; stderr: {}",
-                    String::from_utf8_lossy(&output.stderr)
+                    "the process did not exit within {limit:?}; stderr: {}",
+                    self.text(Stream::Stderr)
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
         }
-        child
-            .wait_with_output()
-            .expect("collect mongolock's output")
+        Output {
+            status,
+            stdout: self.text(Stream::Stdout).into_bytes(),
+            stderr: self.text(Stream::Stderr).into_bytes(),
+        }
     }
+}
+
+/// Copies `from` into `written` line by line, waking waiters after each line.
+fn collect(
+    from: impl std::io::Read + Send + 'static,
+    stream: Stream,
+    written: Shared,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(from);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let done = !matches!(reader.read_until(b'\n', &mut line), Ok(read) if read > 0);
+            let (lock, changed) = &*written;
+            let mut shared = lock.lock().unwrap_or_else(PoisonError::into_inner);
+            let text = String::from_utf8_lossy(&line);
+            match stream {
+                Stream::Stdout => shared.stdout.push_str(&text),
+                Stream::Stderr => shared.stderr.push_str(&text),
+            }
+            if done {
+                shared.closed += 1;
+            }
+            changed.notify_all();
+            if done {
+                return;
+            }
+        }
+    })
 }
 
 impl Drop for Running {
@@ -194,6 +424,61 @@ impl Drop for Running {
             let _ = child.wait();
         }
     }
+}
+
+/// `word` quoted for `sh`.
+fn shell_quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The server keeps one `failCommand` configuration at a time: tests that set one take turns.
+static FAIL_POINT_TURN: Mutex<()> = Mutex::new(());
+
+/// An active `failCommand` fail point, turned off when dropped (also when the test fails).
+struct FailPoint {
+    uri: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+impl FailPoint {
+    /// `configureFailPoint: failCommand` with `mode` and `data` (which should name an
+    /// `appName`, so that only the test's own `mongolock` is affected).
+    fn on(uri: &str, mode: Bson, data: Document) -> Self {
+        let turn = FAIL_POINT_TURN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        block_on(async {
+            client(uri)
+                .await
+                .database("admin")
+                .run_command(
+                    doc! { "configureFailPoint": "failCommand", "mode": mode, "data": data },
+                )
+                .await
+                .expect("configureFailPoint (the server must run with test commands enabled)");
+        });
+        Self {
+            uri: uri.to_owned(),
+            _turn: turn,
+        }
+    }
+}
+
+impl Drop for FailPoint {
+    fn drop(&mut self) {
+        let uri = self.uri.clone();
+        block_on(async move {
+            if let Ok(client) = Client::with_uri_str(&uri).await {
+                let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
+                let _ = client.database("admin").run_command(off).await;
+            }
+        });
+    }
+}
+
+/// A name for this test's `mongolock` processes, for fail points.
+fn app_name(fixture: &Fixture, purpose: &str) -> String {
+    format!("{purpose}-{}", &fixture.collection[2..14])
 }
 
 fn read(path: &Path) -> String {
@@ -220,12 +505,21 @@ fn is_dead(pid: i32) -> bool {
         .is_some_and(|rest| rest.trim_start().starts_with('Z'))
 }
 
+/// The part of a holder id (`host:pid:random`) naming the `mongolock` process `pid`.
+fn holder_part(pid: Pid) -> String {
+    format!(":{pid}:")
+}
+
 fn code(status: ExitStatus) -> Option<i32> {
     status.code()
 }
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 const SHORT: Duration = Duration::from_secs(20);
@@ -305,25 +599,38 @@ fn wait_gives_up_with_75_while_held_and_signals_reach_the_command() {
     holder.signal(Signal::SIGTERM);
     let output = holder.finish(SHORT);
     assert_eq!(code(output.status), Some(143), "{}", stderr(&output));
+    fixture.assert_free("busy");
+}
+
+#[test]
+fn a_single_attempt_says_who_holds_the_lock() {
+    let fixture = Fixture::new();
+    let holder = Running::spawn(&mut fixture.run("once", &[], "exec sleep 30"));
+    holder.wait_for(Stream::Stderr, "acquired lock \"once\"", SHORT);
     let output = fixture
-        .run("busy", &["--wait", "0"], "true")
+        .run("once", &["--wait", "0"], "echo should-not-run")
         .output()
         .expect("run mongolock");
-    assert_eq!(
-        code(output.status),
-        Some(0),
-        "released: {}",
-        stderr(&output)
+    assert_eq!(code(output.status), Some(75), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with("mongolock: lock \"once\" is held by "),
+        "{message}"
     );
+    assert!(message.contains(&holder_part(holder.pid())), "{message}");
+    assert!(message.ends_with("; not waiting (--wait 0)\n"), "{message}");
+    assert!(!message.contains("within 0ms"), "{message}");
 }
 
 #[test]
 fn the_command_is_stopped_when_the_lock_is_lost() {
     let fixture = Fixture::new();
+    // `--expiry` is the old spelling of `--lease`; the command ignores SIGTERM, so only
+    // SIGKILL after the grace period stops it.
     let holder = Running::spawn(&mut fixture.run(
         "doomed",
-        &["--expiry", "2s", "--grace", "300ms"],
-        "echo $$ > pid; exec sleep 30",
+        &["-q", "--expiry", "2s", "--grace", "300ms"],
+        "trap '' TERM; echo $$ > pid; exec sleep 30",
     ));
     let mut pid = None;
     eventually(SHORT, "the command's pid", || {
@@ -336,6 +643,11 @@ fn the_command_is_stopped_when_the_lock_is_lost() {
     let deleted = Instant::now();
     let output = holder.finish(SHORT);
     assert_eq!(code(output.status), Some(76), "{}", stderr(&output));
+    assert!(
+        deleted.elapsed() >= Duration::from_millis(300),
+        "SIGTERM was ignored, so SIGKILL comes after the grace period: {:?}",
+        deleted.elapsed()
+    );
     assert!(
         deleted.elapsed() < Duration::from_secs(5),
         "loss noticed after {:?}",
@@ -371,17 +683,10 @@ fn exit_codes_of_the_command_are_passed_through() {
 #[test]
 fn status_lists_held_and_free_locks() {
     let fixture = Fixture::new();
-    let output = fixture.run("free-lock", &[], "true").output().expect("run");
-    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
-    let holder = Running::spawn(&mut fixture.run(
-        "held-lock",
-        &[],
-        "echo $MONGOLOCK_TOKEN > token; exec sleep 30",
-    ));
-    eventually(SHORT, "the holder's token", || {
-        read(&fixture.path("token")).ends_with('\n')
-    });
-    let token = read(&fixture.path("token")).trim().to_owned();
+    // (A released lock's own document may be deleted by the TTL monitor at any moment.)
+    fixture.insert_free_lock("free-lock", 3);
+    let (holder, token) = fixture.hold("held-lock", &[]);
+    let token = token.to_string();
 
     let output = fixture.mongolock("status").output().expect("status");
     assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
@@ -595,14 +900,470 @@ fn elect_restarts_the_command_on_a_new_term_and_exits_with_its_code() {
     // A command that ends on its own ends the candidacy with its exit code, and resigns.
     let output = fixture.elect("exits", "exit 3").output().expect("elect");
     assert_eq!(code(output.status), Some(3), "{}", stderr(&output));
-    let output = fixture
-        .run("exits", &["--wait", "0"], "true")
-        .output()
-        .expect("run");
-    assert_eq!(
-        code(output.status),
-        Some(0),
-        "resigned: {}",
+    fixture.assert_free("exits");
+}
+
+#[test]
+fn a_command_on_a_terminal_reads_it_and_ctrl_c_reaches_it() {
+    let fixture = Fixture::new();
+    let reader = ["--lock", "tty", "--", "sh", "-c"];
+    let script = r#"echo ready; read -r line; echo "got:$line""#;
+    let args = [&reader[..], &[script]].concat();
+
+    // What is typed reaches the command (before, it was stopped by SIGTTIN and the lock was
+    // renewed forever).
+    let mut session = Running::spawn(&mut fixture.on_terminal("run", &args));
+    session.wait_for(Stream::Stdout, "ready", SHORT);
+    session.type_in(b"hello\n");
+    session.wait_for(Stream::Stdout, "got:hello", SHORT);
+    let output = session.finish(SHORT);
+    assert_eq!(code(output.status), Some(0), "{}", stdout(&output));
+
+    // Ctrl-C reaches the command reading the terminal: it dies of SIGINT, the lock is
+    // released and mongolock exits with 130.
+    let mut session = Running::spawn(&mut fixture.on_terminal("run", &args));
+    session.wait_for(Stream::Stdout, "ready", SHORT);
+    session.type_in(b"\x03");
+    let output = session.finish(SHORT);
+    assert_eq!(code(output.status), Some(130), "{}", stdout(&output));
+    assert!(!stdout(&output).contains("got:"), "{}", stdout(&output));
+    fixture.assert_free("tty");
+}
+
+#[test]
+fn ctrl_c_while_connecting_exits_130_at_once() {
+    // Nothing listens there; the driver would give up after its 5 s selection timeout.
+    let mut command = Command::new(BIN);
+    command
+        .args(["-v", "run", "--uri", "mongodb://127.0.0.1:1", "--lock", "x"])
+        .args(["--", "true"])
+        .env_remove("MONGODB_URI")
+        .stdin(Stdio::null());
+    let connecting = Running::spawn(&mut command);
+    connecting.wait_for(Stream::Stderr, "connecting to mongodb://127.0.0.1:1", SHORT);
+    let sent = Instant::now();
+    connecting.signal(Signal::SIGINT);
+    let output = connecting.finish(SHORT);
+    let took = sent.elapsed();
+    assert_eq!(code(output.status), Some(130), "{}", stderr(&output));
+    assert!(
+        took < Duration::from_secs(2),
+        "exited {took:?} after SIGINT"
+    );
+    assert!(stderr(&output).ends_with("mongolock: interrupted by SIGINT\n"));
+}
+
+#[test]
+fn progress_says_who_holds_the_lock_while_waiting_and_when_it_is_acquired() {
+    let fixture = Fixture::new();
+    let holder = Running::spawn(&mut fixture.run("progress", &[], "exec sleep 30"));
+    holder.wait_for(Stream::Stderr, "acquired lock \"progress\" (token ", SHORT);
+
+    let waiter = Running::spawn(&mut fixture.run("progress", &[], "echo ran"));
+    waiter.wait_for(Stream::Stderr, "; waiting\n", SHORT);
+    let waiting = waiter.text(Stream::Stderr);
+    assert!(
+        waiting.starts_with("mongolock: lock \"progress\" is held by "),
+        "{waiting}"
+    );
+    assert!(waiting.contains(&holder_part(holder.pid())), "{waiting}");
+
+    holder.signal(Signal::SIGTERM);
+    assert_eq!(code(holder.finish(SHORT).status), Some(143));
+    let output = waiter.finish(SHORT);
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "ran\n");
+    assert!(
+        stderr(&output).contains("\nmongolock: acquired lock \"progress\" (token "),
+        "{}",
         stderr(&output)
     );
+
+    // -q: nothing on stderr but errors.
+    let output = fixture
+        .run("progress", &["-q"], "true")
+        .output()
+        .expect("run");
+    assert_eq!(code(output.status), Some(0));
+    assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn renewal_trouble_and_with_v_the_library_events_reach_stderr() {
+    let fixture = Fixture::new();
+    let app = app_name(&fixture, "renewal");
+    // One renewal (an `update`) fails as if the primary were shutting down.
+    let _fail = FailPoint::on(
+        &fixture.uri,
+        doc! { "times": 1 }.into(),
+        doc! { "failCommands": ["update"], "errorCode": 91, "appName": &app },
+    );
+    // Without the driver's own retry, which would hide the failure from the library.
+    let uri = fixture.uri_with(&format!("appName={app}&retryWrites=false"));
+    let holder = Running::spawn(&mut fixture.run_at(
+        &uri,
+        "renew",
+        &["-v", "--lease", "3s"],
+        "exec sleep 30",
+    ));
+    holder.wait_until(Stream::Stderr, SHORT, "a renewal warning", |text| {
+        text.lines()
+            .any(|line| line.starts_with("mongolock: warning: ") && line.contains("lock=renew"))
+    });
+    let text = holder.text(Stream::Stderr);
+    assert!(
+        text.lines().any(|line| {
+            (line.starts_with("mongolock: debug: ") || line.starts_with("mongolock: info: "))
+                && line.contains("lock=renew")
+        }),
+        "-v shows the library's events: {text}"
+    );
+    // The renewal after it succeeds: the lock is still held.
+    holder.signal(Signal::SIGTERM);
+    let output = holder.finish(SHORT);
+    assert_eq!(code(output.status), Some(143), "{}", stderr(&output));
+    assert!(
+        !stderr(&output).contains("lost lock"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn status_watch_into_a_pipe_appends_dated_frames_without_escape_codes() {
+    let fixture = Fixture::new();
+    let _holder = Running::spawn(&mut fixture.run("watched", &[], "touch ready; exec sleep 30"));
+    eventually(SHORT, "the holder's command", || {
+        fixture.path("ready").exists()
+    });
+    // `--watch 0.2`, not only `--watch=0.2`.
+    let watch = Running::spawn(fixture.mongolock("status").args(["--watch", "0.2"]));
+    watch.wait_until(Stream::Stdout, SHORT, "two refreshes", |text| {
+        text.matches("\nupdated ").count() >= 2
+    });
+    watch.signal(Signal::SIGINT);
+    let output = watch.finish(SHORT);
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(!text.contains('\x1b'), "escape codes in a pipe: {text:?}");
+    let frames: Vec<&str> = text.split("mongolock status: ").skip(1).collect();
+    assert!(frames.len() >= 2, "{text}");
+    for frame in frames {
+        let updated = frame.lines().nth(1).unwrap_or_default();
+        assert!(
+            updated.starts_with("updated 20") && updated.ends_with('Z'),
+            "{frame}"
+        );
+        assert!(frame.contains("\nwatched "), "{frame}");
+    }
+}
+
+#[test]
+fn status_watch_shows_failures_in_words_and_keeps_the_dated_last_data() {
+    let fixture = Fixture::new();
+    let _holder = Running::spawn(&mut fixture.run("kept", &[], "touch ready; exec sleep 30"));
+    eventually(SHORT, "the holder's command", || {
+        fixture.path("ready").exists()
+    });
+    let app = app_name(&fixture, "watch");
+    let uri = fixture.uri_with(&format!("appName={app}"));
+    let watch = Running::spawn(
+        fixture
+            .mongolock_at("status", &uri)
+            .args(["--watch", "0.2"]),
+    );
+    watch.wait_for(Stream::Stdout, "\nupdated ", SHORT);
+    let fail = FailPoint::on(
+        &fixture.uri,
+        "alwaysOn".into(),
+        doc! { "failCommands": ["aggregate"], "errorCode": 13, "appName": &app },
+    );
+    watch.wait_for(Stream::Stdout, "showing the last data", SHORT);
+    drop(fail);
+    watch.signal(Signal::SIGINT);
+    let output = watch.finish(SHORT);
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let failed = text
+        .split("mongolock status: ")
+        .find(|frame| frame.contains("refresh failed at "))
+        .expect("a failed refresh");
+    let reason = failed.lines().nth(1).unwrap_or_default();
+    assert!(reason.contains("Unauthorized"), "{reason}");
+    for raw in [
+        "Kind:",
+        "labels:",
+        "source:",
+        "server response",
+        "RawDocument",
+    ] {
+        assert!(!reason.contains(raw), "driver internals in {reason:?}");
+    }
+    assert!(failed.contains(" old):\n\nNAME"), "{failed}");
+    assert!(failed.contains("\nkept "), "{failed}");
+}
+
+#[test]
+fn status_json_is_for_scripts() {
+    let fixture = Fixture::new();
+    fixture.insert_free_lock("a-free", 5);
+    let (holder, token) = fixture.hold("b-held", &[]);
+
+    let check = |json: &serde_json::Value| {
+        assert_eq!(json["database"], DATABASE, "{json}");
+        assert_eq!(json["collection"], fixture.collection.as_str(), "{json}");
+        assert!(
+            json["time"]
+                .as_str()
+                .is_some_and(|time| time.ends_with('Z')),
+            "{json}"
+        );
+        let locks = json["locks"].as_array().expect("locks");
+        assert_eq!(locks.len(), 2, "{json}");
+        let (free, held) = (&locks[0], &locks[1]);
+        assert_eq!(free["name"], "a-free", "{json}");
+        assert_eq!(free["state"], "free", "{json}");
+        assert_eq!(free["token"], 5, "{json}");
+        assert!(
+            free["holder"].is_null() && free["expires_in_ms"].is_null(),
+            "{json}"
+        );
+        assert_eq!(held["name"], "b-held", "{json}");
+        assert_eq!(held["state"], "held", "{json}");
+        assert_eq!(held["token"], token, "{json}");
+        let holder_id = held["holder"].as_str().expect("a holder");
+        assert!(holder_id.contains(&holder_part(holder.pid())), "{json}");
+        assert!(
+            held["expires_in_ms"].as_u64().is_some_and(|ms| ms > 0),
+            "{json}"
+        );
+        assert!(held["contended_for_ms"].is_null(), "{json}");
+    };
+    let output = fixture
+        .mongolock("status")
+        .arg("--json")
+        .output()
+        .expect("status");
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    check(&serde_json::from_slice(&output.stdout).expect("JSON"));
+
+    // With --watch: one object per line.
+    let watch = Running::spawn(
+        fixture
+            .mongolock("status")
+            .args(["--json", "--watch", "0.2"]),
+    );
+    watch.wait_until(Stream::Stdout, SHORT, "two lines", |text| {
+        text.matches('\n').count() >= 2
+    });
+    watch.signal(Signal::SIGINT);
+    let output = watch.finish(SHORT);
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    for line in stdout(&output).lines() {
+        check(&serde_json::from_str(line).expect("a JSON line"));
+    }
+}
+
+#[test]
+fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
+    let fixture = Fixture::new();
+    // A 3 s lease is renewed every second: the holder must learn of the release within that.
+    let cadence = Duration::from_secs(1);
+    let (holder, token) = fixture.hold("stuck", &["--lease", "3s", "--grace", "300ms"]);
+
+    // Without --force: refused, saying who holds it; nothing changes.
+    let refused = fixture
+        .mongolock("release")
+        .arg("stuck")
+        .output()
+        .expect("release");
+    assert_eq!(code(refused.status), Some(64), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(message.contains("\"stuck\" is held by "), "{message}");
+    assert!(message.contains(&holder_part(holder.pid())), "{message}");
+    assert!(message.contains("--force"), "{message}");
+
+    let released = fixture
+        .mongolock("release")
+        .args(["--force", "stuck"])
+        .output()
+        .expect("release --force");
+    let at = Instant::now();
+    assert_eq!(code(released.status), Some(0), "{}", stderr(&released));
+    let said = stdout(&released);
+    assert!(
+        said.starts_with("released lock \"stuck\", which was held by "),
+        "{said}"
+    );
+    assert!(said.contains(&holder_part(holder.pid())), "{said}");
+    assert!(said.contains(&format!("(token {token}, ")), "{said}");
+
+    holder.wait_for(Stream::Stderr, "lost lock \"stuck\"", SHORT);
+    let told = at.elapsed();
+    assert!(
+        told < cadence + Duration::from_millis(800),
+        "the holder learnt {told:?} after the release"
+    );
+    let output = holder.finish(SHORT);
+    assert_eq!(code(output.status), Some(76), "{}", stderr(&output));
+    assert!(stderr(&output).contains("taken over or its record deleted"));
+
+    // Tokens keep rising; a lock nobody holds is left alone.
+    let next = fixture
+        .run("stuck", &["--wait", "0"], "echo $MONGOLOCK_TOKEN")
+        .output()
+        .expect("run");
+    assert_eq!(code(next.status), Some(0), "{}", stderr(&next));
+    let next: u64 = stdout(&next).trim().parse().expect("a token");
+    assert!(next > token, "{next} after {token}");
+    let again = fixture
+        .mongolock("release")
+        .args(["--force", "stuck"])
+        .output()
+        .expect("release --force");
+    assert_eq!(code(again.status), Some(0), "{}", stderr(&again));
+    assert_eq!(
+        stdout(&again),
+        "lock \"stuck\" was not held; nothing changed\n"
+    );
+}
+
+#[test]
+fn nothing_the_command_started_outlives_a_sigkilled_mongolock() {
+    let fixture = Fixture::new();
+    // One grandchild in the command's process group, one in a session of its own.
+    // (Their output goes elsewhere, so a survivor cannot keep the test's pipes open.)
+    let script = "exec >/dev/null 2>&1; sleep 600 & echo $! > in-group; \
+                  setsid sh -c 'echo $$ > own-session; exec sleep 600' & wait";
+    let grace = Duration::from_millis(300);
+    let runs = [
+        fixture.run("orphans", &["--lease", "2s", "--grace", "300ms"], script),
+        fixture.elect("orphans-elect", script),
+    ];
+    for mut command in runs {
+        let _ = std::fs::remove_file(fixture.path("in-group"));
+        let _ = std::fs::remove_file(fixture.path("own-session"));
+        let mongolock = Running::spawn(&mut command);
+        let mut pids = (None, None);
+        eventually(SHORT, "the grandchildren's pids", || {
+            pids = (
+                written_pid(&fixture.path("in-group")),
+                written_pid(&fixture.path("own-session")),
+            );
+            pids.0.is_some() && pids.1.is_some()
+        });
+        let (Some(in_group), Some(own_session)) = pids else {
+            unreachable!()
+        };
+        mongolock.signal(Signal::SIGKILL);
+        let killed = Instant::now();
+        drop(mongolock.finish(SHORT));
+        eventually(
+            grace + Duration::from_secs(1),
+            "the grandchildren to die",
+            || is_dead(in_group) && is_dead(own_session),
+        );
+        println!("grandchildren gone {:?} after SIGKILL", killed.elapsed());
+    }
+}
+
+#[test]
+fn leftovers_of_a_finished_command_are_stopped_before_the_lock_is_released() {
+    let fixture = Fixture::new();
+    // The background process ignores SIGTERM: SIGKILL after the grace period stops it. (Its
+    // output goes elsewhere, so a survivor cannot keep the test's pipes open.)
+    let output = fixture
+        .run(
+            "leftovers",
+            &["--grace", "300ms"],
+            "trap '' TERM; sleep 600 >/dev/null 2>&1 & echo $! > pid; exit 5",
+        )
+        .output()
+        .expect("run");
+    assert_eq!(code(output.status), Some(5), "{}", stderr(&output));
+    let pid = written_pid(&fixture.path("pid")).expect("the background pid");
+    assert!(is_dead(pid), "{pid} outlived mongolock");
+}
+
+#[test]
+fn a_primary_stepping_down_stalls_run_for_about_a_heartbeat_not_ten_seconds() {
+    let fixture = Fixture::new();
+    for error_code in [91, 11600, 10107] {
+        let app = app_name(&fixture, &format!("stepdown{error_code}"));
+        // The first acquire fails as after a step-down; the driver then waits for its next
+        // check of the server before retrying.
+        let _fail = FailPoint::on(
+            &fixture.uri,
+            doc! { "times": 1 }.into(),
+            doc! { "failCommands": ["findAndModify"], "errorCode": error_code, "appName": &app },
+        );
+        let uri = fixture.uri_with(&format!("appName={app}"));
+        let started = Instant::now();
+        let output = fixture
+            .run_at(&uri, "stepdown", &["-q"], "true")
+            .output()
+            .expect("run");
+        let took = started.elapsed();
+        assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+        println!("errorCode {error_code}: run took {took:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "errorCode {error_code}: {took:?}"
+        );
+    }
+}
+
+#[test]
+fn usage_papercuts_have_clear_messages() {
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("MONGODB_URI", UNREACHABLE)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mongolock")
+    };
+    let forgot = run(&["run", "--lock", "x", "sleep", "5"]);
+    assert_eq!(code(forgot.status), Some(64));
+    assert!(
+        stderr(&forgot)
+            .contains("tip: the command to run goes after '--': mongolock run --lock x -- sleep 5"),
+        "{}",
+        stderr(&forgot)
+    );
+    for args in [
+        &["run", "--lock", "x", "--lease", "50ms", "--", "true"][..],
+        &["run", "--lock", "x", "--expiry", "50ms", "--", "true"],
+        &["elect", "--name", "x", "--lease", "1ms", "--", "true"],
+    ] {
+        let output = run(args);
+        assert_eq!(code(output.status), Some(64), "{args:?}");
+        assert!(
+            stderr(&output).contains("at least 1s"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let help = |subcommand: &str| stdout(&run(&[subcommand, "--help"]));
+    let status = help("status");
+    assert!(
+        status.contains("Exit codes:") && status.contains("69"),
+        "{status}"
+    );
+    for only_run in ["75", "76", "--wait", "126"] {
+        assert!(
+            !status.contains(only_run),
+            "status --help lists {only_run}: {status}"
+        );
+    }
+    let run_help = help("run");
+    assert!(
+        run_help.contains("--lease") && !run_help.contains("--expiry"),
+        "{run_help}"
+    );
+    assert!(
+        run_help.contains("75") && run_help.contains("76"),
+        "{run_help}"
+    );
+    assert!(help("elect").contains("--lease"));
 }

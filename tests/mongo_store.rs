@@ -271,15 +271,68 @@ async fn external_delete_is_reported_within_one_cadence_and_tokens_still_grow() 
         "loss reported {:?} after the external deleteOne",
         deleted_at.elapsed()
     );
-    let next = other.lock("deleted").unwrap().try_acquire().await.unwrap();
-    let next = next.expect("free after the deletion");
-    assert!(
-        next.token() > guard.token(),
-        "{} after {}",
-        next.token(),
-        guard.token()
-    );
+    assert_next_token_is_larger(&other, "deleted", guard.token()).await;
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+/// The lock is free for `manager`, and its next grant's token is larger than `previous`.
+async fn assert_next_token_is_larger(manager: &LockManager, name: &str, previous: u64) {
+    let next = manager.lock(name).unwrap().try_acquire().await.unwrap();
+    let next = next.unwrap_or_else(|| panic!("{name:?} should be free"));
+    assert!(next.token() > previous, "{} after {previous}", next.token());
     next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow() {
+    let store = store_on(&client().await, &unique_collection());
+    let holder = start(store.clone(), fast_options()).await;
+    let guard = holder.lock("$wedged").unwrap().acquire().await.unwrap();
+    let operator = peer_of(&store).await;
+    let name = LockName::new("$wedged").unwrap();
+
+    let cleared = operator
+        .force_release(&name)
+        .await
+        .unwrap()
+        .expect("the held grant");
+    let released_at = Instant::now();
+    assert_eq!(cleared.holder.as_ref(), Some(holder.holder_id()));
+    assert_eq!(cleared.token, guard.token());
+    let left = cleared.expires_in.expect("time the grant had left");
+    assert!(left <= fast_options().expiry(), "{left:?}");
+    let after = operator.inspect(&name).await.unwrap().expect("kept");
+    assert_eq!((after.holder, after.token), (None, guard.token()));
+
+    // The holder hears of it at its next renewal, before anyone could rely on it holding.
+    let bound = fast_options().extension_cadence() + SLACK;
+    let reason = timeout(bound, guard.lost())
+        .await
+        .unwrap_or_else(|_| panic!("no loss signal within {bound:?} of the forced release"));
+    assert_eq!(reason, LossReason::Superseded);
+    println!(
+        "loss reported {:?} after the forced release",
+        released_at.elapsed()
+    );
+
+    // Nothing holds it now: a second forced release writes nothing.
+    let before = raw(&operator)
+        .find_one(doc! { "_id": "$wedged" })
+        .await
+        .unwrap();
+    assert_eq!(operator.force_release(&name).await.unwrap(), None);
+    let unchanged = raw(&operator)
+        .find_one(doc! { "_id": "$wedged" })
+        .await
+        .unwrap();
+    assert_eq!(before, unchanged);
+    let never_used = LockName::new("{\"$ne\": 1}").unwrap();
+    assert_eq!(operator.force_release(&never_used).await.unwrap(), None);
+    assert_eq!(raw(&operator).count_documents(doc! {}).await.unwrap(), 1);
+
+    let other = start(peer_of(&store).await, fast_options()).await;
+    assert_next_token_is_larger(&other, "$wedged", guard.token()).await;
     holder.shutdown().await;
     other.shutdown().await;
 }

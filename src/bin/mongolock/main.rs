@@ -13,7 +13,8 @@ fn main() -> ExitCode {
 
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => {
+        Err(mut error) => {
+            cli::hints::add(&mut error, std::env::args_os());
             // --help and --version are "errors" printed to stdout with success.
             let code = if error.use_stderr() {
                 exit_code::USAGE

@@ -29,6 +29,15 @@ pub(super) const CONTENDED_AT: &str = "contendedAt";
 /// Set by release: how long (ms) other managers had been trying to take the released grant,
 /// or null if nobody tried.
 pub(super) const LAST_CONTENDED_MS: &str = "lastContendedMs";
+/// Set by a forced release (an operator's, never the runtime's): a sub-document recording
+/// when ([`FORCED_AT`]) whose grant ([`HOLDER`], same field name) was cleared and when that
+/// grant would have expired ([`FORCED_EXPIRES_AT`]). Kept as a trace until the next forced
+/// release.
+pub(super) const FORCED_RELEASE: &str = "forcedRelease";
+/// `forcedRelease.at`: the server's `$$NOW` of the forced release.
+pub(super) const FORCED_AT: &str = "at";
+/// `forcedRelease.expiresAt`: when the cleared grant would have expired.
+pub(super) const FORCED_EXPIRES_AT: &str = "expiresAt";
 /// Added by the inspect query (never stored): the server's `$$NOW`.
 pub(super) const SERVER_NOW: &str = "serverNow";
 
@@ -83,6 +92,42 @@ pub(super) fn release_outcome(after: Option<Document>) -> ReleaseOutcome {
             contended_for: last_contended(&document),
         },
     }
+}
+
+/// Reads the answer of the forced-release `findAndModify` (the document after the update):
+/// the grant that was cleared, as it stood at the server's `$$NOW` of the release. `None`
+/// means nothing held the lock, and nothing was written.
+pub(super) fn forced_release_record(
+    after: Option<Document>,
+) -> Result<Option<LockRecord>, StoreError> {
+    let Some(document) = after else {
+        return Ok(None);
+    };
+    let forced = document
+        .get_document(FORCED_RELEASE)
+        .map_err(|_| malformed(&document, "a forced release left no forcedRelease record"))?;
+    let (Ok(at), Ok(expires), Some(holder)) = (
+        forced.get_datetime(FORCED_AT),
+        forced.get_datetime(FORCED_EXPIRES_AT),
+        holder(forced),
+    ) else {
+        return Err(malformed(
+            &document,
+            "the forcedRelease record is incomplete",
+        ));
+    };
+    let left_ms = expires
+        .timestamp_millis()
+        .saturating_sub(at.timestamp_millis());
+    let record = LockRecord::held(
+        holder,
+        token(&document)?,
+        Duration::from_millis(left_ms.max(0).unsigned_abs()),
+    );
+    Ok(Some(match last_contended(&document) {
+        Some(waited) => record.with_contended_for(waited),
+        None => record,
+    }))
 }
 
 /// Reads the document a hand-over to `lease` returned.

@@ -70,6 +70,9 @@ const RELEASE_FEED_CAPACITY: usize = 1024;
 /// - **inspect**: `aggregate([$match {_id}, $addFields {serverNow: $$NOW}])`.
 /// - **list** (for tools, not the runtime; [`MongoStore::list`]):
 ///   `aggregate([$addFields {serverNow: $$NOW}, $sort {_id: 1}])`.
+/// - **force release** (for operators, not the runtime; [`MongoStore::force_release`]):
+///   `findAndModify({_id, leaseId: {$ne: null}, $expr: expiresAt > $$NOW},
+///   [$set forcedRelease: {at: $$NOW, holder, expiresAt}, <release>])`.
 ///
 /// # Fencing tokens
 ///
@@ -264,6 +267,54 @@ impl MongoStore {
             locks.push((name, document::lock_record(&found)?));
         }
         Ok(locks)
+    }
+
+    /// Frees `name` whoever holds it, for an operator whose holder is wedged
+    /// (`mongolock release --force`); the runtime never calls it. One `findAndModify`, server
+    /// time only: if an unexpired lease holds the lock, its lease id and holder are cleared
+    /// and it expires now, exactly as the holder's own release would do. The fencing token is
+    /// kept, so the next grant's token is larger.
+    ///
+    /// The holder is not asked: its next renewal (within one extension cadence) finds the
+    /// lease gone and reports the loss ([`LossReason::Superseded`](crate::LossReason::Superseded)).
+    /// Until then it may still act as the holder, and another process can take the lock at
+    /// once, so only fenced writes stay safe; use this for holders that are stuck, not as a
+    /// way to hand work over.
+    ///
+    /// Returns the grant that was cleared (holder, token, the time it had left and how long
+    /// others had waited, by the server's clock), or `None` when nothing held the lock
+    /// (free, expired, or never used), in which case nothing was written. The document
+    /// keeps a trace: `forcedRelease: {at, holder, expiresAt}`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
+    /// [`StoreError::Backend`] for a malformed answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may or may not have released the lock; call it again to find out
+    /// (`None` once it is free).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let store = mongolock::MongoStore::new(db);
+    /// let name = mongolock::LockName::new("nightly-report")?;
+    /// match store.force_release(&name).await? {
+    ///     Some(cleared) => println!("freed; it was held by {:?} (token {})", cleared.holder, cleared.token),
+    ///     None => println!("nothing held it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_release(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+        let after = self
+            .collection
+            .find_one_and_update(pipeline::held(name), pipeline::force_release())
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(|error| errors::backend("force release (findAndModify)", error))?;
+        document::forced_release_record(after)
     }
 }
 

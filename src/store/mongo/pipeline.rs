@@ -11,8 +11,8 @@ use std::time::Duration;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{
-    ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, HOLDER, ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW,
-    TOKEN,
+    ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE, HOLDER,
+    ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW, TOKEN,
 };
 use crate::name::LockName;
 
@@ -31,6 +31,15 @@ pub(super) fn by_name(name: &LockName) -> Document {
 /// `{_id: name, leaseId: lease}`: the owner check.
 pub(super) fn by_owner(name: &LockName, lease: &Bson) -> Document {
     doc! { ID: name.as_str(), LEASE_ID: lease.clone() }
+}
+
+/// `{_id: name}` held by someone: a lease id, unexpired by the server's clock.
+pub(super) fn held(name: &LockName) -> Document {
+    doc! {
+        ID: name.as_str(),
+        LEASE_ID: { "$ne": Bson::Null },
+        "$expr": { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] },
+    }
 }
 
 /// The owner check plus "not yet expired by the server's clock".
@@ -170,6 +179,20 @@ pub(super) fn release() -> Vec<Document> {
             CONTENDED_AT: Bson::Null,
         } },
     ]
+}
+
+/// The update pipeline of `force_release`, run by `findAndModify` on [`held`]: records
+/// whose grant was cleared (`forcedRelease: {at: $$NOW, holder, expiresAt}`, also the
+/// answer's only way to carry the old holder and the server's clock in one round trip), then
+/// releases exactly as the holder would have: the token stays, so the next grant's is larger.
+pub(super) fn force_release() -> Vec<Document> {
+    let mut stages = vec![doc! { "$set": { FORCED_RELEASE: {
+        FORCED_AT: "$$NOW",
+        HOLDER: format!("${HOLDER}"),
+        FORCED_EXPIRES_AT: format!("${EXPIRES_AT}"),
+    } } }];
+    stages.extend(release());
+    stages
 }
 
 /// The aggregation of `inspect`: the document and the server's `$$NOW`, in one round trip.

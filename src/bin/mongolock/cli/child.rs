@@ -1,25 +1,23 @@
-//! The command `mongolock` runs under a lock or while leading: spawned in its own process
-//! group so every process it starts can be signalled together, stopped with SIGTERM and
-//! then SIGKILL after a grace period.
+//! The command `mongolock` runs under a lock or while leading, seen from `mongolock`: it is
+//! started under a [guardian](super::guardian) (a second `mongolock` process) that stops
+//! it, and everything it started, when told to, when the command exits, and when `mongolock`
+//! dies — even by SIGKILL.
 //!
-//! On Linux the command also gets `PR_SET_PDEATHSIG = SIGKILL`: if `mongolock` itself is
-//! killed (SIGKILL, the OOM killer), nothing renews the lock any more and the command is
-//! killed with it rather than running on unprotected. Processes the command started keep
-//! running in that case; they are stopped with the group only while `mongolock` lives.
-//!
-//! Because the command runs in a process group of its own, it is not in the terminal's
-//! foreground group: `mongolock` passes Ctrl-C (and SIGTERM, SIGHUP, SIGQUIT) on to it, but
-//! a command that reads from the terminal is stopped by the kernel (`SIGTTIN`), as with
-//! `timeout(1)` without `--foreground`.
+//! **Terminals.** When stdin is a terminal, the command joins `mongolock`'s process group,
+//! the shell's foreground job: it can read the terminal, and the terminal's signals (Ctrl-C,
+//! Ctrl-\, Ctrl-Z, hang-up) reach it directly, as they reach `mongolock`, so `mongolock`
+//! forwards only SIGTERM. Ctrl-Z suspends `mongolock` with the command, lease renewal
+//! included: a suspension longer than the renew deadline loses the lock, and the command is
+//! stopped when the job resumes. Without a terminal the command runs in a process group of
+//! its own, and `mongolock` forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to that group.
 
 use std::ffi::OsString;
-use std::io;
+use std::io::IsTerminal;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, getpgrp, getpid};
 use tokio::process::Command;
 
 use super::CliError;
@@ -29,28 +27,55 @@ pub(crate) const TOKEN_ENV: &str = "MONGOLOCK_TOKEN";
 /// Environment variable carrying the lock (or election) name to the command.
 pub(crate) const LOCK_ENV: &str = "MONGOLOCK_LOCK";
 
-/// A running command (the leader of its own process group).
+/// Time the guardian gets beyond the grace period to stop everything before it is killed.
+const GUARDIAN_MARGIN: Duration = Duration::from_secs(1);
+
+/// Whether commands run in the foreground of the terminal (stdin is one).
+pub(crate) fn on_terminal() -> bool {
+    std::io::stdin().is_terminal()
+}
+
+/// A running command, through its guardian.
 #[derive(Debug)]
 pub(crate) struct Child {
-    process: tokio::process::Child,
-    group: Pid,
+    guardian: tokio::process::Child,
+    grace: Duration,
+    on_terminal: bool,
 }
 
 impl Child {
-    /// Starts `command` (program and arguments) with `MONGOLOCK_TOKEN` and `MONGOLOCK_LOCK`
-    /// set, inheriting stdin, stdout and stderr.
+    /// Starts `command` (program and arguments) under a guardian, with `MONGOLOCK_TOKEN` and
+    /// `MONGOLOCK_LOCK` set, inheriting stdin, stdout and stderr. `grace` is the SIGTERM →
+    /// SIGKILL delay whenever it must stop.
     ///
-    /// Call it from the task that will outlive the command (the CLI's main task): on Linux
-    /// the kill-on-parent-death signal fires when the *thread* that spawned it exits.
+    /// Call it from the thread that will outlive the command (the CLI's main thread, inside
+    /// `block_on`): on Linux the guardian learns of `mongolock`'s death when the *thread*
+    /// that started it exits.
     ///
-    /// Errors: [`CliError::Spawn`] (exit code 127 if the program is missing, 126 otherwise).
-    pub(crate) fn spawn(command: &[OsString], token: u64, lock: &str) -> Result<Self, CliError> {
-        let Some((program, args)) = command.split_first() else {
+    /// Errors: [`CliError::Spawn`] if the guardian (this program) cannot be started. A
+    /// command that cannot be started makes the guardian exit with 127 (not found) or 126.
+    pub(crate) fn spawn(
+        command: &[OsString],
+        token: u64,
+        lock: &str,
+        grace: Duration,
+    ) -> Result<Self, CliError> {
+        if command.is_empty() {
             return Err(CliError::Usage("no command given after --".to_owned()));
-        };
-        let mut builder = Command::new(program);
+        }
+        let on_terminal = on_terminal();
+        let mut builder = Command::new(own_executable());
         builder
-            .args(args)
+            .arg0("mongolock")
+            .arg("__guard")
+            .args(["--parent", &getpid().to_string()])
+            .args(["--grace-ms", &grace.as_millis().to_string()]);
+        if on_terminal {
+            builder.args(["--join-group", &getpgrp().to_string()]);
+        }
+        builder
+            .arg("--")
+            .args(command)
             .env(TOKEN_ENV, token.to_string())
             .env(LOCK_ENV, lock)
             .stdin(Stdio::inherit())
@@ -58,131 +83,73 @@ impl Child {
             .stderr(Stdio::inherit())
             .process_group(0)
             .kill_on_drop(false);
-        die_with_parent(&mut builder);
-        let spawn_failed = |source: io::Error| CliError::Spawn {
-            program: program.to_string_lossy().into_owned(),
+        let guardian = builder.spawn().map_err(|source| CliError::Spawn {
+            program: "the mongolock guardian".to_owned(),
             source,
-        };
-        let process = builder.spawn().map_err(spawn_failed)?;
-        let pid = process
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .ok_or_else(|| CliError::Internal("the spawned command has no pid".to_owned()))?;
+        })?;
         Ok(Self {
-            process,
-            group: Pid::from_raw(pid),
+            guardian,
+            grace,
+            on_terminal,
         })
     }
 
-    /// Waits for the command to exit. Cancel-safe.
+    /// Waits for the command (and whatever it left running) to end; the status carries the
+    /// command's exit code. Cancel-safe.
     pub(crate) async fn wait(&mut self) -> Result<ExitStatus, CliError> {
-        self.process
+        self.guardian
             .wait()
             .await
             .map_err(|error| CliError::Internal(format!("cannot wait for the command: {error}")))
     }
 
-    /// Sends `signal` to the command's process group. A group that is already gone is not
-    /// an error.
-    pub(crate) fn signal(&self, signal: Signal) {
-        signal_group(self.group, signal);
+    /// Passes a signal mongolock received on to the command, unless the terminal already
+    /// delivered it there (see the module documentation).
+    pub(crate) fn forward(&self, signal: Signal) {
+        if self.on_terminal && signal != Signal::SIGTERM {
+            return;
+        }
+        self.signal_guardian(signal);
     }
 
-    /// Stops the command: SIGTERM to its group, SIGKILL to the group if the command has not
-    /// exited after `grace` — and to whatever is left of the group once it has, so nothing
-    /// it started keeps running. Returns the command's exit status.
-    pub(crate) async fn terminate(mut self, grace: Duration) -> Result<ExitStatus, CliError> {
-        self.signal(Signal::SIGTERM);
-        let status = match tokio::time::timeout(grace, self.wait()).await {
+    fn signal_guardian(&self, signal: Signal) {
+        // No id once it has been reaped: there is nothing left to signal then.
+        if let Some(pid) = self.guardian.id().and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+    }
+
+    /// Stops the command and everything it started: SIGTERM, then SIGKILL after the grace
+    /// period. Returns the command's exit status.
+    pub(crate) async fn terminate(mut self) -> Result<ExitStatus, CliError> {
+        self.signal_guardian(Signal::SIGUSR1);
+        match tokio::time::timeout(self.grace + GUARDIAN_MARGIN, self.wait()).await {
             Ok(status) => status,
             Err(_) => {
-                self.signal(Signal::SIGKILL);
+                // A guardian that does not finish in time is killed; the kernel kills the
+                // command with it (Linux).
+                self.signal_guardian(Signal::SIGKILL);
                 self.wait().await
             }
-        };
-        self.signal(Signal::SIGKILL);
-        status
+        }
     }
 }
 
-fn signal_group(group: Pid, signal: Signal) {
-    // Errors mean there is nothing left to signal (ESRCH: the group is empty; EPERM: only
-    // members that changed user remain), so they are ignored.
-    let _ = killpg(group, signal);
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)] // `pre_exec` is unsafe by contract; the closure below keeps to it.
-fn die_with_parent(command: &mut Command) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec and only makes the
-    // async-signal-safe system calls prctl and getppid; it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
-            // The parent may have died between fork and prctl: then nothing would kill us.
-            // (`io::Error::from(Errno)` does not allocate, which matters after a fork.)
-            if nix::unistd::getppid() != parent {
-                return Err(io::Error::from(Errno::ESRCH));
-            }
-            Ok(())
-        });
+/// This program, for the guardian. On Linux `/proc/self/exe` still works when the binary
+/// was replaced (an upgrade) while mongolock runs.
+fn own_executable() -> std::path::PathBuf {
+    if cfg!(target_os = "linux") {
+        return "/proc/self/exe".into();
     }
+    std::env::current_exe().unwrap_or_else(|_| "mongolock".into())
 }
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn command(args: &[&str]) -> Vec<OsString> {
-        args.iter().map(OsString::from).collect()
-    }
-
-    #[tokio::test]
-    async fn passes_token_and_name() {
-        let mut child = Child::spawn(
-            &command(&[
-                "sh",
-                "-c",
-                r#"test "$MONGOLOCK_TOKEN" = 42 && test "$MONGOLOCK_LOCK" = jobs"#,
-            ]),
-            42,
-            "jobs",
-        )
-        .unwrap();
-        assert!(child.wait().await.unwrap().success());
-    }
-
-    #[tokio::test]
-    async fn terminate_escalates_to_sigkill() {
-        use std::os::unix::process::ExitStatusExt;
-        let ready = std::env::temp_dir().join(format!("mongolock-trap-{}", uuid::Uuid::new_v4()));
-        let script = format!(
-            "trap '' TERM; touch '{}'; while :; do sleep 0.05; done",
-            ready.display()
-        );
-        let child = Child::spawn(&command(&["sh", "-c", &script]), 1, "x").unwrap();
-        // SIGTERM before the trap is installed would end the shell without SIGKILL.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !ready.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the shell never started"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let _ = std::fs::remove_file(&ready);
-        let status = child.terminate(Duration::from_millis(200)).await.unwrap();
-        assert_eq!(status.signal(), Some(9));
-    }
-
-    #[tokio::test]
-    async fn missing_programs_are_reported() {
-        let error = Child::spawn(&command(&["/nonexistent/program"]), 1, "x").unwrap_err();
-        assert_eq!(error.exit_code(), 127);
-        assert!(Child::spawn(&[], 1, "x").is_err());
+    #[test]
+    fn the_guardian_is_this_program() {
+        assert!(own_executable().exists());
     }
 }

@@ -29,6 +29,22 @@ pub(crate) fn parse_positive(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// The shortest lease `run` and `elect` accept. A lease is renewed every third of it and lost
+/// after two thirds without a confirmed renewal, so below this a single slow round trip to
+/// MongoDB, or a busy machine, would make the lock flap.
+pub(crate) const MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// Like [`parse`], for `--lease`: at least [`MIN_LEASE`].
+pub(crate) fn parse_lease(text: &str) -> Result<Duration, String> {
+    match parse(text)? {
+        lease if lease < MIN_LEASE => Err(format!(
+            "the lease must be at least {}: it is renewed every third of it, and a shorter one would be lost to a single slow round trip to MongoDB (the default is 15s)",
+            show(MIN_LEASE)
+        )),
+        lease => Ok(lease),
+    }
+}
+
 /// A duration for people: `850ms`, `12.3s`, `5m 3s`.
 pub(crate) fn show(duration: Duration) -> String {
     if duration < Duration::from_secs(1) {
@@ -71,6 +87,8 @@ mod tests {
         assert!(parse("soon").is_err());
         assert!(parse_positive("0s").is_err());
         assert!(parse_positive("1s").is_ok());
+        assert!(parse_lease("999ms").is_err());
+        assert_eq!(parse_lease("1"), Ok(MIN_LEASE));
         assert_eq!(show(Duration::from_millis(850)), "850ms");
         assert_eq!(show(Duration::from_millis(12_345)), "12.3s");
         assert_eq!(show(Duration::from_secs(2)), "2s");

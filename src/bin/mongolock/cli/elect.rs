@@ -4,12 +4,16 @@
 use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
 
 use super::child::Child;
-use super::connect::Connection;
+use super::connect::Endpoint;
+use super::progress::Progress;
 use super::signals::{Signals, interrupted};
-use super::{CliError, ElectArgs, exit_code};
-use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager, LockName, LockOptions};
+use super::{CliError, ElectArgs, duration, exit_code};
+use mongolock::{
+    Election, ElectionEvent, ElectionOptions, LeaderInfo, LockManager, LockName, LockOptions,
+};
 
 /// The election timings for a leader lease: renew deadline 2/3 and retry period 2/15 of it
 /// (15 s → 10 s and 2 s, the library's defaults).
@@ -26,129 +30,187 @@ fn election_options(lease: Duration) -> Result<ElectionOptions, CliError> {
         .with_retry_period(lease * 2 / 15);
     options
         .validate()
-        .map_err(|error| CliError::Usage(format!("--lease {lease:?}: {error}")))?;
+        .map_err(|error| CliError::Usage(format!("--lease {}: {error}", duration::show(lease))))?;
     Ok(options)
 }
 
 /// Runs `mongolock elect`; returns the command's exit code once it exits on its own.
-pub(super) async fn elect(args: ElectArgs, signals: &mut Signals) -> Result<u8, CliError> {
+pub(super) async fn elect(
+    args: ElectArgs,
+    signals: &mut Signals,
+    progress: Progress,
+) -> Result<u8, CliError> {
     let name = LockName::new(&args.name).map_err(|error| CliError::Usage(error.to_string()))?;
-    let options = election_options(args.lease)?;
-    let grace = super::grace_within(args.grace, args.lease, renew_deadline_for(args.lease))?;
-    let connection = Connection::open(&args.connection).await?;
-    let uri = connection.shown_uri.clone();
+    let options = election_options(args.held.lease)?;
+    let grace = super::grace_within(
+        args.held.grace,
+        args.held.lease,
+        renew_deadline_for(args.held.lease),
+    )?;
+    let connection = super::connect(&args.connection, signals, progress).await?;
+    let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
         started = connection.start(LockOptions::default()) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let result = lead(&manager, &name, options, &args, grace, &uri, signals).await;
+    let candidate = Candidate {
+        manager: &manager,
+        name: &name,
+        args: &args,
+        grace,
+        progress,
+        campaigning_since: Instant::now(),
+    };
+    let result = candidate.lead(options, &endpoint, signals).await;
     manager.shutdown().await;
     result
 }
 
-async fn lead(
-    manager: &LockManager,
-    name: &LockName,
-    options: ElectionOptions,
-    args: &ElectArgs,
+/// One `mongolock elect` run.
+struct Candidate<'a> {
+    manager: &'a LockManager,
+    name: &'a LockName,
+    args: &'a ElectArgs,
     grace: Duration,
-    uri: &str,
-    signals: &mut Signals,
-) -> Result<u8, CliError> {
-    let election = manager
-        .election(name.as_str(), options)
-        .map_err(|error| CliError::from_lock(error, uri))?;
-    let mut events = election.subscribe();
-    election
-        .campaign_in_background()
-        .map_err(|error| CliError::from_lock(error, uri))?;
-    let mut child: Option<Child> = None;
-    loop {
-        tokio::select! {
-            event = events.recv() => match event {
-                Ok(ElectionEvent::Elected { token }) => {
-                    if child.is_none() {
-                        child = Some(start(&election, &args.command, token, name).await?);
+    progress: Progress,
+    campaigning_since: Instant,
+}
+
+impl Candidate<'_> {
+    async fn lead(
+        mut self,
+        options: ElectionOptions,
+        endpoint: &Endpoint,
+        signals: &mut Signals,
+    ) -> Result<u8, CliError> {
+        let election = self
+            .manager
+            .election(self.name.as_str(), options)
+            .map_err(|error| endpoint.lock_error(error))?;
+        let mut events = election.subscribe();
+        election
+            .campaign_in_background()
+            .map_err(|error| endpoint.lock_error(error))?;
+        self.progress.say(format_args!(
+            "campaigning for leadership of {:?}",
+            self.name.as_str()
+        ));
+        let mut child: Option<Child> = None;
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(ElectionEvent::Elected { token }) => {
+                        if child.is_none() {
+                            self.progress.say(format_args!(
+                                "elected leader of {:?} (token {token}); starting the command",
+                                self.name.as_str()
+                            ));
+                            child = Some(self.start(&election, token).await?);
+                        }
                     }
-                }
-                Ok(ElectionEvent::Deposed { reason, .. }) => {
-                    if let Some(running) = child.take() {
-                        eprintln!(
-                            "mongolock: no longer leader of {:?} ({reason}); stopped the command, campaigning again",
-                            name.as_str()
-                        );
-                        let _ = running.terminate(grace).await;
+                    Ok(ElectionEvent::Deposed { reason, .. }) => {
+                        self.campaigning_since = Instant::now();
+                        if let Some(running) = child.take() {
+                            self.progress.say(format_args!(
+                                "deposed as leader of {:?}: {reason}; stopping the command and campaigning again",
+                                self.name.as_str()
+                            ));
+                            let _ = running.terminate().await;
+                        }
                     }
-                }
-                Ok(ElectionEvent::Resigned { .. }) => {
-                    if let Some(running) = child.take() {
-                        let _ = running.terminate(grace).await;
+                    Ok(ElectionEvent::Resigned { .. }) => {
+                        self.campaigning_since = Instant::now();
+                        if let Some(running) = child.take() {
+                            let _ = running.terminate().await;
+                        }
                     }
-                }
-                Ok(_) => {}
-                // Missed events: ask the store who leads and catch up.
-                Err(RecvError::Lagged(_)) => {
-                    child = reconcile(manager, &election, child, args, grace, name).await?;
-                }
-                Err(RecvError::Closed) => {
-                    if let Some(running) = child.take() {
-                        let _ = running.terminate(grace).await;
+                    Ok(ElectionEvent::LeaderChanged { leader }) => {
+                        if child.is_none() {
+                            self.report_leader(leader.as_ref());
+                        }
                     }
-                    return Err(CliError::Internal("the election stopped".to_owned()));
-                }
-            },
-            status = wait_for(&mut child) => {
-                let code = exit_code::of_status(status?);
-                let _ = election.resign().await;
-                return Ok(code);
-            }
-            signal = signals.recv() => match &child {
-                Some(running) => running.signal(signal),
-                None => {
+                    Ok(_) => {}
+                    // Missed events: ask the store who leads and catch up.
+                    Err(RecvError::Lagged(_)) => {
+                        child = self.reconcile(&election, child).await?;
+                    }
+                    Err(RecvError::Closed) => {
+                        if let Some(running) = child.take() {
+                            let _ = running.terminate().await;
+                        }
+                        return Err(CliError::Internal("the election stopped".to_owned()));
+                    }
+                },
+                status = wait_for(&mut child) => {
+                    let code = exit_code::of_status(status?);
+                    self.progress.detail(format_args!(
+                        "the command exited ({code}); resigning leadership of {:?}",
+                        self.name.as_str()
+                    ));
                     let _ = election.resign().await;
-                    return Err(interrupted(signal));
+                    return Ok(code);
                 }
-            },
+                signal = signals.recv() => match &child {
+                    Some(running) => running.forward(signal),
+                    None => {
+                        let _ = election.resign().await;
+                        return Err(interrupted(signal));
+                    }
+                },
+            }
         }
     }
-}
 
-/// Starts the command for a new term; if it cannot start, steps down.
-async fn start(
-    election: &Election,
-    command: &[std::ffi::OsString],
-    token: u64,
-    name: &LockName,
-) -> Result<Child, CliError> {
-    match Child::spawn(command, token, name.as_str()) {
-        Ok(child) => Ok(child),
-        Err(error) => {
-            let _ = election.resign().await;
-            Err(error)
+    /// Says who leads while this candidate waits.
+    fn report_leader(&self, leader: Option<&LeaderInfo>) {
+        let name = self.name.as_str();
+        let so_far = duration::show(self.campaigning_since.elapsed());
+        match leader {
+            Some(leader) if &leader.holder != self.manager.holder_id() => {
+                self.progress.say(format_args!(
+                    "{name:?} is led by {} (token {}); campaigning for {so_far} so far",
+                    leader.holder, leader.token
+                ));
+            }
+            Some(_) => {}
+            None => self.progress.detail(format_args!(
+                "{name:?} has no leader; campaigning for {so_far} so far"
+            )),
         }
     }
-}
 
-/// After missed events: runs the command iff the store says this manager leads.
-async fn reconcile(
-    manager: &LockManager,
-    election: &Election,
-    child: Option<Child>,
-    args: &ElectArgs,
-    grace: Duration,
-    name: &LockName,
-) -> Result<Option<Child>, CliError> {
-    let leader = election.leader().await.ok().flatten();
-    let ours = leader.filter(|leader| &leader.holder == manager.holder_id());
-    match (ours, child) {
-        (Some(leader), None) => Ok(Some(
-            start(election, &args.command, leader.token, name).await?,
-        )),
-        (None, Some(running)) => {
-            let _ = running.terminate(grace).await;
-            Ok(None)
+    /// Starts the command for a new term; if it cannot start, steps down.
+    async fn start(&self, election: &Election, token: u64) -> Result<Child, CliError> {
+        match Child::spawn(
+            &self.args.held.command,
+            token,
+            self.name.as_str(),
+            self.grace,
+        ) {
+            Ok(child) => Ok(child),
+            Err(error) => {
+                let _ = election.resign().await;
+                Err(error)
+            }
         }
-        (_, child) => Ok(child),
+    }
+
+    /// After missed events: runs the command iff the store says this manager leads.
+    async fn reconcile(
+        &self,
+        election: &Election,
+        child: Option<Child>,
+    ) -> Result<Option<Child>, CliError> {
+        let leader = election.leader().await.ok().flatten();
+        let ours = leader.filter(|leader| &leader.holder == self.manager.holder_id());
+        match (ours, child) {
+            (Some(leader), None) => Ok(Some(self.start(election, leader.token).await?)),
+            (None, Some(running)) => {
+                let _ = running.terminate().await;
+                Ok(None)
+            }
+            (_, child) => Ok(child),
+        }
     }
 }
 
@@ -171,5 +233,6 @@ mod tests {
             ElectionOptions::default()
         );
         assert!(election_options(Duration::from_secs(2)).is_ok());
+        assert!(election_options(duration::MIN_LEASE).is_ok());
     }
 }

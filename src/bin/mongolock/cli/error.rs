@@ -40,12 +40,12 @@ pub(crate) enum CliError {
         reason: String,
     },
     /// `run --wait`: the lock stayed held elsewhere.
-    #[error("lock {name:?} not acquired within {waited}{}", holder_suffix(.holder.as_deref()))]
+    #[error("{}", not_acquired(.name, .waited.as_deref(), .holder.as_deref()))]
     NotAcquired {
         /// The lock name.
         name: String,
-        /// How long was waited, for people.
-        waited: String,
+        /// How long was waited, for people; `None` for a single attempt (`--wait 0`).
+        waited: Option<String>,
         /// Who held it at the end, if known.
         holder: Option<String>,
     },
@@ -67,7 +67,7 @@ pub(crate) enum CliError {
         source: std::io::Error,
     },
     /// `mongolock` received a signal before the command started (or while no command ran).
-    #[error("interrupted by {name} before the command ran")]
+    #[error("interrupted by {name}")]
     Interrupted {
         /// The signal's number.
         signal: i32,
@@ -79,8 +79,12 @@ pub(crate) enum CliError {
     Internal(String),
 }
 
-fn holder_suffix(holder: Option<&str>) -> String {
-    holder.map_or_else(String::new, |holder| format!(" (held by {holder})"))
+fn not_acquired(name: &str, waited: Option<&str>, holder: Option<&str>) -> String {
+    let by = holder.map_or_else(String::new, |holder| format!(" by {holder}"));
+    match waited {
+        Some(waited) => format!("lock {name:?} not acquired within {waited} (held{by})"),
+        None => format!("lock {name:?} is held{by}; not waiting (--wait 0)"),
+    }
 }
 
 impl CliError {
@@ -108,27 +112,30 @@ impl CliError {
             .join(" ")
     }
 
-    /// Maps a library error from a running manager: invalid input is a usage error, store
-    /// failures mean MongoDB is unavailable (`uri` names it), anything else is internal.
-    pub(crate) fn from_lock(error: LockError, uri: &str) -> Self {
+    /// Maps a library error that is not a store failure (see
+    /// [`Endpoint::lock_error`](super::connect::Endpoint::lock_error) for those): invalid
+    /// input is a usage error, anything else is internal.
+    pub(crate) fn from_lock(error: LockError) -> Self {
         match error {
             LockError::InvalidName { .. } | LockError::InvalidOptions(_) => {
                 Self::Usage(error.to_string())
             }
-            LockError::Store(store) => Self::from_store(store, uri),
             other => Self::Internal(other.to_string()),
         }
     }
 
-    /// Maps a store error (`uri` names the server).
-    pub(crate) fn from_store(error: StoreError, uri: &str) -> Self {
+    /// Maps a store error on the server `uri`; `reason` says what went wrong in a few words.
+    pub(crate) fn from_store(error: &StoreError, uri: &str, reason: &str) -> Self {
         let uri = uri.to_owned();
         match error {
-            StoreError::InvalidConfig(reason) => Self::Usage(reason),
-            StoreError::Unsupported(reason) => Self::Unsupported { uri, reason },
-            other => Self::Unavailable {
+            StoreError::InvalidConfig(reason) => Self::Usage(reason.clone()),
+            StoreError::Unsupported(reason) => Self::Unsupported {
                 uri,
-                reason: other.report(),
+                reason: reason.clone(),
+            },
+            _ => Self::Unavailable {
+                uri,
+                reason: reason.to_owned(),
             },
         }
     }
@@ -140,27 +147,18 @@ mod tests {
 
     #[test]
     fn codes_follow_sysexits() {
-        let uri = "mongodb://h";
+        let store = |error: StoreError| CliError::from_store(&error, "mongodb://h", "why");
+        assert_eq!(store(StoreError::backend("down")).exit_code(), 69);
+        assert_eq!(store(StoreError::Unsupported("4.4".into())).exit_code(), 69);
         assert_eq!(
-            CliError::from_store(StoreError::backend("down"), uri).exit_code(),
-            69
-        );
-        assert_eq!(
-            CliError::from_store(StoreError::Unsupported("4.4".into()), uri).exit_code(),
-            69
-        );
-        assert_eq!(
-            CliError::from_store(StoreError::InvalidConfig("bad".into()), uri).exit_code(),
+            store(StoreError::InvalidConfig("bad".into())).exit_code(),
             64
         );
         assert_eq!(
-            CliError::from_lock(LockError::InvalidOptions("x".into()), uri).exit_code(),
+            CliError::from_lock(LockError::InvalidOptions("x".into())).exit_code(),
             64
         );
-        assert_eq!(
-            CliError::from_lock(LockError::ShutDown, uri).exit_code(),
-            70
-        );
+        assert_eq!(CliError::from_lock(LockError::ShutDown).exit_code(), 70);
         let not_found = std::io::Error::from(std::io::ErrorKind::NotFound);
         let spawn = CliError::Spawn {
             program: "nope".into(),
@@ -184,13 +182,22 @@ mod tests {
     fn messages_name_the_lock_and_holder() {
         let error = CliError::NotAcquired {
             name: "orders".into(),
-            waited: "200ms".into(),
+            waited: Some("200ms".into()),
             holder: Some("host:1:ab".into()),
         };
         assert_eq!(error.exit_code(), 75);
         assert_eq!(
             error.one_line(),
             "lock \"orders\" not acquired within 200ms (held by host:1:ab)"
+        );
+        let once = CliError::NotAcquired {
+            name: "orders".into(),
+            waited: None,
+            holder: Some("host:1:ab".into()),
+        };
+        assert_eq!(
+            once.one_line(),
+            "lock \"orders\" is held by host:1:ab; not waiting (--wait 0)"
         );
         let lost = CliError::Lost {
             name: "orders".into(),

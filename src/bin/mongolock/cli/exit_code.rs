@@ -6,15 +6,16 @@
 //!
 //! | code | meaning |
 //! |---|---|
+//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `release --force`: released, or nothing held the lock |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
-//! | 128 + N | the command was killed by signal N (`sh` convention); or `mongolock` got signal N before the command started |
-//! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration |
+//! | 128 + N | `run`/`elect`: the command was killed by signal N (`sh` convention); any subcommand: `mongolock` got signal N before it was done (130 for Ctrl-C) |
+//! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration, a lease under 1s, `release` without `--force` |
 //! | 69 `EX_UNAVAILABLE` | MongoDB unreachable, refused the request, or too old (needs 5.0+) |
 //! | 70 `EX_SOFTWARE` | internal error |
 //! | 75 `EX_TEMPFAIL` | `run`: the lock was not acquired within `--wait` |
 //! | 76 | `run`: the lock was lost while the command ran; the command was stopped |
-//! | 126 | the command could not be executed (permission denied, not executable) |
-//! | 127 | the command was not found |
+//! | 126 | `run`/`elect`: the command could not be executed (permission denied, not executable) |
+//! | 127 | `run`/`elect`: the command was not found |
 //!
 //! A command that exits with one of these codes itself is indistinguishable from
 //! `mongolock` reporting it, as with `timeout(1)` and `flock(1)`.
@@ -40,13 +41,56 @@ pub(crate) const NOT_FOUND: u8 = 127;
 pub(crate) const HELP: &str = "\
 Exit codes:
   <command's>  run/elect: the command's own exit code
-  128+N        the command was killed by signal N (or mongolock was, before it started)
-  64           usage error: bad flag or value, missing URI, invalid lock name
+  128+N        run/elect: the command was killed by signal N;
+               any subcommand: mongolock got signal N first (130: Ctrl-C)
+  0            status: done; release --force: released, or not held
+  64           usage error: bad flag or value, missing URI, invalid lock name,
+               release without --force
   69           MongoDB unreachable, failing, or older than 5.0
   70           internal error
   75           run: lock not acquired within --wait
   76           run: lock lost while the command ran (the command was stopped)
+  126 / 127    run/elect: the command could not be executed / was not found";
+
+/// The exit codes of `mongolock run`.
+pub(crate) const RUN_HELP: &str = "\
+Exit codes:
+  <command's>  the command's own exit code
+  128+N        the command was killed by signal N (or mongolock was, before it started)
+  64           usage error: bad flag or value, missing URI, invalid lock name
+  69           MongoDB unreachable, failing, or older than 5.0
+  70           internal error
+  75           lock not acquired within --wait
+  76           lock lost while the command ran (the command was stopped)
   126 / 127    the command could not be executed / was not found";
+
+/// The exit codes of `mongolock elect`.
+pub(crate) const ELECT_HELP: &str = "\
+Exit codes:
+  <command's>  the command's own exit code (it exited by itself while leading)
+  128+N        the command was killed by signal N (or mongolock was, while not leading)
+  64           usage error: bad flag or value, missing URI, invalid name
+  69           MongoDB unreachable, failing, or older than 5.0
+  70           internal error
+  126 / 127    the command could not be executed / was not found";
+
+/// The exit codes of `mongolock status`.
+pub(crate) const STATUS_HELP: &str = "\
+Exit codes:
+  0            done (with --watch: stopped with Ctrl-C or SIGTERM)
+  64           usage error: bad flag or value, missing URI, invalid collection
+  69           MongoDB unreachable or failing
+  70           internal error
+  128+N        interrupted by signal N before the first answer (130: Ctrl-C)";
+
+/// The exit codes of `mongolock release`.
+pub(crate) const RELEASE_HELP: &str = "\
+Exit codes:
+  0            released (its holder was printed), or nothing held the lock
+  64           usage error: no --force (the holder is shown), invalid lock name
+  69           MongoDB unreachable or failing
+  70           internal error
+  128+N        interrupted by signal N (130: Ctrl-C)";
 
 /// `128 + signal`, the shell's code for a process killed by `signal`.
 pub(crate) fn for_signal(signal: i32) -> u8 {

@@ -2,28 +2,41 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::child::Child;
-use super::connect::Connection;
+use super::connect::Endpoint;
+use super::progress::Progress;
 use super::signals::{Signals, interrupted};
 use super::{CliError, RunArgs, duration, exit_code};
 use mongolock::{Lock, LockError, LockGuard, LockManager, LockName, LockOptions};
 
+/// How often a waiting `run` says it is still waiting.
+const WAIT_REPORT_EVERY: Duration = Duration::from_secs(10);
+
 /// Runs `mongolock run`; returns the command's exit code.
-pub(super) async fn run(args: RunArgs, signals: &mut Signals) -> Result<u8, CliError> {
+pub(super) async fn run(
+    args: RunArgs,
+    signals: &mut Signals,
+    progress: Progress,
+) -> Result<u8, CliError> {
     // Everything that can be checked without a server is checked first.
     let name = LockName::new(&args.lock).map_err(|error| CliError::Usage(error.to_string()))?;
-    let options = LockOptions::default().with_expiry(args.expiry);
-    options
-        .validate()
-        .map_err(|error| CliError::Usage(format!("--expiry {:?}: {error}", args.expiry)))?;
-    let grace = super::grace_within(args.grace, options.expiry(), options.renew_deadline())?;
-    let connection = Connection::open(&args.connection).await?;
-    let uri = connection.shown_uri.clone();
+    let options = LockOptions::default().with_expiry(args.held.lease);
+    options.validate().map_err(|error| {
+        CliError::Usage(format!(
+            "--lease {}: {error}",
+            duration::show(args.held.lease)
+        ))
+    })?;
+    let grace = super::grace_within(args.held.grace, options.expiry(), options.renew_deadline())?;
+    let connection = super::connect(&args.connection, signals, progress).await?;
+    let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
         started = connection.start(options) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let result = hold_and_run(&manager, &name, &args, grace, &uri, signals).await;
+    let result = hold_and_run(&manager, &name, &args, grace, &endpoint, signals, progress).await;
     // Releases whatever is still held (an interrupted acquisition leaves nothing behind).
     manager.shutdown().await;
     result
@@ -34,19 +47,21 @@ async fn hold_and_run(
     name: &LockName,
     args: &RunArgs,
     grace: Duration,
-    uri: &str,
+    endpoint: &Endpoint,
     signals: &mut Signals,
+    progress: Progress,
 ) -> Result<u8, CliError> {
     let lock = manager
         .lock(name.as_str())
-        .map_err(|error| CliError::from_lock(error, uri))?;
+        .map_err(|error| endpoint.lock_error(error))?;
+    let started = Instant::now();
     let acquired = tokio::select! {
-        acquired = acquire(&lock, args.wait) => acquired,
+        acquired = acquire(&lock, args.wait, progress) => acquired,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
     let guard = match acquired {
         Ok(guard) => guard,
-        Err(LockError::Timeout(waited)) => {
+        Err(LockError::Timeout(_)) => {
             let holder = lock
                 .inspect()
                 .await
@@ -56,29 +71,107 @@ async fn hold_and_run(
                 .map(|holder| holder.as_str().to_owned());
             return Err(CliError::NotAcquired {
                 name: name.to_string(),
-                waited: duration::show(waited),
+                waited: args.wait.filter(|wait| !wait.is_zero()).map(duration::show),
                 holder,
             });
         }
-        Err(error) => return Err(CliError::from_lock(error, uri)),
+        Err(error) => return Err(endpoint.lock_error(error)),
     };
-    let child = match Child::spawn(&args.command, guard.token(), name.as_str()) {
+    let waited = started.elapsed();
+    progress.say(format_args!(
+        "acquired lock {:?} (token {}){}",
+        name.as_str(),
+        guard.token(),
+        if waited >= Duration::from_secs(1) {
+            format!(" after waiting {}", duration::show(waited))
+        } else {
+            String::new()
+        }
+    ));
+    let child = match Child::spawn(&args.held.command, guard.token(), name.as_str(), grace) {
         Ok(child) => child,
         Err(error) => {
             let _ = guard.release().await;
             return Err(error);
         }
     };
-    supervise(child, guard, name, grace, signals).await
+    supervise(child, guard, name, grace, signals, progress).await
 }
 
-/// Waits for `--wait` (forever without it; a single attempt for 0).
-async fn acquire(lock: &Lock, wait: Option<Duration>) -> Result<LockGuard, LockError> {
-    match wait {
-        None => lock.acquire().await,
-        Some(wait) if wait.is_zero() => lock.try_acquire().await?.ok_or(LockError::Timeout(wait)),
-        Some(wait) => lock.acquire_timeout(wait).await,
+/// Acquires the lock, waiting up to `wait` (forever without it; a single attempt for 0)
+/// and saying who holds it meanwhile.
+async fn acquire(
+    lock: &Lock,
+    wait: Option<Duration>,
+    progress: Progress,
+) -> Result<LockGuard, LockError> {
+    let started = Instant::now();
+    if let Some(guard) = lock.try_acquire().await? {
+        return Ok(guard);
     }
+    if wait.is_some_and(|wait| wait.is_zero()) {
+        return Err(LockError::Timeout(Duration::ZERO));
+    }
+    report_waiting(lock, None, wait, progress).await;
+    let attempt = async {
+        match wait {
+            None => lock.acquire().await,
+            Some(wait) => {
+                lock.acquire_timeout(wait.saturating_sub(started.elapsed()))
+                    .await
+            }
+        }
+    };
+    tokio::pin!(attempt);
+    let mut reports = tokio::time::interval_at(started + WAIT_REPORT_EVERY, WAIT_REPORT_EVERY);
+    loop {
+        tokio::select! {
+            biased;
+            acquired = &mut attempt => return acquired,
+            _ = reports.tick() => {
+                report_waiting(lock, Some(started.elapsed()), wait, progress).await;
+            }
+        }
+    }
+}
+
+/// `lock "x" is held by H (token T, expires in 12s); waiting`, or after `so_far`:
+/// `still waiting for lock "x" after 10s; held by H (token T)`.
+async fn report_waiting(
+    lock: &Lock,
+    so_far: Option<Duration>,
+    wait: Option<Duration>,
+    progress: Progress,
+) {
+    if !progress.enabled() {
+        return;
+    }
+    let name = lock.name().as_str();
+    let record = lock.inspect().await.ok().flatten();
+    let holder = record.as_ref().and_then(|record| {
+        let holder = record.holder.as_ref()?;
+        let left = record
+            .expires_in
+            .map(|left| format!(", lease ends in {}", duration::show(left)))
+            .unwrap_or_default();
+        Some(format!("held by {holder} (token {}{left})", record.token))
+    });
+    let limit = wait.map_or_else(String::new, |wait| {
+        format!(", giving up after {}", duration::show(wait))
+    });
+    let line = match (so_far, holder) {
+        (None, Some(holder)) => format!("lock {name:?} is {holder}; waiting{limit}"),
+        (None, None) => format!("waiting for lock {name:?}{limit}"),
+        (Some(so_far), Some(holder)) => format!(
+            "still waiting for lock {name:?} after {}; {holder}",
+            duration::show(so_far)
+        ),
+        (Some(so_far), None) => format!(
+            "still waiting for lock {name:?} after {}",
+            duration::show(so_far)
+        ),
+    };
+    progress.say(line);
 }
 
 /// Holds the lock while the command runs: passes signals on, stops the command if the lock
@@ -89,14 +182,23 @@ async fn supervise(
     name: &LockName,
     grace: Duration,
     signals: &mut Signals,
+    progress: Progress,
 ) -> Result<u8, CliError> {
     let loss = guard.loss_signal();
+    let held_since = Instant::now();
     loop {
         tokio::select! {
             status = child.wait() => {
                 let code = exit_code::of_status(status?);
                 return match guard.release().await {
-                    Ok(()) => Ok(code),
+                    Ok(()) => {
+                        progress.detail(format_args!(
+                            "released lock {:?} after {}",
+                            name.as_str(),
+                            duration::show(held_since.elapsed())
+                        ));
+                        Ok(code)
+                    }
                     // Lost just before the command finished: its last moments may not have
                     // been exclusive, which the caller must hear about.
                     Err(LockError::Lost(reason)) => Err(CliError::Lost {
@@ -108,11 +210,16 @@ async fn supervise(
                 };
             }
             reason = loss.lost() => {
-                let _ = child.terminate(grace).await;
+                progress.say(format_args!(
+                    "lost lock {:?}: {reason}; stopping the command (SIGTERM, SIGKILL after {})",
+                    name.as_str(),
+                    duration::show(grace)
+                ));
+                let _ = child.terminate().await;
                 drop(guard);
                 return Err(CliError::Lost { name: name.to_string(), reason });
             }
-            signal = signals.recv() => child.signal(signal),
+            signal = signals.recv() => child.forward(signal),
         }
     }
 }

@@ -1,0 +1,322 @@
+//! The command line: subcommands, flags and their help texts (clap derive).
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+use super::{duration, exit_code};
+
+/// `mongolock`: run commands under MongoDB-backed distributed locks.
+#[derive(Debug, Parser)]
+#[command(
+    name = "mongolock",
+    version,
+    about = "Run commands under MongoDB-backed distributed locks and leader elections",
+    after_help = exit_code::HELP
+)]
+pub(crate) struct Cli {
+    /// No progress lines on stderr (errors are still reported).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More detail on stderr: connection steps and the library's events (-vv: every event).
+    /// `RUST_LOG`, when set, chooses the library's events instead.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a command while holding a lock.
+    ///
+    /// The command gets the lock's fencing token in `MONGOLOCK_TOKEN` and its name in
+    /// `MONGOLOCK_LOCK`. When the lock is released (the command exited) or lost, every
+    /// process the command started is stopped: SIGTERM, then SIGKILL after --grace. If the
+    /// lock is lost, mongolock exits with 76; otherwise with the command's code (128+N if
+    /// signal N killed it).
+    ///
+    /// With a terminal on stdin the command runs in the foreground like any shell job: it
+    /// reads the terminal, and Ctrl-C, Ctrl-\ and Ctrl-Z reach it directly; mongolock passes
+    /// SIGTERM on. Without one it runs in a process group of its own, and SIGINT, SIGTERM,
+    /// SIGHUP and SIGQUIT sent to mongolock are passed on to that group.
+    #[command(after_help = exit_code::RUN_HELP)]
+    Run(RunArgs),
+    /// Run a command only while this process leads an election.
+    ///
+    /// Campaigns for leadership of NAME; while leader, runs the command with the term's
+    /// fencing token in `MONGOLOCK_TOKEN`. When deposed, the command and everything it
+    /// started get SIGTERM (SIGKILL after --grace) and mongolock keeps campaigning,
+    /// restarting the command on its next term. When the command exits on its own, mongolock
+    /// resigns and exits with its code. Terminals and signals are handled as by `run`.
+    #[command(after_help = exit_code::ELECT_HELP)]
+    Elect(ElectArgs),
+    /// Show the locks of a collection: name, state, holder, fencing token, time left.
+    #[command(after_help = exit_code::STATUS_HELP)]
+    Status(StatusArgs),
+    /// Free a lock whose holder is stuck (needs --force).
+    ///
+    /// Clears the holder's lease on the server at once and prints whose it was. The holder is
+    /// not asked: its next renewal (within a third of its lease) finds the lease gone, and a
+    /// `mongolock run` or `elect` holding it then stops its command (run exits with 76).
+    /// Until then the old holder may still be working while a new one starts, so only writes
+    /// fenced with the token are protected. The fencing token keeps rising. Without --force
+    /// it only shows who holds the lock.
+    #[command(after_help = exit_code::RELEASE_HELP)]
+    Release(ReleaseArgs),
+    /// Internal: the guardian process between mongolock and the command.
+    #[command(name = "__guard", hide = true)]
+    Guard(GuardArgs),
+}
+
+/// Where the locks live.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ConnectionArgs {
+    /// MongoDB connection string (MongoDB 5.0 or newer). Unless it sets them, mongolock uses
+    /// serverSelectionTimeoutMS=5000 and heartbeatFrequencyMS=500.
+    #[arg(long, env = "MONGODB_URI", hide_env_values = true, value_name = "URI")]
+    pub uri: Option<String>,
+    /// Database of the lock collection [default: the URI's database, else "mongolock"].
+    #[arg(
+        long,
+        env = "MONGOLOCK_DATABASE",
+        hide_env_values = true,
+        value_name = "NAME"
+    )]
+    pub database: Option<String>,
+    /// Collection holding one document per lock.
+    #[arg(
+        long,
+        env = "MONGOLOCK_COLLECTION",
+        hide_env_values = true,
+        value_name = "NAME",
+        default_value = mongolock::MongoStore::DEFAULT_COLLECTION
+    )]
+    pub collection: String,
+}
+
+/// `mongolock run`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RunArgs {
+    /// Name of the lock.
+    #[arg(long, value_name = "NAME")]
+    pub lock: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    /// Give up (exit 75) if the lock is not acquired within this time; 0 tries once
+    /// [default: wait forever].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub wait: Option<Duration>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub held: HeldCommandArgs,
+}
+
+/// `mongolock elect`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ElectArgs {
+    /// Name of the election (the lock it runs on).
+    #[arg(long, value_name = "NAME")]
+    pub name: String,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub held: HeldCommandArgs,
+}
+
+/// What `run` and `elect` share: the lease, the grace period and the command.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct HeldCommandArgs {
+    /// Lease length on the server: a crashed mongolock blocks others for at most this long.
+    /// Renewed every third of it; if no renewal is confirmed for two thirds of it, the
+    /// command is stopped. At least 1s.
+    #[arg(
+        long,
+        alias = "expiry",
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = duration::parse_lease
+    )]
+    pub lease: Duration,
+    /// Time between SIGTERM and SIGKILL when the command must stop. It must end before the
+    /// lease can expire on the server, or the stopping command could overlap the next
+    /// holder [default: half of lease − renew deadline, 2.5s with the default lease].
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub grace: Option<Duration>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD", num_args = 1..)]
+    pub command: Vec<OsString>,
+}
+
+/// `mongolock status`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    /// Refresh every SECONDS (default 2) until Ctrl-C. On a terminal the screen is redrawn;
+    /// into a pipe or file each refresh is appended. Every refresh says when it was taken.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        num_args = 0..=1,
+        default_missing_value = "2",
+        value_parser = duration::parse_positive
+    )]
+    pub watch: Option<Duration>,
+    /// Print JSON for scripts instead of a table: one object
+    /// `{"time", "database", "collection", "locks": [{"name", "state", "holder", "token",
+    /// "expires_in_ms", "contended_for_ms"}]}`, one line per refresh with --watch (a failed
+    /// refresh prints `{"time", "error"}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mongolock release`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ReleaseArgs {
+    /// Name of the lock to free.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Really take the lock away from its holder.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+}
+
+/// `mongolock __guard` (internal; see `guardian`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct GuardArgs {
+    /// The mongolock process this guardian serves: when it is gone, the command is stopped.
+    #[arg(long, value_name = "PID")]
+    pub parent: i32,
+    /// SIGTERM → SIGKILL grace period in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub grace_ms: u64,
+    /// Run the command in this process group (mongolock's, on a terminal) instead of a new
+    /// one.
+    #[arg(long, value_name = "PGID")]
+    pub join_group: Option<i32>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD", num_args = 1..)]
+    pub command: Vec<OsString>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        Cli::try_parse_from(args).map(|cli| cli.command)
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_the_command_after_double_dash() {
+        let Ok(Command::Run(args)) = parse(&[
+            "mongolock",
+            "run",
+            "--lock",
+            "jobs",
+            "--uri",
+            "mongodb://h",
+            "--wait",
+            "200ms",
+            "--",
+            "sh",
+            "-c",
+            "exit 7",
+        ]) else {
+            panic!("not run")
+        };
+        assert_eq!(args.lock, "jobs");
+        assert_eq!(args.wait, Some(Duration::from_millis(200)));
+        assert_eq!(args.held.lease, Duration::from_secs(15));
+        assert_eq!(args.held.grace, None);
+        assert_eq!(args.held.command, ["sh", "-c", "exit 7"]);
+        assert_eq!(args.connection.collection, "distributed_locks");
+        assert!(parse(&["mongolock", "run", "--lock", "jobs"]).is_err());
+    }
+
+    #[test]
+    fn lease_is_one_name_with_the_old_spelling_kept_and_a_lower_bound() {
+        let lease = |args: &[&str]| match parse(args) {
+            Ok(Command::Run(run)) => Ok(run.held.lease),
+            Ok(Command::Elect(elect)) => Ok(elect.held.lease),
+            Ok(_) => panic!("neither run nor elect"),
+            Err(error) => Err(error),
+        };
+        let run = ["mongolock", "run", "--lock", "x"];
+        let with = |base: &[&'static str], extra: &[&'static str]| {
+            let mut args = base.to_vec();
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--", "true"]);
+            args
+        };
+        assert_eq!(
+            lease(&with(&run, &["--lease", "3s"])).unwrap(),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            lease(&with(&run, &["--expiry", "4s"])).unwrap(),
+            Duration::from_secs(4)
+        );
+        let elect = ["mongolock", "elect", "--name", "x"];
+        assert_eq!(
+            lease(&with(&elect, &["--lease", "1s"])).unwrap(),
+            Duration::from_secs(1)
+        );
+        let error = lease(&with(&run, &["--lease", "50ms"])).unwrap_err();
+        assert!(error.to_string().contains("at least 1s"), "{error}");
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("--expiry"), "{help}");
+    }
+
+    #[test]
+    fn watch_takes_seconds_with_or_without_equals() {
+        let watch = |args: &[&str]| match parse(args) {
+            Ok(Command::Status(status)) => Ok(status.watch),
+            Ok(_) => panic!("not status"),
+            Err(error) => Err(error),
+        };
+        assert_eq!(watch(&["mongolock", "status"]).unwrap(), None);
+        assert_eq!(
+            watch(&["mongolock", "status", "--watch"]).unwrap(),
+            Some(Duration::from_secs(2))
+        );
+        for args in [
+            &["mongolock", "status", "--watch=5"][..],
+            &["mongolock", "status", "--watch", "5"],
+        ] {
+            assert_eq!(watch(args).unwrap(), Some(Duration::from_secs(5)));
+        }
+        assert_eq!(
+            watch(&["mongolock", "status", "--watch", "--json"]).unwrap(),
+            Some(Duration::from_secs(2))
+        );
+        assert!(watch(&["mongolock", "status", "--watch=0"]).is_err());
+    }
+
+    #[test]
+    fn quiet_and_verbose_are_global_and_exclusive() {
+        let cli = Cli::try_parse_from(["mongolock", "status", "-vv"]).unwrap();
+        assert_eq!((cli.quiet, cli.verbose), (false, 2));
+        let cli = Cli::try_parse_from(["mongolock", "-q", "status"]).unwrap();
+        assert!(cli.quiet);
+        assert!(Cli::try_parse_from(["mongolock", "status", "-q", "-v"]).is_err());
+    }
+}
