@@ -17,8 +17,14 @@
 //! `release_feed.rs`); without one they poll.
 //!
 //! Every operation is one round trip and reads time only from the server (`$$NOW`):
-//! acquire is one `findAndModify` (upsert, pipeline update), extend one `update`, release one
-//! `findAndModify` (its answer says how long others waited), inspect one `aggregate`.
+//! acquire is one `findAndModify` (upsert, pipeline update), a batch of renewals one `update`
+//! (plus one `find` when a lease in it was lost), release and a hand-over to a local waiter
+//! one `findAndModify` each, inspect one `aggregate`.
+//!
+//! **Recommended client setting:** `heartbeatFrequencyMS=500` in the connection string.
+//! After a primary steps down (errors 91, 10107, 11600…) the driver keeps the server
+//! unselectable until its next heartbeat, 10 s by default; with 500 ms the first
+//! acquisition after such an error succeeded within about 0.55 s on the test server.
 
 mod builder;
 mod document;
