@@ -10,6 +10,8 @@
 #
 # The binary is built once into the git-ignored folder .tools/secantus (about 6 minutes on two
 # cores; needs cmake and a C compiler, installed with apt-get when missing) and reused after.
+# A copy is kept in the user's cache ($MONGOLOCK_CACHE, default ~/.cache/mongolock), so fresh
+# clones on the same machine (CI) reuse it instead of building it again.
 
 SECANTUS_VERSION="0.5.3-beta.196"
 
@@ -32,9 +34,14 @@ _secantus_install_build_tools() {
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
 }
 
+_secantus_cached="${MONGOLOCK_CACHE:-${HOME:-/tmp}/.cache/mongolock}/secantus-$SECANTUS_VERSION/secantusd-rs"
+
 secantus_build() {
     if [[ -x "$SECANTUS_BIN" ]]; then
         return 0
+    fi
+    if [[ -x "$_secantus_cached" ]]; then
+        mkdir -p "$(dirname "$SECANTUS_BIN")" && cp "$_secantus_cached" "$SECANTUS_BIN" && return 0
     fi
     _secantus_install_build_tools || return 1
     echo "test-server: building secantusd-rs $SECANTUS_VERSION into .tools/secantus (once; about 6 minutes)" >&2
@@ -44,6 +51,8 @@ secantus_build() {
         echo "test-server: cargo install finished but $SECANTUS_BIN is missing" >&2
         return 1
     }
+    # Best effort: a cache that cannot be written only costs the next clone a build.
+    mkdir -p "$(dirname "$_secantus_cached")" 2>/dev/null && cp "$SECANTUS_BIN" "$_secantus_cached" 2>/dev/null || true
 }
 
 secantus_stop() {
