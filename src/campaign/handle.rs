@@ -13,7 +13,7 @@ use super::event::CampaignEvent;
 use super::message::CampaignMsg;
 use super::sinks::{CHANNEL_CAPACITY, EventSink};
 use crate::error::LockError;
-use crate::lock::Lock;
+use crate::lock::{Lock, Runtime, ShutdownHook};
 
 #[cfg(doc)]
 use super::background::{BackgroundLock, LockEvent};
@@ -48,6 +48,9 @@ pub struct Campaign<E: CampaignEvent> {
 struct Engine<E: CampaignEvent> {
     actor: ActorRef<CampaignMsg<E>>,
     channel: broadcast::Sender<E>,
+    /// The lock's runtime and this campaign's drain-at-shutdown registration.
+    runtime: Arc<Runtime>,
+    shutdown_hook: u64,
 }
 
 impl<E: CampaignEvent> Campaign<E> {
@@ -63,9 +66,30 @@ impl<E: CampaignEvent> Campaign<E> {
         };
         let (actor, _) = ActorRuntime::spawn_instant(None, CampaignActor::<E>::default(), args)
             .map_err(|_| LockError::ActorFailed(lock.name().to_string()))?;
+        // At shutdown the campaign hands over like a resign — bound actor drained, then
+        // released — before the runtime releases the locks.
+        let stopping = actor.clone();
+        let hook: ShutdownHook = Box::new(move || {
+            Box::pin(async move {
+                let (reply, answer) = oneshot::channel();
+                if stopping
+                    .send_message(CampaignMsg::Stop { reply: Some(reply) })
+                    .is_ok()
+                {
+                    let _ = answer.await;
+                }
+            })
+        });
+        let runtime = lock.runtime().clone();
+        let shutdown_hook = runtime.before_shutdown(hook);
         Ok(Self {
             lock,
-            engine: Arc::new(Engine { actor, channel }),
+            engine: Arc::new(Engine {
+                actor,
+                channel,
+                runtime,
+                shutdown_hook,
+            }),
         })
     }
 
@@ -299,6 +323,7 @@ impl<E: CampaignEvent> Clone for Campaign<E> {
 impl<E: CampaignEvent> Drop for Engine<E> {
     fn drop(&mut self) {
         // The last face is gone: release and stop (nobody could observe or steer it).
+        self.runtime.forget_before_shutdown(self.shutdown_hook);
         let _ = self.actor.send_message(CampaignMsg::Stop { reply: None });
     }
 }

@@ -250,6 +250,11 @@ impl Lock {
     }
 
     /// Test hook: makes this lock's actor panic.
+    /// The runtime this handle belongs to.
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn inject_actor_panic(&self) -> Result<(), LockError> {

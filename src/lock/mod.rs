@@ -41,4 +41,4 @@ mod waiters;
 pub use guard::LockGuard;
 pub use handle::Lock;
 pub use loss_signal::LossSignal;
-pub(crate) use runtime::Runtime;
+pub(crate) use runtime::{Runtime, ShutdownHook};

@@ -1,8 +1,11 @@
 //! The running part of a manager that lock handles share: the supervisor actor, the store
 //! and this manager's holder identity.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
@@ -21,7 +24,14 @@ pub(crate) struct Runtime {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     shut_down: AtomicBool,
+    /// Work that must finish before the locks are released at shutdown (campaigns draining
+    /// their bound actors), by registration id.
+    before_shutdown: Mutex<HashMap<u64, ShutdownHook>>,
+    next_hook: AtomicU64,
 }
+
+/// Runs once at shutdown, before any lock is released.
+pub(crate) type ShutdownHook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 impl Runtime {
     /// Starts the supervisor over a prepared store; idle per-name actors stop after
@@ -63,12 +73,33 @@ impl Runtime {
             store,
             holder,
             shut_down: AtomicBool::new(false),
+            before_shutdown: Mutex::default(),
+            next_hook: AtomicU64::new(0),
         }))
     }
 
     /// A handle on `name` with `options`.
     pub(crate) fn lock(self: &Arc<Self>, name: LockName, options: Arc<LockOptions>) -> Lock {
         Lock::new(name, options, self.clone())
+    }
+
+    /// Registers `hook` to run at shutdown before any lock is released; returns the id to
+    /// [`forget_before_shutdown`](Self::forget_before_shutdown) it with.
+    pub(crate) fn before_shutdown(&self, hook: ShutdownHook) -> u64 {
+        let id = self.next_hook.fetch_add(1, Ordering::Relaxed);
+        self.hooks().insert(id, hook);
+        id
+    }
+
+    pub(crate) fn forget_before_shutdown(&self, id: u64) {
+        self.hooks().remove(&id);
+    }
+
+    fn hooks(&self) -> MutexGuard<'_, HashMap<u64, ShutdownHook>> {
+        // Every mutation is a single map operation: a poisoned map is still consistent.
+        self.before_shutdown
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
@@ -91,6 +122,9 @@ impl Runtime {
     /// Releases every held lock (guards see [`LossReason::Shutdown`](crate::error::LossReason::Shutdown))
     /// and stops the actors; later calls fail with [`LockError::ShutDown`].
     pub(crate) async fn shutdown(&self) {
+        // Voluntary hand-overs first: campaigns stop their bound actors and release.
+        let hooks: Vec<ShutdownHook> = self.hooks().drain().map(|(_, hook)| hook).collect();
+        futures::future::join_all(hooks.into_iter().map(|hook| hook())).await;
         self.shut_down.store(true, Ordering::Release);
         let (reply, done) = oneshot::channel();
         if self

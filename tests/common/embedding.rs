@@ -278,6 +278,20 @@ impl Actor for SlowWriter {
 /// `resign()` hands over only after the bound actor has finished its in-flight work and
 /// stopped: the old leader's write never overlaps the next leader's.
 pub(crate) async fn resign_waits_for_bound_work_to_stop<B: Backend>(backend: &B) {
+    bound_work_drains_before(backend, HandOver::Resign).await;
+}
+
+/// A manager's shutdown is a voluntary hand-over too: bound work first, then the release.
+pub(crate) async fn shutdown_waits_for_bound_work_to_stop<B: Backend>(backend: &B) {
+    bound_work_drains_before(backend, HandOver::Shutdown).await;
+}
+
+enum HandOver {
+    Resign,
+    Shutdown,
+}
+
+async fn bound_work_drains_before<B: Backend>(backend: &B, how: HandOver) {
     let store = backend.fresh().await;
     let manager = LockManager::start(store.clone(), fast_options())
         .await
@@ -302,18 +316,21 @@ pub(crate) async fn resign_waits_for_bound_work_to_stop<B: Backend>(backend: &B)
     while !log.lock().unwrap().iter().any(|l| l == "write started") {
         sleep(Duration::from_millis(10)).await;
     }
-    election.resign().await.unwrap();
+    let observer = LockManager::start(backend.peer(&store).await, fast_options())
+        .await
+        .unwrap();
+    match how {
+        HandOver::Resign => election.resign().await.unwrap(),
+        HandOver::Shutdown => manager.shutdown().await,
+    }
     assert_eq!(
         *log.lock().unwrap(),
         ["write started", "write done", "stopped"],
-        "resign returned before the bound actor's work was done"
+        "the lock was handed over before the bound actor's work was done"
     );
+    let holder = observer.lock("drained").unwrap().inspect().await.unwrap();
     assert!(
-        !manager
-            .lock("drained")
-            .unwrap()
-            .is_held_by_this_manager()
-            .await
-            .unwrap()
+        holder.as_ref().is_none_or(|record| record.holder.is_none()),
+        "{holder:?}"
     );
 }

@@ -82,6 +82,7 @@ macro_rules! conformance_suite {
             embedding::background_lock_reports_and_reacquires,
             embedding::bound_actor_runs_only_while_leading,
             embedding::resign_waits_for_bound_work_to_stop,
+            embedding::shutdown_waits_for_bound_work_to_stop,
         );
     };
 }
