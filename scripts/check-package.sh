@@ -32,17 +32,24 @@ PY
 
 # --allow-dirty: check what is in the working tree, committed or not.
 cargo package --quiet --locked --allow-dirty --no-verify
-package_dir="$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+target_dir="$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
-metadata = json.load(sys.stdin)
-package = metadata["packages"][0]
-print("{}/package/{}-{}".format(metadata["target_directory"], package["name"], package["version"]))
+print(json.load(sys.stdin)["target_directory"])
 ')"
+version="$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+package = json.load(sys.stdin)["packages"][0]
+print("{}-{}".format(package["name"], package["version"]))
+')"
+package_dir="$target_dir/package/$version"
 rm -rf "$package_dir"
 # -m: the package stores one fixed time for every file; files dated now make cargo check
 # them again instead of trusting an earlier check of an older package.
 tar -xzmf "$package_dir.crate" -C "$(dirname "$package_dir")"
 for features in --no-default-features "" --all-features; do
     echo "check-package: cargo check --all-targets ${features:-(default features)} on the packaged crate" >&2
-    cargo check --quiet --locked --all-targets $features --manifest-path "$package_dir/Cargo.toml"
+    # The repository's target directory: the dependencies the lints already compiled are
+    # reused, only the packaged crate itself is checked anew.
+    CARGO_TARGET_DIR="$target_dir" cargo check --quiet --locked --all-targets $features \
+        --manifest-path "$package_dir/Cargo.toml"
 done
