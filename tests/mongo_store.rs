@@ -856,3 +856,34 @@ async fn a_local_hand_over_takes_one_round_trip() {
     second.release().await.unwrap();
     manager.shutdown().await;
 }
+
+/// A lease that expired on the server is not extended, even when nobody took the lock over
+/// and the record still carries it — alone or in a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_not_extended() {
+    let store = store_on(&client().await, &unique_collection());
+    let key =
+        |name: &str| mongolock::store::LeaseKey::new(LockName::new(name).unwrap(), LeaseId::new());
+    let (expired, held) = (key("short"), key("long"));
+    for (key, expiry) in [
+        (&expired, Duration::from_millis(300)),
+        (&held, Duration::from_secs(30)),
+    ] {
+        let request =
+            AcquireRequest::new(key.name.clone(), key.lease, HolderId::generate(), expiry);
+        assert!(matches!(
+            store.try_acquire(&request).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ));
+    }
+    sleep(Duration::from_millis(600)).await;
+    let extend = |key: &mongolock::store::LeaseKey| {
+        mongolock::store::ExtendRequest::new(key.clone(), Duration::from_secs(30))
+    };
+    use mongolock::store::ExtendOutcome::{Extended, NotOwner};
+    assert_eq!(store.extend(&extend(&expired)).await.unwrap(), NotOwner);
+    let batch = store.extend_many(&[extend(&expired), extend(&held)]).await;
+    let outcomes: Vec<_> = batch.into_iter().map(Result::unwrap).collect();
+    assert_eq!(outcomes, [NotOwner, Extended]);
+    assert_eq!(store.extend(&extend(&held)).await.unwrap(), Extended);
+}

@@ -29,10 +29,10 @@
 mod builder;
 mod document;
 mod errors;
-mod indexes;
 mod pipeline;
 mod release_feed;
 mod server_version;
+mod ttl_index;
 
 use async_trait::async_trait;
 use mongodb::bson::Document;
@@ -131,16 +131,20 @@ pub struct MongoStore {
 }
 
 impl MongoStore {
-    /// Which of `leases` hold an unexpired lock now, by the server's clock.
+    /// Which of `leases` (of `names`) hold an unexpired lock now, by the server's clock.
     async fn held_leases(
         &self,
+        names: &[&str],
         leases: &[mongodb::bson::Bson],
     ) -> Result<std::collections::HashSet<crate::store::LeaseId>, StoreError> {
-        let failed = |error| errors::backend("extend (find held leases)", error);
+        let failed = |error| errors::backend("extend (aggregate held leases)", error);
         let mut cursor = self
             .collection
-            .find(pipeline::by_unexpired_leases(leases))
-            .projection(mongodb::bson::doc! { document::LEASE_ID: 1 })
+            .aggregate([
+                mongodb::bson::doc! { "$match": pipeline::by_leases(names, leases) },
+                pipeline::unexpired(),
+                mongodb::bson::doc! { "$project": { document::LEASE_ID: 1 } },
+            ])
             .await
             .map_err(failed)?;
         let mut held = std::collections::HashSet::new();
@@ -331,7 +335,7 @@ impl LockStore for MongoStore {
         builder::validate_database_name(self.database.name())?;
         builder::validate_collection_name(self.database.name(), self.collection.name())?;
         let server = server_version::check(&self.database).await?;
-        indexes::ensure_in_background(self.collection.clone(), &server.deployment);
+        ttl_index::ensure_in_background(self.collection.clone(), &server.deployment);
         Ok(())
     }
 
@@ -363,15 +367,17 @@ impl LockStore for MongoStore {
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
         let lease = document::lease_value(request.key.lease);
+        // An expired lease matches the owner check but is not modified (MongoDB counts only
+        // documents an update changed): modified = extended.
         let result = self
             .collection
             .update_one(
-                pipeline::by_unexpired_owner(&request.key.name, &lease),
+                pipeline::by_owner(&request.key.name, &lease),
                 pipeline::extend(request.expiry),
             )
             .await
             .map_err(|error| errors::backend("extend (update)", error))?;
-        Ok(if result.matched_count == 0 {
+        Ok(if result.modified_count == 0 {
             ExtendOutcome::NotOwner
         } else {
             ExtendOutcome::Extended
@@ -384,8 +390,8 @@ impl LockStore for MongoStore {
         Some(released)
     }
 
-    /// One `update` for the whole batch (filtered by lease id, served by the `leaseId`
-    /// index); when not every lease matched, one `find` says which ones are still held.
+    /// One `update` for the whole batch (by names and lease ids, served by the `_id` index);
+    /// when not every lease was extended, one `aggregate` says which ones still hold.
     async fn extend_many(
         &self,
         requests: &[ExtendRequest],
@@ -401,6 +407,7 @@ impl LockStore for MongoStore {
             }
             return results;
         }
+        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
         let leases: Vec<_> = requests
             .iter()
             .map(|r| document::lease_value(r.key.lease))
@@ -409,18 +416,18 @@ impl LockStore for MongoStore {
         let updated = self
             .collection
             .update_many(
-                pipeline::by_unexpired_leases(&leases),
+                pipeline::by_leases(&names, &leases),
                 pipeline::extend(first.expiry),
             )
             .await;
-        let matched = match updated {
-            Ok(result) => result.matched_count,
+        let extended = match updated {
+            Ok(result) => result.modified_count,
             Err(error) => return failed(errors::backend("extend (update many)", error)),
         };
-        if usize::try_from(matched).is_ok_and(|matched| matched == requests.len()) {
+        if usize::try_from(extended).is_ok_and(|extended| extended == requests.len()) {
             return vec![Ok(ExtendOutcome::Extended); requests.len()];
         }
-        match self.held_leases(&leases).await {
+        match self.held_leases(&names, &leases).await {
             Ok(held) => requests
                 .iter()
                 .map(|r| {

@@ -49,17 +49,21 @@ pub(super) fn by_unexpired_owner(name: &LockName, lease: &Bson) -> Document {
     filter
 }
 
-/// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
-/// lasts a moment.
-/// The unexpired records carrying one of `leases` (lease ids are random UUIDs, unique
-/// across names, so the name need not be part of the filter).
-pub(super) fn by_unexpired_leases(leases: &[Bson]) -> Document {
-    doc! {
-        LEASE_ID: { "$in": leases },
-        "$expr": { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] },
-    }
+/// The records of `names` that carry one of `leases` (lease ids are unique across names;
+/// the names let the `_id` index find them). Expiry is checked by [`extend`]'s pipeline and
+/// [`unexpired`], not here: an `$expr` in a filter is evaluated against every document on
+/// some servers.
+pub(super) fn by_leases(names: &[&str], leases: &[Bson]) -> Document {
+    doc! { ID: { "$in": names }, LEASE_ID: { "$in": leases } }
 }
 
+/// Keeps the records whose lease has not expired by the server's clock.
+pub(super) fn unexpired() -> Document {
+    doc! { "$match": { "$expr": { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] } } }
+}
+
+/// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
+/// lasts a moment.
 fn expiry_ms(expiry: Duration) -> i64 {
     duration_ms(expiry).max(1)
 }
@@ -162,8 +166,15 @@ pub(super) fn hand_over(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Doc
     ]
 }
 
+/// Pushes the expiry of an unexpired lease to `$$NOW + expiry`; an expired one is left as it
+/// is — not modified, which is how the caller learns it was lost.
 pub(super) fn extend(expiry: Duration) -> Vec<Document> {
-    vec![doc! { "$set": { EXPIRES_AT: expires_from_now(expiry) } }]
+    let expires_at = format!("${EXPIRES_AT}");
+    vec![doc! { "$set": { EXPIRES_AT: { "$cond": [
+        { "$gt": [&expires_at, "$$NOW"] },
+        expires_from_now(expiry),
+        &expires_at,
+    ] } } }]
 }
 
 /// The update pipeline of `release`: records how long others had been waiting, clears the

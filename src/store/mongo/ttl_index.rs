@@ -1,11 +1,8 @@
-//! The collection's two indexes, created once per namespace in the background:
-//!
-//! - `expiresAt_ttl` lets MongoDB's TTL monitor delete documents of locks nobody uses any
-//!   more. It is housekeeping only: expiry is always decided by `$$NOW` in the queries, and
-//!   fencing tokens survive deletion (see [`super`]), so nothing depends on the index
-//!   existing or on when the monitor runs (every 60 s).
-//! - `leaseId` serves batched renewals, which find their leases by lease id
-//!   (`{leaseId: {$in: [...]}}`); without it they still work, scanning the collection.
+//! The TTL index `expiresAt_ttl`: lets MongoDB's TTL monitor delete documents of locks nobody
+//! uses any more. It is housekeeping only: expiry is always decided by `$$NOW` in the
+//! queries, and fencing tokens survive deletion (see [`super`]), so nothing depends on the
+//! index existing or on when the monitor runs (every 60 s). Every other query finds its
+//! documents by `_id`.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -15,7 +12,7 @@ use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, IndexModel};
 
-use super::document::{EXPIRES_AT, LEASE_ID};
+use super::document::EXPIRES_AT;
 use super::errors;
 
 /// The index name.
@@ -36,16 +33,6 @@ fn started() -> MutexGuard<'static, HashSet<String>> {
 
 /// The index specification: ascending on `expiresAt`, documents removed as soon as
 /// `expiresAt` has passed.
-/// The index batched renewals find their leases with.
-pub(super) const LEASE_INDEX: &str = "leaseId";
-
-pub(super) fn lease_model() -> IndexModel {
-    IndexModel::builder()
-        .keys(doc! { LEASE_ID: 1 })
-        .options(IndexOptions::builder().name(LEASE_INDEX.to_owned()).build())
-        .build()
-}
-
 pub(super) fn model() -> IndexModel {
     IndexModel::builder()
         .keys(doc! { EXPIRES_AT: 1 })
@@ -71,9 +58,9 @@ pub(super) fn ensure_in_background(collection: Collection<Document>, deployment:
         return;
     }
     tokio::spawn(async move {
-        match collection.create_indexes([model(), lease_model()]).await {
+        match collection.create_index(model()).await {
             Ok(_) => {
-                tracing::debug!(namespace = %key, "indexes {NAME} and {LEASE_INDEX} are in place");
+                tracing::debug!(namespace = %key, "TTL index {NAME} is in place");
             }
             Err(error) if errors::is_unauthorized(&error) => tracing::warn!(
                 namespace = %key,
