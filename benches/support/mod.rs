@@ -1,0 +1,17 @@
+//! What the benches share: the server and counted clients, the baselines (driver floor,
+//! DistributedLock's algorithm, the peer crate, channel round trips) behind one
+//! [`contender::Contender`] interface, process probes and statistics.
+//!
+//! [`commands`] and [`probe`] depend on nothing else here, so tests can reuse them with
+//! `#[path = "../benches/support/commands.rs"] mod commands;`.
+// Each bench uses part of it.
+#![allow(dead_code)]
+
+pub(crate) mod channels;
+pub(crate) mod commands;
+pub(crate) mod contender;
+pub(crate) mod dlock;
+pub(crate) mod floor;
+pub(crate) mod probe;
+pub(crate) mod server;
+pub(crate) mod stats;
