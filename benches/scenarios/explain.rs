@@ -24,6 +24,16 @@ fn extend_pipeline() -> Vec<Document> {
     } } }]
 }
 
+/// The extend with the "still unexpired" check moved from the filter into the pipeline:
+/// extends only a live lease, leaves an expired one as it is (no `$expr` in the filter).
+fn conditional_extend_pipeline() -> Vec<Document> {
+    vec![doc! { "$set": { "expiresAt": { "$cond": [
+        { "$gt": ["$expiresAt", "$$NOW"] },
+        { "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": 6000_i64 } },
+        "$expiresAt",
+    ] } } }]
+}
+
 /// Replaces the collection's documents with `n` held locks; their names and lease ids.
 async fn fill(collection: &Collection<Document>, n: usize) -> Result<Vec<(String, Bson)>, String> {
     collection
@@ -53,6 +63,12 @@ async fn fill(collection: &Collection<Document>, n: usize) -> Result<Vec<(String
     }
     Ok(locks)
 }
+
+/// A single-lease filter built from a lock's name and lease id.
+type Filter<'a> = &'a dyn Fn(&str, &Bson) -> Document;
+
+/// A labelled way to extend one lease: its filter and its update pipeline.
+type Variant<'a> = (&'a str, Filter<'a>, fn() -> Vec<Document>);
 
 /// The stages of the winning plan, outermost first (`UPDATE <- IDHACK`), with index names,
 /// and the examined counts when the server reports them.
@@ -121,11 +137,12 @@ async fn singles(
     collection: &Collection<Document>,
     locks: &[(String, Bson)],
     filter: impl Fn(&str, &Bson) -> Document,
+    pipeline: fn() -> Vec<Document>,
 ) -> Result<f64, String> {
     let started = Instant::now();
     for (name, lease) in locks {
         let result = collection
-            .update_one(filter(name, lease), extend_pipeline())
+            .update_one(filter(name, lease), pipeline())
             .await
             .map_err(|e| format!("update: {e}"))?;
         if result.matched_count != 1 {
@@ -143,6 +160,7 @@ async fn singles(
 async fn batch(
     collection: &Collection<Document>,
     filter: &Document,
+    pipeline: fn() -> Vec<Document>,
     times: usize,
 ) -> Result<(Duration, u64), String> {
     let mut durations = Vec::new();
@@ -150,7 +168,7 @@ async fn batch(
     for _ in 0..times {
         let started = Instant::now();
         let result = collection
-            .update_many(filter.clone(), extend_pipeline())
+            .update_many(filter.clone(), pipeline())
             .await
             .map_err(|e| format!("updateMany: {e}"))?;
         durations.push(millis(started.elapsed()));
@@ -195,6 +213,7 @@ pub(crate) async fn explain_scenario(args: &Args) -> Result<(), String> {
         doc! { "_id": name, "leaseId": lease.clone(), "$expr": unexpired() }
     };
     let without_expr = |name: &str, lease: &Bson| doc! { "_id": name, "leaseId": lease.clone() };
+    let id_expr = |name: &str, _: &Bson| doc! { "_id": name, "$expr": unexpired() };
     for &size in &sizes {
         let locks = fill(&collection, size).await?;
         let Some((name, lease)) = locks.last() else {
@@ -213,14 +232,19 @@ pub(crate) async fn explain_scenario(args: &Args) -> Result<(), String> {
         .await?;
         emit(&format!("plan_noexpr_{size}"), plan);
         let sample = &locks[locks.len().saturating_sub(single_count)..];
-        emit(
-            &format!("singles_expr_{size}_per_s"),
-            format!("{:.0}", singles(&collection, sample, with_expr).await?),
-        );
-        emit(
-            &format!("singles_noexpr_{size}_per_s"),
-            format!("{:.0}", singles(&collection, sample, without_expr).await?),
-        );
+        let variants: [Variant<'_>; 4] = [
+            ("expr", &with_expr, extend_pipeline),
+            ("noexpr", &without_expr, extend_pipeline),
+            ("id_expr", &id_expr, extend_pipeline),
+            ("cond_pipeline", &without_expr, conditional_extend_pipeline),
+        ];
+        for (label, filter, pipeline) in variants {
+            let rate = singles(&collection, sample, filter, pipeline).await?;
+            emit(
+                &format!("singles_{label}_{size}_per_s"),
+                format!("{rate:.0}"),
+            );
+        }
     }
     // Batches at the largest size (the collection holds it now).
     let Some(&largest) = sizes.iter().max() else {
@@ -232,7 +256,7 @@ pub(crate) async fn explain_scenario(args: &Args) -> Result<(), String> {
     let names: Vec<&str> = chosen.iter().map(|(name, _)| name.as_str()).collect();
     emit("batch_size", chosen.len());
     emit("batch_docs", largest);
-    let sequential = singles(&collection, chosen, with_expr).await?;
+    let sequential = singles(&collection, chosen, with_expr, extend_pipeline).await?;
     #[allow(clippy::cast_precision_loss)]
     emit(
         "batch_singles_ms",
@@ -240,10 +264,25 @@ pub(crate) async fn explain_scenario(args: &Args) -> Result<(), String> {
     );
     let by_lease = doc! { "leaseId": { "$in": leases.clone() }, "$expr": unexpired() };
     let by_name_and_lease = doc! {
-        "_id": { "$in": names }, "leaseId": { "$in": leases }, "$expr": unexpired()
+        "_id": { "$in": names.clone() }, "leaseId": { "$in": leases.clone() }, "$expr": unexpired()
     };
+    let by_name_and_lease_only = doc! {
+        "_id": { "$in": names }, "leaseId": { "$in": leases }
+    };
+    let (took, matched) = batch(
+        &collection,
+        &by_name_and_lease_only,
+        conditional_extend_pipeline,
+        5,
+    )
+    .await?;
+    emit(
+        "batch_id_lease_cond_pipeline_ms",
+        format!("{:.1}", millis(took)),
+    );
+    emit("batch_id_lease_cond_pipeline_matched", matched);
     for (label, filter) in [("lease", &by_lease), ("id_lease", &by_name_and_lease)] {
-        let (took, matched) = batch(&collection, filter, 5).await?;
+        let (took, matched) = batch(&collection, filter, extend_pipeline, 5).await?;
         emit(&format!("batch_{label}_ms"), format!("{:.1}", millis(took)));
         emit(&format!("batch_{label}_matched"), matched);
         let plan = explain(
@@ -257,7 +296,7 @@ pub(crate) async fn explain_scenario(args: &Args) -> Result<(), String> {
         .create_index(IndexModel::builder().keys(doc! { "leaseId": 1 }).build())
         .await
         .map_err(|e| format!("leaseId index: {e}"))?;
-    let (took, matched) = batch(&collection, &by_lease, 5).await?;
+    let (took, matched) = batch(&collection, &by_lease, extend_pipeline, 5).await?;
     emit("batch_lease_indexed_ms", format!("{:.1}", millis(took)));
     emit("batch_lease_indexed_matched", matched);
     let plan = explain(

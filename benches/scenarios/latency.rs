@@ -120,6 +120,7 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
     #[allow(clippy::cast_precision_loss)]
     let per_cycle = commands.total() as f64 / times.len().max(1) as f64;
     emit("cmds_per_cycle", format!("{per_cycle:.2}"));
+    emit("commands", commands.to_string().replace(' ', ""));
     emit_latencies(&times);
     side.drop_database().await;
     Ok(())

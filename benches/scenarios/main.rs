@@ -73,14 +73,9 @@ fn main() -> ExitCode {
         for rep in 0..reps {
             for job in &group_jobs {
                 let earlier = results.entry(job.key.clone()).or_default();
-                // A run that timed out is not repeated: the next would too, and time is capped.
-                if rep >= job.reps
-                    || earlier.iter().any(|run| {
-                        run.failure
-                            .as_ref()
-                            .is_some_and(|f| f.starts_with("timeout"))
-                    })
-                {
+                // A run that timed out (as a whole, or a phase of it) is not repeated: the
+                // next would too, and time is capped.
+                if rep >= job.reps || earlier.iter().any(runner::Run::timed_out) {
                     continue;
                 }
                 eprint!("scenarios: {} (run {}/{}) … ", job.key, rep + 1, job.reps);

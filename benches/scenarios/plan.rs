@@ -58,7 +58,7 @@ pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-adaptive", "dl
 pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
     let (reps, s1_cycles, s2_cycles, s4_ms, s3_ms, s3_warmup) = match mode {
         Mode::Smoke => (1, 30, 2_000, 300, 1_000, 200),
-        Mode::Quick => (1, 300, 20_000, 1_500, 4_000, 1_000),
+        Mode::Quick => (1, 300, 20_000, 1_500, 3_000, 1_000),
         Mode::Full => (3, 1_000, 50_000, 3_000, 10_000, 1_000),
     };
     let mut jobs = Vec::new();
@@ -124,6 +124,7 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
             (Mode::Smoke, 1_000) => (20, 60),
             (Mode::Smoke, _) => continue,
             (Mode::Quick, 50_000) => continue,
+            (Mode::Quick, 10_000) => (25, 90),
             (_, 1_000) => (30, 90),
             (_, 10_000) => (60, 150),
             _ => (120, 240),

@@ -31,11 +31,25 @@ fn text(results: &Results, key: &str, name: &str) -> Option<String> {
         .find_map(|run| run.values.get(name).cloned())
 }
 
-/// `timeout (>120 s) ×2` for the runs of `key` that did not complete.
+/// A reported text of the last run that has it, or `—`.
+fn last_text(results: &Results, key: &str, name: &str) -> String {
+    runs(results, key)
+        .iter()
+        .rev()
+        .find_map(|run| run.values.get(name).cloned())
+        .unwrap_or_else(|| "—".into())
+}
+
+/// `timeout (>120 s) ×2` for the runs of `key` that did not complete (or reported a phase
+/// that hit its cap).
 fn failures(results: &Results, key: &str) -> Option<String> {
     let mut counted: BTreeMap<String, usize> = BTreeMap::new();
     for run in runs(results, key) {
-        if let Some(failure) = &run.failure {
+        let reported = run
+            .values
+            .get("timeout")
+            .map(|phase| format!("timeout ({phase})"));
+        if let Some(failure) = run.failure.clone().or(reported) {
             let short: String = failure.chars().take(120).collect();
             *counted.entry(short).or_insert(0) += 1;
         }
@@ -306,8 +320,17 @@ pub(crate) fn render(results: &Results) -> String {
             "—".into(),
             "—".into(),
             "0 lost".into(),
-            verdict(lost.map(|l| l.max == 0.0 && complete)).into(),
+            verdict(lost.as_ref().map(|l| l.max == 0.0 && complete)).into(),
         ]);
+        // Renewal cost and memory count only while every lock is held.
+        let all_held = complete && lost.is_some_and(|l| l.max == 0.0);
+        let judged = |met: Option<bool>| {
+            if all_held {
+                verdict(met)
+            } else {
+                "**missed** (not all held)"
+            }
+        };
         let per_cadence = figure(results, &key, "cmds_per_cadence");
         head.row(&[
             "S5".into(),
@@ -316,7 +339,7 @@ pub(crate) fn render(results: &Results) -> String {
             "—".into(),
             "—".into(),
             "≤ 20".into(),
-            verdict(per_cadence.map(|c| c.median <= 20.0)).into(),
+            judged(per_cadence.map(|c| c.median <= 20.0)).into(),
         ]);
         let kib = figure(results, &key, "kib_per_lock");
         head.row(&[
@@ -326,7 +349,7 @@ pub(crate) fn render(results: &Results) -> String {
             "—".into(),
             "—".into(),
             "≤ 10 KiB".into(),
-            verdict(kib.map(|k| k.median <= 10.0)).into(),
+            judged(kib.map(|k| k.median <= 10.0)).into(),
         ]);
     }
     let lease = figure(results, "s6", "lease_ms").map(|s| s.median);
@@ -369,6 +392,7 @@ pub(crate) fn render(results: &Results) -> String {
         "p99",
         "mean",
         "commands/cycle",
+        "commands (last run)",
         "p50 ÷ floor",
     ]);
     for system in S1_SYSTEMS {
@@ -383,6 +407,7 @@ pub(crate) fn render(results: &Results) -> String {
             } else {
                 cell(results, &key, "cmds_per_cycle", 2, "")
             },
+            last_text(results, &key, "commands"),
             fmt_ratio(ratio(results, (&key, "p50_us"), ("s1/floor", "p50_us"))),
         ]);
     }
@@ -414,11 +439,7 @@ pub(crate) fn render(results: &Results) -> String {
             cell(results, &key, "handover_p99_ms", 1, " ms"),
             cell(results, &key, "share_a_pct", 1, " %"),
             cell(results, &key, "overlaps", 0, ""),
-            runs(results, &key)
-                .iter()
-                .rev()
-                .find_map(|run| run.values.get("commands").cloned())
-                .unwrap_or_else(|| "—".into()),
+            last_text(results, &key, "commands"),
         ]);
     }
     out.push_str("\n## S3: one lock, 64 tasks in two processes (separate clients), 1 ms critical section\n\n");
@@ -443,12 +464,7 @@ pub(crate) fn render(results: &Results) -> String {
         }
         let mut notes: Vec<String> = runs(results, &key)
             .iter()
-            .filter_map(|run| {
-                run.values
-                    .get("timeout")
-                    .or(run.values.get("shutdown"))
-                    .cloned()
-            })
+            .filter_map(|run| run.values.get("shutdown").map(|s| format!("shutdown {s}")))
             .collect();
         notes.extend(failures(results, &key));
         t.row(&[
@@ -458,11 +474,7 @@ pub(crate) fn render(results: &Results) -> String {
             cell(results, &key, "lost_while_acquiring", 0, ""),
             cell(results, &key, "lost", 0, ""),
             cell(results, &key, "cmds_per_cadence", 1, ""),
-            runs(results, &key)
-                .iter()
-                .rev()
-                .find_map(|run| run.values.get("renewal_commands").cloned())
-                .unwrap_or_else(|| "—".into()),
+            last_text(results, &key, "renewal_commands"),
             cell(results, &key, "kib_per_lock", 2, ""),
             if notes.is_empty() {
                 "—".into()

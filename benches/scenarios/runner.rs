@@ -15,6 +15,17 @@ pub(crate) struct Run {
     pub(crate) took: Duration,
 }
 
+impl Run {
+    /// Whether the run, or a phase of it (a reported `timeout`), hit its time cap.
+    pub(crate) fn timed_out(&self) -> bool {
+        self.values.contains_key("timeout")
+            || self
+                .failure
+                .as_ref()
+                .is_some_and(|failure| failure.starts_with("timeout"))
+    }
+}
+
 /// Runs `current_exe --child args…`, killing it after `cap`.
 pub(crate) fn run_child(args: &[String], cap: Duration) -> Run {
     let started = Instant::now();
