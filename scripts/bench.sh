@@ -65,10 +65,14 @@ echo "bench.sh: scenarios (S1–S6 with baselines)" >&2
     echo "- machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory, $(uname -sr)"
     echo "- toolchain: $(rustc --version)"
     echo "- server: ${SECANTUS_VERSION:+secantusd-rs $SECANTUS_VERSION at }${MONGODB_URI}"
-    echo
+    echo "- load average before the scenarios (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$results"
 table="$out_dir/scenarios-$mode.md"
 cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null
-cat "$table" >>"$results"
+{
+    echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    cat "$table"
+} >>"$results"
 cat "$results"
 echo "bench.sh: written to $results" >&2
