@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use distributed_lock_mongo::MongoDistributedLock;
+use mongodb::{Client, Database};
 use mongolock::{LockManager, LockOptions, MemoryStore, MongoStore};
 use support::commands::CommandLog;
 use support::contender::{Contender, cycle};
@@ -23,19 +24,53 @@ use support::dlock::{DlLock, DlOptions};
 use support::floor::Floor;
 use tokio::runtime::Runtime;
 
-fn runtime() -> Runtime {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => panic!("cannot build a tokio runtime: {error}"),
-    }
-}
-
 fn must<T>(result: Result<T, String>) -> T {
     result.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A runtime, a counted client on a scratch database, a default manager on it, and the driver
+/// floor captured from such a manager.
+struct Setup {
+    rt: Runtime,
+    client: Client,
+    database: Database,
+    manager: LockManager,
+    floor: Floor,
+}
+
+impl Setup {
+    fn new(label: &str) -> Self {
+        let rt = support::runtime();
+        let log = CommandLog::new();
+        let client = rt.block_on(async {
+            must(support::server::client(&support::server::uri(), "mongo_ops", &log).await)
+        });
+        let database = support::server::scratch_database(&client, label);
+        let manager = rt
+            .block_on(LockManager::start(
+                MongoStore::new(database.clone()),
+                LockOptions::default(),
+            ))
+            .expect("manager starts");
+        let floor = must(rt.block_on(Floor::of_default_manager(&database, &log)));
+        Self {
+            rt,
+            client,
+            database,
+            manager,
+            floor,
+        }
+    }
+
+    /// Stops the manager, drops the scratch database and shuts the client down before the
+    /// runtime goes, so no driver task is left waiting on a dropped pool.
+    fn finish(self) {
+        self.rt.block_on(async {
+            self.manager.shutdown().await;
+            let _ = self.database.drop().await;
+            self.client.shutdown().await;
+        });
+    }
 }
 
 fn bench_cycle<C: Contender>(
@@ -51,21 +86,11 @@ fn bench_cycle<C: Contender>(
 }
 
 fn s1(c: &mut Criterion) {
-    let rt = runtime();
-    let log = CommandLog::new();
-    let client = rt.block_on(async {
-        must(support::server::client(&support::server::uri(), "mongo_ops", &log).await)
-    });
-    let database = support::server::scratch_database(&client, "criterion");
-    let manager = rt
-        .block_on(LockManager::start(
-            MongoStore::new(database.clone()),
-            LockOptions::default(),
-        ))
-        .expect("manager starts");
-    let lock = manager.lock("s1").expect("valid name");
-    let floor = must(rt.block_on(Floor::of_default_manager(&database, &log))).for_name("s1-floor");
-    let dl = DlLock::new(&database, "dl_locks", "s1", DlOptions::default());
+    let setup = Setup::new("criterion");
+    let (rt, database) = (&setup.rt, &setup.database);
+    let lock = setup.manager.lock("s1").expect("valid name");
+    let floor = setup.floor.for_name("s1-floor");
+    let dl = DlLock::new(database, "dl_locks", "s1", DlOptions::default());
     must(rt.block_on(dl.ensure_ttl_index()));
     let peer = MongoDistributedLock::new(
         "s1".to_owned(),
@@ -82,23 +107,17 @@ fn s1(c: &mut Criterion) {
     let memory_lock = memory.lock("s1").expect("valid name");
 
     let mut group = c.benchmark_group("s1 uncontended acquire+release");
-    bench_cycle(&mut group, &rt, "mongolock (MongoDB)", &lock);
-    bench_cycle(
-        &mut group,
-        &rt,
-        &format!("driver floor ({})", floor.describe()),
-        &floor,
-    );
-    bench_cycle(&mut group, &rt, "DistributedLock algorithm", &dl);
-    bench_cycle(&mut group, &rt, "distributed-lock-mongo 0.2", &peer);
-    bench_cycle(&mut group, &rt, "mongolock (memory store)", &memory_lock);
+    bench_cycle(&mut group, rt, "mongolock (MongoDB)", &lock);
+    let label = format!("driver floor ({})", floor.describe());
+    bench_cycle(&mut group, rt, &label, &floor);
+    bench_cycle(&mut group, rt, "DistributedLock algorithm", &dl);
+    bench_cycle(&mut group, rt, "distributed-lock-mongo 0.2", &peer);
+    bench_cycle(&mut group, rt, "mongolock (memory store)", &memory_lock);
     group.finish();
 
-    rt.block_on(async {
-        manager.shutdown().await;
-        memory.shutdown().await;
-        let _ = database.drop().await;
-    });
+    rt.block_on(memory.shutdown());
+    drop(lock);
+    setup.finish();
 }
 
 /// `tasks` tasks, one contender each, each doing `iters` cycles: the time for all of them.
@@ -120,20 +139,8 @@ async fn concurrently<C: Contender + Clone>(contenders: &[C], iters: u64) -> Dur
 }
 
 fn s4(c: &mut Criterion) {
-    let rt = runtime();
-    let log = CommandLog::new();
-    let client = rt.block_on(async {
-        must(support::server::client(&support::server::uri(), "mongo_ops", &log).await)
-    });
-    let database = support::server::scratch_database(&client, "criterion_s4");
-    let manager = rt
-        .block_on(LockManager::start(
-            MongoStore::new(database.clone()),
-            LockOptions::default(),
-        ))
-        .expect("manager starts");
-    let floor = must(rt.block_on(Floor::of_default_manager(&database, &log)));
-
+    let setup = Setup::new("criterion_s4");
+    let (rt, manager, floor) = (&setup.rt, &setup.manager, &setup.floor);
     let mut group = c.benchmark_group("s4 distinct names");
     group.sample_size(10);
     for tasks in [1_usize, 8, 64] {
@@ -145,19 +152,16 @@ fn s4(c: &mut Criterion) {
             .collect();
         group.throughput(Throughput::Elements(tasks as u64));
         group.bench_function(format!("mongolock, {tasks} tasks"), |b| {
-            b.to_async(&rt)
+            b.to_async(rt)
                 .iter_custom(|iters| concurrently(&locks, iters));
         });
         group.bench_function(format!("driver floor, {tasks} tasks"), |b| {
-            b.to_async(&rt)
+            b.to_async(rt)
                 .iter_custom(|iters| concurrently(&floors, iters));
         });
     }
     group.finish();
-    rt.block_on(async {
-        manager.shutdown().await;
-        let _ = database.drop().await;
-    });
+    setup.finish();
 }
 
 criterion_group!(benches, s1, s4);

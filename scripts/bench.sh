@@ -68,7 +68,10 @@ echo "bench.sh: scenarios (S1–S6 with baselines)" >&2
     echo "- load average before the scenarios (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$results"
 table="$out_dir/scenarios-$mode.md"
-cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null
+# A measurement that errored makes the run fail, after the table is written.
+status=0
+cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null ||
+    status=$?
 {
     echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
@@ -76,3 +79,4 @@ cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --o
 } >>"$results"
 cat "$results"
 echo "bench.sh: written to $results" >&2
+exit "$status"

@@ -57,18 +57,6 @@ pub(crate) fn emit(key: &str, value: impl Display) {
     let _ = out.flush();
 }
 
-/// A tokio runtime like an application's on this machine: multi-threaded, two workers.
-pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => panic!("cannot build a tokio runtime: {error}"),
-    }
-}
-
 /// A counted client of its own (as a separate process would have).
 pub(crate) struct Side {
     pub(crate) log: CommandLog,

@@ -14,13 +14,17 @@ use crate::support::stats::{median, millis};
 
 const COLLECTION: &str = "explain_locks";
 
+/// The lease the extends here grant: long enough that no document expires while the
+/// variants run one after another over the same documents.
+const EXTEND_MS: i64 = 3_600_000;
+
 fn unexpired() -> Document {
     doc! { "$gt": ["$expiresAt", "$$NOW"] }
 }
 
 fn extend_pipeline() -> Vec<Document> {
     vec![doc! { "$set": { "expiresAt": {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": 6000_i64 }
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": EXTEND_MS }
     } } }]
 }
 
@@ -29,7 +33,7 @@ fn extend_pipeline() -> Vec<Document> {
 fn conditional_extend_pipeline() -> Vec<Document> {
     vec![doc! { "$set": { "expiresAt": { "$cond": [
         { "$gt": ["$expiresAt", "$$NOW"] },
-        { "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": 6000_i64 } },
+        { "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": EXTEND_MS } },
         "$expiresAt",
     ] } } }]
 }

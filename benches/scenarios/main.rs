@@ -117,7 +117,7 @@ fn run_child(args: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let args = Args::parse(rest);
-    let runtime = child::runtime();
+    let runtime = support::runtime();
     let outcome = match name.as_str() {
         "s1" => runtime.block_on(latency::s1(&args)),
         "leftovers" => runtime.block_on(latency::leftovers(&args)),

@@ -15,3 +15,15 @@ pub(crate) mod floor;
 pub(crate) mod probe;
 pub(crate) mod server;
 pub(crate) mod stats;
+
+/// A tokio runtime like an application's on this machine: multi-threaded, two workers.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => panic!("cannot build a tokio runtime: {error}"),
+    }
+}
