@@ -66,6 +66,11 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
         return Ok(());
     }
     let side = Side::connect("s1", &scratch_name("s1")).await?;
+    if system == "paired" {
+        paired(&side, warmup, cycles).await?;
+        side.drop_database().await;
+        return Ok(());
+    }
     let (times, commands) = match system.as_str() {
         "mongolock" => {
             let manager = side.manager(LockOptions::default()).await?;
@@ -123,6 +128,37 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
     emit("commands", commands.to_string().replace(' ', ""));
     emit_latencies(&times);
     side.drop_database().await;
+    Ok(())
+}
+
+/// S1 as a paired comparison: mongolock and the driver floor alternate cycle by cycle in one
+/// process on one client, so changes in the machine's load hit both alike; the ratio of their
+/// p50s is the headline figure.
+async fn paired(side: &Side, warmup: usize, cycles: usize) -> Result<(), String> {
+    let floor = Floor::of_default_manager(&side.database, &side.log)
+        .await?
+        .for_name("s1-floor");
+    let manager = side.manager(LockOptions::default()).await?;
+    let lock = manager.lock("s1").map_err(|e| e.to_string())?;
+    for _ in 0..warmup {
+        cycle(&lock).await?;
+        cycle(&floor).await?;
+    }
+    let (mut ours, mut theirs) = (Vec::with_capacity(cycles), Vec::with_capacity(cycles));
+    for _ in 0..cycles {
+        let started = Instant::now();
+        cycle(&lock).await?;
+        ours.push(micros(started.elapsed()));
+        let started = Instant::now();
+        cycle(&floor).await?;
+        theirs.push(micros(started.elapsed()));
+    }
+    manager.shutdown().await;
+    if let (Some(ours), Some(theirs)) = (quantile(&ours, 0.5), quantile(&theirs, 0.5)) {
+        emit("mongolock_p50_us", format!("{ours:.1}"));
+        emit("floor_p50_us", format!("{theirs:.1}"));
+        emit("ratio", format!("{:.3}", ours / theirs));
+    }
     Ok(())
 }
 

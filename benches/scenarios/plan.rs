@@ -50,6 +50,8 @@ pub(crate) const S4_TASKS: [usize; 3] = [1, 8, 64];
 pub(crate) const S5_LOCKS: [usize; 3] = [1_000, 10_000, 50_000];
 /// The S1 systems.
 pub(crate) const S1_SYSTEMS: [&str; 5] = ["mongolock", "floor", "dl", "peer", "memory"];
+/// Repetitions of S1 in a full run: the ratio to the floor is the smallest effect measured.
+const S1_FULL_REPS: usize = 5;
 /// The S3 systems.
 pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-adaptive", "dl", "peer"];
 
@@ -62,7 +64,12 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         Mode::Full => (3, 1_000, 50_000, 3_000, 10_000, 1_000),
     };
     let mut jobs = Vec::new();
-    for system in S1_SYSTEMS {
+    let s1_reps = if mode == Mode::Full {
+        S1_FULL_REPS
+    } else {
+        reps
+    };
+    for system in S1_SYSTEMS.iter().chain(&["paired"]) {
         jobs.push(job(
             "s1",
             &format!("s1/{system}"),
@@ -70,7 +77,7 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
                 "s1 system={system} cycles={s1_cycles} warmup={}",
                 s1_cycles / 10
             )),
-            reps,
+            s1_reps,
             120,
         ));
     }

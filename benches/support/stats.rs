@@ -19,9 +19,16 @@ pub(crate) fn quantile(values: &[f64], q: f64) -> Option<f64> {
     sorted.get(rank.min(last)).copied()
 }
 
-/// The median of `values`; `None` when empty.
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
 pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    quantile(values, 0.5)
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => sorted.get(middle).copied(),
+        _ => Some(f64::midpoint(sorted[middle - 1], sorted[middle])),
+    }
 }
 
 /// Several repetitions of one figure: median and range.
