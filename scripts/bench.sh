@@ -4,7 +4,7 @@
 # MONGODB_URI set it uses that server instead.
 #
 #   scripts/bench.sh                full run: criterion benches, then every scenario with at
-#                                   least 3 repetitions (about 15 minutes on 2 cores, plus the
+#                                   least 3 repetitions (about 25 minutes on 2 cores, plus the
 #                                   release build)
 #   scripts/bench.sh --quick        smoke test: short criterion runs and one short repetition
 #                                   of each scenario (under 3 minutes plus the build)
