@@ -11,6 +11,7 @@ use mongolock::{Lock, LockManager, LockOptions, MemoryStore};
 
 use crate::child::{Args, Side, emit, scratch_name};
 use crate::support::channels::Echo;
+use crate::support::commands::CommandCounts;
 use crate::support::contender::{Contender, cycle};
 use crate::support::dlock::{DlLock, DlOptions};
 use crate::support::floor::Floor;
@@ -38,6 +39,21 @@ async fn time_cycles<C: Contender>(
         times.push(started.elapsed());
     }
     Ok(times)
+}
+
+/// [`time_cycles`] on a MongoDB side, with the commands the timed cycles sent.
+async fn counted_cycles<C: Contender>(
+    side: &Side,
+    contender: &C,
+    warmup: usize,
+    cycles: usize,
+) -> Result<(Vec<Duration>, CommandCounts), String> {
+    for _ in 0..warmup {
+        cycle(contender).await?;
+    }
+    let before = side.log.counts();
+    let times = time_cycles(contender, 0, cycles).await?;
+    Ok((times, side.log.counts().since(&before)))
 }
 
 fn emit_latencies(times: &[Duration]) {
@@ -75,36 +91,21 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
         "mongolock" => {
             let manager = side.manager(LockOptions::default()).await?;
             let lock = manager.lock("s1").map_err(|e| e.to_string())?;
-            for _ in 0..warmup {
-                cycle(&lock).await?;
-            }
-            let before = side.log.counts();
-            let times = time_cycles(&lock, 0, cycles).await?;
-            let commands = side.log.counts().since(&before);
+            let measured = counted_cycles(&side, &lock, warmup, cycles).await?;
             manager.shutdown().await;
-            (times, commands)
+            measured
         }
         "floor" => {
             let floor = Floor::of_default_manager(&side.database, &side.log)
                 .await?
                 .for_name("s1-floor");
             emit("floor_commands", floor.describe());
-            for _ in 0..warmup {
-                cycle(&floor).await?;
-            }
-            let before = side.log.counts();
-            let times = time_cycles(&floor, 0, cycles).await?;
-            (times, side.log.counts().since(&before))
+            counted_cycles(&side, &floor, warmup, cycles).await?
         }
         "dl" => {
             let lock = DlLock::new(&side.database, DL_COLLECTION, "s1", DlOptions::default());
             lock.ensure_ttl_index().await?;
-            for _ in 0..warmup {
-                cycle(&lock).await?;
-            }
-            let before = side.log.counts();
-            let times = time_cycles(&lock, 0, cycles).await?;
-            (times, side.log.counts().since(&before))
+            counted_cycles(&side, &lock, warmup, cycles).await?
         }
         "peer" => {
             let lock = MongoDistributedLock::new(
@@ -113,12 +114,7 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
                 Some(PEER_COLLECTION.to_owned()),
                 None,
             );
-            for _ in 0..warmup {
-                cycle(&lock).await?;
-            }
-            let before = side.log.counts();
-            let times = time_cycles(&lock, 0, cycles).await?;
-            (times, side.log.counts().since(&before))
+            counted_cycles(&side, &lock, warmup, cycles).await?
         }
         other => return Err(format!("unknown S1 system {other:?}")),
     };
