@@ -46,6 +46,7 @@ criterion_log="$out_dir/criterion-$mode.txt"
 # Build first, so no measurement's time cap includes compiling.
 echo "bench.sh: building the benches (release profile)" >&2
 cargo bench --features mongodb --no-run -q
+SECONDS=0
 
 if ((criterion)); then
     criterion_args=()
@@ -78,5 +79,5 @@ cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --o
     cat "$table"
 } >>"$results"
 cat "$results"
-echo "bench.sh: written to $results" >&2
+echo "bench.sh: written to $results; measuring took ${SECONDS} s (the build not counted)" >&2
 exit "$status"
