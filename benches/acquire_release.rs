@@ -1,16 +1,19 @@
-//! Cost of an uncontended acquire + release through the runtime on the memory store, next to
-//! a plain tokio mpsc + oneshot round trip measured in the same run (the floor any
-//! actor-based design pays per message exchange).
+//! S2: cost of an uncontended acquire + release through the runtime on the memory store, next
+//! to one and two plain tokio mpsc + oneshot round trips measured in the same run (the floor
+//! any actor-based design pays per message exchange; acquire + release is two exchanges).
 //!
 //! `cargo bench --bench acquire_release`
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
 
+#[path = "support/channels.rs"]
+mod channels;
+
+use channels::Echo;
 use criterion::{Criterion, criterion_group, criterion_main};
 use mongolock::{LockManager, LockOptions, MemoryStore};
 use tokio::runtime::Runtime;
-use tokio::sync::{mpsc, oneshot};
 
 fn runtime() -> Runtime {
     match tokio::runtime::Builder::new_current_thread()
@@ -50,18 +53,12 @@ fn acquire_release(c: &mut Criterion) {
         });
     });
 
-    let (requests, mut inbox) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
-    rt.spawn(async move {
-        while let Some(reply) = inbox.recv().await {
-            let _ = reply.send(1);
-        }
-    });
+    let echo = rt.block_on(async { Echo::spawn() });
     group.bench_function("baseline: mpsc+oneshot round trip", |b| {
-        b.to_async(&rt).iter(|| async {
-            let (reply, answer) = oneshot::channel();
-            requests.send(reply).expect("receiver alive");
-            answer.await.expect("answered")
-        });
+        b.to_async(&rt).iter(|| echo.round_trip());
+    });
+    group.bench_function("baseline: two mpsc+oneshot round trips", |b| {
+        b.to_async(&rt).iter(|| echo.two_round_trips());
     });
     group.finish();
     rt.block_on(manager.shutdown());

@@ -1,0 +1,299 @@
+//! S3: one lock, many tasks in two "processes" (each with its own client and, for mongolock,
+//! its own manager), a short critical section. Every acquisition is timed in one process, so
+//! the timeline of waits and holds is exact.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use distributed_lock_mongo::MongoDistributedLock;
+use mongolock::LockOptions;
+use tokio::time::Instant;
+
+use crate::child::{Args, Side, emit, scratch_name};
+use crate::latency::{DL_COLLECTION, PEER_COLLECTION};
+use crate::support::commands::CommandCounts;
+use crate::support::contender::Contender;
+use crate::support::dlock::{DlLock, DlOptions};
+use crate::support::stats::{millis, quantile};
+
+/// One acquisition: when its task started waiting, got the lock, called release and saw
+/// release return.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    side: usize,
+    waited: Instant,
+    acquired: Instant,
+    releasing: Instant,
+    released: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Timeline {
+    holds: Vec<Hold>,
+    /// Waits still unanswered when the run ended.
+    pending: Vec<Instant>,
+}
+
+/// The loop of one task: acquire, hold for `critical`, release, until `end`.
+async fn contend<C: Contender>(
+    side: usize,
+    contender: Arc<C>,
+    critical: Duration,
+    end: Instant,
+    timeline: Arc<Mutex<Timeline>>,
+) -> Result<(), String> {
+    let record = |update: &dyn Fn(&mut Timeline)| {
+        update(&mut timeline.lock().unwrap_or_else(PoisonError::into_inner));
+    };
+    loop {
+        let waited = Instant::now();
+        if waited >= end {
+            return Ok(());
+        }
+        let held = match tokio::time::timeout_at(end, contender.acquire()).await {
+            Ok(held) => held?,
+            Err(_) => {
+                record(&|timeline| timeline.pending.push(waited));
+                return Ok(());
+            }
+        };
+        let acquired = Instant::now();
+        tokio::time::sleep(critical).await;
+        let releasing = Instant::now();
+        contender.release(held).await?;
+        let released = Instant::now();
+        record(&|timeline| {
+            timeline.holds.push(Hold {
+                side,
+                waited,
+                acquired,
+                releasing,
+                released,
+            });
+        });
+    }
+}
+
+/// What the timeline says about the window `[from, to]`.
+#[derive(Debug, Default)]
+struct Figures {
+    acquisitions: usize,
+    /// Share of the time someone waited during which nobody held the lock.
+    free_while_waiting: f64,
+    /// Critical sections that overlapped another one (must be 0).
+    overlaps: usize,
+    /// Hand-overs between the two sides: release called on one, acquire returned on the other.
+    handovers_ms: Vec<f64>,
+    per_side: [usize; 2],
+}
+
+fn figures(timeline: &Timeline, from: Instant, to: Instant) -> Figures {
+    let mut holds: Vec<Hold> = timeline.holds.clone();
+    holds.sort_by_key(|hold| hold.acquired);
+    let mut figures = Figures::default();
+    // Sweep over (time, Δheld, Δwaiting), clipped to the window.
+    let mut edges: Vec<(Instant, i32, i32)> = Vec::new();
+    let clip = |t: Instant| t.clamp(from, to);
+    for hold in &holds {
+        edges.push((clip(hold.waited), 0, 1));
+        edges.push((clip(hold.acquired), 0, -1));
+        edges.push((clip(hold.acquired), 1, 0));
+        edges.push((clip(hold.released), -1, 0));
+        if (from..=to).contains(&hold.acquired) {
+            figures.acquisitions += 1;
+            figures.per_side[hold.side.min(1)] += 1;
+        }
+    }
+    for &waited in &timeline.pending {
+        edges.push((clip(waited), 0, 1));
+        edges.push((to, 0, -1));
+    }
+    // Ends before starts at equal instants, so a hand-over at one instant is not a gap.
+    edges.sort_by_key(|&(t, held, waiting)| (t, held.min(waiting) >= 0));
+    let (mut held, mut waiting) = (0_i32, 0_i32);
+    let (mut waited_total, mut free_total) = (Duration::ZERO, Duration::ZERO);
+    let mut last = from;
+    for (t, d_held, d_waiting) in edges {
+        let span = t.saturating_duration_since(last);
+        if waiting > 0 {
+            waited_total += span;
+            if held == 0 {
+                free_total += span;
+            }
+        }
+        held += d_held;
+        waiting += d_waiting;
+        last = t;
+    }
+    figures.free_while_waiting = if waited_total.is_zero() {
+        0.0
+    } else {
+        free_total.as_secs_f64() / waited_total.as_secs_f64()
+    };
+    let mut critical_end: Option<Instant> = None;
+    for pair in holds.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        if after.side != before.side && (from..=to).contains(&after.acquired) {
+            figures.handovers_ms.push(millis(
+                after.acquired.saturating_duration_since(before.releasing),
+            ));
+        }
+    }
+    for hold in &holds {
+        if critical_end.is_some_and(|end| hold.acquired < end) {
+            figures.overlaps += 1;
+        }
+        critical_end = Some(critical_end.map_or(hold.releasing, |end| end.max(hold.releasing)));
+    }
+    figures
+}
+
+/// Runs `tasks` tasks split over the two sides' contenders; returns the figures of the
+/// window after `warmup` and the commands both clients sent in it.
+async fn run<C: Contender>(
+    sides: &[Side; 2],
+    contenders: [Arc<C>; 2],
+    tasks: usize,
+    critical: Duration,
+    warmup: Duration,
+    measured: Duration,
+) -> Result<(Figures, CommandCounts), String> {
+    let timeline = Arc::new(Mutex::new(Timeline::default()));
+    let start = Instant::now();
+    let (from, to) = (start + warmup, start + warmup + measured);
+    let mut joins = tokio::task::JoinSet::new();
+    for task in 0..tasks {
+        let side = task % 2;
+        joins.spawn(contend(
+            side,
+            Arc::clone(&contenders[side]),
+            critical,
+            to,
+            Arc::clone(&timeline),
+        ));
+    }
+    let counts = || {
+        let mut total = sides[0].log.counts();
+        total.add(&sides[1].log.counts());
+        total
+    };
+    tokio::time::sleep_until(from).await;
+    let before = counts();
+    tokio::time::sleep_until(to).await;
+    let commands = counts().since(&before);
+    // Tasks finish their last critical section; a release stuck past this is a failure.
+    let finished = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(joined) = joins.join_next().await {
+            joined.map_err(|e| format!("S3 task: {e}"))??;
+        }
+        Ok::<(), String>(())
+    })
+    .await;
+    match finished {
+        Ok(result) => result?,
+        Err(_) => return Err("S3 tasks did not finish within 30 s of the end".to_owned()),
+    }
+    let timeline = timeline.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok((figures(&timeline, from, to), commands))
+}
+
+/// S3 for `system`: `mongolock`, `mongolock-adaptive`, `dl` or `peer`.
+pub(crate) async fn s3(args: &Args) -> Result<(), String> {
+    let system = args.text("system", "mongolock");
+    let tasks = args.get("tasks", 64_usize);
+    let critical = args.millis("critical_ms", 1);
+    let warmup = args.millis("warmup_ms", 1000);
+    let measured = args.millis("millis", 10_000);
+    let database = scratch_name("s3");
+    let sides = [
+        Side::connect("s3-a", &database).await?,
+        Side::connect("s3-b", &database).await?,
+    ];
+    let name = "s3";
+    let outcome = match system.as_str() {
+        "mongolock" | "mongolock-adaptive" => {
+            let options =
+                LockOptions::default().with_adaptive_backoff(system == "mongolock-adaptive");
+            let managers = [
+                sides[0].manager(options.clone()).await?,
+                sides[1].manager(options).await?,
+            ];
+            let locks = [
+                Arc::new(managers[0].lock(name).map_err(|e| e.to_string())?),
+                Arc::new(managers[1].lock(name).map_err(|e| e.to_string())?),
+            ];
+            let outcome = run(&sides, locks, tasks, critical, warmup, measured).await;
+            for manager in &managers {
+                let _ = tokio::time::timeout(Duration::from_secs(10), manager.shutdown()).await;
+            }
+            outcome
+        }
+        "dl" => {
+            let lock = |side: &Side| {
+                Arc::new(DlLock::new(
+                    &side.database,
+                    DL_COLLECTION,
+                    name,
+                    DlOptions::default(),
+                ))
+            };
+            let locks = [lock(&sides[0]), lock(&sides[1])];
+            locks[0].ensure_ttl_index().await?;
+            run(&sides, locks, tasks, critical, warmup, measured).await
+        }
+        "peer" => {
+            let lock = |side: &Side| {
+                Arc::new(MongoDistributedLock::new(
+                    name.to_owned(),
+                    side.database.clone(),
+                    Some(PEER_COLLECTION.to_owned()),
+                    None,
+                ))
+            };
+            run(
+                &sides,
+                [lock(&sides[0]), lock(&sides[1])],
+                tasks,
+                critical,
+                warmup,
+                measured,
+            )
+            .await
+        }
+        other => return Err(format!("unknown S3 system {other:?}")),
+    };
+    let (figures, commands) = outcome?;
+    let seconds = measured.as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    {
+        let acquisitions = figures.acquisitions as f64;
+        emit("acq_per_s", format!("{:.1}", acquisitions / seconds));
+        emit(
+            "held_pct",
+            format!("{:.1}", 100.0 * (1.0 - figures.free_while_waiting)),
+        );
+        emit(
+            "cmds_per_acq",
+            format!("{:.2}", commands.total() as f64 / acquisitions.max(1.0)),
+        );
+        emit("commands", commands.to_string().replace(' ', ""));
+        emit(
+            "share_a_pct",
+            format!(
+                "{:.1}",
+                100.0 * figures.per_side[0] as f64 / acquisitions.max(1.0)
+            ),
+        );
+    }
+    emit("overlaps", figures.overlaps);
+    emit("handovers", figures.handovers_ms.len());
+    if let (Some(p50), Some(p99)) = (
+        quantile(&figures.handovers_ms, 0.5),
+        quantile(&figures.handovers_ms, 0.99),
+    ) {
+        emit("handover_p50_ms", format!("{p50:.1}"));
+        emit("handover_p99_ms", format!("{p99:.1}"));
+    }
+    sides[0].drop_database().await;
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! What the parent runs: every measurement as a child process with its arguments, how many
+//! repetitions and how long each may take, for the smoke (under `cargo test`), quick and full
+//! modes.
+
+use std::time::Duration;
+
+/// How thoroughly to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Under `cargo test`: every scenario once, tiny, to prove the bench still runs.
+    Smoke,
+    /// `--quick`: one repetition of shortened scenarios (a few minutes at most).
+    Quick,
+    /// The figures for RESULTS.md: at least three repetitions of everything.
+    Full,
+}
+
+/// One measurement, repeated `reps` times.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    /// The scenario group (`s1`, `s3`, …), for `--only`.
+    pub(crate) group: &'static str,
+    /// Unique key the report looks results up by (`s1/mongolock`).
+    pub(crate) key: String,
+    /// The child's arguments (`s1 system=mongolock cycles=1000`).
+    pub(crate) args: Vec<String>,
+    pub(crate) reps: usize,
+    /// A run still going after this is killed and reported as a timeout.
+    pub(crate) cap: Duration,
+}
+
+fn job(group: &'static str, key: &str, args: &[String], reps: usize, cap_secs: u64) -> Job {
+    Job {
+        group,
+        key: key.to_owned(),
+        args: args.to_vec(),
+        reps,
+        cap: Duration::from_secs(cap_secs),
+    }
+}
+
+/// `["s1", "system=floor", "cycles=1000"]` from `"s1 system=floor cycles=1000"`.
+fn args(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The S4 task counts.
+pub(crate) const S4_TASKS: [usize; 3] = [1, 8, 64];
+/// The S5 lock counts.
+pub(crate) const S5_LOCKS: [usize; 3] = [1_000, 10_000, 50_000];
+/// The S1 systems.
+pub(crate) const S1_SYSTEMS: [&str; 5] = ["mongolock", "floor", "dl", "peer", "memory"];
+/// Repetitions of S1 in a full run: the ratio to the floor is the smallest effect measured.
+const S1_FULL_REPS: usize = 5;
+/// The S3 systems.
+pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-adaptive", "dl", "peer"];
+
+/// Every job of `mode`.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
+    let (reps, s1_cycles, s2_cycles, s4_ms, s3_ms, s3_warmup) = match mode {
+        Mode::Smoke => (1, 30, 2_000, 300, 1_000, 200),
+        Mode::Quick => (1, 300, 20_000, 1_500, 3_000, 1_000),
+        Mode::Full => (3, 1_000, 50_000, 3_000, 10_000, 1_000),
+    };
+    let mut jobs = Vec::new();
+    let s1_reps = if mode == Mode::Full {
+        S1_FULL_REPS
+    } else {
+        reps
+    };
+    for system in S1_SYSTEMS.iter().chain(&["paired"]) {
+        jobs.push(job(
+            "s1",
+            &format!("s1/{system}"),
+            &args(&format!(
+                "s1 system={system} cycles={s1_cycles} warmup={}",
+                s1_cycles / 10
+            )),
+            s1_reps,
+            120,
+        ));
+    }
+    let leftover_cycles = if mode == Mode::Smoke { 500 } else { 10_000 };
+    jobs.push(job(
+        "s1",
+        "s1/leftovers",
+        &args(&format!("leftovers cycles={leftover_cycles}")),
+        reps,
+        60,
+    ));
+    jobs.push(job(
+        "s2",
+        "s2",
+        &args(&format!("s2 cycles={s2_cycles} batches=5")),
+        reps,
+        60,
+    ));
+    for tasks in S4_TASKS {
+        if mode == Mode::Smoke && tasks > 8 {
+            continue;
+        }
+        for system in ["mongolock", "floor"] {
+            jobs.push(job(
+                "s4",
+                &format!("s4/{system}/{tasks}"),
+                &args(&format!("s4 system={system} tasks={tasks} millis={s4_ms}")),
+                reps,
+                60,
+            ));
+        }
+    }
+    for system in S3_SYSTEMS {
+        jobs.push(job(
+            "s3",
+            &format!("s3/{system}"),
+            &args(&format!(
+                "s3 system={system} tasks=64 critical_ms=1 warmup_ms={s3_warmup} millis={s3_ms}"
+            )),
+            reps,
+            (s3_ms + s3_warmup) / 1000 + 60,
+        ));
+    }
+    let (cadence, expiry) = if mode == Mode::Smoke {
+        (500, 1_500)
+    } else {
+        (2_000, 6_000)
+    };
+    for n in S5_LOCKS {
+        let (acquire_cap, cap) = match (mode, n) {
+            (Mode::Smoke, 1_000) => (20, 60),
+            (Mode::Smoke, _) => continue,
+            (Mode::Quick, 50_000) => continue,
+            (Mode::Quick, 10_000) => (25, 90),
+            (_, 1_000) => (30, 90),
+            (_, 10_000) => (60, 150),
+            _ => (120, 240),
+        };
+        let n_run = if mode == Mode::Smoke { 100 } else { n };
+        jobs.push(job(
+            "s5",
+            &format!("s5/{n}"),
+            &args(&format!(
+                "s5 n={n_run} cadence_ms={cadence} expiry_ms={expiry} concurrency=64 \
+                 acquire_cap_ms={}",
+                acquire_cap * 1000
+            )),
+            reps,
+            cap,
+        ));
+    }
+    let (lease, renew, retry) = if mode == Mode::Smoke {
+        (1_200, 800, 300)
+    } else {
+        (3_000, 2_000, 1_000)
+    };
+    jobs.push(job(
+        "s6",
+        "s6",
+        &args(&format!(
+            "s6 lease_ms={lease} renew_ms={renew} retry_ms={retry}"
+        )),
+        reps,
+        90,
+    ));
+    let (sizes, singles) = match mode {
+        Mode::Smoke => ("100,1000", 100),
+        Mode::Quick => ("1000,10000", 300),
+        Mode::Full => ("1000,10000", 1000),
+    };
+    jobs.push(job(
+        "explain",
+        "explain",
+        &args(&format!(
+            "explain sizes={sizes} singles={singles} batch=1000"
+        )),
+        1,
+        180,
+    ));
+    jobs
+}

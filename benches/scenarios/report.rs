@@ -1,0 +1,523 @@
+//! The markdown report: a headline table of every target with its baseline from the same
+//! run, then the details of each scenario.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::plan::{S1_SYSTEMS, S3_SYSTEMS, S4_TASKS, S5_LOCKS};
+use crate::runner::Run;
+use crate::support::stats::Summary;
+
+/// Every run of every job, by job key.
+pub(crate) type Results = BTreeMap<String, Vec<Run>>;
+
+fn runs<'a>(results: &'a Results, key: &str) -> &'a [Run] {
+    results.get(key).map_or(&[], Vec::as_slice)
+}
+
+/// The figure `name` of job `key` over its repetitions.
+fn figure(results: &Results, key: &str, name: &str) -> Option<Summary> {
+    let values: Vec<f64> = runs(results, key)
+        .iter()
+        .filter_map(|run| run.values.get(name)?.parse().ok())
+        .collect();
+    Summary::of(&values)
+}
+
+/// A reported text (the same in every run, or the first one's).
+fn text(results: &Results, key: &str, name: &str) -> Option<String> {
+    runs(results, key)
+        .iter()
+        .find_map(|run| run.values.get(name).cloned())
+}
+
+/// A reported text of the last run that has it, or `—`.
+fn last_text(results: &Results, key: &str, name: &str) -> String {
+    runs(results, key)
+        .iter()
+        .rev()
+        .find_map(|run| run.values.get(name).cloned())
+        .unwrap_or_else(|| "—".into())
+}
+
+/// `timeout (>120 s) ×2` for the runs of `key` that did not complete (or reported a phase
+/// that hit its cap).
+fn failures(results: &Results, key: &str) -> Option<String> {
+    let mut counted: BTreeMap<String, usize> = BTreeMap::new();
+    for run in runs(results, key) {
+        let reported = run
+            .values
+            .get("timeout")
+            .map(|phase| format!("timeout ({phase})"));
+        if let Some(failure) = run.failure.clone().or(reported) {
+            let short: String = failure.chars().take(120).collect();
+            *counted.entry(short).or_insert(0) += 1;
+        }
+    }
+    if counted.is_empty() {
+        return None;
+    }
+    Some(
+        counted
+            .into_iter()
+            .map(|(failure, n)| {
+                if n > 1 {
+                    format!("{failure} ×{n}")
+                } else {
+                    failure
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+fn number(value: f64, decimals: usize) -> String {
+    format!("{value:.decimals$}")
+}
+
+/// `1.22 ms (1.19–1.30, n=3)`, or what went wrong.
+fn cell(results: &Results, key: &str, name: &str, decimals: usize, unit: &str) -> String {
+    match figure(results, key, name) {
+        Some(s) if s.count > 1 => format!(
+            "{}{unit} ({}–{}, n={})",
+            number(s.median, decimals),
+            number(s.min, decimals),
+            number(s.max, decimals),
+            s.count
+        ),
+        Some(s) => format!("{}{unit} (n=1)", number(s.median, decimals)),
+        None => failures(results, key).map_or_else(|| "—".to_owned(), |f| format!("_{f}_")),
+    }
+}
+
+/// `measured / baseline` of the medians.
+fn ratio(
+    results: &Results,
+    (key, name): (&str, &str),
+    (base_key, base): (&str, &str),
+) -> Option<f64> {
+    let measured = figure(results, key, name)?.median;
+    let baseline = figure(results, base_key, base)?.median;
+    (baseline != 0.0).then(|| measured / baseline)
+}
+
+fn verdict(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "met",
+        Some(false) => "**missed**",
+        None => "no figure",
+    }
+}
+
+struct Table {
+    text: String,
+}
+
+impl Table {
+    fn new(headers: &[&str]) -> Self {
+        let mut text = format!("| {} |\n", headers.join(" | "));
+        let _ = writeln!(text, "|{}", "---|".repeat(headers.len()));
+        Self { text }
+    }
+
+    fn row(&mut self, cells: &[String]) {
+        let _ = writeln!(self.text, "| {} |", cells.join(" | "));
+    }
+}
+
+/// The whole report.
+#[allow(clippy::too_many_lines)]
+pub(crate) fn render(results: &Results) -> String {
+    let mut out = String::new();
+    let fmt_ratio = |r: Option<f64>| r.map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"));
+
+    // Headline: every target of the issue against its baseline.
+    let mut head = Table::new(&[
+        "#",
+        "figure",
+        "mongolock",
+        "baseline (same run)",
+        "ratio",
+        "target",
+        "verdict",
+    ]);
+    let s1 = figure(results, "s1/paired", "ratio");
+    head.row(&[
+        "S1".into(),
+        "uncontended acquire+release, p50 (paired: alternating cycles, one process)".into(),
+        cell(results, "s1/paired", "mongolock_p50_us", 0, " µs"),
+        format!(
+            "driver floor ({}): {}",
+            text(results, "s1/floor", "floor_commands").unwrap_or_else(|| "?".into()),
+            cell(results, "s1/paired", "floor_p50_us", 0, " µs")
+        ),
+        cell(results, "s1/paired", "ratio", 2, "×"),
+        "≤ 1.10×".into(),
+        verdict(s1.map(|r| r.median <= 1.10)).into(),
+    ]);
+    let commands = figure(results, "s1/mongolock", "cmds_per_cycle");
+    head.row(&[
+        "S1".into(),
+        "commands per acquire+release".into(),
+        cell(results, "s1/mongolock", "cmds_per_cycle", 2, ""),
+        cell(results, "s1/floor", "cmds_per_cycle", 2, ""),
+        "—".into(),
+        "exactly 2".into(),
+        verdict(commands.map(|c| (c.max - 2.0).abs() < 1e-9 && (c.min - 2.0).abs() < 1e-9)).into(),
+    ]);
+    let cycles = text(results, "s1/leftovers", "cycles").unwrap_or_else(|| "?".into());
+    let tasks = figure(results, "s1/leftovers", "extra_tasks_after_1s");
+    head.row(&[
+        "S1".into(),
+        format!("live tasks 1 s after {cycles} cycles, above idle (memory store)"),
+        format!(
+            "{} (right after: {})",
+            cell(results, "s1/leftovers", "extra_tasks_after_1s", 0, ""),
+            cell(results, "s1/leftovers", "tasks_after", 0, "")
+        ),
+        format!(
+            "idle: {}",
+            cell(results, "s1/leftovers", "tasks_idle", 0, " tasks")
+        ),
+        "—".into(),
+        "0 (back to idle within 1 s)".into(),
+        verdict(tasks.map(|t| t.max == 0.0)).into(),
+    ]);
+    let rss = figure(results, "s1/leftovers", "extra_rss_after_1s_kib");
+    head.row(&[
+        "S1".into(),
+        format!("resident memory 1 s after {cycles} cycles, above idle"),
+        cell(results, "s1/leftovers", "extra_rss_after_1s_kib", 0, " KiB"),
+        format!(
+            "idle: {}",
+            cell(results, "s1/leftovers", "rss_idle_kib", 0, " KiB")
+        ),
+        "—".into(),
+        "back to idle (≤ 512 KiB allocator slack)".into(),
+        verdict(rss.map(|r| r.median <= 512.0)).into(),
+    ]);
+    let s2 = ratio(results, ("s2", "lock_ns"), ("s2", "two_round_trips_ns"));
+    head.row(&[
+        "S2".into(),
+        "memory store acquire+release, mean".into(),
+        cell(results, "s2", "lock_ns", 0, " ns"),
+        format!(
+            "two mpsc+oneshot round trips: {}",
+            cell(results, "s2", "two_round_trips_ns", 0, " ns")
+        ),
+        fmt_ratio(s2),
+        "≤ 3×".into(),
+        verdict(s2.map(|r| r <= 3.0)).into(),
+    ]);
+    for tasks in S4_TASKS {
+        let (m, f) = (format!("s4/mongolock/{tasks}"), format!("s4/floor/{tasks}"));
+        let r = ratio(results, (&m, "cycles_per_s"), (&f, "cycles_per_s"));
+        head.row(&[
+            "S4".into(),
+            format!("distinct names, {tasks} tasks: cycles/s"),
+            cell(results, &m, "cycles_per_s", 0, "/s"),
+            format!(
+                "driver floor: {}",
+                cell(results, &f, "cycles_per_s", 0, "/s")
+            ),
+            fmt_ratio(r),
+            "≥ 0.9×".into(),
+            verdict(r.map(|r| r >= 0.9)).into(),
+        ]);
+    }
+    let s3 = ratio(
+        results,
+        ("s3/mongolock", "acq_per_s"),
+        ("s3/dl", "acq_per_s"),
+    );
+    head.row(&[
+        "S3".into(),
+        "one lock, 64 tasks in 2 managers, 1 ms critical section: acquisitions/s".into(),
+        cell(results, "s3/mongolock", "acq_per_s", 0, "/s"),
+        format!(
+            "DistributedLock algorithm: {}",
+            cell(results, "s3/dl", "acq_per_s", 0, "/s")
+        ),
+        fmt_ratio(s3),
+        "≥ 2×".into(),
+        verdict(s3.map(|r| r >= 2.0)).into(),
+    ]);
+    let held = figure(results, "s3/mongolock", "held_pct");
+    head.row(&[
+        "S3".into(),
+        "lock held while anyone waits".into(),
+        cell(results, "s3/mongolock", "held_pct", 1, " %"),
+        format!(
+            "DistributedLock: {}",
+            cell(results, "s3/dl", "held_pct", 1, " %")
+        ),
+        "—".into(),
+        "≥ 85 %".into(),
+        verdict(held.map(|h| h.median >= 85.0)).into(),
+    ]);
+    let per_acq = figure(results, "s3/mongolock", "cmds_per_acq");
+    head.row(&[
+        "S3".into(),
+        "commands per acquisition".into(),
+        cell(results, "s3/mongolock", "cmds_per_acq", 2, ""),
+        format!(
+            "DistributedLock: {}",
+            cell(results, "s3/dl", "cmds_per_acq", 2, "")
+        ),
+        "—".into(),
+        "≤ 1.2".into(),
+        verdict(per_acq.map(|c| c.median <= 1.2)).into(),
+    ]);
+    let p99 = figure(results, "s3/mongolock", "handover_p99_ms");
+    head.row(&[
+        "S3".into(),
+        "hand-over between managers, p99 (p50)".into(),
+        format!(
+            "{} ({})",
+            cell(results, "s3/mongolock", "handover_p99_ms", 1, " ms"),
+            cell(results, "s3/mongolock", "handover_p50_ms", 1, " ms")
+        ),
+        format!(
+            "DistributedLock: {} ({})",
+            cell(results, "s3/dl", "handover_p99_ms", 1, " ms"),
+            cell(results, "s3/dl", "handover_p50_ms", 1, " ms")
+        ),
+        "—".into(),
+        "p99 ≤ 25 ms".into(),
+        verdict(p99.map(|p| p.median <= 25.0)).into(),
+    ]);
+    let share = figure(results, "s3/mongolock", "share_a_pct");
+    head.row(&[
+        "S3".into(),
+        "manager A's share of acquisitions".into(),
+        cell(results, "s3/mongolock", "share_a_pct", 1, " %"),
+        format!(
+            "DistributedLock: {}",
+            cell(results, "s3/dl", "share_a_pct", 1, " %")
+        ),
+        "—".into(),
+        "30–70 %".into(),
+        verdict(share.map(|s| s.min >= 30.0 && s.max <= 70.0)).into(),
+    ]);
+    for n in S5_LOCKS {
+        let key = format!("s5/{n}");
+        if !results.contains_key(&key) {
+            continue;
+        }
+        let lost = figure(results, &key, "lost");
+        let complete = runs(results, &key)
+            .iter()
+            .all(|run| run.failure.is_none() && !run.values.contains_key("timeout"));
+        head.row(&[
+            "S5".into(),
+            format!("{n} locks held through 3 cadences (2 s): lost"),
+            format!(
+                "{} of {}",
+                cell(results, &key, "lost", 0, ""),
+                cell(results, &key, "acquired", 0, " acquired")
+            ),
+            "—".into(),
+            "—".into(),
+            "0 lost".into(),
+            verdict(lost.as_ref().map(|l| l.max == 0.0 && complete)).into(),
+        ]);
+        // Renewal cost and memory count only while every lock is held.
+        let all_held = complete && lost.is_some_and(|l| l.max == 0.0);
+        let judged = |met: Option<bool>| {
+            if all_held {
+                verdict(met)
+            } else {
+                "**missed** (not all held)"
+            }
+        };
+        let per_cadence = figure(results, &key, "cmds_per_cadence");
+        head.row(&[
+            "S5".into(),
+            format!("{n} locks: renewal commands per cadence"),
+            cell(results, &key, "cmds_per_cadence", 1, ""),
+            "—".into(),
+            "—".into(),
+            "≤ 20".into(),
+            judged(per_cadence.map(|c| c.median <= 20.0)).into(),
+        ]);
+        let kib = figure(results, &key, "kib_per_lock");
+        head.row(&[
+            "S5".into(),
+            format!("{n} locks: resident memory per held lock"),
+            cell(results, &key, "kib_per_lock", 2, " KiB"),
+            "—".into(),
+            "—".into(),
+            "≤ 10 KiB".into(),
+            judged(kib.map(|k| k.median <= 10.0)).into(),
+        ]);
+    }
+    let lease = figure(results, "s6", "lease_ms").map(|s| s.median);
+    let retry = figure(results, "s6", "retry_ms").map(|s| s.median);
+    let crash = figure(results, "s6", "crash_ms");
+    let crash_bound = lease.zip(retry).map(|(l, r)| l + r);
+    head.row(&[
+        "S6".into(),
+        "election: leader killed → new leader (separate clients)".into(),
+        cell(results, "s6", "crash_ms", 0, " ms"),
+        format!(
+            "lease {} ms + retry {} ms",
+            lease.map_or("?".into(), |l| number(l, 0)),
+            retry.map_or("?".into(), |r| number(r, 0))
+        ),
+        "—".into(),
+        "≤ lease + retry".into(),
+        verdict(crash.zip(crash_bound).map(|(c, b)| c.max <= b)).into(),
+    ]);
+    let resign = figure(results, "s6", "resign_ms");
+    head.row(&[
+        "S6".into(),
+        "election: leader resigns → new leader".into(),
+        cell(results, "s6", "resign_ms", 0, " ms"),
+        format!(
+            "2 × retry = {}",
+            retry.map_or("?".into(), |r| number(2.0 * r, 0))
+        ),
+        "—".into(),
+        "≤ 2 × retry".into(),
+        verdict(resign.zip(retry).map(|(c, r)| c.max <= 2.0 * r)).into(),
+    ]);
+    out.push_str("## Targets (medians of the repetitions; range and count in brackets)\n\n");
+    out.push_str(&head.text);
+
+    // S1 details.
+    let mut t = Table::new(&[
+        "S1 system",
+        "p50",
+        "p99",
+        "mean",
+        "commands/cycle",
+        "commands (last run)",
+        "p50 ÷ floor",
+    ]);
+    for system in S1_SYSTEMS {
+        let key = format!("s1/{system}");
+        t.row(&[
+            s1_label(system).into(),
+            cell(results, &key, "p50_us", 0, " µs"),
+            cell(results, &key, "p99_us", 0, " µs"),
+            cell(results, &key, "mean_us", 0, " µs"),
+            if system == "memory" {
+                "— (no server)".into()
+            } else {
+                cell(results, &key, "cmds_per_cycle", 2, "")
+            },
+            last_text(results, &key, "commands"),
+            fmt_ratio(ratio(results, (&key, "p50_us"), ("s1/floor", "p50_us"))),
+        ]);
+    }
+    out.push_str("\n## S1: uncontended acquire + release, one task\n\n");
+    out.push_str(&t.text);
+
+    // S3 details.
+    let mut t = Table::new(&[
+        "S3 system",
+        "acquisitions/s",
+        "held while waiting",
+        "commands/acquisition",
+        "hand-overs A↔B",
+        "hand-over p50",
+        "hand-over p99",
+        "share A",
+        "overlapping holds",
+        "commands (last run)",
+    ]);
+    for system in S3_SYSTEMS {
+        let key = format!("s3/{system}");
+        t.row(&[
+            s3_label(system).into(),
+            cell(results, &key, "acq_per_s", 0, ""),
+            cell(results, &key, "held_pct", 1, " %"),
+            cell(results, &key, "cmds_per_acq", 2, ""),
+            cell(results, &key, "handovers", 0, ""),
+            cell(results, &key, "handover_p50_ms", 1, " ms"),
+            cell(results, &key, "handover_p99_ms", 1, " ms"),
+            cell(results, &key, "share_a_pct", 1, " %"),
+            cell(results, &key, "overlaps", 0, ""),
+            last_text(results, &key, "commands"),
+        ]);
+    }
+    out.push_str("\n## S3: one lock, 64 tasks in two processes (separate clients), 1 ms critical section\n\n");
+    out.push_str(&t.text);
+
+    // S5 details.
+    let mut t = Table::new(&[
+        "S5 locks",
+        "acquired",
+        "acquire time",
+        "lost while acquiring",
+        "lost after 3 cadences",
+        "commands/cadence",
+        "commands in 3 cadences (last run)",
+        "KiB per lock",
+        "notes",
+    ]);
+    for n in S5_LOCKS {
+        let key = format!("s5/{n}");
+        if !results.contains_key(&key) {
+            continue;
+        }
+        let mut notes: Vec<String> = runs(results, &key)
+            .iter()
+            .filter_map(|run| run.values.get("shutdown").map(|s| format!("shutdown {s}")))
+            .collect();
+        notes.extend(failures(results, &key));
+        t.row(&[
+            format!("{n}"),
+            cell(results, &key, "acquired", 0, ""),
+            cell(results, &key, "acquire_s", 1, " s"),
+            cell(results, &key, "lost_while_acquiring", 0, ""),
+            cell(results, &key, "lost", 0, ""),
+            cell(results, &key, "cmds_per_cadence", 1, ""),
+            last_text(results, &key, "renewal_commands"),
+            cell(results, &key, "kib_per_lock", 2, ""),
+            if notes.is_empty() {
+                "—".into()
+            } else {
+                notes.join("; ")
+            },
+        ]);
+    }
+    out.push_str("\n## S5: one manager holding N locks (expiry 6 s, cadence 2 s)\n\n");
+    out.push_str(&t.text);
+
+    // The explain investigation.
+    if let Some(run) = runs(results, "explain").first() {
+        out.push_str("\n## Extend filter and batched renewal on the server (`explain`)\n\n");
+        let mut t = Table::new(&["figure", "value"]);
+        for (key, value) in &run.values {
+            t.row(&[format!("`{key}`"), value.clone()]);
+        }
+        if let Some(failure) = &run.failure {
+            t.row(&["failure".into(), failure.clone()]);
+        }
+        out.push_str(&t.text);
+    }
+    out
+}
+
+fn s1_label(system: &str) -> &'static str {
+    match system {
+        "mongolock" => "mongolock (MongoDB)",
+        "floor" => "driver floor: the same commands, issued directly",
+        "dl" => "DistributedLock algorithm (findAndModify + deleteOne)",
+        "peer" => "distributed-lock-mongo 0.2 (crates.io)",
+        "memory" => "mongolock (memory store)",
+        _ => "?",
+    }
+}
+
+fn s3_label(system: &str) -> &'static str {
+    match system {
+        "mongolock" => "mongolock (defaults: random 10–800 ms retry)",
+        "mongolock-adaptive" => "mongolock (adaptive backoff)",
+        "dl" => "DistributedLock algorithm (random 10–800 ms poll, delete on release)",
+        "peer" => "distributed-lock-mongo 0.2 (10 ms poll)",
+        _ => "?",
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The performance benches (scenarios S1–S6 with their baselines) against a throw-away
+# SecantusDB server, started the same way scripts/test.sh does (scripts/test-server.sh); with
+# MONGODB_URI set it uses that server instead.
+#
+#   scripts/bench.sh                full run: criterion benches, then every scenario with at
+#                                   least 3 repetitions (about 25 minutes on 2 cores, plus the
+#                                   release build)
+#   scripts/bench.sh --quick        smoke test: short criterion runs and one short repetition
+#                                   of each scenario (under 3 minutes plus the build)
+#   scripts/bench.sh --only=s3,s5   only these scenario groups (s1 s2 s3 s4 s5 s6 explain);
+#                                   implies --no-criterion
+#   scripts/bench.sh --no-criterion skip the criterion benches
+#
+# Writes target/bench/results-<mode>.md (machine, commit, the scenarios' markdown tables) and
+# target/bench/criterion-<mode>.txt; criterion's own reports are under target/criterion.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+mode=full
+criterion=1
+scenario_args=()
+for arg in "$@"; do
+    case "$arg" in
+        --quick) mode=quick; scenario_args+=(--quick) ;;
+        --no-criterion) criterion=0 ;;
+        --only=*) criterion=0; scenario_args+=("$arg") ;;
+        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "bench.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+    esac
+done
+[[ "$mode" == full ]] && scenario_args+=(--full)
+
+if [[ -z "${MONGODB_URI:-}" ]]; then
+    # shellcheck source=scripts/test-server.sh
+    source scripts/test-server.sh
+fi
+
+target="${CARGO_TARGET_DIR:-target}"
+out_dir="$target/bench"
+mkdir -p "$out_dir"
+results="$out_dir/results-$mode.md"
+criterion_log="$out_dir/criterion-$mode.txt"
+
+# Build first, so no measurement's time cap includes compiling.
+echo "bench.sh: building the benches (release profile)" >&2
+cargo bench --features mongodb --no-run -q
+SECONDS=0
+
+if ((criterion)); then
+    criterion_args=()
+    if [[ "$mode" == quick ]]; then
+        criterion_args=(--warm-up-time 0.5 --measurement-time 1 --sample-size 10)
+    fi
+    echo "bench.sh: criterion benches (S1, S2, S4); log in $criterion_log" >&2
+    cargo bench -q --features mongodb --bench acquire_release --bench mongo_ops -- \
+        "${criterion_args[@]}" 2>&1 | tee "$criterion_log"
+fi
+
+echo "bench.sh: scenarios (S1–S6 with baselines)" >&2
+{
+    echo "# mongolock benches ($mode run, $(date -u +%Y-%m-%dT%H:%MZ))"
+    echo
+    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "- machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory, $(uname -sr)"
+    echo "- toolchain: $(rustc --version)"
+    echo "- server: ${SECANTUS_VERSION:+secantusd-rs $SECANTUS_VERSION at }${MONGODB_URI}"
+    echo "- load average before the scenarios (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$results"
+table="$out_dir/scenarios-$mode.md"
+# A measurement that errored makes the run fail, after the table is written.
+status=0
+cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null ||
+    status=$?
+{
+    echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    cat "$table"
+} >>"$results"
+cat "$results"
+echo "bench.sh: written to $results; measuring took ${SECONDS} s (the build not counted)" >&2
+exit "$status"
