@@ -20,6 +20,7 @@
 mod builder;
 mod document;
 mod errors;
+mod fence;
 mod pipeline;
 mod server_version;
 mod ttl_index;
@@ -30,6 +31,7 @@ use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 pub use builder::MongoStoreBuilder;
+pub use fence::{FencedCollection, FencedUpdate};
 
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord, LockStore,
