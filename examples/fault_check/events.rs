@@ -1,12 +1,15 @@
-//! What a worker process records, one line per event in its own log file, written with a
-//! single unbuffered `write` so that a `SIGKILL` never loses an acknowledged line.
+//! What a worker process records, one line per event in its own log file.
 //!
-//! Times are [`clock::now`](crate::clock::now) nanoseconds, comparable across processes.
+//! Times are [`clock::now`](crate::clock::now) nanoseconds, comparable across processes,
+//! taken when the event happens. The file is written by a thread of its own, one unbuffered
+//! `write` per line as soon as it is recorded: a write that the kernel stalls (dirty-page
+//! throttling on a busy machine can take a second) must not stall the runtime whose timing
+//! is being checked. A `SIGKILL` can lose only lines not yet handed to the kernel, which the
+//! checks allow for killed processes.
 
 use std::fmt;
-use std::fs::File;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 
 /// The outcome of one fenced write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,29 +257,45 @@ impl Event {
     }
 }
 
-/// A worker's log file; cheap to clone, safe to share between tasks.
+/// A worker's log; cheap to clone, never blocks the caller.
 #[derive(Clone)]
-pub(crate) struct EventLog(Arc<Mutex<File>>);
+pub(crate) struct EventLog(mpsc::Sender<String>);
+
+/// The thread writing the log; [`finish`](Self::finish) waits for every line to be written.
+pub(crate) struct LogWriter {
+    thread: std::thread::JoinHandle<()>,
+    lines: mpsc::Sender<String>,
+}
 
 impl EventLog {
-    pub(crate) fn create(path: &std::path::Path) -> std::io::Result<Self> {
-        let file = std::fs::OpenOptions::new()
+    pub(crate) fn create(path: &std::path::Path) -> std::io::Result<(Self, LogWriter)> {
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)?;
-        Ok(Self(Arc::new(Mutex::new(file))))
+        let (lines, receiver) = mpsc::channel::<String>();
+        let thread = std::thread::spawn(move || {
+            // An empty line is the end (every real line ends with a newline).
+            for line in receiver.iter().take_while(|line| !line.is_empty()) {
+                if let Err(error) = file.write_all(line.as_bytes()) {
+                    eprintln!("fault_check worker: cannot write its log: {error}");
+                }
+            }
+        });
+        Ok((Self(lines.clone()), LogWriter { thread, lines }))
     }
 
-    /// Appends one event as one `write` call (no user-space buffer to lose on `SIGKILL`).
+    /// Queues one event for the writer thread (one `write` call per line).
     pub(crate) fn record(&self, event: &Event) {
-        let line = format!("{event}\n");
-        let mut file = match self.0.lock() {
-            Ok(file) => file,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Err(error) = file.write_all(line.as_bytes()) {
-            eprintln!("fault_check worker: cannot write its log: {error}");
-        }
+        let _ = self.0.send(format!("{event}\n"));
+    }
+}
+
+impl LogWriter {
+    /// Waits until every line recorded so far is written.
+    pub(crate) fn finish(self) {
+        let _ = self.lines.send(String::new());
+        let _ = self.thread.join();
     }
 }
 

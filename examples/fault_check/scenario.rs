@@ -789,6 +789,21 @@ impl<'a> Run<'a> {
                     .await?;
                     sleep(Duration::from_millis(stall + 100)).await;
                 }
+                // Then every command stalls for a while: acquisitions sent in the last
+                // moments before the stall ends time out in the runtime, whose release is
+                // not stalled any more and lands before the acquisition does.
+                let stall = self.config.renew_deadline_ms + 400;
+                self.fail_point_for(
+                    SOLO_APP,
+                    Bson::String("alwaysOn".into()),
+                    doc! {
+                        "failCommands": ["findAndModify"],
+                        "blockConnection": true,
+                        "blockTimeMS": i64::try_from(stall).unwrap_or(i64::MAX),
+                    },
+                )
+                .await?;
+                sleep(Duration::from_millis(stall)).await;
                 self.fail_point_off().await?;
                 self.record(kind.label(), start, clock::now(), false, false);
             }

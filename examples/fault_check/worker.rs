@@ -35,7 +35,7 @@ struct Worker {
 }
 
 pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
-    let log = match EventLog::create(&args.log) {
+    let (log, writer) = match EventLog::create(&args.log) {
         Ok(log) => log,
         Err(error) => {
             eprintln!(
@@ -85,6 +85,7 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
                     args.index
                 );
                 log.record(&Event::Done { at: clock::now() });
+                writer.finish();
                 return ExitCode::SUCCESS;
             }
         }
@@ -145,6 +146,7 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
         });
     }
     worker.log.record(&Event::Done { at: clock::now() });
+    writer.finish();
     ExitCode::SUCCESS
 }
 
@@ -267,16 +269,38 @@ async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u
         }
         sleep(Duration::from_millis(args.write_every_ms)).await;
     }
+    leave(
+        worker,
+        task,
+        name,
+        token,
+        "LockGuard::release",
+        guard.release(),
+    )
+    .await;
+    finish_watcher(watcher, signal.current().is_some()).await;
+}
+
+/// Ends a critical section: it stops touching the resource now, then `release` (bounded:
+/// taking longer is recorded as a hang) hands the lock back.
+async fn leave(
+    worker: &Worker,
+    task: u32,
+    name: &str,
+    token: u64,
+    what: &str,
+    release: impl Future<Output = Result<(), LockError>>,
+) {
     let at = clock::now();
-    let limit = args.expiry() * 2;
-    let outcome = match timeout(limit + HANG_SLACK, guard.release()).await {
+    let limit = worker.args.expiry() * 2;
+    let outcome = match timeout(limit + HANG_SLACK, release).await {
         Ok(Ok(())) => "ok".to_owned(),
         Ok(Err(error)) => error.to_string(),
         Err(_) => {
             worker.log.record(&Event::Hang {
                 at: clock::now(),
                 waited_ms: (clock::now() - at) / MS,
-                what: format!("LockGuard::release on {name}"),
+                what: format!("{what} on {name}"),
             });
             "hung".to_owned()
         }
@@ -289,7 +313,6 @@ async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u
         released: clock::now(),
         outcome,
     });
-    finish_watcher(watcher, signal.current().is_some()).await;
 }
 
 /// Lets a watcher that saw the loss finish recording it; stops one that never will.
@@ -426,28 +449,15 @@ async fn election_task(worker: Arc<Worker>, index: u32) {
             write(&worker, index, &name, token).await;
             sleep(Duration::from_millis(args.write_every_ms)).await;
         }
-        let at = clock::now();
-        let limit = args.expiry() * 2;
-        let outcome = match timeout(limit + HANG_SLACK, election.resign()).await {
-            Ok(Ok(())) => "ok".to_owned(),
-            Ok(Err(error)) => error.to_string(),
-            Err(_) => {
-                worker.log.record(&Event::Hang {
-                    at: clock::now(),
-                    waited_ms: (clock::now() - at) / MS,
-                    what: format!("Election::resign on {name}"),
-                });
-                "hung".to_owned()
-            }
-        };
-        worker.log.record(&Event::Exit {
-            lock: name.clone(),
-            task: index,
+        leave(
+            &worker,
+            index,
+            &name,
             token,
-            at,
-            released: clock::now(),
-            outcome,
-        });
+            "Election::resign",
+            election.resign(),
+        )
+        .await;
         finish_watcher(watcher, deposed.load(Ordering::SeqCst)).await;
         sleep(random_ms(0, 100)).await;
     }
