@@ -7,9 +7,9 @@
 #
 #   scripts/fault-check.sh            the long configuration: 6 workers x 4 tasks on 3 locks,
 #                                     every fault kind 5 times, then 10 minutes of mixed faults
-#                                     (about 25 minutes)
-#   scripts/fault-check.sh --short    the CI configuration: every fault kind at least twice
-#                                     (about 3.5 minutes)
+#                                     (about 20 minutes)
+#   scripts/fault-check.sh --short    the CI configuration: every fault kind once on its own
+#                                     and once more mixed (about 3.5 minutes)
 #   scripts/fault-check.sh --scenario holder-stop --repeats 3 --keep   anything the example takes
 #
 # Needs the test server binary in .tools/ (scripts/test-server.sh --build builds it).

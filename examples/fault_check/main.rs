@@ -42,10 +42,12 @@ mod cli {
     struct Cli {
         #[command(subcommand)]
         command: Option<Command>,
-        /// The CI configuration: every fault kind once, a 30 s mixed run (a few minutes).
+        /// The CI configuration (the default): every fault kind once on its own, then all of
+        /// them once more in random order, mixed (about 3.5 minutes).
         #[arg(long, conflicts_with = "long")]
         short: bool,
-        /// The long configuration: every fault kind 5 times, a 10 min mixed run.
+        /// The long configuration: 6 workers x 4 tasks on 3 locks, every fault kind 5 times on
+        /// its own, then 10 minutes of mixed faults (about 20 minutes).
         #[arg(long)]
         long: bool,
         /// Worker processes (lock mode; elections get as many, mixed adds half as many).
@@ -60,7 +62,7 @@ mod cli {
         /// Faults per single-kind scenario.
         #[arg(long)]
         repeats: Option<u32>,
-        /// Seconds of the mixed scenario.
+        /// Seconds of the mixed scenario (it injects every kind at least once however short).
         #[arg(long)]
         mixed_secs: Option<u64>,
         /// Only these scenarios (repeatable); default all.
