@@ -56,6 +56,31 @@ pub enum LockError {
     /// The store failed (for a one-shot call such as `try_acquire`, `release` or `inspect`).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A fenced write was refused and nothing was written: the protected document already
+    /// records a larger fencing token, so a newer holder of the lock has written it since
+    /// `token` was issued. Whatever this holder was told so far, it no longer holds the lock
+    /// and must stop acting on the resource (see the `FencedCollection` of
+    /// [`store`](crate::store), feature `mongodb`).
+    ///
+    /// ```
+    /// use mongolock::LockError;
+    /// let err = LockError::Fenced { token: 7, recorded: 9 };
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "write fenced off: fencing token 7 is older than token 9, which a newer holder of \
+    ///      the lock already wrote; nothing was written and this holder must stop"
+    /// );
+    /// ```
+    #[error(
+        "write fenced off: fencing token {token} is older than token {recorded}, which a newer \
+         holder of the lock already wrote; nothing was written and this holder must stop"
+    )]
+    Fenced {
+        /// The token the refused write carried.
+        token: u64,
+        /// The larger token the protected document records.
+        recorded: u64,
+    },
 }
 
 /// Why a held lock was lost, as reported by [`LockGuard::lost`](crate::LockGuard::lost).

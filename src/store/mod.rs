@@ -23,7 +23,7 @@ pub use crate::error::{BackendCause, StoreError};
 pub use faulty::FaultyStore;
 pub use memory::MemoryStore;
 #[cfg(feature = "mongodb")]
-pub use mongo::{MongoStore, MongoStoreBuilder};
+pub use mongo::{FencedCollection, FencedUpdate, MongoStore, MongoStoreBuilder};
 pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LockRecord, ReleaseOutcome};
 pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
 

@@ -29,6 +29,7 @@
 mod builder;
 mod document;
 mod errors;
+mod fence;
 mod pipeline;
 mod release_feed;
 mod server_version;
@@ -40,6 +41,7 @@ use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 pub use builder::MongoStoreBuilder;
+pub use fence::{FencedCollection, FencedUpdate};
 
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,

@@ -1,0 +1,901 @@
+//! The checks run after a scenario, over what every process recorded (critical sections,
+//! fenced writes, losses), what the orchestrator did (faults), what a monitor saw in the
+//! lock collection, and the protected documents' final state. Pure: no I/O.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::clock::{ms, ms_between};
+use crate::events::{Event, WriteOutcome};
+
+/// Bounds the checks hold the run to, in clock nanoseconds.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    /// The lease length.
+    pub(crate) expiry: u64,
+    /// The longest sleep between two attempts of one waiter.
+    pub(crate) max_backoff: u64,
+    /// Added to `expiry + max_backoff` for store-call latency and driver reconnection.
+    pub(crate) slack: u64,
+    /// How long a record may show a lease no process holds.
+    pub(crate) orphan_bound: u64,
+    /// When the workers were told to stop.
+    pub(crate) until: u64,
+}
+
+/// One worker process, as the orchestrator saw it and as it recorded itself.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProcessRecord {
+    pub(crate) index: u32,
+    pub(crate) events: Vec<Event>,
+    /// `SIGSTOP` .. `SIGCONT` intervals.
+    pub(crate) stops: Vec<(u64, u64)>,
+    pub(crate) killed_at: Option<u64>,
+    /// Exited by itself, with status 0, after recording `done`.
+    pub(crate) exited_cleanly: bool,
+}
+
+impl ProcessRecord {
+    fn holder(&self) -> Option<&str> {
+        self.events.iter().find_map(|event| match event {
+            Event::Hello { holder, .. } => Some(holder.as_str()),
+            _ => None,
+        })
+    }
+
+    fn stopped_during(&self, from: u64, to: u64) -> bool {
+        self.stops
+            .iter()
+            .any(|(stop, cont)| *stop < to && *cont > from)
+    }
+}
+
+/// A fault the orchestrator injected.
+#[derive(Debug, Clone)]
+pub(crate) struct FaultRecord {
+    pub(crate) kind: String,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// A holder process was stopped or killed: recovery counts from `start` (others take
+    /// over once its lease expires); otherwise from `end` (the store is usable again).
+    pub(crate) holder_fault: bool,
+    /// The server itself was stopped or killed (nothing can be released meanwhile).
+    pub(crate) server_down: bool,
+    /// The server was killed: it may lose writes it acknowledged just before (SecantusDB
+    /// does, even journaled ones).
+    pub(crate) crash: bool,
+}
+
+/// How many applied writes of a `SIGKILL`ed process may have gone unrecorded.
+const KILLED_UNRECORDED_WRITES: u64 = 10;
+
+/// Writes acknowledged this long before a server crash may be lost by the server.
+pub(crate) const CRASH_WINDOW: u64 = 250 * crate::clock::MS;
+
+/// A lock record seen by the monitor (`at` = when the answer arrived).
+#[derive(Debug, Clone)]
+pub(crate) struct Sample {
+    pub(crate) at: u64,
+    pub(crate) lock: String,
+    pub(crate) holder: Option<String>,
+    pub(crate) token: u64,
+}
+
+/// A protected document after the run.
+#[derive(Debug, Clone)]
+pub(crate) struct ProtectedDoc {
+    pub(crate) lock: String,
+    /// How many writes were applied (`$inc`).
+    pub(crate) applied: u64,
+    /// The last (at most 1000) applied writes in server order: (token, process, seq).
+    pub(crate) log: Vec<(u64, u32, u64)>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct RunData {
+    pub(crate) limits: Limits,
+    pub(crate) locks: Vec<String>,
+    pub(crate) processes: Vec<ProcessRecord>,
+    pub(crate) faults: Vec<FaultRecord>,
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) docs: Vec<ProtectedDoc>,
+    /// Held records read after every worker had stopped.
+    pub(crate) final_held: Vec<Sample>,
+}
+
+/// What the checks found.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Report {
+    pub(crate) acquisitions: usize,
+    pub(crate) acquire_timeouts: usize,
+    pub(crate) writes: usize,
+    pub(crate) applied_writes: usize,
+    /// Writes refused with `LockError::Fenced`.
+    pub(crate) fenced_writes: usize,
+    /// Of those, writes sent after a newer holder's write had been acknowledged.
+    pub(crate) superseded_writes_rejected: usize,
+    /// Critical sections whose process was `SIGSTOP`ped (exempt from the overlap check).
+    pub(crate) paused_sections: usize,
+    /// Overlaps involving a paused section (allowed; their writes must be fenced).
+    pub(crate) paused_overlaps: usize,
+    /// Hand-overs where the previous holder had been told of a loss.
+    pub(crate) handovers_after_loss: usize,
+    /// Smallest (next holder's entry − previous holder told of its loss), nanoseconds.
+    pub(crate) min_loss_gap: Option<i64>,
+    /// Per fault kind: the longest time from the fault to the next entry on every lock.
+    pub(crate) recovery: BTreeMap<String, u64>,
+    /// Longest time a record showed a lease no process held, and which.
+    pub(crate) max_unowned: Option<(u64, String)>,
+    /// Acknowledged writes the server lost in a crash (a durability defect of the server,
+    /// not of the library).
+    pub(crate) lost_in_crash: u64,
+    pub(crate) violations: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct WriteRecord {
+    process: u32,
+    token: u64,
+    seq: u64,
+    sent: u64,
+    done: u64,
+    outcome: WriteOutcome,
+}
+
+#[derive(Debug, Clone)]
+struct Section {
+    process: usize,
+    lock: String,
+    task: u32,
+    token: u64,
+    asked: u64,
+    enter: u64,
+    lost: Option<u64>,
+    exit: Option<u64>,
+    released: Option<u64>,
+    release_ok: bool,
+}
+
+impl Section {
+    /// When the section stopped counting as a holder: told of a loss, stopped writing, or
+    /// killed.
+    fn end(&self, processes: &[ProcessRecord]) -> Option<u64> {
+        [
+            self.lost,
+            self.exit,
+            processes[self.process]
+                .killed_at
+                .filter(|k| *k >= self.asked),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn paused(&self, processes: &[ProcessRecord]) -> bool {
+        let end = self.end(processes).unwrap_or(u64::MAX);
+        processes[self.process].stopped_during(self.asked, end)
+    }
+
+    fn describe(&self, processes: &[ProcessRecord]) -> String {
+        format!(
+            "{} token {} (process w{} task {}, asked {:.1} ms, entered {:.1} ms, lost {}, exit {})",
+            self.lock,
+            self.token,
+            processes[self.process].index,
+            self.task,
+            ms(self.asked),
+            ms(self.enter),
+            self.lost.map_or("-".into(), |t| format!("{:.1} ms", ms(t))),
+            self.exit.map_or("-".into(), |t| format!("{:.1} ms", ms(t))),
+        )
+    }
+}
+
+pub(crate) fn check(run: &RunData) -> Report {
+    let mut report = Report::default();
+    let processes = &run.processes;
+    let (sections, writes) = collect(run, &mut report);
+    report.acquisitions = sections.len();
+    let mut by_lock: BTreeMap<&str, Vec<&Section>> = BTreeMap::new();
+    for section in &sections {
+        by_lock
+            .entry(section.lock.as_str())
+            .or_default()
+            .push(section);
+    }
+    for list in by_lock.values_mut() {
+        list.sort_by_key(|s| (s.enter, s.token));
+    }
+    report.paused_sections = sections.iter().filter(|s| s.paused(processes)).count();
+
+    for (lock, list) in &by_lock {
+        check_sections(lock, list, run, &mut report);
+    }
+    let crashes: Vec<u64> = run
+        .faults
+        .iter()
+        .filter(|f| f.crash)
+        .map(|f| f.start)
+        .collect();
+    let mut all_locks: Vec<&str> = run.locks.iter().map(String::as_str).collect();
+    all_locks.extend(by_lock.keys().copied());
+    all_locks.extend(run.docs.iter().map(|d| d.lock.as_str()));
+    all_locks.sort_unstable();
+    all_locks.dedup();
+    for lock in all_locks {
+        let lock_writes: Vec<&WriteRecord> = writes
+            .iter()
+            .filter(|(name, _)| name == lock)
+            .map(|(_, w)| w)
+            .collect();
+        // Every token known to have been granted: entered sections, and (for a killed
+        // process whose last lines were never written) what the monitor and the protected
+        // document saw.
+        let mut tokens: Vec<u64> = by_lock
+            .get(lock)
+            .map(|list| list.iter().map(|s| s.token).collect())
+            .unwrap_or_default();
+        tokens.extend(
+            run.samples
+                .iter()
+                .filter(|s| s.lock == lock)
+                .map(|s| s.token),
+        );
+        if let Some(doc) = run.docs.iter().find(|d| d.lock == lock) {
+            tokens.extend(doc.log.iter().map(|(token, _, _)| *token));
+        }
+        tokens.sort_unstable();
+        tokens.dedup();
+        check_writes(lock, &lock_writes, &tokens, &crashes, &mut report);
+        if let Some(doc) = run.docs.iter().find(|d| d.lock == lock) {
+            check_document(doc, &lock_writes, processes, &crashes, &mut report);
+        }
+    }
+    check_unowned(run, &sections, &mut report);
+    check_progress(run, &by_lock, &mut report);
+    check_processes(run, &sections, &mut report);
+    report
+}
+
+/// Sections and writes from every process's events; malformed sequences are violations.
+fn collect(run: &RunData, report: &mut Report) -> (Vec<Section>, Vec<(String, WriteRecord)>) {
+    let mut sections: Vec<Section> = Vec::new();
+    let mut writes = Vec::new();
+    for (p, process) in run.processes.iter().enumerate() {
+        let mut open: HashMap<(String, u64), usize> = HashMap::new();
+        for event in &process.events {
+            match event {
+                Event::Enter {
+                    lock,
+                    task,
+                    token,
+                    asked,
+                    at,
+                } => {
+                    open.insert((lock.clone(), *token), sections.len());
+                    sections.push(Section {
+                        process: p,
+                        lock: lock.clone(),
+                        task: *task,
+                        token: *token,
+                        asked: *asked,
+                        enter: *at,
+                        lost: None,
+                        exit: None,
+                        released: None,
+                        release_ok: false,
+                    });
+                }
+                Event::Lost {
+                    lock, token, at, ..
+                } => match open.get(&(lock.clone(), *token)) {
+                    Some(&i) => {
+                        sections[i].lost = Some(sections[i].lost.map_or(*at, |l| l.min(*at)));
+                    }
+                    None => report.violations.push(format!(
+                        "w{}: told of the loss of {lock} token {token}, which it never entered",
+                        process.index
+                    )),
+                },
+                Event::Exit {
+                    lock,
+                    token,
+                    at,
+                    released,
+                    outcome,
+                    ..
+                } => match open.get(&(lock.clone(), *token)) {
+                    Some(&i) => {
+                        sections[i].exit = Some(*at);
+                        sections[i].released = Some(*released);
+                        sections[i].release_ok = outcome == "ok";
+                    }
+                    None => report.violations.push(format!(
+                        "w{}: left {lock} token {token}, which it never entered",
+                        process.index
+                    )),
+                },
+                Event::Write {
+                    lock,
+                    token,
+                    seq,
+                    sent,
+                    done,
+                    outcome,
+                    ..
+                } => {
+                    report.writes += 1;
+                    match outcome {
+                        WriteOutcome::Applied => report.applied_writes += 1,
+                        WriteOutcome::Fenced(_) => report.fenced_writes += 1,
+                        _ => {}
+                    }
+                    writes.push((
+                        lock.clone(),
+                        WriteRecord {
+                            process: process.index,
+                            token: *token,
+                            seq: *seq,
+                            sent: *sent,
+                            done: *done,
+                            outcome: outcome.clone(),
+                        },
+                    ));
+                }
+                Event::Timeout {
+                    asked,
+                    at,
+                    limit_ms,
+                    lock,
+                    ..
+                } => {
+                    report.acquire_timeouts += 1;
+                    let limit = limit_ms * crate::clock::MS;
+                    let late = at.saturating_sub(*asked).saturating_sub(limit);
+                    // A timeout is a bound the caller relies on (unless its process was
+                    // stopped meanwhile).
+                    if late > run.limits.slack && !process.stopped_during(*asked, *at) {
+                        report.violations.push(format!(
+                            "w{}: acquire_timeout({limit_ms} ms) on {lock} returned {:.0} ms late",
+                            process.index,
+                            ms(late)
+                        ));
+                    }
+                }
+                Event::Hang {
+                    what,
+                    waited_ms,
+                    at,
+                } => {
+                    let since = at.saturating_sub(waited_ms * crate::clock::MS);
+                    if !process.stopped_during(since, *at) {
+                        report.violations.push(format!(
+                            "w{}: hang: {what} did not return within {waited_ms} ms",
+                            process.index
+                        ));
+                    }
+                }
+                Event::Hello { .. } | Event::AcquireError { .. } | Event::Done { .. } => {}
+            }
+        }
+    }
+    (sections, writes)
+}
+
+/// Mutual exclusion, strictly increasing tokens in entry order, and the loss-to-entry gap.
+fn check_sections(lock: &str, list: &[&Section], run: &RunData, report: &mut Report) {
+    let processes = &run.processes;
+    let mut seen_tokens: HashMap<u64, &Section> = HashMap::new();
+    for section in list {
+        if let Some(other) = seen_tokens.insert(section.token, section) {
+            report.violations.push(format!(
+                "{lock}: token {} granted twice: {} and {}",
+                section.token,
+                other.describe(processes),
+                section.describe(processes)
+            ));
+        }
+    }
+    // Overlaps: a later entry before an earlier section ended, neither told of a loss.
+    for (i, earlier) in list.iter().enumerate() {
+        let end = earlier.end(processes).unwrap_or(u64::MAX);
+        for later in &list[i + 1..] {
+            if later.enter >= end {
+                break;
+            }
+            if earlier.paused(processes) || later.paused(processes) {
+                report.paused_overlaps += 1;
+                continue;
+            }
+            report.violations.push(format!(
+                "{lock}: two holders at once for {:.1} ms: {} and {}",
+                ms(end.min(later.end(processes).unwrap_or(u64::MAX)) - later.enter),
+                earlier.describe(processes),
+                later.describe(processes)
+            ));
+        }
+    }
+    let steady: Vec<&&Section> = list.iter().filter(|s| !s.paused(processes)).collect();
+    for pair in steady.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        if b.token <= a.token {
+            report.violations.push(format!(
+                "{lock}: tokens not increasing in entry order: {} entered before {}",
+                a.describe(processes),
+                b.describe(processes)
+            ));
+        }
+        if let Some(lost) = a.lost.filter(|l| a.exit.is_none_or(|e| *l <= e)) {
+            report.handovers_after_loss += 1;
+            let gap = i64::try_from(b.enter).unwrap_or(i64::MAX) - i64::try_from(lost).unwrap_or(0);
+            report.min_loss_gap = Some(report.min_loss_gap.map_or(gap, |g| g.min(gap)));
+        }
+    }
+}
+
+/// The fence: no write is applied after a write with a larger token was acknowledged, and
+/// every refusal names a token a later holder really had.
+fn check_writes(
+    lock: &str,
+    writes: &[&WriteRecord],
+    tokens: &[u64],
+    crashes: &[u64],
+    report: &mut Report,
+) {
+    // A write acknowledged just before a server crash may have been lost by the server; it
+    // cannot be relied on to fence anybody off.
+    let mut applied: Vec<&WriteRecord> = writes
+        .iter()
+        .copied()
+        .filter(|w| w.outcome == WriteOutcome::Applied && !at_risk(w, crashes))
+        .collect();
+    applied.sort_by_key(|w| w.done);
+    // Largest acknowledged token by acknowledgement time.
+    let mut acknowledged: Vec<(u64, u64)> = Vec::with_capacity(applied.len());
+    let mut largest = 0;
+    for write in &applied {
+        largest = largest.max(write.token);
+        acknowledged.push((write.done, largest));
+    }
+    let largest_before = |time: u64| -> u64 {
+        let index = acknowledged.partition_point(|(done, _)| *done < time);
+        if index == 0 {
+            0
+        } else {
+            acknowledged[index - 1].1
+        }
+    };
+    for write in writes {
+        let newer = largest_before(write.sent);
+        match &write.outcome {
+            WriteOutcome::Applied if newer > write.token && !at_risk(write, crashes) => report.violations.push(format!(
+                "{lock}: stale write applied: w{} seq {} with token {} sent {:.1} ms after token {newer} was acknowledged",
+                write.process,
+                write.seq,
+                write.token,
+                ms(write.sent)
+            )),
+            WriteOutcome::Fenced(recorded) => {
+                if newer > write.token {
+                    report.superseded_writes_rejected += 1;
+                }
+                if *recorded <= write.token || tokens.binary_search(recorded).is_err() {
+                    report.violations.push(format!(
+                        "{lock}: w{} seq {} with token {} was refused for token {recorded}, which no later holder had",
+                        write.process, write.seq, write.token
+                    ));
+                }
+            }
+            WriteOutcome::NoMatch => report.violations.push(format!(
+                "{lock}: w{} seq {}: a fenced upsert matched nothing",
+                write.process, write.seq
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// Whether a server crash soon after `write` was acknowledged may have undone it.
+fn at_risk(write: &WriteRecord, crashes: &[u64]) -> bool {
+    crashes
+        .iter()
+        .any(|crash| write.done <= *crash && write.done + CRASH_WINDOW > *crash)
+}
+
+/// The server's own record: applied tokens never go backwards, a refused write never
+/// appears, and the count of applied writes matches what the writers were told.
+fn check_document(
+    doc: &ProtectedDoc,
+    writes: &[&WriteRecord],
+    processes: &[ProcessRecord],
+    crashes: &[u64],
+    report: &mut Report,
+) {
+    let lock = &doc.lock;
+    if let Some(pair) = doc.log.windows(2).find(|pair| pair[1].0 < pair[0].0) {
+        report.violations.push(format!(
+            "{lock}: the protected document applied token {} after token {}",
+            pair[1].0, pair[0].0
+        ));
+    }
+    let outcome_of: HashMap<(u32, u64), &WriteOutcome> = writes
+        .iter()
+        .map(|w| ((w.process, w.seq), &w.outcome))
+        .collect();
+    for (token, process, seq) in &doc.log {
+        if let Some(WriteOutcome::Fenced(_)) = outcome_of.get(&(*process, *seq)) {
+            report.violations.push(format!(
+                "{lock}: w{process} seq {seq} (token {token}) was reported fenced off but is in the document"
+            ));
+        }
+    }
+    let applied = writes
+        .iter()
+        .filter(|w| w.outcome == WriteOutcome::Applied)
+        .count() as u64;
+    let uncertain = writes
+        .iter()
+        .filter(|w| matches!(w.outcome, WriteOutcome::Failed(_)))
+        .count() as u64;
+    // Writes of a killed process in flight at the kill, or whose outcome line had not been
+    // written yet, are recorded nowhere (a few per process).
+    let killed = KILLED_UNRECORDED_WRITES
+        * processes.iter().filter(|p| p.killed_at.is_some()).count() as u64;
+    let at_risk = writes
+        .iter()
+        .filter(|w| w.outcome == WriteOutcome::Applied && at_risk(w, crashes))
+        .count() as u64;
+    if doc.applied < applied && doc.applied + at_risk >= applied {
+        report.lost_in_crash += applied - doc.applied;
+    } else if doc.applied < applied || doc.applied > applied + uncertain + killed {
+        report.violations.push(format!(
+            "{lock}: the document counts {} applied writes; the writers saw {applied} applied and {uncertain} with an unknown outcome",
+            doc.applied
+        ));
+    }
+}
+
+/// No record shows a lease that no process holds for longer than the bound (a timed-out or
+/// cancelled acquisition the server applied late, a release that never happened).
+fn check_unowned(run: &RunData, sections: &[Section], report: &mut Report) {
+    let limits = &run.limits;
+    let processes = &run.processes;
+    let by_token: HashMap<(&str, u64), &Section> = sections
+        .iter()
+        .map(|s| ((s.lock.as_str(), s.token), s))
+        .collect();
+    let process_of = |holder: &str| processes.iter().find(|p| p.holder() == Some(holder));
+    // (lock, token) -> (first, last) unowned observation and the holder.
+    let mut unowned: BTreeMap<(String, u64), (u64, u64, String)> = BTreeMap::new();
+    let grace = limits.slack;
+    for sample in run.samples.iter().chain(&run.final_held) {
+        let Some(holder) = &sample.holder else {
+            continue;
+        };
+        let owned = by_token
+            .get(&(sample.lock.as_str(), sample.token))
+            .is_some_and(|section| {
+                // A section owns its lease from the acquire call until its release
+                // returned; after a loss or a failed release the lease may legitimately
+                // linger until it expires on the server.
+                let until = match (section.released, section.release_ok) {
+                    (Some(released), true) => released,
+                    _ => section
+                        .end(processes)
+                        .unwrap_or(u64::MAX)
+                        .saturating_add(limits.expiry),
+                };
+                sample.at + grace >= section.asked && sample.at <= until.saturating_add(grace)
+            });
+        if owned {
+            continue;
+        }
+        let entry = unowned
+            .entry((sample.lock.clone(), sample.token))
+            .or_insert((sample.at, sample.at, holder.clone()));
+        entry.1 = entry.1.max(sample.at);
+    }
+    for ((lock, token), (first, last, holder)) in unowned {
+        let span = last - first;
+        let window = (first.saturating_sub(2 * limits.expiry), last);
+        let process = process_of(&holder);
+        let holder_faulted = process.is_some_and(|p| {
+            p.stopped_during(window.0, window.1) || p.killed_at.is_some_and(|k| k <= window.1)
+        });
+        let server_down = run
+            .faults
+            .iter()
+            .any(|f| f.server_down && f.start < window.1 && f.end > window.0);
+        let what = format!(
+            "{lock} token {token} held by {holder} with no holder for {:.0} ms (from {:.1} ms)",
+            ms(span),
+            ms(first)
+        );
+        if holder_faulted || server_down {
+            continue;
+        }
+        if report
+            .max_unowned
+            .as_ref()
+            .is_none_or(|(max, _)| span > *max)
+        {
+            report.max_unowned = Some((span, what.clone()));
+        }
+        if span > limits.orphan_bound {
+            report
+                .violations
+                .push(format!("lease held by nobody: {what}"));
+        }
+    }
+}
+
+/// After the last fault of a burst, every lock is entered again within
+/// expiry + maximum backoff (+ slack).
+fn check_progress(run: &RunData, by_lock: &BTreeMap<&str, Vec<&Section>>, report: &mut Report) {
+    let limits = &run.limits;
+    let bound = limits.expiry + limits.max_backoff + limits.slack;
+    for fault in &run.faults {
+        let anchor = if fault.holder_fault {
+            fault.start
+        } else {
+            fault.end
+        };
+        // Only the last fault of a burst, and only with time left to see the recovery.
+        let interrupted = run
+            .faults
+            .iter()
+            .any(|other| other.start > fault.start && other.start <= anchor + bound);
+        if interrupted || anchor + bound > limits.until {
+            continue;
+        }
+        let mut slowest = 0;
+        for lock in &run.locks {
+            let next = by_lock
+                .get(lock.as_str())
+                .and_then(|list| list.iter().map(|s| s.enter).find(|enter| *enter > anchor));
+            match next {
+                Some(enter) if enter - anchor <= bound => slowest = slowest.max(enter - anchor),
+                Some(enter) => {
+                    slowest = slowest.max(enter - anchor);
+                    report.violations.push(format!(
+                        "no progress: {lock} was next entered {:.0} ms after the {} fault ({:.0} ms allowed)",
+                        ms_between(anchor, enter),
+                        fault.kind,
+                        ms(bound)
+                    ));
+                }
+                None => report.violations.push(format!(
+                    "no progress: {lock} was never entered again after the {} fault at {:.1} ms",
+                    fault.kind,
+                    ms(anchor)
+                )),
+            }
+        }
+        let entry = report.recovery.entry(fault.kind.clone()).or_default();
+        *entry = (*entry).max(slowest);
+    }
+}
+
+/// Every process that was not killed finished its run and exited by itself; every section
+/// ended; nothing was held once all workers had stopped.
+fn check_processes(run: &RunData, sections: &[Section], report: &mut Report) {
+    for process in &run.processes {
+        if process.killed_at.is_none() && !process.exited_cleanly {
+            report.violations.push(format!(
+                "hang: w{} did not finish its run and exit by itself",
+                process.index
+            ));
+        }
+    }
+    for section in sections {
+        if section.end(&run.processes).is_none() && run.processes[section.process].exited_cleanly {
+            report.violations.push(format!(
+                "hang: {} never ended",
+                section.describe(&run.processes)
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{MS, SEC};
+
+    fn limits() -> Limits {
+        Limits {
+            expiry: 1500 * MS,
+            max_backoff: 100 * MS,
+            slack: 1500 * MS,
+            orphan_bound: SEC,
+            until: 100 * SEC,
+        }
+    }
+
+    fn enter(lock: &str, token: u64, at: u64) -> Event {
+        Event::Enter {
+            lock: lock.into(),
+            task: 0,
+            token,
+            asked: at - MS,
+            at,
+        }
+    }
+
+    fn exit(lock: &str, token: u64, at: u64) -> Event {
+        Event::Exit {
+            lock: lock.into(),
+            task: 0,
+            token,
+            at,
+            released: at + MS,
+            outcome: "ok".into(),
+        }
+    }
+
+    fn write(lock: &str, token: u64, seq: u64, sent: u64, outcome: WriteOutcome) -> Event {
+        Event::Write {
+            lock: lock.into(),
+            task: 0,
+            token,
+            seq,
+            sent,
+            done: sent + MS,
+            outcome,
+        }
+    }
+
+    fn process(index: u32, events: Vec<Event>) -> ProcessRecord {
+        let mut all = vec![Event::Hello {
+            pid: index,
+            holder: format!("w{index}"),
+        }];
+        all.extend(events);
+        ProcessRecord {
+            index,
+            events: all,
+            exited_cleanly: true,
+            ..ProcessRecord::default()
+        }
+    }
+
+    fn run(processes: Vec<ProcessRecord>) -> RunData {
+        RunData {
+            limits: limits(),
+            locks: vec!["a".into()],
+            processes,
+            faults: Vec::new(),
+            samples: Vec::new(),
+            docs: Vec::new(),
+            final_held: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_clean_hand_over_passes() {
+        let data = run(vec![
+            process(0, vec![enter("a", 1, SEC), exit("a", 1, 2 * SEC)]),
+            process(1, vec![enter("a", 2, 2 * SEC + MS), exit("a", 2, 3 * SEC)]),
+        ]);
+        let report = check(&data);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.acquisitions, 2);
+    }
+
+    #[test]
+    fn overlaps_and_token_order_are_caught_unless_paused() {
+        let overlapping = vec![
+            process(0, vec![enter("a", 2, SEC), exit("a", 2, 3 * SEC)]),
+            process(1, vec![enter("a", 1, 2 * SEC), exit("a", 1, 4 * SEC)]),
+        ];
+        let report = check(&run(overlapping.clone()));
+        assert_eq!(report.violations.len(), 2, "{:?}", report.violations);
+        let mut paused = overlapping;
+        paused[0].stops.push((SEC + MS, 2 * SEC + MS));
+        let report = check(&run(paused));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.paused_overlaps, 1);
+    }
+
+    #[test]
+    fn a_loss_before_the_next_entry_is_a_hand_over_with_a_gap() {
+        let lost = Event::Lost {
+            lock: "a".into(),
+            task: 0,
+            token: 1,
+            at: 2 * SEC,
+            reason: "deadline".into(),
+        };
+        let data = run(vec![
+            process(0, vec![enter("a", 1, SEC), lost, exit("a", 1, 5 * SEC)]),
+            process(
+                1,
+                vec![enter("a", 2, 2 * SEC + 300 * MS), exit("a", 2, 6 * SEC)],
+            ),
+        ]);
+        let report = check(&data);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.min_loss_gap, Some(i64::try_from(300 * MS).unwrap()));
+    }
+
+    #[test]
+    fn stale_writes_must_be_refused_once_a_newer_one_was_acknowledged() {
+        let data = run(vec![
+            process(
+                0,
+                vec![
+                    enter("a", 1, SEC),
+                    write("a", 1, 0, SEC, WriteOutcome::Applied),
+                    write("a", 1, 1, 3 * SEC, WriteOutcome::Applied),
+                    write("a", 1, 2, 4 * SEC, WriteOutcome::Fenced(2)),
+                    exit("a", 1, 4 * SEC),
+                ],
+            ),
+            process(
+                1,
+                vec![
+                    enter("a", 2, 2 * SEC),
+                    write("a", 2, 0, 2 * SEC, WriteOutcome::Applied),
+                    exit("a", 2, 5 * SEC),
+                ],
+            ),
+        ]);
+        let report = check(&data);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("stale write applied")),
+            "{:?}",
+            report.violations
+        );
+        assert_eq!(report.superseded_writes_rejected, 1);
+    }
+
+    #[test]
+    fn a_lease_nobody_holds_is_caught() {
+        let mut data = run(vec![process(
+            0,
+            vec![enter("a", 1, SEC), exit("a", 1, 2 * SEC)],
+        )]);
+        for i in 0..20 {
+            data.samples.push(Sample {
+                at: 3 * SEC + i * 100 * MS,
+                lock: "a".into(),
+                holder: Some("w0".into()),
+                token: 7,
+            });
+        }
+        let report = check(&data);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("held by nobody")),
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
+    fn progress_is_required_after_a_fault() {
+        let mut data = run(vec![process(
+            0,
+            vec![enter("a", 1, SEC), exit("a", 1, 2 * SEC)],
+        )]);
+        data.faults.push(FaultRecord {
+            kind: "server-stop".into(),
+            start: 3 * SEC,
+            end: 4 * SEC,
+            holder_fault: false,
+            server_down: true,
+            crash: false,
+        });
+        let report = check(&data);
+        assert!(
+            report.violations.iter().any(|v| v.contains("no progress")),
+            "{:?}",
+            report.violations
+        );
+    }
+}

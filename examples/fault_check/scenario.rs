@@ -1,0 +1,919 @@
+//! The orchestrator: for each scenario, start worker processes on a fresh namespace, watch
+//! the lock collection, inject the scenario's faults, stop the workers, gather everything
+//! and run the checks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mongodb::Client;
+use mongodb::bson::{Bson, Document, doc};
+use mongolock::MongoStore;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rand::Rng;
+use rand::seq::{IndexedRandom, SliceRandom};
+use tokio::process::{Child, Command};
+use tokio::time::{sleep, timeout};
+
+use crate::checker::{
+    self, FaultRecord, Limits, ProcessRecord, ProtectedDoc, Report, RunData, Sample,
+};
+use crate::clock::{self, MS, SEC, ms};
+use crate::events::read_log;
+use crate::server::Server;
+use crate::settings::{Mode, WorkerArgs};
+
+const DATABASE: &str = "mongolock_fault_check";
+const WORKER_APP: &str = "fault-check-worker";
+/// The application name of the worker that only takes its own uncontended lock: stalled
+/// acquisitions aimed at it find the lock free when the server finally applies them.
+const SOLO_APP: &str = "fault-check-solo";
+const LOCK_PREFIX: &str = "lock";
+const ELECTION_PREFIX: &str = "elect";
+
+/// The fault scenarios; each runs on its own namespace with fresh workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub(crate) enum Kind {
+    /// A lock holder `SIGSTOP`ped for longer than the lease, then `SIGCONT`.
+    HolderStop,
+    /// A lock holder `SIGKILL`ed (a replacement worker starts).
+    HolderKill,
+    /// The server `SIGSTOP`ped for longer than the lease, then `SIGCONT`.
+    ServerStop,
+    /// The server `SIGKILL`ed and restarted on the same data and port.
+    ServerKill,
+    /// `failCommand` `blockConnection` on acquire/extend/release longer than the renew deadline.
+    Block,
+    /// `failCommand` `closeConnection`.
+    Close,
+    /// `failCommand` state-change errors 91, 11600, 10107.
+    StateChange,
+    /// Short acquire timeouts racing single stalled `findAndModify` commands.
+    AcquireTimeout,
+    /// The elected leader `SIGSTOP`ped beyond the lease.
+    LeaderStop,
+    /// The elected leader `SIGKILL`ed.
+    LeaderKill,
+    /// Random faults of every kind, one after another, on locks and elections at once.
+    Mixed,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 11] = [
+        Kind::HolderStop,
+        Kind::HolderKill,
+        Kind::ServerStop,
+        Kind::ServerKill,
+        Kind::Block,
+        Kind::Close,
+        Kind::StateChange,
+        Kind::AcquireTimeout,
+        Kind::LeaderStop,
+        Kind::LeaderKill,
+        Kind::Mixed,
+    ];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::HolderStop => "holder-stop",
+            Kind::HolderKill => "holder-kill",
+            Kind::ServerStop => "server-stop",
+            Kind::ServerKill => "server-kill",
+            Kind::Block => "block",
+            Kind::Close => "close",
+            Kind::StateChange => "state-change",
+            Kind::AcquireTimeout => "acquire-timeout",
+            Kind::LeaderStop => "leader-stop",
+            Kind::LeaderKill => "leader-kill",
+            Kind::Mixed => "mixed",
+        }
+    }
+}
+
+/// Everything a run is configured with.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) server_binary: PathBuf,
+    pub(crate) workdir: PathBuf,
+    pub(crate) processes: u32,
+    pub(crate) tasks: u32,
+    pub(crate) locks: u32,
+    pub(crate) expiry_ms: u64,
+    pub(crate) cadence_ms: u64,
+    pub(crate) renew_deadline_ms: u64,
+    pub(crate) backoff_min_ms: u64,
+    pub(crate) backoff_max_ms: u64,
+    pub(crate) acquire_timeout_ms: u64,
+    pub(crate) short_acquire_timeout_ms: u64,
+    pub(crate) hold_min_ms: u64,
+    pub(crate) hold_max_ms: u64,
+    pub(crate) write_every_ms: u64,
+    pub(crate) warmup: Duration,
+    /// Faults per single-kind scenario.
+    pub(crate) repeats: u32,
+    pub(crate) mixed: Duration,
+    pub(crate) slack_ms: u64,
+    pub(crate) orphan_bound_ms: u64,
+    pub(crate) scenarios: Vec<Kind>,
+}
+
+impl Config {
+    fn expiry(&self) -> Duration {
+        Duration::from_millis(self.expiry_ms)
+    }
+
+    /// Election retries wait retry period × up to 1.2; locks wait at most `backoff_max`.
+    fn max_backoff_ms(&self) -> u64 {
+        self.backoff_max_ms.max(self.cadence_ms * 6 / 5)
+    }
+
+    /// Time after a fault for the checks to see recovery.
+    fn recovery(&self) -> Duration {
+        Duration::from_millis(self.expiry_ms + self.max_backoff_ms() + self.slack_ms + 1000)
+    }
+}
+
+struct Proc {
+    index: u32,
+    child: Option<Child>,
+    log: PathBuf,
+    stops: Vec<(u64, u64)>,
+    killed_at: Option<u64>,
+    exited_cleanly: bool,
+}
+
+impl Proc {
+    fn pid(&self) -> Option<Pid> {
+        self.child
+            .as_ref()
+            .and_then(Child::id)
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw)
+    }
+}
+
+/// One scenario in progress.
+struct Run<'a> {
+    config: &'a Config,
+    kind: Kind,
+    server: Arc<Mutex<Server>>,
+    admin: Client,
+    dir: PathBuf,
+    locks_collection: String,
+    protected_collection: String,
+    stop_file: PathBuf,
+    procs: Vec<Proc>,
+    faults: Vec<FaultRecord>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+}
+
+/// Totals over all scenarios.
+#[derive(Debug, Default)]
+pub(crate) struct Totals {
+    pub(crate) acquisitions: usize,
+    pub(crate) acquire_timeouts: usize,
+    pub(crate) writes: usize,
+    pub(crate) fenced: usize,
+    pub(crate) superseded_rejected: usize,
+    pub(crate) paused_overlaps: usize,
+    pub(crate) handovers_after_loss: usize,
+    pub(crate) faults: BTreeMap<String, usize>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) min_loss_gap: Option<i64>,
+    pub(crate) recovery: BTreeMap<String, u64>,
+    pub(crate) max_unowned: Option<(u64, String)>,
+    pub(crate) lost_in_crash: u64,
+}
+
+impl Totals {
+    fn add(&mut self, kind: Kind, report: Report, faults: &[FaultRecord]) {
+        self.acquisitions += report.acquisitions;
+        self.acquire_timeouts += report.acquire_timeouts;
+        self.writes += report.writes;
+        self.fenced += report.fenced_writes;
+        self.superseded_rejected += report.superseded_writes_rejected;
+        self.paused_overlaps += report.paused_overlaps;
+        self.handovers_after_loss += report.handovers_after_loss;
+        self.lost_in_crash += report.lost_in_crash;
+        for fault in faults {
+            *self.faults.entry(fault.kind.clone()).or_default() += 1;
+        }
+        self.violations.extend(
+            report
+                .violations
+                .into_iter()
+                .map(|v| format!("[{}] {v}", kind.label())),
+        );
+        if let Some(gap) = report.min_loss_gap {
+            self.min_loss_gap = Some(self.min_loss_gap.map_or(gap, |g| g.min(gap)));
+        }
+        for (fault, took) in report.recovery {
+            let entry = self.recovery.entry(fault).or_default();
+            *entry = (*entry).max(took);
+        }
+        if let Some((span, what)) = report.max_unowned
+            && self.max_unowned.as_ref().is_none_or(|(max, _)| span > *max)
+        {
+            self.max_unowned = Some((span, format!("[{}] {what}", kind.label())));
+        }
+    }
+}
+
+fn uri(port: u16, app: &str) -> String {
+    format!(
+        "mongodb://127.0.0.1:{port}/?directConnection=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=5000&appName={app}"
+    )
+}
+
+/// Runs every configured scenario against one server; returns the totals.
+pub(crate) async fn run_all(config: &Config) -> Result<Totals, String> {
+    std::fs::create_dir_all(&config.workdir).map_err(|e| format!("{:?}: {e}", config.workdir))?;
+    let server = Server::start(&config.server_binary, &config.workdir)?;
+    let port = server.port();
+    println!(
+        "fault_check: secantusd-rs on 127.0.0.1:{port}, data in {:?}",
+        config.workdir.join("db")
+    );
+    let server = Arc::new(Mutex::new(server));
+    let admin = Client::with_uri_str(uri(port, "fault-check-orchestrator"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut totals = Totals::default();
+    for kind in &config.scenarios {
+        let started = clock::now();
+        let (report, faults) = Run::new(config, *kind, server.clone(), admin.clone())
+            .execute()
+            .await?;
+        print_scenario(*kind, &report, &faults, clock::now() - started);
+        totals.add(*kind, report, &faults);
+    }
+    let stopped = {
+        let server = server.clone();
+        tokio::task::spawn_blocking(move || match server.lock() {
+            Ok(mut server) => server.shutdown(),
+            Err(poisoned) => poisoned.into_inner().shutdown(),
+        })
+    };
+    let _ = stopped.await;
+    Ok(totals)
+}
+
+fn print_scenario(kind: Kind, report: &Report, faults: &[FaultRecord], took: u64) {
+    let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+    for fault in faults {
+        *by_kind.entry(fault.kind.as_str()).or_default() += 1;
+    }
+    println!(
+        "scenario {:<15} {:>5} acquisitions, {:>4} timeouts, faults {:?}, {:>4} stale writes refused ({} after a newer ack), \
+         min loss->entry gap {}, recovery {}, {} violations ({:.0} s)",
+        kind.label(),
+        report.acquisitions,
+        report.acquire_timeouts,
+        by_kind,
+        report.fenced_writes,
+        report.superseded_writes_rejected,
+        report
+            .min_loss_gap
+            .map_or("-".into(), |gap| format!("{:.0} ms", gap as f64 / 1e6)),
+        if report.recovery.is_empty() {
+            "-".to_owned()
+        } else {
+            report
+                .recovery
+                .iter()
+                .map(|(k, v)| format!("{k} {:.0} ms", ms(*v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        report.violations.len(),
+        took as f64 / 1e9,
+    );
+    for violation in report.violations.iter().take(20) {
+        println!("    VIOLATION {violation}");
+    }
+}
+
+impl<'a> Run<'a> {
+    fn new(config: &'a Config, kind: Kind, server: Arc<Mutex<Server>>, admin: Client) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let label = kind.label().replace('-', "_");
+        let dir = config
+            .workdir
+            .join(format!("{}-{}", kind.label(), &id[..8]));
+        Self {
+            config,
+            kind,
+            server,
+            admin,
+            stop_file: dir.join("stop"),
+            dir,
+            locks_collection: format!("locks_{label}_{}", &id[..8]),
+            protected_collection: format!("protected_{label}_{}", &id[..8]),
+            procs: Vec::new(),
+            faults: Vec::new(),
+            samples: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        match self.server.lock() {
+            Ok(server) => server.port(),
+            Err(poisoned) => poisoned.into_inner().port(),
+        }
+    }
+
+    fn modes(&self) -> Vec<Mode> {
+        let config = self.config;
+        match self.kind {
+            Kind::LeaderStop | Kind::LeaderKill => vec![Mode::Election; config.processes as usize],
+            Kind::Mixed => {
+                let mut modes = vec![Mode::Lock; config.processes as usize];
+                modes.extend(vec![Mode::Election; config.processes.div_ceil(2) as usize]);
+                modes
+            }
+            _ => vec![Mode::Lock; config.processes as usize],
+        }
+    }
+
+    fn lock_names(&self) -> Vec<String> {
+        let mut prefixes = Vec::new();
+        let modes = self.modes();
+        if modes.contains(&Mode::Lock) {
+            prefixes.push(LOCK_PREFIX);
+        }
+        if modes.contains(&Mode::Election) {
+            prefixes.push(ELECTION_PREFIX);
+        }
+        prefixes
+            .into_iter()
+            .flat_map(|prefix| (0..self.config.locks).map(move |i| format!("{prefix}-{i}")))
+            .collect()
+    }
+
+    fn spawn(&mut self, mode: Mode) -> Result<(), String> {
+        self.spawn_worker(mode, false)
+    }
+
+    /// The worker whose every acquisition goes to its own lock (see [`SOLO_APP`]).
+    fn spawn_solo(&mut self) -> Result<(), String> {
+        self.spawn_worker(Mode::Lock, true)
+    }
+
+    fn spawn_worker(&mut self, mode: Mode, solo: bool) -> Result<(), String> {
+        let config = self.config;
+        let index = u32::try_from(self.procs.len()).unwrap_or(u32::MAX);
+        let log = self.dir.join(format!("w{index}.log"));
+        let acquire_timeout_ms = match self.kind {
+            Kind::AcquireTimeout | Kind::Mixed => config.short_acquire_timeout_ms,
+            _ => config.acquire_timeout_ms,
+        };
+        let args = WorkerArgs {
+            uri: uri(self.port(), if solo { SOLO_APP } else { WORKER_APP }),
+            database: DATABASE.to_owned(),
+            locks_collection: self.locks_collection.clone(),
+            protected_collection: self.protected_collection.clone(),
+            log: log.clone(),
+            index,
+            mode,
+            prefix: match mode {
+                Mode::Lock => LOCK_PREFIX.to_owned(),
+                Mode::Election => ELECTION_PREFIX.to_owned(),
+            },
+            locks: config.locks,
+            // The solo worker: each task has a lock of its own and goes in and out at once,
+            // idle in between, so that most of its store commands are acquisitions of a free
+            // lock (several tasks, so that its commands do not all share one session).
+            tasks: config.tasks,
+            until: clock::now() + 3600 * SEC,
+            stop_file: self.stop_file.clone(),
+            expiry_ms: config.expiry_ms,
+            cadence_ms: config.cadence_ms,
+            renew_deadline_ms: config.renew_deadline_ms,
+            backoff_min_ms: config.backoff_min_ms,
+            backoff_max_ms: config.backoff_max_ms,
+            acquire_timeout_ms,
+            hold_min_ms: if solo { 0 } else { config.hold_min_ms },
+            hold_max_ms: if solo { 0 } else { config.hold_max_ms },
+            write_every_ms: config.write_every_ms,
+            solo_percent: if solo { 100 } else { 0 },
+            idle_max_ms: if solo { 300 } else { 20 },
+        };
+        let stderr = std::fs::File::create(self.dir.join(format!("w{index}.stderr")))
+            .map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = Command::new(exe)
+            .args(args.to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        self.procs.push(Proc {
+            index,
+            child: Some(child),
+            log,
+            stops: Vec::new(),
+            killed_at: None,
+            exited_cleanly: false,
+        });
+        Ok(())
+    }
+
+    async fn execute(mut self) -> Result<(Report, Vec<FaultRecord>), String> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{:?}: {e}", self.dir))?;
+        for mode in self.modes() {
+            self.spawn(mode)?;
+        }
+        if matches!(self.kind, Kind::AcquireTimeout | Kind::Mixed) {
+            self.spawn_solo()?;
+        }
+        // Wait until every worker runs its manager.
+        let started = clock::now();
+        while self.procs.iter().any(|p| {
+            !std::fs::read_to_string(&p.log)
+                .unwrap_or_default()
+                .starts_with("hello")
+        }) {
+            if clock::now() - started > 30 * SEC {
+                return Err("workers did not start within 30 s".into());
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+        let monitoring = Arc::new(AtomicBool::new(true));
+        let monitor = self.monitor(monitoring.clone());
+        sleep(self.config.warmup).await;
+
+        match self.kind {
+            Kind::Mixed => {
+                // Every kind once in a random order, then random kinds until the time is up.
+                let until = clock::now() + u64::try_from(self.config.mixed.as_nanos()).unwrap_or(0);
+                let mut kinds: Vec<Kind> = Kind::ALL
+                    .into_iter()
+                    .filter(|kind| *kind != Kind::Mixed)
+                    .collect();
+                kinds.shuffle(&mut rand::rng());
+                let mut next = kinds.into_iter();
+                loop {
+                    let kind = match next.next() {
+                        Some(kind) => kind,
+                        None if clock::now() < until => *Kind::ALL[..10]
+                            .choose(&mut rand::rng())
+                            .unwrap_or(&Kind::HolderStop),
+                        None => break,
+                    };
+                    self.inject(kind).await?;
+                    let pause = rand::rng().random_range(500..2500);
+                    sleep(Duration::from_millis(pause)).await;
+                }
+            }
+            kind => {
+                for _ in 0..self.config.repeats {
+                    self.inject(kind).await?;
+                    sleep(self.config.recovery()).await;
+                }
+            }
+        }
+        sleep(self.config.recovery()).await;
+
+        // Stop the workers and wait for them to finish by themselves.
+        let stop_at = clock::now();
+        std::fs::write(&self.stop_file, b"stop").map_err(|e| e.to_string())?;
+        let deadline = self.config.expiry() * 2 + Duration::from_secs(20);
+        for proc in &mut self.procs {
+            if proc.killed_at.is_some() {
+                continue;
+            }
+            let Some(child) = proc.child.as_mut() else {
+                continue;
+            };
+            match timeout(deadline, child.wait()).await {
+                Ok(Ok(status)) => {
+                    proc.exited_cleanly = status.success()
+                        && std::fs::read_to_string(&proc.log)
+                            .unwrap_or_default()
+                            .contains("\ndone\t");
+                }
+                _ => {
+                    let _ = child.kill().await;
+                }
+            }
+        }
+        monitoring.store(false, Ordering::SeqCst);
+        let _ = monitor.await;
+        let final_held = self.read_locks().await.unwrap_or_default();
+        let docs = self.read_protected().await?;
+
+        let processes = self
+            .procs
+            .iter()
+            .map(|p| ProcessRecord {
+                index: p.index,
+                events: read_log(&p.log),
+                stops: p.stops.clone(),
+                killed_at: p.killed_at,
+                exited_cleanly: p.exited_cleanly,
+            })
+            .collect();
+        let samples = match self.samples.lock() {
+            Ok(samples) => samples.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        // What the monitor saw, for reading a violation's story afterwards.
+        let seen: String = samples
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}\t{}\t{}\t{}\n",
+                    s.at,
+                    s.lock,
+                    s.holder.as_deref().unwrap_or("-"),
+                    s.token
+                )
+            })
+            .collect();
+        let _ = std::fs::write(self.dir.join("monitor.tsv"), seen);
+        let faults: String = self
+            .faults
+            .iter()
+            .map(|f| format!("{}\t{}\t{}\n", f.kind, f.start, f.end))
+            .collect();
+        let _ = std::fs::write(self.dir.join("faults.tsv"), faults);
+        let data = RunData {
+            limits: Limits {
+                expiry: self.config.expiry_ms * MS,
+                max_backoff: self.config.max_backoff_ms() * MS,
+                slack: self.config.slack_ms * MS,
+                orphan_bound: self.config.orphan_bound_ms * MS,
+                until: stop_at,
+            },
+            locks: self.lock_names(),
+            processes,
+            faults: self.faults.clone(),
+            samples,
+            docs,
+            final_held,
+        };
+        Ok((checker::check(&data), self.faults))
+    }
+
+    /// Polls the lock collection every 100 ms, recording every lock's holder and token.
+    fn monitor(&self, running: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+        let store = self.lock_store();
+        let samples = self.samples.clone();
+        tokio::spawn(async move {
+            while running.load(Ordering::SeqCst) {
+                if let Ok(Ok(locks)) = timeout(Duration::from_secs(1), store.list()).await {
+                    let at = clock::now();
+                    let mut samples = match samples.lock() {
+                        Ok(samples) => samples,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    for (lock, record) in locks {
+                        samples.push(Sample {
+                            at,
+                            lock,
+                            holder: record.holder.map(|h| h.as_str().to_owned()),
+                            token: record.token,
+                        });
+                    }
+                }
+                sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+
+    fn lock_store(&self) -> MongoStore {
+        // The collection name is built above from a label and hex digits: always valid.
+        MongoStore::builder(self.admin.database(DATABASE))
+            .collection(&self.locks_collection)
+            .build()
+            .unwrap_or_else(|_| MongoStore::new(self.admin.database(DATABASE)))
+    }
+
+    async fn read_locks(&self) -> Result<Vec<Sample>, String> {
+        let at = clock::now();
+        let locks = self.lock_store().list().await.map_err(|e| e.to_string())?;
+        Ok(locks
+            .into_iter()
+            .filter(|(_, record)| record.holder.is_some())
+            .map(|(lock, record)| Sample {
+                at,
+                lock,
+                holder: record.holder.map(|h| h.as_str().to_owned()),
+                token: record.token,
+            })
+            .collect())
+    }
+
+    async fn read_protected(&self) -> Result<Vec<ProtectedDoc>, String> {
+        let collection = self
+            .admin
+            .database(DATABASE)
+            .collection::<Document>(&self.protected_collection);
+        let mut cursor = collection.find(doc! {}).await.map_err(|e| e.to_string())?;
+        let mut docs = Vec::new();
+        while cursor.advance().await.map_err(|e| e.to_string())? {
+            let document: Document = cursor.deserialize_current().map_err(|e| e.to_string())?;
+            let number = |value: Option<&Bson>| -> u64 {
+                match value {
+                    Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
+                    Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
+                    _ => 0,
+                }
+            };
+            let log = match document.get("log") {
+                Some(Bson::Array(entries)) => entries
+                    .iter()
+                    .filter_map(|entry| match entry {
+                        Bson::Document(entry) => Some((
+                            number(entry.get("t")),
+                            u32::try_from(number(entry.get("p"))).unwrap_or(u32::MAX),
+                            number(entry.get("s")),
+                        )),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            docs.push(ProtectedDoc {
+                lock: document.get_str("_id").unwrap_or_default().to_owned(),
+                applied: number(document.get("n")),
+                log,
+            });
+        }
+        Ok(docs)
+    }
+
+    fn record(&mut self, kind: &str, start: u64, end: u64, holder_fault: bool, server_down: bool) {
+        self.faults.push(FaultRecord {
+            kind: kind.to_owned(),
+            start,
+            end,
+            holder_fault,
+            server_down,
+            crash: kind == Kind::ServerKill.label(),
+        });
+    }
+
+    async fn inject(&mut self, kind: Kind) -> Result<(), String> {
+        let expiry = self.config.expiry();
+        let beyond_lease = expiry + Duration::from_millis(1000);
+        match kind {
+            Kind::HolderStop | Kind::LeaderStop => {
+                let prefix = if kind == Kind::HolderStop {
+                    LOCK_PREFIX
+                } else {
+                    ELECTION_PREFIX
+                };
+                let Some((victim, start)) = self.stop_a_holder(prefix).await? else {
+                    println!("    (no {prefix} holder to stop)");
+                    return Ok(());
+                };
+                sleep(beyond_lease).await;
+                if let Some(pid) = self.procs[victim].pid() {
+                    let _ = kill(pid, Signal::SIGCONT);
+                }
+                let end = clock::now();
+                self.procs[victim].stops.push((start, end));
+                self.record(kind.label(), start, end, true, false);
+            }
+            Kind::HolderKill | Kind::LeaderKill => {
+                let (prefix, mode) = if kind == Kind::HolderKill {
+                    (LOCK_PREFIX, Mode::Lock)
+                } else {
+                    (ELECTION_PREFIX, Mode::Election)
+                };
+                let Some((victim, _, _)) = self.pick_holder(prefix).await else {
+                    println!("    (no {prefix} holder to kill)");
+                    return Ok(());
+                };
+                let at = clock::now();
+                if let Some(child) = self.procs[victim].child.as_mut() {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                }
+                self.procs[victim].killed_at = Some(at);
+                self.record(kind.label(), at, at, true, false);
+                self.spawn(mode)?;
+            }
+            Kind::ServerStop => {
+                let start = clock::now();
+                self.with_server(|server| server.signal(Signal::SIGSTOP))
+                    .await?;
+                sleep(beyond_lease).await;
+                self.with_server(|server| server.signal(Signal::SIGCONT))
+                    .await?;
+                self.record(kind.label(), start, clock::now(), false, true);
+            }
+            Kind::ServerKill => {
+                let start = clock::now();
+                self.with_server(Server::restart).await?;
+                self.record(kind.label(), start, clock::now(), false, true);
+            }
+            Kind::Block => {
+                let block_ms = self.config.renew_deadline_ms + 400;
+                let start = clock::now();
+                self.fail_point(
+                    Bson::String("alwaysOn".into()),
+                    doc! {
+                        "failCommands": ["findAndModify", "update"],
+                        "blockConnection": true,
+                        "blockTimeMS": i64::try_from(block_ms).unwrap_or(i64::MAX),
+                    },
+                )
+                .await?;
+                sleep(Duration::from_millis(block_ms + 700)).await;
+                self.fail_point_off().await?;
+                self.record(kind.label(), start, clock::now(), false, false);
+            }
+            Kind::Close => {
+                let start = clock::now();
+                self.fail_point(
+                    Bson::String("alwaysOn".into()),
+                    doc! {
+                        "failCommands": ["findAndModify", "update"],
+                        "closeConnection": true,
+                    },
+                )
+                .await?;
+                sleep(Duration::from_millis(self.config.renew_deadline_ms + 600)).await;
+                self.fail_point_off().await?;
+                self.record(kind.label(), start, clock::now(), false, false);
+            }
+            Kind::StateChange => {
+                for (i, code) in [91, 11600, 10107].into_iter().enumerate() {
+                    if i > 0 {
+                        sleep(self.config.recovery()).await;
+                    }
+                    let start = clock::now();
+                    self.fail_point(
+                        Bson::String("alwaysOn".into()),
+                        doc! {
+                            "failCommands": ["findAndModify", "update"],
+                            "errorCode": code,
+                        },
+                    )
+                    .await?;
+                    sleep(Duration::from_millis(self.config.renew_deadline_ms + 200)).await;
+                    self.fail_point_off().await?;
+                    self.record(&format!("error-{code}"), start, clock::now(), false, false);
+                }
+            }
+            Kind::AcquireTimeout => {
+                // One stalled command at a time from the solo worker (whose lock is free),
+                // longer than its acquire timeout: an acquisition gives up while the server
+                // still has to apply it. Stalls alternate between outlasting only the
+                // caller's timeout and outlasting the runtime's own call timeout (the renew
+                // deadline) too.
+                let start = clock::now();
+                for round in 0..6 {
+                    let stall = if round % 2 == 0 {
+                        self.config.short_acquire_timeout_ms * 2
+                    } else {
+                        self.config.renew_deadline_ms + 400
+                    };
+                    self.fail_point_for(
+                        SOLO_APP,
+                        doc! { "times": 1 }.into(),
+                        doc! {
+                            "failCommands": ["findAndModify"],
+                            "blockConnection": true,
+                            "blockTimeMS": i64::try_from(stall).unwrap_or(i64::MAX),
+                        },
+                    )
+                    .await?;
+                    sleep(Duration::from_millis(stall + 100)).await;
+                }
+                // Then every command stalls for a while: acquisitions sent in the last
+                // moments before the stall ends time out in the runtime, whose release is
+                // not stalled any more and lands before the acquisition does.
+                let stall = self.config.renew_deadline_ms + 400;
+                self.fail_point_for(
+                    SOLO_APP,
+                    Bson::String("alwaysOn".into()),
+                    doc! {
+                        "failCommands": ["findAndModify"],
+                        "blockConnection": true,
+                        "blockTimeMS": i64::try_from(stall).unwrap_or(i64::MAX),
+                    },
+                )
+                .await?;
+                sleep(Duration::from_millis(stall)).await;
+                self.fail_point_off().await?;
+                self.record(kind.label(), start, clock::now(), false, false);
+            }
+            Kind::Mixed => {}
+        }
+        Ok(())
+    }
+
+    async fn with_server(
+        &self,
+        action: impl FnOnce(&mut Server) -> Result<(), String> + Send + 'static,
+    ) -> Result<(), String> {
+        let server = self.server.clone();
+        tokio::task::spawn_blocking(move || match server.lock() {
+            Ok(mut server) => action(&mut server),
+            Err(poisoned) => action(&mut poisoned.into_inner()),
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// The workers holding a lock (or leading an election) whose name starts with `prefix`
+    /// right now, read fresh from the lock collection: (process, lock, token).
+    async fn holders(&self, prefix: &str) -> Vec<(usize, String, u64)> {
+        let Ok(held) = self.read_locks().await else {
+            return Vec::new();
+        };
+        held.into_iter()
+            .filter(|sample| sample.lock.starts_with(prefix))
+            .filter_map(|sample| {
+                let holder = sample.holder?;
+                let process = self.procs.iter().position(|p| {
+                    p.killed_at.is_none()
+                        && p.child.is_some()
+                        && holder.starts_with(&format!("w{}-", p.index))
+                })?;
+                Some((process, sample.lock, sample.token))
+            })
+            .collect()
+    }
+
+    /// A worker that holds a lock under `prefix`, picked at random; waits up to 5 s for one.
+    async fn pick_holder(&self, prefix: &str) -> Option<(usize, String, u64)> {
+        let started = clock::now();
+        while clock::now() - started < 5 * SEC {
+            if let Some(victim) = self.holders(prefix).await.choose(&mut rand::rng()) {
+                return Some(victim.clone());
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// `SIGSTOP`s a worker while it holds a lock under `prefix` (checked after the stop:
+    /// holds are short, so a stop that missed is undone at once and tried again) and
+    /// returns it and when it was stopped.
+    async fn stop_a_holder(&mut self, prefix: &str) -> Result<Option<(usize, u64)>, String> {
+        for _ in 0..50 {
+            let Some((victim, lock, token)) = self.pick_holder(prefix).await else {
+                return Ok(None);
+            };
+            let pid = self.procs[victim].pid().ok_or("no pid")?;
+            let start = clock::now();
+            kill(pid, Signal::SIGSTOP).map_err(|e| e.to_string())?;
+            let still = self
+                .holders(prefix)
+                .await
+                .iter()
+                .any(|(p, l, t)| *p == victim && *l == lock && *t == token);
+            if still {
+                return Ok(Some((victim, start)));
+            }
+            let _ = kill(pid, Signal::SIGCONT);
+            // A short stop all the same: the checks must know about it.
+            self.procs[victim].stops.push((start, clock::now()));
+            sleep(Duration::from_millis(30)).await;
+        }
+        Ok(None)
+    }
+
+    async fn fail_point(&self, mode: Bson, data: Document) -> Result<(), String> {
+        self.fail_point_for(WORKER_APP, mode, data).await
+    }
+
+    async fn fail_point_for(
+        &self,
+        app: &str,
+        mode: Bson,
+        mut data: Document,
+    ) -> Result<(), String> {
+        data.insert("appName", app);
+        self.admin
+            .database("admin")
+            .run_command(doc! { "configureFailPoint": "failCommand", "mode": mode, "data": data })
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("configureFailPoint failed: {e}"))
+    }
+
+    async fn fail_point_off(&self) -> Result<(), String> {
+        self.admin
+            .database("admin")
+            .run_command(doc! { "configureFailPoint": "failCommand", "mode": "off" })
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("configureFailPoint off failed: {e}"))
+    }
+}
+
+/// Where the test server binary lives unless `--server-binary` says otherwise.
+pub(crate) fn default_server_binary() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/secantus/bin/secantusd-rs")
+}

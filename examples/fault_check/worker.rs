@@ -1,0 +1,466 @@
+//! A worker process: one `LockManager` on the test server, `tasks` tasks taking random locks
+//! (or one election candidate per election), each critical section recorded and doing fenced
+//! writes to the protected document of its lock, until the run's deadline.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use mongodb::bson::{Document, doc};
+use mongodb::options::{Acknowledgment, CollectionOptions, WriteConcern};
+use mongolock::store::{FencedCollection, HolderId};
+use mongolock::{
+    ElectionEvent, ElectionOptions, LockError, LockGuard, LockManager, LockOptions, MongoStore,
+};
+use rand::Rng;
+use tokio::time::{sleep, timeout};
+
+use crate::clock::{self, MS};
+use crate::events::{Event, EventLog, WriteOutcome};
+use crate::settings::{Mode, WorkerArgs};
+
+/// How much longer than its own limit a bounded call may take before it counts as a hang.
+const HANG_SLACK: Duration = Duration::from_secs(5);
+
+/// Entries of a protected document's write log kept on the server (bounds its size).
+const LOG_KEPT: i32 = 1000;
+
+struct Worker {
+    args: WorkerArgs,
+    log: EventLog,
+    manager: LockManager,
+    protected: FencedCollection<Document>,
+    writes: AtomicU64,
+}
+
+pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
+    let (log, writer) = match EventLog::create(&args.log) {
+        Ok(log) => log,
+        Err(error) => {
+            eprintln!(
+                "worker {}: cannot create {:?}: {error}",
+                args.index, args.log
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let client = match mongodb::Client::with_uri_str(&args.uri).await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("worker {}: bad URI: {error}", args.index);
+            return ExitCode::FAILURE;
+        }
+    };
+    let database = client.database(&args.database);
+    let store = match MongoStore::builder(database.clone())
+        .collection(&args.locks_collection)
+        .build()
+    {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("worker {}: {error}", args.index);
+            return ExitCode::FAILURE;
+        }
+    };
+    let holder = format!("w{}-pid{}", args.index, std::process::id());
+    let options = lock_options(&args);
+    // The server may be down (a fault) when a replacement worker starts: keep trying.
+    let manager = loop {
+        let started = LockManager::start_with_holder(
+            store.clone(),
+            options.clone(),
+            HolderId::from_string(holder.clone()),
+        )
+        .await;
+        match started {
+            Ok(manager) => break manager,
+            Err(error) if args.running() => {
+                eprintln!("worker {}: start failed, retrying: {error}", args.index);
+                sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => {
+                eprintln!(
+                    "worker {}: could not start before the deadline: {error}",
+                    args.index
+                );
+                log.record(&Event::Done { at: clock::now() });
+                writer.finish();
+                return ExitCode::SUCCESS;
+            }
+        }
+    };
+    log.record(&Event::Hello {
+        pid: std::process::id(),
+        holder,
+    });
+    let worker = Arc::new(Worker {
+        // Majority and journaled, as the fence's own documentation asks: a recorded token
+        // must survive a server crash.
+        protected: FencedCollection::new(
+            database.collection_with_options(
+                &args.protected_collection,
+                CollectionOptions::builder()
+                    .write_concern(
+                        WriteConcern::builder()
+                            .w(Acknowledgment::Majority)
+                            .journal(true)
+                            .build(),
+                    )
+                    .build(),
+            ),
+        ),
+        args,
+        log,
+        manager,
+        writes: AtomicU64::new(0),
+    });
+    let mut tasks = Vec::new();
+    match worker.args.mode {
+        Mode::Lock => {
+            for task in 0..worker.args.tasks {
+                tasks.push(tokio::spawn(lock_task(worker.clone(), task)));
+            }
+        }
+        Mode::Election => {
+            for election in 0..worker.args.locks {
+                tasks.push(tokio::spawn(election_task(worker.clone(), election)));
+            }
+        }
+    }
+    for task in tasks {
+        if let Err(error) = task.await {
+            eprintln!("worker {}: a task failed: {error}", worker.args.index);
+        }
+    }
+    let limit = worker.args.expiry() * 2;
+    let asked = clock::now();
+    if timeout(limit + HANG_SLACK, worker.manager.shutdown())
+        .await
+        .is_err()
+    {
+        worker.log.record(&Event::Hang {
+            at: clock::now(),
+            waited_ms: (clock::now() - asked) / MS,
+            what: "LockManager::shutdown".into(),
+        });
+    }
+    worker.log.record(&Event::Done { at: clock::now() });
+    writer.finish();
+    ExitCode::SUCCESS
+}
+
+fn lock_options(args: &WorkerArgs) -> LockOptions {
+    LockOptions::default()
+        .with_expiry(args.expiry())
+        .with_extension_cadence(Duration::from_millis(args.cadence_ms))
+        .with_renew_deadline(Duration::from_millis(args.renew_deadline_ms))
+        .with_busy_wait(
+            Duration::from_millis(args.backoff_min_ms),
+            Duration::from_millis(args.backoff_max_ms),
+        )
+}
+
+fn election_options(args: &WorkerArgs) -> ElectionOptions {
+    ElectionOptions::default()
+        .with_lease_duration(args.expiry())
+        .with_renew_deadline(Duration::from_millis(args.renew_deadline_ms))
+        .with_retry_period(Duration::from_millis(args.cadence_ms))
+}
+
+fn random_ms(min: u64, max: u64) -> Duration {
+    Duration::from_millis(rand::rng().random_range(min..=max.max(min)))
+}
+
+async fn lock_task(worker: Arc<Worker>, task: u32) {
+    let args = &worker.args;
+    let limit = Duration::from_millis(args.acquire_timeout_ms);
+    while args.running() {
+        let name = if rand::rng().random_range(0..100) < args.solo_percent {
+            format!("solo-w{}-t{task}", args.index)
+        } else {
+            format!(
+                "{}-{}",
+                args.prefix,
+                rand::rng().random_range(0..args.locks)
+            )
+        };
+        let lock = match worker.manager.lock(&name) {
+            Ok(lock) => lock,
+            Err(error) => {
+                worker.log.record(&Event::AcquireError {
+                    lock: name,
+                    task,
+                    asked: clock::now(),
+                    at: clock::now(),
+                    message: error.to_string(),
+                });
+                sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let asked = clock::now();
+        match timeout(limit + HANG_SLACK, lock.acquire_timeout(limit)).await {
+            Err(_) => worker.log.record(&Event::Hang {
+                at: clock::now(),
+                waited_ms: (clock::now() - asked) / MS,
+                what: format!("acquire_timeout({limit:?}) on {name}"),
+            }),
+            Ok(Err(LockError::Timeout(_))) => worker.log.record(&Event::Timeout {
+                lock: name,
+                task,
+                asked,
+                at: clock::now(),
+                limit_ms: args.acquire_timeout_ms,
+            }),
+            Ok(Err(error)) => {
+                worker.log.record(&Event::AcquireError {
+                    lock: name,
+                    task,
+                    asked,
+                    at: clock::now(),
+                    message: error.to_string(),
+                });
+                sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Ok(guard)) => hold(&worker, task, &name, guard, asked).await,
+        }
+        sleep(random_ms(0, args.idle_max_ms)).await;
+    }
+}
+
+/// One critical section on a lock: enter, write (the first write claims the document),
+/// stop on loss or after a random hold, release.
+async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u64) {
+    let args = &worker.args;
+    let token = guard.token();
+    worker.log.record(&Event::Enter {
+        lock: name.to_owned(),
+        task,
+        token,
+        asked,
+        at: clock::now(),
+    });
+    let signal = guard.loss_signal();
+    let watcher = {
+        let signal = signal.clone();
+        let log = worker.log.clone();
+        let lock = name.to_owned();
+        tokio::spawn(async move {
+            let reason = signal.lost().await;
+            log.record(&Event::Lost {
+                lock,
+                task,
+                token,
+                at: clock::now(),
+                reason: reason.to_string(),
+            });
+        })
+    };
+    let hold_until = clock::now()
+        + u64::try_from(random_ms(args.hold_min_ms, args.hold_max_ms).as_nanos()).unwrap_or(0);
+    loop {
+        if guard.loss().is_some() {
+            break;
+        }
+        write(worker, task, name, token).await;
+        if clock::now() >= hold_until {
+            break;
+        }
+        sleep(Duration::from_millis(args.write_every_ms)).await;
+    }
+    leave(
+        worker,
+        task,
+        name,
+        token,
+        "LockGuard::release",
+        guard.release(),
+    )
+    .await;
+    finish_watcher(watcher, signal.current().is_some()).await;
+}
+
+/// Ends a critical section: it stops touching the resource now, then `release` (bounded:
+/// taking longer is recorded as a hang) hands the lock back.
+async fn leave(
+    worker: &Worker,
+    task: u32,
+    name: &str,
+    token: u64,
+    what: &str,
+    release: impl Future<Output = Result<(), LockError>>,
+) {
+    let at = clock::now();
+    let limit = worker.args.expiry() * 2;
+    let outcome = match timeout(limit + HANG_SLACK, release).await {
+        Ok(Ok(())) => "ok".to_owned(),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => {
+            worker.log.record(&Event::Hang {
+                at: clock::now(),
+                waited_ms: (clock::now() - at) / MS,
+                what: format!("{what} on {name}"),
+            });
+            "hung".to_owned()
+        }
+    };
+    worker.log.record(&Event::Exit {
+        lock: name.to_owned(),
+        task,
+        token,
+        at,
+        released: clock::now(),
+        outcome,
+    });
+}
+
+/// Lets a watcher that saw the loss finish recording it; stops one that never will.
+async fn finish_watcher(watcher: tokio::task::JoinHandle<()>, lost: bool) {
+    if lost {
+        let _ = timeout(Duration::from_secs(1), watcher).await;
+    } else {
+        watcher.abort();
+    }
+}
+
+/// One fenced write to the lock's protected document, recorded with its outcome.
+async fn write(worker: &Worker, task: u32, name: &str, token: u64) {
+    let seq = worker.writes.fetch_add(1, Ordering::Relaxed);
+    let entry = doc! {
+        "t": i64::try_from(token).unwrap_or(i64::MAX),
+        "p": i64::from(worker.args.index),
+        "s": i64::try_from(seq).unwrap_or(i64::MAX),
+    };
+    let update = doc! {
+        "$push": { "log": { "$each": [entry], "$slice": -LOG_KEPT } },
+        "$inc": { "n": 1 },
+    };
+    let sent = clock::now();
+    let result = timeout(
+        Duration::from_secs(3),
+        worker
+            .protected
+            .update_one(token, doc! { "_id": name }, update)
+            .upsert(true),
+    )
+    .await;
+    let outcome = match result {
+        Ok(Ok(result)) if result.matched_count > 0 || result.upserted_id.is_some() => {
+            WriteOutcome::Applied
+        }
+        Ok(Ok(_)) => WriteOutcome::NoMatch,
+        Ok(Err(LockError::Fenced { recorded, .. })) => WriteOutcome::Fenced(recorded),
+        Ok(Err(error)) => WriteOutcome::Failed(error.to_string()),
+        Err(_) => WriteOutcome::Failed("timed out after 3 s".into()),
+    };
+    worker.log.record(&Event::Write {
+        lock: name.to_owned(),
+        task,
+        token,
+        seq,
+        sent,
+        done: clock::now(),
+        outcome,
+    });
+}
+
+/// One candidate: campaign, lead (fenced writes) until deposed or a random term length has
+/// passed, resign, campaign again.
+async fn election_task(worker: Arc<Worker>, index: u32) {
+    let args = &worker.args;
+    let name = format!("{}-{index}", args.prefix);
+    let election = match worker.manager.election(&name, election_options(args)) {
+        Ok(election) => election,
+        Err(error) => {
+            worker.log.record(&Event::AcquireError {
+                lock: name,
+                task: index,
+                asked: clock::now(),
+                at: clock::now(),
+                message: error.to_string(),
+            });
+            return;
+        }
+    };
+    while args.running() {
+        let mut events = election.subscribe();
+        let asked = clock::now();
+        // Campaigning is cancel safe: poll in slices so the run can end while waiting.
+        let elected = loop {
+            match timeout(Duration::from_millis(200), election.campaign()).await {
+                Ok(result) => break Some(result),
+                Err(_) if !args.running() => break None,
+                Err(_) => {}
+            }
+        };
+        let token = match elected {
+            None => break,
+            Some(Ok(token)) => token,
+            Some(Err(error)) => {
+                worker.log.record(&Event::AcquireError {
+                    lock: name.clone(),
+                    task: index,
+                    asked,
+                    at: clock::now(),
+                    message: error.to_string(),
+                });
+                sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        worker.log.record(&Event::Enter {
+            lock: name.clone(),
+            task: index,
+            token,
+            asked,
+            at: clock::now(),
+        });
+        let deposed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let log = worker.log.clone();
+            let lock = name.clone();
+            let deposed = deposed.clone();
+            tokio::spawn(async move {
+                loop {
+                    match events.recv().await {
+                        Ok(ElectionEvent::Deposed { token: t, reason }) if t == token => {
+                            deposed.store(true, Ordering::SeqCst);
+                            log.record(&Event::Lost {
+                                lock,
+                                task: index,
+                                token,
+                                at: clock::now(),
+                                reason: reason.to_string(),
+                            });
+                            return;
+                        }
+                        Ok(ElectionEvent::Resigned { token: t }) if t == token => return,
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            })
+        };
+        let term_until = clock::now()
+            + u64::try_from(random_ms(args.hold_min_ms * 4, args.hold_max_ms * 4).as_nanos())
+                .unwrap_or(0);
+        while !deposed.load(Ordering::SeqCst) && clock::now() < term_until && args.running() {
+            write(&worker, index, &name, token).await;
+            sleep(Duration::from_millis(args.write_every_ms)).await;
+        }
+        leave(
+            &worker,
+            index,
+            &name,
+            token,
+            "Election::resign",
+            election.resign(),
+        )
+        .await;
+        finish_watcher(watcher, deposed.load(Ordering::SeqCst)).await;
+        sleep(random_ms(0, 100)).await;
+    }
+    // Stop campaigning (a term won after the last check is released by the shutdown).
+    let _ = timeout(args.expiry() * 2, election.resign()).await;
+}

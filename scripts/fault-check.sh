@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The multi-process fault checker (examples/fault_check): worker processes contend for locks
+# and elections on a SecantusDB server the checker starts itself (its own data directory, so
+# it can SIGSTOP, SIGKILL and restart it), while holders are paused and killed and
+# failCommand fail points stall, drop and fail commands. Afterwards it checks what every
+# process recorded and exits non-zero on any violation.
+#
+#   scripts/fault-check.sh            the long configuration: 6 workers x 4 tasks on 3 locks,
+#                                     every fault kind 5 times, then 10 minutes of mixed faults
+#                                     (about 20 minutes)
+#   scripts/fault-check.sh --short    the CI configuration: every fault kind once on its own
+#                                     and once more mixed (about 3.5 minutes)
+#   scripts/fault-check.sh --scenario holder-stop --repeats 3 --keep   anything the example takes
+#
+# Needs the test server binary in .tools/ (scripts/test-server.sh --build builds it).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/test-server.sh --build
+args=("$@")
+if [[ ${#args[@]} -eq 0 ]]; then
+    args=(--long)
+fi
+cargo build -q --all-features --example fault_check
+target_dir="${CARGO_TARGET_DIR:-target}"
+exec "$target_dir/debug/examples/fault_check" "${args[@]}"
