@@ -31,7 +31,8 @@ conformance_suite!(Memory, start_paused = true);
 
 /// No task or timer outlives its purpose: after many acquire/release cycles the runtime is
 /// back to the tasks it had before (renewal and deadline timers of released holds are
-/// cancelled, not left sleeping until they fire).
+/// cancelled, not left sleeping until they fire; a loss notification of a released hold
+/// ends).
 #[tokio::test(start_paused = true)]
 async fn released_holds_leave_no_sleeping_timers() {
     use mongolock::{LockManager, LockOptions};
@@ -50,9 +51,12 @@ async fn released_holds_leave_no_sleeping_timers() {
             .metrics()
             .num_alive_tasks()
     };
-    let baseline = alive();
+    let baseline = alive() + 1; // the sink actor below
+    let (sink, _) = ractor::Actor::spawn(None, Sink, ()).await.unwrap();
     for _ in 0..200 {
-        lock.acquire().await.unwrap().release().await.unwrap();
+        let guard = lock.acquire().await.unwrap();
+        guard.notify(&sink, |_| ()); // watches for a loss that never comes
+        guard.release().await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(
@@ -61,4 +65,21 @@ async fn released_holds_leave_no_sleeping_timers() {
         "tasks left behind by 200 acquire/release cycles"
     );
     manager.shutdown().await;
+}
+
+/// An actor that ignores what it is sent.
+struct Sink;
+
+impl ractor::Actor for Sink {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
 }

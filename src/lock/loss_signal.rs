@@ -116,19 +116,26 @@ impl LossSignal {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) -> LossReason {
+        match self.ended().await {
+            Some(reason) => reason,
+            // Released: never lost, so never resolves.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Resolves when the hold ends: `Some(reason)` for a loss, `None` for a release.
+    async fn ended(&self) -> Option<LossReason> {
         let mut receiver = self.receiver.clone();
         let ended = receiver
             .wait_for(|status| *status != HoldStatus::Held)
             .await
             .map(|status| status.clone());
         match ended {
-            Ok(HoldStatus::Lost(reason)) => reason,
-            // Released: never lost, so never resolves.
-            Ok(_) => std::future::pending().await,
-            // The lock actor is gone while the hold was live: it failed, and nothing renews
-            // the lease any more.
-            Err(_) if *receiver.borrow() == HoldStatus::Held => LossReason::RuntimeFailed,
-            Err(_) => std::future::pending().await,
+            Ok(HoldStatus::Lost(reason)) => Some(reason),
+            Ok(_) => None,
+            // The sender is gone while the hold was live: the actor failed.
+            Err(_) if *receiver.borrow() == HoldStatus::Held => Some(LossReason::RuntimeFailed),
+            Err(_) => None,
         }
     }
 
@@ -193,8 +200,10 @@ impl LossSignal {
     ) {
         let (signal, actor) = (self.clone(), actor.clone());
         tokio::spawn(async move {
-            let reason = signal.lost().await;
-            let _ = actor.send_message(to_message(reason));
+            // Ends on release too, so a released hold leaves no task waiting forever.
+            if let Some(reason) = signal.ended().await {
+                let _ = actor.send_message(to_message(reason));
+            }
         });
     }
 }
