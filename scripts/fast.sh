@@ -7,5 +7,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
-cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test helpers
+cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test helpers --test properties
 cargo test -q --all-features --doc

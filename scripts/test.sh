@@ -46,4 +46,6 @@ cargo build -q --examples --all-features || status=$?
 cargo test --no-default-features --lib --tests --no-fail-fast || status=$?
 cargo test --all-features --all-targets --no-fail-fast || status=$?
 cargo test --all-features --doc --no-fail-fast || status=$?
+# The multi-process fault checker, short configuration: every fault kind at least once.
+scripts/fault-check.sh --short || status=$?
 exit "$status"
