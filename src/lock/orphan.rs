@@ -15,6 +15,7 @@ use super::message::LockMsg;
 use super::store_call::{self, Started, bounded};
 use crate::error::StoreError;
 use crate::name::LockName;
+use crate::options::LockOptions;
 use crate::store::{LeaseId, LeaseKey, LockStore};
 
 /// Releases `lease` in the background, without waiting for the answer.
@@ -38,6 +39,18 @@ pub(crate) async fn release_now(store: &dyn LockStore, key: &LeaseKey, timeout: 
     if let Err(error) = bounded(timeout, store.release(key)).await {
         tracing::debug!(lock = %key.name, %error, "releasing an orphaned grant failed; it expires on the store");
     }
+}
+
+/// How long a timed-out call that may grant is still waited for. A stalled command can be
+/// applied whenever it reaches the server (a blocked connection, a paused primary); giving up
+/// early would release its lease before the grant lands and leave the lock held by nobody
+/// until it expires. Waiting costs one idle task per stalled call, so the wait is long —
+/// ten lease lengths, at least a minute — but bounded.
+pub(crate) fn late_answer_limit(options: &LockOptions) -> Duration {
+    options
+        .expiry()
+        .saturating_mul(10)
+        .max(Duration::from_secs(60))
 }
 
 /// Runs a store call that may grant a lease (an acquisition, a hand-over) and sends its
