@@ -602,10 +602,12 @@ fn check_unowned(run: &RunData, sections: &[Section], report: &mut Report) {
         let holder_faulted = process.is_some_and(|p| {
             p.stopped_during(window.0, window.1) || p.killed_at.is_some_and(|k| k <= window.1)
         });
-        let server_down = run
-            .faults
-            .iter()
-            .any(|f| f.server_down && f.start < window.1 && f.end > window.0);
+        // While the server is down, or holds every command on its connection for the
+        // fault's duration (`blockConnection`), no release can take effect: a lease a
+        // stalled hand-over or release leaves behind is freed when the server gets to it.
+        let server_down = run.faults.iter().any(|f| {
+            (f.server_down || f.kind == "block") && f.start < window.1 && f.end > window.0
+        });
         let what = format!(
             "{lock} token {token} held by {holder} with no holder for {:.0} ms (from {:.1} ms)",
             ms(span),

@@ -274,7 +274,10 @@ impl LockActorState {
             expiry: options.expiry(),
             waited,
         };
-        let limits = (options.renew_deadline(), orphan::late_answer_limit(&options));
+        let limits = (
+            options.renew_deadline(),
+            orphan::late_answer_limit(&options),
+        );
         self.phase = Phase::Attempting(Attempt {
             lease,
             options,
@@ -621,7 +624,10 @@ impl LockActorState {
             expiry: options.expiry(),
             waited,
         };
-        let limits = (options.renew_deadline(), orphan::late_answer_limit(&options));
+        let limits = (
+            options.renew_deadline(),
+            orphan::late_answer_limit(&options),
+        );
         self.phase = Phase::HandingOver {
             from: from.lease,
             to: Attempt {
