@@ -793,6 +793,7 @@ impl<'a> Run<'a> {
                 // moments before the stall ends time out in the runtime, whose release is
                 // not stalled any more and lands before the acquisition does.
                 let stall = self.config.renew_deadline_ms + 400;
+                let every_command_blocked = clock::now();
                 self.fail_point_for(
                     SOLO_APP,
                     Bson::String("alwaysOn".into()),
@@ -805,6 +806,15 @@ impl<'a> Run<'a> {
                 .await?;
                 sleep(Duration::from_millis(stall)).await;
                 self.fail_point_off().await?;
+                // That phase blocks releases as well: a block fault of its own, so leases
+                // its releases free late are judged like any block's.
+                self.record(
+                    Kind::Block.label(),
+                    every_command_blocked,
+                    clock::now(),
+                    false,
+                    false,
+                );
                 self.record(kind.label(), start, clock::now(), false, false);
             }
             Kind::Mixed => {}
