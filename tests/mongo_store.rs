@@ -97,25 +97,34 @@ async fn start(store: MongoStore, options: LockOptions) -> LockManager {
         .unwrap_or_else(|e| panic!("starting a manager failed: {e}"))
 }
 
-/// Records the name of every command a client sends.
+/// Records the name of every command a client sends; the release change stream's apart.
 #[derive(Clone, Default)]
-struct CommandLog(Arc<Mutex<Vec<String>>>);
+struct CommandLog(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<String>>>);
 
 impl CommandLog {
     fn handler(&self) -> EventHandler<CommandEvent> {
-        let log = self.0.clone();
+        let (log, change_stream_log) = (self.0.clone(), self.1.clone());
         EventHandler::callback(move |event| {
             if let CommandEvent::Started(started) = event {
-                // The manager's one release change stream (opened once, then long-polled
-                // with getMore) is background traffic, not part of any lock operation.
+                // The manager's release change stream (opened while it has waiters, then
+                // long-polled with getMore) is background traffic, not part of any lock
+                // operation.
                 let change_stream = started.command_name == "getMore"
                     || (started.command_name == "aggregate"
                         && started.command.to_string().contains("$changeStream"));
-                if !change_stream {
-                    log.lock().unwrap().push(started.command_name);
-                }
+                let log = if change_stream {
+                    &change_stream_log
+                } else {
+                    &log
+                };
+                log.lock().unwrap().push(started.command_name);
             }
         })
+    }
+
+    /// The release change stream's commands so far.
+    fn change_stream(&self) -> Vec<String> {
+        self.1.lock().unwrap().clone()
     }
 
     fn take(&self) -> Vec<String> {
@@ -808,13 +817,29 @@ async fn a_batched_renewal_reports_each_lease_separately() {
 }
 
 /// A waiter in another process learns from the store's change stream that the lock was
-/// released, and takes it at once instead of at its next poll (here at least 5 s away).
+/// released, and takes it at once instead of at its next poll (here at least 5 s away). The
+/// stream is opened only once the manager has such a waiter: uncontended use costs no
+/// change-stream commands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_remote_waiter_at_once() {
     let collection = unique_collection();
     let holder = start(store_on(&client().await, &collection), fast_options()).await;
     let slow_polls = fast_options().with_busy_wait(Duration::from_secs(5), Duration::from_secs(6));
-    let waiter = start(store_on(&client().await, &collection), slow_polls).await;
+    let log = CommandLog::default();
+    let waiter = start(
+        store_on(&client_with(None, Some(log.handler())).await, &collection),
+        slow_polls,
+    )
+    .await;
+    for _ in 0..3 {
+        let uncontended = waiter.lock("alone").unwrap().acquire().await.unwrap();
+        uncontended.release().await.unwrap();
+    }
+    assert_eq!(
+        log.change_stream(),
+        Vec::<String>::new(),
+        "no stream while nobody waits for another process"
+    );
     let guard = holder.lock("woken").unwrap().acquire().await.unwrap();
     let waiting = tokio::spawn({
         let lock = waiter.lock("woken").unwrap();
@@ -832,28 +857,53 @@ async fn a_release_wakes_a_remote_waiter_at_once() {
     let handed_over = released_at.elapsed();
     println!("hand-over to a remote waiter after release: {handed_over:?}");
     assert!(handed_over < Duration::from_secs(2), "{handed_over:?}");
+    assert!(
+        log.change_stream().contains(&"aggregate".to_owned()),
+        "the waiter opened its release stream"
+    );
     taken.release().await.unwrap();
     holder.shutdown().await;
     waiter.shutdown().await;
 }
 
-/// Passing the lock to a local waiter takes one command: a findAndModify hand-over, not a
-/// release followed by an acquisition.
+/// Passing the lock to local waiters takes no command at all while the tokens its grant
+/// reserved last (each holder gets the next one), then one findAndModify hand-over, which
+/// reserves the next block — never a release followed by an acquisition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_local_hand_over_takes_one_round_trip() {
+async fn local_hand_overs_take_no_command_while_reserved_tokens_last() {
     let (log, manager) = counted_manager(LockOptions::default()).await;
+    let block = store_on(&client().await, &unique_collection()).tokens_per_grant();
+    assert!(block > 1, "a MongoStore grant reserves tokens");
     let lock = manager.lock("relay").unwrap();
-    let first = lock.acquire().await.unwrap();
-    let next = tokio::spawn({
-        let lock = lock.clone();
-        async move { lock.acquire().await }
-    });
-    sleep(Duration::from_millis(50)).await;
-    log.take();
-    first.release().await.unwrap();
-    let second = next.await.unwrap().unwrap();
-    assert_eq!(log.take(), ["findAndModify"], "one hand-over, nothing else");
-    second.release().await.unwrap();
+    let mut holder = lock.acquire().await.unwrap();
+    let mut tokens = vec![holder.token()];
+    for passed in 1..=block {
+        let next = tokio::spawn({
+            let lock = lock.clone();
+            async move { lock.acquire().await }
+        });
+        sleep(Duration::from_millis(50)).await; // queued behind the holder
+        log.take();
+        holder.release().await.unwrap();
+        holder = next.await.unwrap().unwrap();
+        tokens.push(holder.token());
+        let commands = log.take();
+        if passed < block {
+            assert!(commands.is_empty(), "local pass {passed}: {commands:?}");
+            assert_eq!(
+                holder.token(),
+                tokens[0] + passed,
+                "the next reserved token"
+            );
+        } else {
+            assert_eq!(commands, ["findAndModify"], "one hand-over, nothing else");
+            assert!(
+                holder.token() >= tokens[0] + block,
+                "past the reserved block"
+            );
+        }
+    }
+    holder.release().await.unwrap();
     manager.shutdown().await;
 }
 

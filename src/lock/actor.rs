@@ -35,7 +35,7 @@ use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
-    LeaseId, LeaseKey, LockStore, ReleaseOutcome,
+    LeaseId, LeaseKey, LockStore, ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
 };
 
 /// The actor behaviour; all state lives in [`LockActorState`].
@@ -50,6 +50,7 @@ pub(crate) struct LockActorArgs {
     /// How long the actor lingers with nothing held or queued (the manager's setting).
     pub(crate) idle_timeout: Duration,
     pub(crate) renewer: Renewer,
+    pub(crate) release_waiters: ReleaseWaiters,
 }
 
 enum Phase {
@@ -62,6 +63,9 @@ enum Phase {
         /// Stepping back so other processes get a turn (starvation mode): a release does
         /// not cut this wait short, or this process would take the lock straight back.
         yielding: bool,
+        /// Counts this actor as wanting the store's release feed while another process
+        /// holds the lock.
+        _waiting: Option<WaitingForRelease>,
     },
     /// This process holds the lock for one guard.
     Held(Hold),
@@ -103,6 +107,11 @@ pub(crate) struct LockActorState {
     /// The last hand-over reported that other processes have waited longer than a backoff
     /// interval: the next release frees the lock for them instead of handing it over.
     others_starving: bool,
+    /// The store reported a release while an attempt was in flight: if that attempt finds
+    /// the lock held, it was sent before the release, so the next one goes out at once.
+    woken_while_attempting: bool,
+    /// Counts this manager's actors waiting for another process's release.
+    release_waiters: ReleaseWaiters,
     /// Bumped whenever a retry or idle timer is scheduled; older timers are ignored.
     generation: u64,
     /// Requests received from the supervisor, compared with its count before an idle stop.
@@ -134,6 +143,8 @@ impl Actor for LockActor {
             backoff: Backoff::new(&LockOptions::default()),
             idle_timeout: args.idle_timeout,
             renewer: args.renewer,
+            release_waiters: args.release_waiters,
+            woken_while_attempting: false,
             renewal_timer: Timer::default(),
             deadline_timer: Timer::default(),
             wake_timer: Timer::default(),
@@ -166,7 +177,11 @@ impl Actor for LockActor {
             LockMsg::TryAcquire { options, reply } => state.on_try_acquire(&myself, options, reply),
             #[cfg(feature = "test-hooks")]
             LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", state.name),
-            LockMsg::Release { lease, reply } => state.on_release(&myself, lease, reply),
+            LockMsg::Release {
+                lease,
+                token,
+                reply,
+            } => state.on_release(&myself, lease, token, reply),
             LockMsg::Shutdown { reply } => {
                 state.shut_down().await;
                 let _ = reply.send(());
@@ -183,12 +198,16 @@ impl Actor for LockActor {
                     state.start_attempt(&myself, None);
                 }
             }
-            LockMsg::Wake => {
-                if matches!(state.phase, Phase::BackingOff { yielding: false }) {
+            LockMsg::Wake => match state.phase {
+                Phase::BackingOff {
+                    yielding: false, ..
+                } => {
                     state.next_generation(); // the pending retry timer is now stale
                     state.start_attempt(&myself, None);
                 }
-            }
+                Phase::Attempting(_) => state.woken_while_attempting = true,
+                _ => {}
+            },
             LockMsg::RenewDue { lease } => state.on_renew_due(&myself, lease),
             LockMsg::RenewDone {
                 lease,
@@ -253,6 +272,7 @@ impl LockActorState {
         for_try: Option<(Arc<LockOptions>, TryReply)>,
     ) {
         self.wake_timer.cancel();
+        self.woken_while_attempting = false;
         let (options, metrics, for_try, waited) = match for_try {
             Some((options, reply)) => {
                 let metrics = LockMetrics::new(&self.name, options.lock_name_label());
@@ -383,12 +403,16 @@ impl LockActorState {
             // Waiters may have queued behind the try attempt.
             return self.start_attempt(myself, None);
         }
+        let held_elsewhere = error.is_none();
         if let Some(error) = error.filter(|error| !error.is_transient()) {
             self.waiters.fail_all(error.into());
             return self.become_idle(myself);
         }
         if !self.waiters.prune() {
             return self.become_idle(myself);
+        }
+        if held_elsewhere && std::mem::take(&mut self.woken_while_attempting) {
+            return self.start_attempt(myself, None);
         }
         self.backoff.follow(&attempt.options);
         let delay = self.backoff.next_delay(&mut self.rng);
@@ -397,7 +421,10 @@ impl LockActorState {
             .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
                 generation,
             });
-        self.phase = Phase::BackingOff { yielding: false };
+        self.phase = Phase::BackingOff {
+            yielding: false,
+            _waiting: held_elsewhere.then(|| self.release_waiters.waiting()),
+        };
     }
 
     /// The attempt won: hand a guard to its caller, then keep the lease alive.
@@ -408,9 +435,11 @@ impl LockActorState {
         token: u64,
         sent_at: Instant,
     ) {
+        let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let hold = Hold::new(
             attempt.lease,
             token,
+            reserved_until,
             attempt.options,
             attempt.metrics,
             sent_at,
@@ -558,9 +587,17 @@ impl LockActorState {
         self.start_attempt(myself, None);
     }
 
-    fn on_release(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
+    fn on_release(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        token: u64,
+        reply: ReleaseReply,
+    ) {
         match &self.phase {
-            Phase::Held(hold) if hold.lease == lease => self.begin_release(myself, lease, reply),
+            Phase::Held(hold) if hold.lease == lease && hold.token == token => {
+                self.begin_release(myself, lease, reply);
+            }
             // A stale guard (its hold was lost and already reported): nothing to release.
             _ => {
                 if let Some(reply) = reply {
@@ -574,6 +611,13 @@ impl LockActorState {
         let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
+        if !self.others_starving
+            && self.waiters.prune()
+            && let Some((options, metrics, _)) = self.waiters.front()
+            && hold.can_pass_locally(&options)
+        {
+            return self.pass_locally(myself, hold, reply, options, metrics);
+        }
         self.end_hold_timers();
         hold.metrics.hold_ended(hold.acquired_at.elapsed());
         if !self.others_starving
@@ -601,6 +645,44 @@ impl LockActorState {
             },
         );
         hold.mark_released();
+    }
+
+    /// Passes `hold` to the first waiter with no store call at all: the lease stays, its
+    /// renewal and deadline timers keep running, and the waiter gets the next of the tokens
+    /// the store reserved with the grant (so tokens still increase across processes: the
+    /// store's next grant is past the whole block). The block's size bounds how many local
+    /// holders follow one another before a store call hears whether other processes wait.
+    fn pass_locally(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        hold: Hold,
+        reply: ReleaseReply,
+        options: Arc<LockOptions>,
+        metrics: LockMetrics,
+    ) {
+        hold.metrics.hold_ended(hold.acquired_at.elapsed());
+        let next = hold.pass_locally(options, metrics);
+        if let Some(reply) = reply {
+            let _ = reply.send(Ok(()));
+        }
+        let delivered = self.waiters.deliver(|| {
+            LockGuard::new(
+                self.name.clone(),
+                next.token,
+                next.lease,
+                myself.clone(),
+                next.loss_signal(),
+            )
+        });
+        next.metrics.attempt(AttemptResult::Acquired);
+        next.metrics.held(1.0);
+        tracing::debug!(lock = %self.name, token = next.token, delivered, "lock passed to a local waiter");
+        let lease = next.lease;
+        self.phase = Phase::Held(next);
+        if !delivered {
+            // Every waiter left meanwhile: nobody holds the lease now.
+            self.begin_release(myself, lease, None);
+        }
     }
 
     /// Passes `hold` straight to the first waiter in one store call (see
@@ -770,7 +852,10 @@ impl LockActorState {
                 .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
                     generation,
                 });
-            self.phase = Phase::BackingOff { yielding: true };
+            self.phase = Phase::BackingOff {
+                yielding: true,
+                _waiting: None,
+            };
             return;
         }
         self.start_attempt(myself, None);

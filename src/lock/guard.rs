@@ -216,6 +216,7 @@ impl LockGuard {
         let (reply, answer) = oneshot::channel();
         let message = LockMsg::Release {
             lease: self.lease,
+            token: self.token,
             reply: Some(reply),
         };
         let failed = || LockError::ActorFailed(self.name.to_string());
@@ -231,6 +232,7 @@ impl Drop for LockGuard {
             // (shutdown, failure) there is nothing left to release from here.
             let _ = self.actor.send_message(LockMsg::Release {
                 lease: self.lease,
+                token: self.token,
                 reply: None,
             });
         }

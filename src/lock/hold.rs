@@ -14,6 +14,9 @@ use crate::store::{LeaseId, LeaseKey};
 pub(crate) struct Hold {
     pub(crate) lease: LeaseId,
     pub(crate) token: u64,
+    /// The last fencing token the store reserved for this lease's grant: local holders after
+    /// this one take the tokens up to it, with no store call.
+    pub(crate) reserved_until: u64,
     pub(crate) options: Arc<LockOptions>,
     /// The acquisition's metrics (its handle's label policy).
     pub(crate) metrics: LockMetrics,
@@ -31,6 +34,7 @@ impl Hold {
     pub(crate) fn new(
         lease: LeaseId,
         token: u64,
+        reserved_until: u64,
         options: Arc<LockOptions>,
         metrics: LockMetrics,
         sent_at: Instant,
@@ -39,6 +43,7 @@ impl Hold {
         Self {
             lease,
             token,
+            reserved_until,
             options,
             metrics,
             acquired_at: Instant::now(),
@@ -47,6 +52,34 @@ impl Hold {
             last_error: None,
             status: HoldStatusSender::new(sent_at),
         }
+    }
+
+    /// Whether the lease can pass to a local waiter asking for `options` without a store
+    /// call: a reserved token is left, and the waiter's lease terms are this lease's.
+    pub(crate) fn can_pass_locally(&self, options: &LockOptions) -> bool {
+        self.token < self.reserved_until
+            && options.expiry() == self.options.expiry()
+            && options.extension_cadence() == self.options.extension_cadence()
+            && options.renew_deadline() == self.options.renew_deadline()
+    }
+
+    /// Passes the lease to the next local holder, with the next reserved token: the lease,
+    /// its deadline and any renewal in flight carry on; this hold's guards see a release.
+    pub(crate) fn pass_locally(self, options: Arc<LockOptions>, metrics: LockMetrics) -> Self {
+        let next = Self {
+            lease: self.lease,
+            token: self.token + 1,
+            reserved_until: self.reserved_until,
+            options,
+            metrics,
+            acquired_at: Instant::now(),
+            deadline: self.deadline,
+            renewal_in_flight: self.renewal_in_flight,
+            last_error: self.last_error,
+            status: self.status.successor(),
+        };
+        self.status.released();
+        next
     }
 
     /// A receiver for a new guard of this hold.

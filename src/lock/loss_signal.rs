@@ -38,6 +38,16 @@ impl HoldStatusSender {
         }
     }
 
+    /// The sender for the next hold of the same lease (passed to a local waiter): it starts
+    /// from this one's last confirmed renewal.
+    pub(crate) fn successor(&self) -> Self {
+        let confirmed = *self
+            .confirmed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Self::new(confirmed)
+    }
+
     /// A receiving half for a guard or a watcher.
     pub(crate) fn subscribe(&self) -> LossSignal {
         LossSignal {

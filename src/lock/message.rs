@@ -36,9 +36,11 @@ pub(crate) enum LockMsg {
     InjectPanic,
 
     // --- from guards and the supervisor ---
-    /// The guard holding `lease` released it (or was dropped).
+    /// The guard holding `lease` under `token` released it (or was dropped). Local holders
+    /// after one another share a lease; the token tells them apart.
     Release {
         lease: LeaseId,
+        token: u64,
         reply: ReleaseReply,
     },
     /// Release what is held, fail waiters, stop.

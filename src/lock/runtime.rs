@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::handle::Lock;
 use super::renewer::Renewer;
@@ -17,7 +17,7 @@ use super::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{HolderId, LockStore};
+use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
 pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
@@ -33,6 +33,31 @@ pub(crate) struct Runtime {
 /// Runs once at shutdown, before any lock is released.
 pub(crate) type ShutdownHook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
+/// Passes the store's release hints to the supervisor until the feed ends or the supervisor
+/// is gone: a released name wakes its actor, and a feed that (re)started watching wakes
+/// every waiting actor once (it saw nothing before).
+async fn forward_releases(
+    mut released: mpsc::Receiver<LockName>,
+    mut feed_starts: watch::Receiver<u64>,
+    supervisor: ActorRef<SupervisorMsg>,
+) {
+    loop {
+        let message = tokio::select! {
+            name = released.recv() => match name {
+                Some(name) => SupervisorMsg::Released { name },
+                None => return,
+            },
+            started = feed_starts.changed() => match started {
+                Ok(()) => SupervisorMsg::WakeAll,
+                Err(_) => return,
+            },
+        };
+        if supervisor.send_message(message).is_err() {
+            return;
+        }
+    }
+}
+
 impl Runtime {
     /// Starts the supervisor over a prepared store; idle per-name actors stop after
     /// `idle_timeout`.
@@ -41,8 +66,10 @@ impl Runtime {
         holder: HolderId,
         idle_timeout: Duration,
     ) -> Result<Arc<Self>, LockError> {
+        let (release_waiters, demand) = ReleaseWaiters::new();
         let args = SupervisorArgs {
             renewer: Renewer::start(store.clone()),
+            release_waiters: release_waiters.clone(),
             store: store.clone(),
             holder: holder.clone(),
             idle_timeout,
@@ -54,19 +81,12 @@ impl Runtime {
                     "could not start the supervisor actor: {error}"
                 )))
             })?;
-        if let Some(mut released) = store.watch_releases().await {
-            let supervisor = supervisor.clone();
-            // Ends when the store's feed ends or the supervisor is gone.
-            tokio::spawn(async move {
-                while let Some(name) = released.recv().await {
-                    if supervisor
-                        .send_message(SupervisorMsg::Released { name })
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            });
+        if let Some(released) = store.watch_releases(demand).await {
+            tokio::spawn(forward_releases(
+                released,
+                release_waiters.feed_starts(),
+                supervisor.clone(),
+            ));
         }
         Ok(Arc::new(Self {
             supervisor,

@@ -16,33 +16,27 @@ use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
 use super::renewer::Renewer;
 use crate::name::LockName;
-use crate::store::{HolderId, LockStore};
+use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {
     /// Deliver `message` to the actor of `name`, spawning it if needed.
-    Forward {
-        name: LockName,
-        message: LockMsg,
-    },
+    Forward { name: LockName, message: LockMsg },
     /// A lock actor has been idle for its idle timeout, having seen `seen` forwarded requests.
     ChildIdle {
         name: LockName,
         actor: ActorId,
         seen: u64,
     },
-    /// How many lock actors are alive.
     /// The store says `name` became free: wake its actor, if this manager has one.
-    Released {
-        name: LockName,
-    },
-    ActiveLocks {
-        reply: oneshot::Sender<usize>,
-    },
+    Released { name: LockName },
+    /// The store's release feed (re)started watching: wake every actor once, for releases
+    /// it did not see.
+    WakeAll,
+    /// How many lock actors are alive.
+    ActiveLocks { reply: oneshot::Sender<usize> },
     /// Release every held lock, stop every lock actor, then stop.
-    Shutdown {
-        reply: oneshot::Sender<()>,
-    },
+    Shutdown { reply: oneshot::Sender<()> },
 }
 
 pub(crate) struct Supervisor;
@@ -52,6 +46,7 @@ pub(crate) struct SupervisorArgs {
     pub(crate) holder: HolderId,
     pub(crate) idle_timeout: Duration,
     pub(crate) renewer: Renewer,
+    pub(crate) release_waiters: ReleaseWaiters,
 }
 
 pub(crate) struct SupervisorState {
@@ -59,6 +54,7 @@ pub(crate) struct SupervisorState {
     holder: HolderId,
     idle_timeout: Duration,
     renewer: Renewer,
+    release_waiters: ReleaseWaiters,
     children: HashMap<LockName, Child>,
 }
 
@@ -83,6 +79,7 @@ impl Actor for Supervisor {
             holder: args.holder,
             idle_timeout: args.idle_timeout,
             renewer: args.renewer,
+            release_waiters: args.release_waiters,
             children: HashMap::new(),
         })
     }
@@ -106,6 +103,11 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Released { name } => {
                 if let Some(child) = state.children.get(&name) {
+                    let _ = child.actor.send_message(LockMsg::Wake);
+                }
+            }
+            SupervisorMsg::WakeAll => {
+                for child in state.children.values() {
                     let _ = child.actor.send_message(LockMsg::Wake);
                 }
             }
@@ -194,6 +196,7 @@ impl SupervisorState {
                 supervisor: myself.clone(),
                 idle_timeout: self.idle_timeout,
                 renewer: self.renewer.clone(),
+                release_waiters: self.release_waiters.clone(),
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {

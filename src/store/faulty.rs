@@ -44,6 +44,7 @@ pub struct FaultyStore<S> {
     mode: Arc<AtomicU8>,
     stall_ms: Arc<AtomicU64>,
     acquire_calls: Arc<AtomicU64>,
+    hand_over_calls: Arc<AtomicU64>,
 }
 
 impl<S: LockStore> FaultyStore<S> {
@@ -59,6 +60,7 @@ impl<S: LockStore> FaultyStore<S> {
             mode: Arc::new(AtomicU8::new(PASS)),
             stall_ms: Arc::new(AtomicU64::new(0)),
             acquire_calls: Arc::new(AtomicU64::new(0)),
+            hand_over_calls: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -116,6 +118,16 @@ impl<S: LockStore> FaultyStore<S> {
     /// ```
     pub fn acquire_calls(&self) -> u64 {
         self.acquire_calls.load(Ordering::SeqCst)
+    }
+
+    /// How many hand-overs ([`LockStore::hand_over`]) reached this wrapper.
+    ///
+    /// ```
+    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// assert_eq!(store.hand_over_calls(), 0);
+    /// ```
+    pub fn hand_over_calls(&self) -> u64 {
+        self.hand_over_calls.load(Ordering::SeqCst)
     }
 
     /// The wrapped store.
@@ -185,9 +197,14 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
+        self.hand_over_calls.fetch_add(1, Ordering::SeqCst);
         let (from, to) = (from.clone(), to.clone());
         self.forward(move |store| async move { store.hand_over(&from, &to).await })
             .await
+    }
+
+    fn tokens_per_grant(&self) -> u64 {
+        self.inner.tokens_per_grant()
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
@@ -196,7 +213,10 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
             .await
     }
 
-    async fn watch_releases(&self) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
-        self.inner.watch_releases().await
+    async fn watch_releases(
+        &self,
+        demand: super::ReleaseDemand,
+    ) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+        self.inner.watch_releases(demand).await
     }
 }

@@ -8,7 +8,8 @@ use tokio::time::Instant;
 
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
-    LeaseId, LeaseKey, LockRecord, LockStore, ReleaseOutcome, StoreError,
+    LeaseId, LeaseKey, LockRecord, LockStore, ReleaseDemand, ReleaseOutcome, StoreError,
+    TOKENS_PER_GRANT,
 };
 use crate::name::LockName;
 
@@ -25,6 +26,7 @@ const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 ///   same lock, so a record re-taken in between is never deleted (compare-and-remove).
 /// - **Fencing tokens** come from one counter for the whole store, never reset, so they keep
 ///   increasing for every name after release, expiry and sweeping, with no per-name memory.
+///   Each grant reserves a block of them (see [`LockStore::tokens_per_grant`]).
 /// - **Time** is `tokio::time::Instant`: the store's clock is the "server time", and tests can
 ///   pause it.
 ///
@@ -61,6 +63,7 @@ struct MemoryState {
     records: HashMap<LockName, Record>,
     /// Managers watching for released locks.
     watchers: Vec<mpsc::Sender<LockName>>,
+    /// The last token reserved, for any name.
     last_token: u64,
     sweeper_started: bool,
 }
@@ -69,6 +72,7 @@ struct MemoryState {
 struct Record {
     lease: LeaseId,
     holder: HolderId,
+    /// The token of the current (or last) grant.
     token: u64,
     expires_at: Instant,
     /// When another holder first failed to take this grant.
@@ -76,6 +80,14 @@ struct Record {
 }
 
 impl MemoryState {
+    /// Reserves the next block of tokens for one grant; returns its first token (the
+    /// block's last is `last_token`).
+    fn reserve_tokens(&mut self) -> u64 {
+        let first = self.last_token + 1;
+        self.last_token += TOKENS_PER_GRANT;
+        first
+    }
+
     /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
     /// watcher polls), a closed one is dropped.
     fn freed(&mut self, name: &LockName) {
@@ -269,8 +281,7 @@ impl LockStore for MemoryStore {
                 holder: Some(current.holder.clone()),
             });
         }
-        state.last_token += 1;
-        let token = state.last_token;
+        let token = state.reserve_tokens();
         state.records.insert(
             request.name.clone(),
             Record {
@@ -316,27 +327,36 @@ impl LockStore for MemoryStore {
     ) -> Result<HandOverOutcome, StoreError> {
         let now = Instant::now();
         let mut state = self.state();
-        let token = state.last_token + 1;
+        if !state
+            .records
+            .get(&from.name)
+            .is_some_and(|record| record.lease == from.lease && !record.is_expired(now))
+        {
+            return Ok(HandOverOutcome::NotOwner);
+        }
+        let token = state.reserve_tokens();
         let Some(record) = state.records.get_mut(&from.name) else {
             return Ok(HandOverOutcome::NotOwner);
         };
-        if record.lease != from.lease || record.is_expired(now) {
-            return Ok(HandOverOutcome::NotOwner);
-        }
         // The contention mark stays: the other managers are still waiting.
         record.lease = to.lease;
         record.holder = to.holder.clone();
         record.token = token;
         record.expires_at = now + to.expiry;
         let contended_for = record.contended_since.map(|since| now - since);
-        state.last_token = token;
         Ok(HandOverOutcome::HandedOver {
             token,
             contended_for,
         })
     }
 
-    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+    fn tokens_per_grant(&self) -> u64 {
+        TOKENS_PER_GRANT
+    }
+
+    /// Costs nothing, so it reports every release whatever `demand` says.
+    async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
+        drop(demand);
         let (sender, receiver) = mpsc::channel(RELEASE_FEED_CAPACITY);
         self.state().watchers.push(sender);
         Some(receiver)

@@ -14,6 +14,7 @@ mod memory;
 #[cfg(feature = "mongodb")]
 mod mongo;
 mod outcome;
+mod release_demand;
 mod request;
 
 use async_trait::async_trait;
@@ -25,9 +26,16 @@ pub use memory::MemoryStore;
 #[cfg(feature = "mongodb")]
 pub use mongo::{FencedCollection, FencedUpdate, MongoStore, MongoStoreBuilder};
 pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LockRecord, ReleaseOutcome};
+pub use release_demand::ReleaseDemand;
+pub(crate) use release_demand::{ReleaseWaiters, WaitingForRelease};
 pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
 
 use crate::name::LockName;
+
+/// How many consecutive fencing tokens each grant of the built-in stores reserves (see
+/// [`LockStore::tokens_per_grant`]): enough for a burst of local hand-overs, few enough that
+/// tokens stay far behind the server clock's thousand per millisecond.
+const TOKENS_PER_GRANT: u64 = 16;
 
 /// A lease store: the operations a distributed lock needs, each meant to be one round trip
 /// using the store's clock.
@@ -41,6 +49,9 @@ use crate::name::LockName;
 ///   "now" minus `request.waited` (keeping the earliest); `release` reports how long that was
 ///   and `inspect` shows it (a new grant clears the mark).
 /// - Lock names are opaque values, never interpreted as keys, paths or query operators.
+/// - A grant with token `t` reserves the tokens `t .. t + tokens_per_grant()`: the next grant
+///   of that name returns a token of at least `t + tokens_per_grant()`; the record
+///   ([`LockRecord::token`]) shows `t`.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need
@@ -120,15 +131,31 @@ pub trait LockStore: Send + Sync + 'static {
         })
     }
 
+    /// How many consecutive fencing tokens each grant reserves for its holder, starting with
+    /// the granted one (see the contract above). The runtime passes a held lock to another
+    /// of its own waiters without any store call while reserved tokens remain, giving each
+    /// the next one; the lease, its expiry and its renewals carry on unchanged. The default,
+    /// 1, reserves nothing: every hand-over then goes through [`hand_over`](Self::hand_over).
+    ///
+    /// ```
+    /// use mongolock::{LockStore, MemoryStore};
+    /// assert!(MemoryStore::new().tokens_per_grant() > 1);
+    /// ```
+    fn tokens_per_grant(&self) -> u64 {
+        1
+    }
+
     /// Reads what the store knows about `name` (`None`: it has never seen it or forgot it).
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError>;
 
     /// Names of locks that became free — released, or their record deleted — as the store
     /// learns of it (from any process), so that waiters try again at once instead of at
     /// their next poll. The runtime asks once per manager. Hints only: a missed or
-    /// spurious name costs a poll interval or one extra attempt, never safety. `None` (the
-    /// default): the store cannot tell, and waiters poll with backoff.
-    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
+    /// spurious name costs a poll interval or one extra attempt, never safety. A feed that
+    /// costs something runs only while `demand` says someone waits (see [`ReleaseDemand`]).
+    /// `None` (the default): the store cannot tell, and waiters poll with backoff.
+    async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
+        let _ = demand;
         None
     }
 }
@@ -177,11 +204,15 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
         (**self).hand_over(from, to).await
     }
 
+    fn tokens_per_grant(&self) -> u64 {
+        (**self).tokens_per_grant()
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         (**self).inspect(name).await
     }
 
-    async fn watch_releases(&self) -> Option<mpsc::Receiver<LockName>> {
-        (**self).watch_releases().await
+    async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
+        (**self).watch_releases(demand).await
     }
 }

@@ -103,7 +103,10 @@ pub enum ReleaseOutcome {
 pub struct LockRecord {
     /// The manager instance holding an unexpired lease, or `None` when the lock is free.
     pub holder: Option<HolderId>,
-    /// The last fencing token issued for this name (0 when the store no longer remembers it).
+    /// The fencing token of the last grant for this name (0 when the store no longer
+    /// remembers it). Local holders the grant's lease passed to without a store call have the
+    /// tokens after it (see
+    /// [`LockStore::tokens_per_grant`](crate::store::LockStore::tokens_per_grant)).
     pub token: u64,
     /// Time left on the current lease by the store's clock, `None` when free.
     pub expires_in: Option<Duration>,

@@ -59,6 +59,7 @@ macro_rules! conformance_suite {
             scenarios::hundred_contenders_never_overlap,
             scenarios::local_waiters_share_one_poller_in_fifo_order,
             scenarios::release_hands_over_to_a_local_waiter,
+            scenarios::local_hand_overs_keep_tokens_increasing,
             scenarios::expired_holder_is_taken_over,
             scenarios::extension_keeps_the_lock_past_expiry,
             scenarios::external_takeover_is_reported_within_one_cadence,

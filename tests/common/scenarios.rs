@@ -11,6 +11,7 @@ use mongolock::{LockError, LockGuard, LockManager, LockName, LockOptions, LossRe
 use tokio::time::{Instant, sleep, timeout};
 
 use super::{Backend, SLACK, fast_options};
+use mongolock::LockStore;
 use mongolock::store::FaultyStore;
 
 async fn start(store: impl mongolock::LockStore) -> LockManager {
@@ -263,6 +264,75 @@ pub(crate) async fn release_hands_over_to_a_local_waiter<B: Backend>(backend: &B
         .await
         .expect("freed at last");
     assert!(third.token() > first_token);
+}
+
+/// Holders that follow one another in one process take the next token the grant reserved,
+/// with no store call until the block is used up; tokens still increase across every hold of
+/// both processes, and the other process gets its turns.
+pub(crate) async fn local_hand_overs_keep_tokens_increasing<B: Backend>(backend: &B) {
+    let (a, counting, b, _) = faulty_and_peer(backend).await;
+    let block = counting.tokens_per_grant();
+    assert!(block > 1, "the store reserves tokens with each grant");
+    let lock = a.lock("chain").unwrap();
+    let first = lock.acquire().await.unwrap();
+    let chain: Vec<_> = (0..block + 4)
+        .map(|_| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let guard = lock.acquire().await.unwrap();
+                let token = guard.token();
+                guard.release().await.unwrap();
+                token
+            })
+        })
+        .collect();
+    sleep(Duration::from_millis(50)).await; // all queued behind the holder
+    let mut tokens = vec![first.token()];
+    first.release().await.unwrap();
+    for task in chain {
+        tokens.push(task.await.unwrap());
+    }
+    tokens.sort_unstable();
+    assert_eq!(
+        (counting.acquire_calls(), counting.hand_over_calls()),
+        (1, 1),
+        "{} holds: one grant, {} free passes, one hand-over reserving the next block",
+        block + 5,
+        block - 1,
+    );
+    assert_eq!(
+        tokens[usize::try_from(block).unwrap() - 1],
+        tokens[0] + block - 1
+    );
+    assert!(tokens[usize::try_from(block).unwrap()] >= tokens[0] + block);
+
+    let holds = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..48 {
+        let in_b = i % 4 == 0;
+        let manager = if in_b { b.clone() } else { a.clone() };
+        let holds = holds.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = manager.lock("baton").unwrap().acquire().await.unwrap();
+            holds.lock().unwrap().push((in_b, guard.token()));
+            sleep(Duration::from_millis(1)).await;
+            guard.release().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let holds = holds.lock().unwrap().clone();
+    assert_eq!(holds.len(), 48);
+    assert!(
+        holds.windows(2).all(|pair| pair[0].1 < pair[1].1),
+        "tokens must increase in the order the lock was held: {holds:?}"
+    );
+    assert!(
+        holds.windows(2).any(|pair| pair[1].1 == pair[0].1 + 1),
+        "no hold was passed on locally: {holds:?}"
+    );
+    assert_eq!(holds.iter().filter(|(in_b, _)| *in_b).count(), 12);
 }
 
 pub(crate) async fn hundred_contenders_never_overlap<B: Backend>(backend: &B) {

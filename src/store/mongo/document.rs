@@ -21,8 +21,14 @@ pub(super) const HOLDER: &str = "holder";
 pub(super) const EXPIRES_AT: &str = "expiresAt";
 /// When the current lease was granted, by the server's clock.
 pub(super) const ACQUIRED_AT: &str = "acquiredAt";
-/// The fencing token of the current (or last) grant, an Int64.
+/// The last fencing token reserved by the current (or last) grant, an Int64: every grant
+/// continues from it (see `LockStore::tokens_per_grant`). Versions that reserve no block read it as
+/// their grant's token, so a collection shared with them keeps tokens unique.
 pub(super) const TOKEN: &str = "token";
+/// The fencing token of the current (or last) grant, an Int64: the first of its block.
+/// Missing on records written by versions that reserve no block, whose grant's token is
+/// [`TOKEN`].
+pub(super) const GRANTED_TOKEN: &str = "grantedToken";
 /// When another manager first failed to acquire the current grant (server time), or null
 /// while uncontended. Set by the acquire pipeline, cleared by the next grant and by release.
 pub(super) const CONTENDED_AT: &str = "contendedAt";
@@ -68,14 +74,9 @@ pub(super) fn acquire_outcome(
         return Ok(AcquireOutcome::Busy { holder: None });
     };
     if document.get(LEASE_ID) == Some(&lease_value(lease)) {
-        let token = token(&document)?;
-        if token == 0 {
-            return Err(malformed(
-                &document,
-                "an acquired lock has no fencing token",
-            ));
-        }
-        Ok(AcquireOutcome::Acquired { token })
+        Ok(AcquireOutcome::Acquired {
+            token: granted_token(&document)?,
+        })
     } else {
         Ok(AcquireOutcome::Busy {
             holder: holder(&document),
@@ -121,7 +122,7 @@ pub(super) fn forced_release_record(
         .saturating_sub(at.timestamp_millis());
     let record = LockRecord::held(
         holder,
-        token(&document)?,
+        grant_token(&document)?,
         Duration::from_millis(left_ms.max(0).unsigned_abs()),
     );
     Ok(Some(match last_contended(&document) {
@@ -145,9 +146,27 @@ pub(super) fn hand_over_outcome(
         ));
     }
     Ok(HandOverOutcome::HandedOver {
-        token: token(&document)?,
+        token: granted_token(&document)?,
         contended_for: last_contended(&document),
     })
+}
+
+/// The token of a grant the caller just received (never 0).
+fn granted_token(document: &Document) -> Result<u64, StoreError> {
+    match grant_token(document)? {
+        0 => Err(malformed(document, "a granted lock has no fencing token")),
+        token => Ok(token),
+    }
+}
+
+/// The token of the record's current (or last) grant: [`GRANTED_TOKEN`], or on a record
+/// written by a version that reserves no block, [`TOKEN`]; 0 when neither is there.
+fn grant_token(document: &Document) -> Result<u64, StoreError> {
+    if document.contains_key(GRANTED_TOKEN) {
+        token(document, GRANTED_TOKEN)
+    } else {
+        token(document, TOKEN)
+    }
 }
 
 /// How long others had waited, as the last release or hand-over computed it.
@@ -161,7 +180,7 @@ fn last_contended(document: &Document) -> Option<Duration> {
 
 /// Reads the inspect result (the document plus the server's `$$NOW`).
 pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError> {
-    let token = token(document)?;
+    let token = grant_token(document)?;
     let now = match document.get(SERVER_NOW) {
         Some(Bson::DateTime(now)) => now.timestamp_millis(),
         _ => return Err(malformed(document, "the server did not report $$NOW")),
@@ -191,9 +210,9 @@ fn holder(document: &Document) -> Option<HolderId> {
     }
 }
 
-/// The stored token; 0 when the field is missing (a document written by someone else).
-fn token(document: &Document) -> Result<u64, StoreError> {
-    match document.get(TOKEN) {
+/// A stored token; 0 when the field is missing (a document written by someone else).
+fn token(document: &Document, field: &str) -> Result<u64, StoreError> {
+    match document.get(field) {
         None | Some(Bson::Null) => Ok(0),
         Some(Bson::Int64(token)) if *token >= 0 => Ok(token.unsigned_abs()),
         Some(Bson::Int32(token)) if *token >= 0 => Ok(u64::from(token.unsigned_abs())),
@@ -225,9 +244,17 @@ mod tests {
     #[test]
     fn acquired_iff_the_returned_lease_is_ours() {
         let ours = LeaseId::new();
-        let returned = doc! { ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", TOKEN: 7_i64 };
+        let returned = doc! {
+            ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", GRANTED_TOKEN: 7_i64, TOKEN: 22_i64,
+        };
         assert_eq!(
             acquire_outcome(Some(returned), ours).unwrap(),
+            AcquireOutcome::Acquired { token: 7 }
+        );
+        // Written by a version that reserves no block: its token is the grant's.
+        let unreserved = doc! { ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", TOKEN: 7_i64 };
+        assert_eq!(
+            acquire_outcome(Some(unreserved), ours).unwrap(),
             AcquireOutcome::Acquired { token: 7 }
         );
         let theirs =

@@ -45,7 +45,7 @@ pub use fence::{FencedCollection, FencedUpdate};
 
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
-    LockRecord, LockStore, ReleaseOutcome, StoreError,
+    LockRecord, LockStore, ReleaseDemand, ReleaseOutcome, StoreError, TOKENS_PER_GRANT,
 };
 use crate::name::LockName;
 
@@ -386,9 +386,20 @@ impl LockStore for MongoStore {
         })
     }
 
-    async fn watch_releases(&self) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+    /// Each grant records the last token of its block in `token` (and its own in
+    /// `grantedToken`), and every grant continues from `token`.
+    fn tokens_per_grant(&self) -> u64 {
+        TOKENS_PER_GRANT
+    }
+
+    /// A change stream, open only while `demand` says this manager has waiters (and a
+    /// little longer): an open stream costs a `getMore` per release of any lock.
+    async fn watch_releases(
+        &self,
+        demand: ReleaseDemand,
+    ) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
         let (feed, released) = tokio::sync::mpsc::channel(RELEASE_FEED_CAPACITY);
-        tokio::spawn(release_feed::run(self.collection.clone(), feed));
+        tokio::spawn(release_feed::run(self.collection.clone(), feed, demand));
         Some(released)
     }
 

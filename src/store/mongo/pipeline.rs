@@ -11,10 +11,11 @@ use std::time::Duration;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{
-    ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE, HOLDER,
-    ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW, TOKEN,
+    ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
+    GRANTED_TOKEN, HOLDER, ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW, TOKEN,
 };
 use crate::name::LockName;
+use crate::store::TOKENS_PER_GRANT;
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";
@@ -105,7 +106,6 @@ pub(super) fn acquire(
     let waiting_since = doc! {
         "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(waited) }
     };
-    let next_token = next_token();
     vec![
         doc! { "$set": { FREE: free } },
         doc! { "$set": {
@@ -113,7 +113,8 @@ pub(super) fn acquire(
             HOLDER: when_free(literal(holder.into()), field(HOLDER).into()),
             ACQUIRED_AT: when_free("$$NOW".into(), field(ACQUIRED_AT).into()),
             EXPIRES_AT: when_free(expires_from_now(expiry).into(), field(EXPIRES_AT).into()),
-            TOKEN: when_free(next_token.into(), field(TOKEN).into()),
+            GRANTED_TOKEN: when_free(next_token().into(), field(GRANTED_TOKEN).into()),
+            TOKEN: when_free(next_reserved_until().into(), field(TOKEN).into()),
             CONTENDED_AT: when_free(
                 Bson::Null,
                 doc! { "$min": [
@@ -127,8 +128,8 @@ pub(super) fn acquire(
 }
 
 /// The update pipeline of `extend`: a full expiry from the server's `$$NOW`.
-/// The next fencing token: max(previous + 1, server ms × 1000), so it increases after the
-/// document is deleted, too.
+/// The next grant's token: max(previous reserved + 1, server ms × 1000), so it is past every
+/// token reserved before, also after the document is deleted.
 fn next_token() -> Document {
     doc! {
         "$max": [
@@ -136,6 +137,12 @@ fn next_token() -> Document {
             { "$multiply": [{ "$toLong": "$$NOW" }, TOKENS_PER_MS] },
         ]
     }
+}
+
+/// The last token of the next grant's block (see [`TOKENS_PER_GRANT`]).
+fn next_reserved_until() -> Document {
+    let after_first = i64::try_from(TOKENS_PER_GRANT - 1).unwrap_or(0);
+    doc! { "$add": [next_token(), after_first] }
 }
 
 /// How long, in server milliseconds, other managers have been waiting (null if none).
@@ -161,7 +168,8 @@ pub(super) fn hand_over(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Doc
             HOLDER: literal(holder.into()),
             ACQUIRED_AT: "$$NOW",
             EXPIRES_AT: expires_from_now(expiry),
-            TOKEN: next_token(),
+            GRANTED_TOKEN: next_token(),
+            TOKEN: next_reserved_until(),
         } },
     ]
 }

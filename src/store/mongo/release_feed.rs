@@ -3,6 +3,10 @@
 //! monitor deletes the document), so waiting managers try again at once instead of at their
 //! next poll. Hints only: when the stream is unavailable (a standalone server) or breaks,
 //! waiters keep polling with backoff and the stream is reopened with growing pauses.
+//!
+//! An open stream costs a `getMore` per release of any lock, so it is open only while this
+//! manager has waiters for another process's release (and [`LINGER`] after the last one
+//! left); each time it opens the waiters retry once, for releases nothing watched.
 
 use std::time::Duration;
 
@@ -15,20 +19,33 @@ use tokio::sync::mpsc;
 use super::document::{ID, LEASE_ID};
 use super::errors;
 use crate::name::LockName;
+use crate::store::ReleaseDemand;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+/// How long the stream stays open after the last waiter left: contention tends to come back.
+const LINGER: Duration = Duration::from_secs(10);
 
-/// Feeds `feed` until its receiver is dropped.
-pub(super) async fn run(collection: Collection<Document>, feed: mpsc::Sender<LockName>) {
+/// Feeds `feed` while `demand` wants it, until the receiver is dropped.
+pub(super) async fn run(
+    collection: Collection<Document>,
+    feed: mpsc::Sender<LockName>,
+    demand: ReleaseDemand,
+) {
     let mut pause = FIRST_PAUSE;
     loop {
+        tokio::select! {
+            () = feed.closed() => return,
+            () = demand.wanted() => {}
+        }
         match collection.watch().pipeline(releases()).await {
             Ok(mut stream) => {
                 pause = FIRST_PAUSE;
+                demand.watching();
                 loop {
                     let event = tokio::select! {
                         () = feed.closed() => return,
+                        () = demand.unwanted_for(LINGER) => break,
                         event = stream.next() => event,
                     };
                     match event {
@@ -47,6 +64,7 @@ pub(super) async fn run(collection: Collection<Document>, feed: mpsc::Sender<Loc
                         None => break,
                     }
                 }
+                continue;
             }
             Err(error) if errors::is_permanent(&error) => {
                 tracing::info!(%error, "change streams are unavailable; waiters poll for released locks");
