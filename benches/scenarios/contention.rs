@@ -85,6 +85,9 @@ struct Figures {
     /// Hand-overs between the two sides: release called on one, acquire returned on the other.
     handovers_ms: Vec<f64>,
     per_side: [usize; 2],
+    /// Critical sections (acquire returned → release called) in the window: their mean
+    /// bounds the acquisitions per second any lock can reach.
+    critical_ms: Vec<f64>,
 }
 
 fn figures(timeline: &Timeline, from: Instant, to: Instant) -> Figures {
@@ -102,6 +105,9 @@ fn figures(timeline: &Timeline, from: Instant, to: Instant) -> Figures {
         if (from..=to).contains(&hold.acquired) {
             figures.acquisitions += 1;
             figures.per_side[hold.side.min(1)] += 1;
+            figures.critical_ms.push(millis(
+                hold.releasing.saturating_duration_since(hold.acquired),
+            ));
         }
     }
     for &waited in &timeline.pending {
@@ -282,6 +288,21 @@ pub(crate) async fn s3(args: &Args) -> Result<(), String> {
             format!(
                 "{:.1}",
                 100.0 * figures.per_side[0] as f64 / acquisitions.max(1.0)
+            ),
+        );
+    }
+    #[allow(clippy::cast_precision_loss)]
+    if !figures.critical_ms.is_empty() {
+        let critical_ms =
+            figures.critical_ms.iter().sum::<f64>() / figures.critical_ms.len() as f64;
+        emit("critical_ms", format!("{critical_ms:.2}"));
+        // The ceiling: back-to-back critical sections with no gap at all.
+        let acquisitions = figures.acquisitions as f64;
+        emit(
+            "of_ceiling_pct",
+            format!(
+                "{:.1}",
+                100.0 * acquisitions / seconds * critical_ms / 1000.0
             ),
         );
     }

@@ -14,8 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
@@ -103,7 +101,6 @@ pub(crate) struct LockActorState {
     waiters: Waiters,
     phase: Phase,
     backoff: Backoff,
-    rng: StdRng,
     /// The last hand-over reported that other processes have waited longer than a backoff
     /// interval: the next release frees the lock for them instead of handing it over.
     others_starving: bool,
@@ -119,10 +116,9 @@ pub(crate) struct LockActorState {
     idle_timeout: Duration,
     /// Sends this name's renewals batched with the other names' of the manager.
     renewer: Renewer,
-    /// The held lease's next renewal.
-    renewal_timer: Timer<LockMsg>,
-    /// The held lease's loss deadline.
-    deadline_timer: Timer<LockMsg>,
+    /// The held lease's next renewal or, while one is in flight, its loss deadline: one
+    /// timer per hold (see [`LockActorState::arm_hold_timer`]).
+    hold_timer: Timer<LockMsg>,
     /// The next attempt after a backoff, or the idle stop.
     wake_timer: Timer<LockMsg>,
 }
@@ -145,15 +141,13 @@ impl Actor for LockActor {
             renewer: args.renewer,
             release_waiters: args.release_waiters,
             woken_while_attempting: false,
-            renewal_timer: Timer::default(),
-            deadline_timer: Timer::default(),
+            hold_timer: Timer::default(),
             wake_timer: Timer::default(),
             name: args.name,
             store: args.store,
             holder: args.holder,
             supervisor: args.supervisor,
             phase: Phase::Idle,
-            rng: StdRng::from_os_rng(),
             generation: 0,
             forwarded_seen: 0,
         })
@@ -208,13 +202,12 @@ impl Actor for LockActor {
                 Phase::Attempting(_) => state.woken_while_attempting = true,
                 _ => {}
             },
-            LockMsg::RenewDue { lease } => state.on_renew_due(&myself, lease),
+            LockMsg::HoldDue { lease } => state.on_hold_due(&myself, lease),
             LockMsg::RenewDone {
                 lease,
                 sent_at,
                 result,
             } => state.on_renew_done(&myself, lease, sent_at, result),
-            LockMsg::DeadlineDue { lease } => state.on_deadline_due(&myself, lease),
             LockMsg::ReleaseDone {
                 lease,
                 sent_at,
@@ -415,7 +408,7 @@ impl LockActorState {
             return self.start_attempt(myself, None);
         }
         self.backoff.follow(&attempt.options);
-        let delay = self.backoff.next_delay(&mut self.rng);
+        let delay = self.backoff.next_delay(&mut rand::rng());
         let generation = self.next_generation();
         self.wake_timer
             .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
@@ -436,7 +429,7 @@ impl LockActorState {
         sent_at: Instant,
     ) {
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
-        let hold = Hold::new(
+        let mut hold = Hold::new(
             attempt.lease,
             token,
             reserved_until,
@@ -466,33 +459,58 @@ impl LockActorState {
         };
         tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
         hold.metrics.held(1.0);
-        let next_renewal = self.renewer.align(
+        hold.next_renewal = self.renewer.align(
             hold.next_renewal_after(sent_at),
             hold.options.extension_cadence(),
         );
-        let (lease, deadline) = (hold.lease, hold.deadline);
+        let lease = hold.lease;
         self.phase = Phase::Held(hold);
         if !delivered {
             // Every caller left while the attempt was in flight: give the lock straight back.
             return self.begin_release(myself, lease, None);
         }
-        self.renewal_timer
-            .set(myself, next_renewal, move || LockMsg::RenewDue { lease });
-        self.deadline_timer
-            .set(myself, deadline, move || LockMsg::DeadlineDue { lease });
+        self.arm_hold_timer(myself);
     }
 
-    fn on_renew_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+    /// Sets the hold's one timer: at its next renewal, or at its loss deadline while a
+    /// renewal is in flight (a renewal is always due before the deadline, so the deadline is
+    /// armed whenever a store call could hang).
+    fn arm_hold_timer(&mut self, myself: &ActorRef<LockMsg>) {
+        let Phase::Held(hold) = &self.phase else {
+            return;
+        };
+        let at = if hold.renewal_in_flight {
+            hold.deadline
+        } else {
+            hold.next_renewal.min(hold.deadline)
+        };
+        let lease = hold.lease;
+        self.hold_timer
+            .set(myself, at, move || LockMsg::HoldDue { lease });
+    }
+
+    fn on_hold_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        let Phase::Held(hold) = &self.phase else {
+            return;
+        };
+        if hold.lease != lease {
+            return;
+        }
+        let now = Instant::now();
+        if now >= hold.deadline {
+            return self.on_deadline(myself);
+        }
+        if !hold.renewal_in_flight && now >= hold.next_renewal {
+            self.send_renewal(myself);
+        }
+        self.arm_hold_timer(myself);
+    }
+
+    fn send_renewal(&mut self, myself: &ActorRef<LockMsg>) {
         let Phase::Held(hold) = &mut self.phase else {
             return;
         };
-        if hold.lease != lease || hold.renewal_in_flight {
-            return;
-        }
         let remaining = hold.deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return; // the deadline timer is about to declare the loss
-        }
         hold.renewal_in_flight = true;
         let request = ExtendRequest {
             key: hold.key(&self.name),
@@ -527,16 +545,11 @@ impl LockActorState {
                 tracing::trace!(lock = %self.name, token = hold.token, "lease renewed");
                 hold.metrics.renewal(RenewalResult::Extended);
                 hold.confirm(sent_at);
-                let next = self.renewer.align(
+                hold.next_renewal = self.renewer.align(
                     hold.next_renewal_after(sent_at),
                     hold.options.extension_cadence(),
                 );
-                self.deadline_timer
-                    .set(myself, hold.deadline, move || LockMsg::DeadlineDue {
-                        lease,
-                    });
-                self.renewal_timer
-                    .set(myself, next, move || LockMsg::RenewDue { lease });
+                self.arm_hold_timer(myself);
             }
             Ok(ExtendOutcome::NotOwner) => {
                 hold.metrics.renewal(RenewalResult::Lost);
@@ -548,27 +561,23 @@ impl LockActorState {
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
                 hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-                self.renewal_timer
-                    .set(myself, hold.retry_renewal_at(), move || LockMsg::RenewDue {
-                        lease,
-                    });
+                hold.next_renewal = hold.retry_renewal_at();
+                self.arm_hold_timer(myself);
             }
         }
     }
 
-    fn on_deadline_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+    /// The hold's loss deadline passed: it is lost, whatever the store says later.
+    fn on_deadline(&mut self, myself: &ActorRef<LockMsg>) {
         let Phase::Held(hold) = &self.phase else {
             return;
         };
-        if hold.lease != lease || Instant::now() < hold.deadline {
-            return; // a later renewal moved the deadline; its own timer is pending
-        }
         let reason = hold.deadline_reason();
         // The lease may still be valid on the store (a slow network): free it for others.
         orphan::release(
             &self.store,
             &self.name,
-            lease,
+            hold.lease,
             hold.options.renew_deadline(),
         );
         self.lose(myself, reason);
@@ -931,8 +940,7 @@ impl LockActorState {
 
     /// A hold ended: its renewal and deadline timers have no purpose any more.
     fn end_hold_timers(&mut self) {
-        self.renewal_timer.cancel();
-        self.deadline_timer.cancel();
+        self.hold_timer.cancel();
     }
 
     fn next_generation(&mut self) -> u64 {

@@ -25,6 +25,8 @@ pub(crate) struct Hold {
     /// acquire/extend plus the renew deadline. Counting from the *send* time (not the reply)
     /// keeps it before the store-side expiry, which the store computed later than that.
     pub(crate) deadline: Instant,
+    /// When the next renewal is due (unless one is in flight).
+    pub(crate) next_renewal: Instant,
     pub(crate) renewal_in_flight: bool,
     pub(crate) last_error: Option<StoreError>,
     status: HoldStatusSender,
@@ -40,6 +42,7 @@ impl Hold {
         sent_at: Instant,
     ) -> Self {
         let deadline = sent_at + options.renew_deadline();
+        let next_renewal = sent_at + options.extension_cadence();
         Self {
             lease,
             token,
@@ -48,6 +51,7 @@ impl Hold {
             metrics,
             acquired_at: Instant::now(),
             deadline,
+            next_renewal,
             renewal_in_flight: false,
             last_error: None,
             status: HoldStatusSender::new(sent_at),
@@ -74,6 +78,7 @@ impl Hold {
             metrics,
             acquired_at: Instant::now(),
             deadline: self.deadline,
+            next_renewal: self.next_renewal,
             renewal_in_flight: self.renewal_in_flight,
             last_error: self.last_error,
             status: self.status.successor(),

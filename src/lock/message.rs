@@ -60,16 +60,14 @@ pub(crate) enum LockMsg {
     RetryDue {
         generation: u64,
     },
-    RenewDue {
+    /// The hold's timer: a renewal or the loss deadline is due.
+    HoldDue {
         lease: LeaseId,
     },
     RenewDone {
         lease: LeaseId,
         sent_at: Instant,
         result: Result<ExtendOutcome, StoreError>,
-    },
-    DeadlineDue {
-        lease: LeaseId,
     },
     ReleaseDone {
         lease: LeaseId,

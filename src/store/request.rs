@@ -18,7 +18,9 @@ pub struct LeaseId(Uuid);
 impl LeaseId {
     /// A new random (v4) lease id.
     pub fn new() -> Self {
-        Self(Uuid::new_v4())
+        // From the thread's seeded generator rather than a getrandom system call per lease:
+        // ids must be unique, not secret, and one is made per acquisition.
+        Self(uuid::Builder::from_random_bytes(rand::random()).into_uuid())
     }
 
     /// The id as a UUID, for stores that persist it.
