@@ -199,6 +199,14 @@ impl LockManager {
         self.runtime.active_locks().await
     }
 
+    /// Test hook: how many lock-actor timers are pending (one per held lock, one per actor
+    /// backing off or idle), as the timer service last counted.
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    pub fn pending_timers(&self) -> usize {
+        self.runtime.timers.pending()
+    }
+
     /// Releases every held lock (their guards report [`LossReason::Shutdown`](crate::LossReason::Shutdown)),
     /// fails pending acquisitions with [`LockError::ShutDown`], and stops all actors.
     /// Idempotent.

@@ -30,8 +30,8 @@ impl Backend for Memory {
 conformance_suite!(Memory, start_paused = true);
 
 /// No task or timer outlives its purpose: after many acquire/release cycles the runtime is
-/// back to the tasks it had before (renewal and deadline timers of released holds are
-/// cancelled, not left sleeping until they fire; a loss notification of a released hold
+/// back to the tasks it had before, and the timer service holds no timer of a released hold
+/// (they are cancelled, not left until they fire; a loss notification of a released hold
 /// ends).
 #[tokio::test(start_paused = true)]
 async fn released_holds_leave_no_sleeping_timers() {
@@ -44,7 +44,7 @@ async fn released_holds_leave_no_sleeping_timers() {
     let lock = manager.lock("cycled").unwrap();
     lock.acquire().await.unwrap().release().await.unwrap();
     // Let the first cycle's background work finish; what is alive now is the baseline (the
-    // supervisor, the lock actor, its idle timer, the store's sweeper).
+    // supervisor, the lock actor, the renewer, the timer service, the store's sweeper).
     tokio::time::sleep(Duration::from_millis(1)).await;
     let alive = || {
         tokio::runtime::Handle::current()
@@ -64,6 +64,15 @@ async fn released_holds_leave_no_sleeping_timers() {
         baseline,
         "tasks left behind by 200 acquire/release cycles"
     );
+    assert_eq!(
+        manager.pending_timers(),
+        1,
+        "timers left behind by 200 acquire/release cycles (only the idle actor's stop is due)"
+    );
+    let held = lock.acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(manager.pending_timers(), 1, "one timer per held lock");
+    held.release().await.unwrap();
     manager.shutdown().await;
 }
 

@@ -25,7 +25,7 @@ use super::renewer::{Renewal, Renewer};
 use super::starvation;
 use super::store_call::{bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
-use super::timer::Timer;
+use super::timer::{Timer, Timers};
 use super::waiters::{Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
@@ -49,6 +49,7 @@ pub(crate) struct LockActorArgs {
     pub(crate) idle_timeout: Duration,
     pub(crate) renewer: Renewer,
     pub(crate) release_waiters: ReleaseWaiters,
+    pub(crate) timers: Timers,
 }
 
 enum Phase {
@@ -141,8 +142,8 @@ impl Actor for LockActor {
             renewer: args.renewer,
             release_waiters: args.release_waiters,
             woken_while_attempting: false,
-            hold_timer: Timer::default(),
-            wake_timer: Timer::default(),
+            hold_timer: args.timers.timer(),
+            wake_timer: args.timers.timer(),
             name: args.name,
             store: args.store,
             holder: args.holder,

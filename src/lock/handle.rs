@@ -249,12 +249,12 @@ impl Lock {
         Ok(self.inspect().await?.and_then(|record| record.holder))
     }
 
-    /// Test hook: makes this lock's actor panic.
     /// The runtime this handle belongs to.
     pub(crate) fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
     }
 
+    /// Test hook: makes this lock's actor panic.
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn inject_actor_panic(&self) -> Result<(), LockError> {

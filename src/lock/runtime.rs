@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::handle::Lock;
 use super::renewer::Renewer;
 use super::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
+use super::timer::Timers;
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
 use crate::options::LockOptions;
@@ -21,6 +22,8 @@ use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
 pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
+    /// The lock actors' timers.
+    pub(crate) timers: Timers,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     shut_down: AtomicBool,
@@ -67,7 +70,9 @@ impl Runtime {
         idle_timeout: Duration,
     ) -> Result<Arc<Self>, LockError> {
         let (release_waiters, demand) = ReleaseWaiters::new();
+        let timers = Timers::start();
         let args = SupervisorArgs {
+            timers: timers.clone(),
             renewer: Renewer::start(store.clone()),
             release_waiters: release_waiters.clone(),
             store: store.clone(),
@@ -90,6 +95,7 @@ impl Runtime {
         }
         Ok(Arc::new(Self {
             supervisor,
+            timers,
             store,
             holder,
             shut_down: AtomicBool::new(false),

@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
 use super::renewer::Renewer;
+use super::timer::Timers;
 use crate::name::LockName;
 use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
@@ -47,6 +48,7 @@ pub(crate) struct SupervisorArgs {
     pub(crate) idle_timeout: Duration,
     pub(crate) renewer: Renewer,
     pub(crate) release_waiters: ReleaseWaiters,
+    pub(crate) timers: Timers,
 }
 
 pub(crate) struct SupervisorState {
@@ -55,6 +57,7 @@ pub(crate) struct SupervisorState {
     idle_timeout: Duration,
     renewer: Renewer,
     release_waiters: ReleaseWaiters,
+    timers: Timers,
     children: HashMap<LockName, Child>,
 }
 
@@ -80,6 +83,7 @@ impl Actor for Supervisor {
             idle_timeout: args.idle_timeout,
             renewer: args.renewer,
             release_waiters: args.release_waiters,
+            timers: args.timers,
             children: HashMap::new(),
         })
     }
@@ -197,6 +201,7 @@ impl SupervisorState {
                 idle_timeout: self.idle_timeout,
                 renewer: self.renewer.clone(),
                 release_waiters: self.release_waiters.clone(),
+                timers: self.timers.clone(),
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {
