@@ -35,7 +35,7 @@ pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// | [`extension_cadence`](Self::extension_cadence) | acquisition | expiry / 3 | how often a held lease is renewed |
 /// | [`renew_deadline`](Self::renew_deadline) | acquisition | (expiry + cadence) / 2 | without a confirmed renewal *sent* within this, the holder is told it lost the lock |
 /// | [`busy_wait`](Self::busy_wait) | acquisition | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
-/// | [`adaptive_backoff`](Self::adaptive_backoff) | acquisition | off | sleep `min·1.5^n` ±20 % instead of uniformly random |
+/// | [`adaptive_backoff`](Self::adaptive_backoff) | acquisition | on | sleep `min·1.5^n` ±20 % (off: uniformly random in the busy-wait range) |
 /// | [`lock_name_label`](Self::lock_name_label) | acquisition | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
 /// | [`idle_actor_timeout`](Self::idle_actor_timeout) | manager | 60 s | how long a per-name actor lingers after its lock goes idle |
 ///
@@ -52,7 +52,7 @@ pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 ///     .with_expiry(Duration::from_secs(10))
 ///     .with_extension_cadence(Duration::from_secs(2))
 ///     .with_busy_wait(Duration::from_millis(20), Duration::from_millis(500))
-///     .with_adaptive_backoff(true);
+///     .with_adaptive_backoff(false);
 /// assert!(options.validate().is_ok());
 /// assert_eq!(options.renew_deadline(), Duration::from_secs(6));
 /// assert!(options.clone().with_renew_deadline(Duration::from_secs(10)).validate().is_err());
@@ -77,7 +77,7 @@ impl Default for LockOptions {
             renew_deadline: None,
             busy_wait_min: Duration::from_millis(10),
             busy_wait_max: Duration::from_millis(800),
-            adaptive_backoff: false,
+            adaptive_backoff: true,
             idle_actor_timeout: Duration::from_secs(60),
             lock_name_label: LockNameLabel::Off,
         }
@@ -140,13 +140,15 @@ impl LockOptions {
         self
     }
 
-    /// With `true`, the n-th consecutive failed attempt sleeps `min·1.5^n` with ±20 % jitter,
-    /// clamped to the busy-wait range, reset after a success: fewer store calls under long
-    /// contention, quick retries when contention is brief.
+    /// With `true` (the default), the n-th consecutive failed attempt sleeps `min·1.5^n` with
+    /// ±20 % jitter, clamped to the busy-wait range, reset after a success: fewer store calls
+    /// under long contention, quick retries when contention is brief. With `false`, every
+    /// sleep is uniformly random in the busy-wait range (DistributedLock's policy). Either
+    /// way a release reported by the store's release feed ends the sleep at once.
     ///
     /// ```
-    /// let options = mongolock::LockOptions::default().with_adaptive_backoff(true);
-    /// assert!(options.adaptive_backoff());
+    /// let options = mongolock::LockOptions::default().with_adaptive_backoff(false);
+    /// assert!(!options.adaptive_backoff());
     /// ```
     pub fn with_adaptive_backoff(mut self, enabled: bool) -> Self {
         self.adaptive_backoff = enabled;
@@ -237,7 +239,7 @@ impl LockOptions {
     /// Whether adaptive backoff is on.
     ///
     /// ```
-    /// assert!(!mongolock::LockOptions::default().adaptive_backoff());
+    /// assert!(mongolock::LockOptions::default().adaptive_backoff());
     /// ```
     pub fn adaptive_backoff(&self) -> bool {
         self.adaptive_backoff

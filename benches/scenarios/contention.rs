@@ -203,7 +203,7 @@ async fn run<C: Contender>(
     Ok((figures(&timeline, from, to), commands))
 }
 
-/// S3 for `system`: `mongolock`, `mongolock-adaptive`, `dl` or `peer`.
+/// S3 for `system`: `mongolock`, `mongolock-random`, `dl` or `peer`.
 pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     let system = args.text("system", "mongolock");
     let tasks = args.get("tasks", 64_usize);
@@ -217,9 +217,9 @@ pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     ];
     let name = "s3";
     let outcome = match system.as_str() {
-        "mongolock" | "mongolock-adaptive" => {
+        "mongolock" | "mongolock-random" => {
             let options =
-                LockOptions::default().with_adaptive_backoff(system == "mongolock-adaptive");
+                LockOptions::default().with_adaptive_backoff(system != "mongolock-random");
             let managers = [
                 sides[0].manager(options.clone()).await?,
                 sides[1].manager(options).await?,

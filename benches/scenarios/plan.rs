@@ -53,7 +53,7 @@ pub(crate) const S1_SYSTEMS: [&str; 5] = ["mongolock", "floor", "dl", "peer", "m
 /// Repetitions of S1 in a full run: the ratio to the floor is the smallest effect measured.
 const S1_FULL_REPS: usize = 5;
 /// The S3 systems.
-pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-adaptive", "dl", "peer"];
+pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-random", "dl", "peer"];
 
 /// Every job of `mode`.
 #[allow(clippy::too_many_lines)]

@@ -523,8 +523,8 @@ fn s1_label(system: &str) -> &'static str {
 
 fn s3_label(system: &str) -> &'static str {
     match system {
-        "mongolock" => "mongolock (defaults: random 10–800 ms retry)",
-        "mongolock-adaptive" => "mongolock (adaptive backoff)",
+        "mongolock" => "mongolock (defaults: adaptive backoff 10–800 ms)",
+        "mongolock-random" => "mongolock (random 10–800 ms retry)",
         "dl" => "DistributedLock algorithm (random 10–800 ms poll, delete on release)",
         "peer" => "distributed-lock-mongo 0.2 (10 ms poll)",
         _ => "?",
