@@ -22,7 +22,8 @@ use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
 pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
-    /// The lock actors' timers.
+    /// The lock actors' timers (kept here to count them in the crate's tests).
+    #[cfg(feature = "test-hooks")]
     pub(crate) timers: Timers,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
@@ -95,6 +96,7 @@ impl Runtime {
         }
         Ok(Arc::new(Self {
             supervisor,
+            #[cfg(feature = "test-hooks")]
             timers,
             store,
             holder,

@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(any(test, feature = "test-hooks"))]
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ractor::{ActorRef, Message};
 use tokio::sync::mpsc;
@@ -25,6 +27,8 @@ enum Command {
 pub(crate) struct Timers {
     commands: mpsc::UnboundedSender<Command>,
     next_id: Arc<AtomicU64>,
+    /// How many timers are pending, for the leak checks of the crate's tests.
+    #[cfg(any(test, feature = "test-hooks"))]
     pending: Arc<AtomicUsize>,
 }
 
@@ -32,11 +36,17 @@ impl Timers {
     /// Starts the service task.
     pub(crate) fn start() -> Self {
         let (commands, incoming) = mpsc::unbounded_channel();
+        #[cfg(any(test, feature = "test-hooks"))]
         let pending = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(run(incoming, pending.clone()));
+        tokio::spawn(run(
+            incoming,
+            #[cfg(any(test, feature = "test-hooks"))]
+            pending.clone(),
+        ));
         Self {
             commands,
             next_id: Arc::new(AtomicU64::new(0)),
+            #[cfg(any(test, feature = "test-hooks"))]
             pending,
         }
     }
@@ -52,6 +62,7 @@ impl Timers {
     }
 
     /// How many timers are pending (the service's count, as of its last command).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Relaxed)
     }
@@ -102,7 +113,10 @@ impl<M: Message> Drop for Timer<M> {
 }
 
 /// The service: pending timers by due time, with an index by id for replacing and cancelling.
-async fn run(mut incoming: mpsc::UnboundedReceiver<Command>, pending: Arc<AtomicUsize>) {
+async fn run(
+    mut incoming: mpsc::UnboundedReceiver<Command>,
+    #[cfg(any(test, feature = "test-hooks"))] pending: Arc<AtomicUsize>,
+) {
     let mut due: BTreeMap<(Instant, u64), Fire> = BTreeMap::new();
     let mut by_id: HashMap<u64, Instant> = HashMap::new();
     loop {
@@ -133,6 +147,7 @@ async fn run(mut incoming: mpsc::UnboundedReceiver<Command>, pending: Arc<Atomic
                 }
             }
         }
+        #[cfg(any(test, feature = "test-hooks"))]
         pending.store(due.len(), Ordering::Relaxed);
     }
 }
