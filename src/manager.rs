@@ -207,6 +207,16 @@ impl LockManager {
         self.runtime.timers.pending()
     }
 
+    /// Test hook: how many requests lock handles sent through the supervisor because they
+    /// knew no open route to the lock's actor.
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    pub fn requests_routed_by_supervisor(&self) -> u64 {
+        self.runtime
+            .routed_by_supervisor
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Releases every held lock (their guards report [`LossReason::Shutdown`](crate::LossReason::Shutdown)),
     /// fails pending acquisitions with [`LockError::ShutDown`], and stops all actors.
     /// Idempotent.

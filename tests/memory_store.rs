@@ -76,6 +76,76 @@ async fn released_holds_leave_no_sleeping_timers() {
     manager.shutdown().await;
 }
 
+/// After the supervisor has routed a handle's first request, the handle and its clones
+/// reach the lock's actor directly; once the actor stopped for idleness the next request
+/// goes through the supervisor again, which starts a fresh actor.
+#[tokio::test(start_paused = true)]
+async fn handles_reach_their_actor_directly_after_the_first_request() {
+    use mongolock::{LockManager, LockOptions};
+    use std::time::Duration;
+
+    let idle = Duration::from_millis(100);
+    let manager = LockManager::start(
+        MemoryStore::new(),
+        LockOptions::default().with_idle_actor_timeout(idle),
+    )
+    .await
+    .unwrap();
+    let lock = manager.lock("direct").unwrap();
+    for _ in 0..50 {
+        let clone = lock.clone();
+        clone.acquire().await.unwrap().release().await.unwrap();
+        assert!(lock.try_acquire().await.unwrap().is_some());
+    }
+    assert_eq!(manager.requests_routed_by_supervisor(), 1);
+    tokio::time::sleep(idle * 3).await;
+    assert_eq!(manager.active_locks().await, 0, "the idle actor stopped");
+    lock.acquire().await.unwrap().release().await.unwrap();
+    assert_eq!(manager.requests_routed_by_supervisor(), 2);
+    manager.shutdown().await;
+}
+
+/// Requests racing an actor's idle stop are never lost: each either reaches the actor
+/// before it retires (and keeps it) or goes through the supervisor to a fresh one.
+#[tokio::test(start_paused = true)]
+async fn requests_racing_an_idle_stop_are_never_lost() {
+    use mongolock::{LockManager, LockOptions};
+    use std::time::Duration;
+
+    let idle = Duration::from_millis(1);
+    let manager = LockManager::start(
+        MemoryStore::new(),
+        LockOptions::default().with_idle_actor_timeout(idle),
+    )
+    .await
+    .unwrap();
+    let lock = manager.lock("racy").unwrap();
+    let mut tasks = Vec::new();
+    for task in 0..8_u64 {
+        let lock = lock.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..100_u64 {
+                // Pauses around the idle timeout, so requests arrive just before, at and
+                // just after the actor retires.
+                tokio::time::sleep(Duration::from_micros((task * 131 + round * 17) % 2_500)).await;
+                let guard = lock
+                    .acquire_timeout(Duration::from_secs(5))
+                    .await
+                    .expect("an acquisition was lost");
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert!(
+        manager.requests_routed_by_supervisor() > 1,
+        "the actor stopped and was restarted"
+    );
+    manager.shutdown().await;
+}
+
 /// An actor that ignores what it is sent.
 struct Sink;
 

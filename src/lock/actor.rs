@@ -22,6 +22,7 @@ use super::hold::Hold;
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
 use super::renewer::{Renewal, Renewer};
+use super::route::RouteGate;
 use super::starvation;
 use super::store_call::{bounded, spawn_store_call};
 use super::supervisor::SupervisorMsg;
@@ -50,6 +51,8 @@ pub(crate) struct LockActorArgs {
     pub(crate) renewer: Renewer,
     pub(crate) release_waiters: ReleaseWaiters,
     pub(crate) timers: Timers,
+    /// The count of requests sent on this actor's route (see `route`).
+    pub(crate) gate: Arc<RouteGate>,
 }
 
 enum Phase {
@@ -112,8 +115,9 @@ pub(crate) struct LockActorState {
     release_waiters: ReleaseWaiters,
     /// Bumped whenever a retry or idle timer is scheduled; older timers are ignored.
     generation: u64,
-    /// Requests received from the supervisor, compared with its count before an idle stop.
-    forwarded_seen: u64,
+    /// Requests received, compared with the route's count before an idle stop.
+    requests_seen: u64,
+    gate: Arc<RouteGate>,
     idle_timeout: Duration,
     /// Sends this name's renewals batched with the other names' of the manager.
     renewer: Renewer,
@@ -150,7 +154,8 @@ impl Actor for LockActor {
             supervisor: args.supervisor,
             phase: Phase::Idle,
             generation: 0,
-            forwarded_seen: 0,
+            requests_seen: 0,
+            gate: args.gate,
         })
     }
 
@@ -160,8 +165,8 @@ impl Actor for LockActor {
         message: LockMsg,
         state: &mut LockActorState,
     ) -> Result<(), ActorProcessingErr> {
-        if message.is_forwarded_request() {
-            state.forwarded_seen += 1;
+        if message.is_counted_request() {
+            state.requests_seen += 1;
         }
         match message {
             LockMsg::Acquire {
@@ -881,13 +886,19 @@ impl LockActorState {
     }
 
     fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
-        if generation == self.generation && matches!(self.phase, Phase::Idle) {
-            // The supervisor stops us only if it has forwarded nothing we have not seen.
+        if generation != self.generation || !matches!(self.phase, Phase::Idle) {
+            return;
+        }
+        if self.gate.try_retire(self.requests_seen) {
+            // No request can reach us any more: the supervisor forgets us, we stop.
             let _ = self.supervisor.send_message(SupervisorMsg::ChildIdle {
                 name: self.name.clone(),
                 actor: myself.get_id(),
-                seen: self.forwarded_seen,
             });
+            myself.stop(Some("idle".to_owned()));
+        } else {
+            // A request is on its way; if its sender took it elsewhere, try again later.
+            self.become_idle(myself);
         }
     }
 

@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use super::guard::LockGuard;
 use super::message::LockMsg;
+use super::route::CachedRoute;
 use super::runtime::Runtime;
 use super::store_call::bounded;
 use super::supervisor::SupervisorMsg;
@@ -37,6 +38,8 @@ pub struct Lock {
     name: LockName,
     options: Arc<LockOptions>,
     runtime: Arc<Runtime>,
+    /// The route to the name's actor once the supervisor has given it (shared by clones).
+    route: Arc<CachedRoute>,
 }
 
 impl Lock {
@@ -45,6 +48,7 @@ impl Lock {
             name,
             options,
             runtime,
+            route: Arc::default(),
         }
     }
 
@@ -261,12 +265,28 @@ impl Lock {
         self.send(LockMsg::InjectPanic)
     }
 
-    fn send(&self, message: LockMsg) -> Result<(), LockError> {
+    /// Sends a request straight to the name's actor when the route is known and open,
+    /// otherwise through the supervisor (which starts the actor if needed and gives the route).
+    fn send(&self, mut request: LockMsg) -> Result<(), LockError> {
+        if let Some(route) = self.route.get() {
+            match route.send_request(request) {
+                Ok(()) => return Ok(()),
+                Err(refused) => {
+                    self.route.forget(&route);
+                    request = refused;
+                }
+            }
+        }
+        #[cfg(feature = "test-hooks")]
+        self.runtime
+            .routed_by_supervisor
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let supervisor: &ActorRef<SupervisorMsg> = &self.runtime.supervisor;
         supervisor
             .send_message(SupervisorMsg::Forward {
                 name: self.name.clone(),
-                message,
+                message: request,
+                route: self.route.clone(),
             })
             .map_err(|_| LockError::ShutDown)
     }

@@ -19,7 +19,8 @@ pub(crate) type ReleaseReply = Option<oneshot::Sender<Result<(), LockError>>>;
 
 /// Messages of the per-name lock actor.
 pub(crate) enum LockMsg {
-    // --- requests forwarded by the supervisor (counted for idle shutdown) ---
+    // --- requests from lock handles, directly or through the supervisor (counted on the
+    // route, for idle shutdown) ---
     /// Wait until the lock is held (FIFO among this process' waiters).
     Acquire {
         options: Arc<LockOptions>,
@@ -85,8 +86,8 @@ pub(crate) enum LockMsg {
 }
 
 impl LockMsg {
-    /// Whether the supervisor forwarded this message (and counted it).
-    pub(crate) fn is_forwarded_request(&self) -> bool {
+    /// Whether this is a request its sender counted on the actor's route (see `route`).
+    pub(crate) fn is_counted_request(&self) -> bool {
         match self {
             Self::Acquire { .. } | Self::TryAcquire { .. } => true,
             #[cfg(feature = "test-hooks")]

@@ -4,12 +4,13 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `handle.rs` | [`Lock`]: acquire, try, inspect; requests go to the supervisor |
+//! | `handle.rs` | [`Lock`]: acquire, try, inspect; the first request goes through the supervisor, later ones straight to the actor |
 //! | `guard.rs` | [`LockGuard`]: token, loss, release on drop |
 //! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
 //! | `loss_signal.rs` | the loss protocol: the runtime's sending half and [`LossSignal`] |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
-//! | `supervisor.rs` | registry name → actor, failure isolation, idle stop |
+//! | `supervisor.rs` | registry name → actor, failure isolation |
+//! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
 //! | `actor.rs` | the per-name state machine `idle → attempting → held → releasing` |
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
@@ -19,7 +20,7 @@
 //! | `starvation.rs` | when local waiters step back for other processes |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
-//! | `timer.rs` | a cancellable timer, so no sleeping task outlives its purpose |
+//! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
 
 mod actor;
 mod backoff;
@@ -30,6 +31,7 @@ mod loss_signal;
 mod message;
 mod orphan;
 mod renewer;
+mod route;
 mod run;
 mod runtime;
 mod starvation;

@@ -25,6 +25,10 @@ pub(crate) struct Runtime {
     /// The lock actors' timers (kept here to count them in the crate's tests).
     #[cfg(feature = "test-hooks")]
     pub(crate) timers: Timers,
+    /// Requests handles sent through the supervisor (not on a known route), for the
+    /// crate's tests.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) routed_by_supervisor: AtomicU64,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     shut_down: AtomicBool,
@@ -98,6 +102,8 @@ impl Runtime {
             supervisor,
             #[cfg(feature = "test-hooks")]
             timers,
+            #[cfg(feature = "test-hooks")]
+            routed_by_supervisor: AtomicU64::new(0),
             store,
             holder,
             shut_down: AtomicBool::new(false),

@@ -15,20 +15,22 @@ use tokio::sync::oneshot;
 use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
 use super::renewer::Renewer;
+use super::route::{CachedRoute, Route, RouteGate};
 use super::timer::Timers;
 use crate::name::LockName;
 use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {
-    /// Deliver `message` to the actor of `name`, spawning it if needed.
-    Forward { name: LockName, message: LockMsg },
-    /// A lock actor has been idle for its idle timeout, having seen `seen` forwarded requests.
-    ChildIdle {
+    /// Deliver the request `message` to the actor of `name`, spawning it if needed, and
+    /// leave the route to it in `route` for the handle's next requests.
+    Forward {
         name: LockName,
-        actor: ActorId,
-        seen: u64,
+        message: LockMsg,
+        route: Arc<CachedRoute>,
     },
+    /// A lock actor retired after its idle timeout (see `route`) and is stopping.
+    ChildIdle { name: LockName, actor: ActorId },
     /// The store says `name` became free: wake its actor, if this manager has one.
     Released { name: LockName },
     /// The store's release feed (re)started watching: wake every actor once, for releases
@@ -62,9 +64,7 @@ pub(crate) struct SupervisorState {
 }
 
 struct Child {
-    actor: ActorRef<LockMsg>,
-    /// Requests forwarded so far; an idle child may stop only if it has seen all of them.
-    forwarded: u64,
+    route: Route,
 }
 
 impl Actor for Supervisor {
@@ -95,24 +95,28 @@ impl Actor for Supervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::Forward { name, message } => state.forward(&myself, name, message).await,
-            SupervisorMsg::ChildIdle { name, actor, seen } => {
-                let idle = state
+            SupervisorMsg::Forward {
+                name,
+                message,
+                route,
+            } => state.forward(&myself, name, message, &route).await,
+            SupervisorMsg::ChildIdle { name, actor } => {
+                if state
                     .children
                     .get(&name)
-                    .is_some_and(|child| child.actor.get_id() == actor && child.forwarded == seen);
-                if let Some(child) = idle.then(|| state.children.remove(&name)).flatten() {
-                    child.actor.stop(Some("idle".to_owned()));
+                    .is_some_and(|child| child.route.actor.get_id() == actor)
+                {
+                    state.children.remove(&name);
                 }
             }
             SupervisorMsg::Released { name } => {
                 if let Some(child) = state.children.get(&name) {
-                    let _ = child.actor.send_message(LockMsg::Wake);
+                    let _ = child.route.actor.send_message(LockMsg::Wake);
                 }
             }
             SupervisorMsg::WakeAll => {
                 for child in state.children.values() {
-                    let _ = child.actor.send_message(LockMsg::Wake);
+                    let _ = child.route.actor.send_message(LockMsg::Wake);
                 }
             }
             SupervisorMsg::ActiveLocks { reply } => {
@@ -123,6 +127,7 @@ impl Actor for Supervisor {
                 for (_, child) in state.children.drain() {
                     let (done, wait) = oneshot::channel();
                     if child
+                        .route
                         .actor
                         .send_message(LockMsg::Shutdown { reply: done })
                         .is_ok()
@@ -166,23 +171,23 @@ impl SupervisorState {
         myself: &ActorRef<SupervisorMsg>,
         name: LockName,
         mut message: LockMsg,
+        cache: &CachedRoute,
     ) {
-        // Two tries: a child that died but whose termination event is still queued refuses
-        // the message, and a fresh child takes it.
+        // Two tries: a child that retired or died but whose end the supervisor has not heard
+        // of yet refuses the request, and a fresh child takes it.
         for _ in 0..2 {
             let Some(child) = self.child(myself, &name).await else {
                 return; // spawn failed: the caller's reply channel closes, it gets an error
             };
-            match child.actor.send_message(message) {
+            match child.route.send_request(message) {
                 Ok(()) => {
-                    child.forwarded += 1;
+                    cache.set(child.route.clone());
                     return;
                 }
-                Err(ractor::MessagingErr::SendErr(returned)) => {
-                    message = returned;
+                Err(refused) => {
+                    message = refused;
                     self.children.remove(&name);
                 }
-                Err(_) => return,
             }
         }
     }
@@ -193,6 +198,7 @@ impl SupervisorState {
         name: &LockName,
     ) -> Option<&mut Child> {
         if !self.children.contains_key(name) {
+            let gate = Arc::new(RouteGate::default());
             let args = LockActorArgs {
                 name: name.clone(),
                 store: self.store.clone(),
@@ -202,14 +208,14 @@ impl SupervisorState {
                 renewer: self.renewer.clone(),
                 release_waiters: self.release_waiters.clone(),
                 timers: self.timers.clone(),
+                gate: gate.clone(),
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {
                     self.children.insert(
                         name.clone(),
                         Child {
-                            actor,
-                            forwarded: 0,
+                            route: Route { actor, gate },
                         },
                     );
                 }
@@ -224,6 +230,6 @@ impl SupervisorState {
 
     fn forget(&mut self, actor: ActorId) {
         self.children
-            .retain(|_, child| child.actor.get_id() != actor);
+            .retain(|_, child| child.route.actor.get_id() != actor);
     }
 }
