@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
-use mongolock::MongoStore;
+use mongolock::{LockStore, MongoStore};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::Rng;
@@ -549,6 +549,7 @@ impl<'a> Run<'a> {
                 max_backoff: self.config.max_backoff_ms() * MS,
                 slack: self.config.slack_ms * MS,
                 orphan_bound: self.config.orphan_bound_ms * MS,
+                tokens_per_grant: self.lock_store().tokens_per_grant(),
                 until: stop_at,
             },
             locks: self.lock_names(),
