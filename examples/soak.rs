@@ -354,17 +354,29 @@ async fn run(args: Args) -> Result<bool, String> {
         let _ = task.await;
     }
     outages.abort();
+    // Work with a purpose may outlive the load by a bounded time: idle actors stop after their
+    // timeout, the release stream lingers 10 s, and a call the hung store never answered is
+    // waited for up to its late-answer limit (60 s) so whatever it granted can be released.
+    let stopped_at = Instant::now();
+    let drained_within = Duration::from_secs(75);
     sleep(options().idle_actor_timeout() * 3).await;
-    let quiet = Sample {
-        at: started.elapsed(),
-        actors: (first.active_locks().await, second.active_locks().await),
-        tasks: alive_tasks(),
-        rss: rss_kib(),
-        acquired: counters.acquired.load(Ordering::Relaxed),
+    let quiet = loop {
+        let quiet = Sample {
+            at: started.elapsed(),
+            actors: (first.active_locks().await, second.active_locks().await),
+            tasks: alive_tasks(),
+            rss: rss_kib(),
+            acquired: counters.acquired.load(Ordering::Relaxed),
+        };
+        let drained = quiet.actors == (0, 0) && quiet.tasks <= idle_tasks + 2;
+        if drained || stopped_at.elapsed() >= drained_within {
+            break quiet;
+        }
+        sleep(Duration::from_secs(1)).await;
     };
     println!(
-        "after the load stopped and {:?} idle:",
-        options().idle_actor_timeout() * 3
+        "after the load stopped and {:.0?} idle (waiting at most {drained_within:?} to drain):",
+        stopped_at.elapsed()
     );
     print_sample(&quiet);
     first.shutdown().await;

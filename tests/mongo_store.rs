@@ -864,6 +864,16 @@ async fn a_release_wakes_a_remote_waiter_at_once() {
     taken.release().await.unwrap();
     holder.shutdown().await;
     waiter.shutdown().await;
+    // Shutting down closes the stream (the driver kills its cursor), though its linger has
+    // not run out and the manager value is still alive.
+    let closed_by = Instant::now() + Duration::from_secs(5);
+    while log.count("killCursors") == 0 {
+        assert!(
+            Instant::now() < closed_by,
+            "the release stream outlived its manager's shutdown"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Passing the lock to local waiters takes no command at all while the tokens its grant

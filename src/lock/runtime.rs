@@ -42,15 +42,18 @@ pub(crate) struct Runtime {
 pub(crate) type ShutdownHook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// Passes the store's release hints to the supervisor until the feed ends or the supervisor
-/// is gone: a released name wakes its actor, and a feed that (re)started watching wakes
-/// every waiting actor once (it saw nothing before).
+/// stops (then dropping the receiver ends the store's feed, and its change stream, too): a
+/// released name wakes its actor, and a feed that (re)started watching wakes every waiting
+/// actor once (it saw nothing before).
 async fn forward_releases(
     mut released: mpsc::Receiver<LockName>,
     mut feed_starts: watch::Receiver<u64>,
     supervisor: ActorRef<SupervisorMsg>,
+    mut supervisor_gone: oneshot::Receiver<()>,
 ) {
     loop {
         let message = tokio::select! {
+            _ = &mut supervisor_gone => return,
             name = released.recv() => match name {
                 Some(name) => SupervisorMsg::Released { name },
                 None => return,
@@ -76,7 +79,9 @@ impl Runtime {
     ) -> Result<Arc<Self>, LockError> {
         let (release_waiters, demand) = ReleaseWaiters::new();
         let timers = Timers::start();
+        let (alive, supervisor_gone) = oneshot::channel();
         let args = SupervisorArgs {
+            alive,
             timers: timers.clone(),
             renewer: Renewer::start(store.clone()),
             release_waiters: release_waiters.clone(),
@@ -96,6 +101,7 @@ impl Runtime {
                 released,
                 release_waiters.feed_starts(),
                 supervisor.clone(),
+                supervisor_gone,
             ));
         }
         Ok(Arc::new(Self {

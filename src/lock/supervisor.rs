@@ -51,6 +51,8 @@ pub(crate) struct SupervisorArgs {
     pub(crate) renewer: Renewer,
     pub(crate) release_waiters: ReleaseWaiters,
     pub(crate) timers: Timers,
+    /// Dropped with the supervisor's state when it stops: tells the release forwarder.
+    pub(crate) alive: oneshot::Sender<()>,
 }
 
 pub(crate) struct SupervisorState {
@@ -60,6 +62,7 @@ pub(crate) struct SupervisorState {
     renewer: Renewer,
     release_waiters: ReleaseWaiters,
     timers: Timers,
+    _alive: oneshot::Sender<()>,
     children: HashMap<LockName, Child>,
 }
 
@@ -84,6 +87,7 @@ impl Actor for Supervisor {
             renewer: args.renewer,
             release_waiters: args.release_waiters,
             timers: args.timers,
+            _alive: args.alive,
             children: HashMap::new(),
         })
     }
