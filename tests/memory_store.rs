@@ -81,16 +81,10 @@ async fn released_holds_leave_no_sleeping_timers() {
 /// goes through the supervisor again, which starts a fresh actor.
 #[tokio::test(start_paused = true)]
 async fn handles_reach_their_actor_directly_after_the_first_request() {
-    use mongolock::{LockManager, LockOptions};
     use std::time::Duration;
 
     let idle = Duration::from_millis(100);
-    let manager = LockManager::start(
-        MemoryStore::new(),
-        LockOptions::default().with_idle_actor_timeout(idle),
-    )
-    .await
-    .unwrap();
+    let manager = manager_idling_after(idle).await;
     let lock = manager.lock("direct").unwrap();
     for _ in 0..50 {
         let clone = lock.clone();
@@ -109,16 +103,10 @@ async fn handles_reach_their_actor_directly_after_the_first_request() {
 /// before it retires (and keeps it) or goes through the supervisor to a fresh one.
 #[tokio::test(start_paused = true)]
 async fn requests_racing_an_idle_stop_are_never_lost() {
-    use mongolock::{LockManager, LockOptions};
     use std::time::Duration;
 
     let idle = Duration::from_millis(1);
-    let manager = LockManager::start(
-        MemoryStore::new(),
-        LockOptions::default().with_idle_actor_timeout(idle),
-    )
-    .await
-    .unwrap();
+    let manager = manager_idling_after(idle).await;
     let lock = manager.lock("racy").unwrap();
     let mut tasks = Vec::new();
     for task in 0..8_u64 {
@@ -144,6 +132,14 @@ async fn requests_racing_an_idle_stop_are_never_lost() {
         "the actor stopped and was restarted"
     );
     manager.shutdown().await;
+}
+
+/// A manager on a fresh memory store whose idle lock actors stop after `idle`.
+async fn manager_idling_after(idle: std::time::Duration) -> mongolock::LockManager {
+    let options = mongolock::LockOptions::default().with_idle_actor_timeout(idle);
+    mongolock::LockManager::start(MemoryStore::new(), options)
+        .await
+        .unwrap()
 }
 
 /// An actor that ignores what it is sent.

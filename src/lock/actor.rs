@@ -17,7 +17,6 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
-use super::guard::LockGuard;
 use super::hold::Hold;
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan;
@@ -443,15 +442,7 @@ impl LockActorState {
             attempt.metrics,
             sent_at,
         );
-        let make_guard = || {
-            LockGuard::new(
-                self.name.clone(),
-                token,
-                hold.lease,
-                myself.clone(),
-                hold.loss_signal(),
-            )
-        };
+        let make_guard = || hold.guard(&self.name, myself);
         let delivered = match attempt.for_try {
             Some(reply) => match reply.send(Ok(Some(make_guard()))) {
                 Ok(()) => true,
@@ -626,19 +617,17 @@ impl LockActorState {
         let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
-        if !self.others_starving
-            && self.waiters.prune()
-            && let Some((options, metrics, _)) = self.waiters.front()
-            && hold.can_pass_locally(&options)
+        let mut next = (!self.others_starving && self.waiters.prune())
+            .then(|| self.waiters.front())
+            .flatten();
+        if let Some((options, metrics, _)) =
+            next.take_if(|(options, _, _)| hold.can_pass_locally(options))
         {
             return self.pass_locally(myself, hold, reply, options, metrics);
         }
         self.end_hold_timers();
         hold.metrics.hold_ended(hold.acquired_at.elapsed());
-        if !self.others_starving
-            && self.waiters.prune()
-            && let Some(next) = self.waiters.front()
-        {
+        if let Some(next) = next {
             return self.begin_hand_over(myself, hold, reply, next);
         }
         self.phase = Phase::Releasing {
@@ -680,15 +669,7 @@ impl LockActorState {
         if let Some(reply) = reply {
             let _ = reply.send(Ok(()));
         }
-        let delivered = self.waiters.deliver(|| {
-            LockGuard::new(
-                self.name.clone(),
-                next.token,
-                next.lease,
-                myself.clone(),
-                next.loss_signal(),
-            )
-        });
+        let delivered = self.waiters.deliver(|| next.guard(&self.name, myself));
         next.metrics.attempt(AttemptResult::Acquired);
         next.metrics.held(1.0);
         tracing::debug!(lock = %self.name, token = next.token, delivered, "lock passed to a local waiter");

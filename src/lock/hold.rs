@@ -4,7 +4,11 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use ractor::ActorRef;
+
+use super::guard::LockGuard;
 use super::loss_signal::{HoldStatusSender, LossSignal};
+use super::message::LockMsg;
 use crate::error::{LossReason, StoreError};
 use crate::metrics::LockMetrics;
 use crate::name::LockName;
@@ -85,6 +89,17 @@ impl Hold {
         };
         self.status.released();
         next
+    }
+
+    /// A guard of this hold for its caller, answering to `actor`.
+    pub(crate) fn guard(&self, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
+        LockGuard::new(
+            name.clone(),
+            self.token,
+            self.lease,
+            actor.clone(),
+            self.loss_signal(),
+        )
     }
 
     /// A receiver for a new guard of this hold.

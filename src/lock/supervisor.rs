@@ -63,11 +63,8 @@ pub(crate) struct SupervisorState {
     release_waiters: ReleaseWaiters,
     timers: Timers,
     _alive: oneshot::Sender<()>,
-    children: HashMap<LockName, Child>,
-}
-
-struct Child {
-    route: Route,
+    /// Each live lock actor by name, with the route requests take to it.
+    children: HashMap<LockName, Route>,
 }
 
 impl Actor for Supervisor {
@@ -108,19 +105,19 @@ impl Actor for Supervisor {
                 if state
                     .children
                     .get(&name)
-                    .is_some_and(|child| child.route.actor.get_id() == actor)
+                    .is_some_and(|child| child.actor.get_id() == actor)
                 {
                     state.children.remove(&name);
                 }
             }
             SupervisorMsg::Released { name } => {
                 if let Some(child) = state.children.get(&name) {
-                    let _ = child.route.actor.send_message(LockMsg::Wake);
+                    let _ = child.actor.send_message(LockMsg::Wake);
                 }
             }
             SupervisorMsg::WakeAll => {
                 for child in state.children.values() {
-                    let _ = child.route.actor.send_message(LockMsg::Wake);
+                    let _ = child.actor.send_message(LockMsg::Wake);
                 }
             }
             SupervisorMsg::ActiveLocks { reply } => {
@@ -131,7 +128,6 @@ impl Actor for Supervisor {
                 for (_, child) in state.children.drain() {
                     let (done, wait) = oneshot::channel();
                     if child
-                        .route
                         .actor
                         .send_message(LockMsg::Shutdown { reply: done })
                         .is_ok()
@@ -183,9 +179,9 @@ impl SupervisorState {
             let Some(child) = self.child(myself, &name).await else {
                 return; // spawn failed: the caller's reply channel closes, it gets an error
             };
-            match child.route.send_request(message) {
+            match child.send_request(message) {
                 Ok(()) => {
-                    cache.set(child.route.clone());
+                    cache.set(child.clone());
                     return;
                 }
                 Err(refused) => {
@@ -196,11 +192,7 @@ impl SupervisorState {
         }
     }
 
-    async fn child(
-        &mut self,
-        myself: &ActorRef<SupervisorMsg>,
-        name: &LockName,
-    ) -> Option<&mut Child> {
+    async fn child(&mut self, myself: &ActorRef<SupervisorMsg>, name: &LockName) -> Option<&Route> {
         if !self.children.contains_key(name) {
             let gate = Arc::new(RouteGate::default());
             let args = LockActorArgs {
@@ -216,12 +208,7 @@ impl SupervisorState {
             };
             match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {
-                    self.children.insert(
-                        name.clone(),
-                        Child {
-                            route: Route { actor, gate },
-                        },
-                    );
+                    self.children.insert(name.clone(), Route { actor, gate });
                 }
                 Err(error) => {
                     tracing::error!(lock = %name, %error, "could not start lock actor");
@@ -229,11 +216,11 @@ impl SupervisorState {
                 }
             }
         }
-        self.children.get_mut(name)
+        self.children.get(name)
     }
 
     fn forget(&mut self, actor: ActorId) {
         self.children
-            .retain(|_, child| child.route.actor.get_id() != actor);
+            .retain(|_, child| child.actor.get_id() != actor);
     }
 }

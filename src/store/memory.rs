@@ -80,14 +80,6 @@ struct Record {
 }
 
 impl MemoryState {
-    /// Reserves the next block of tokens for one grant; returns its first token (the
-    /// block's last is `last_token`).
-    fn reserve_tokens(&mut self) -> u64 {
-        let first = self.last_token + 1;
-        self.last_token += TOKENS_PER_GRANT;
-        first
-    }
-
     /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
     /// watcher polls), a closed one is dropped.
     fn freed(&mut self, name: &LockName) {
@@ -102,6 +94,14 @@ impl MemoryState {
 
 /// How many release hints may wait unread per watcher before new ones are dropped.
 const RELEASE_FEED_CAPACITY: usize = 1024;
+
+/// Reserves the next block of tokens for one grant after `last_token` (the last reserved,
+/// moved to the block's last); returns the block's first token.
+fn reserve_tokens(last_token: &mut u64) -> u64 {
+    let first = *last_token + 1;
+    *last_token += TOKENS_PER_GRANT;
+    first
+}
 
 impl Record {
     fn is_expired(&self, now: Instant) -> bool {
@@ -281,7 +281,7 @@ impl LockStore for MemoryStore {
                 holder: Some(current.holder.clone()),
             });
         }
-        let token = state.reserve_tokens();
+        let token = reserve_tokens(&mut state.last_token);
         state.records.insert(
             request.name.clone(),
             Record {
@@ -327,17 +327,18 @@ impl LockStore for MemoryStore {
     ) -> Result<HandOverOutcome, StoreError> {
         let now = Instant::now();
         let mut state = self.state();
-        if !state
-            .records
-            .get(&from.name)
-            .is_some_and(|record| record.lease == from.lease && !record.is_expired(now))
-        {
-            return Ok(HandOverOutcome::NotOwner);
-        }
-        let token = state.reserve_tokens();
-        let Some(record) = state.records.get_mut(&from.name) else {
+        let MemoryState {
+            records,
+            last_token,
+            ..
+        } = &mut *state;
+        let Some(record) = records
+            .get_mut(&from.name)
+            .filter(|record| record.lease == from.lease && !record.is_expired(now))
+        else {
             return Ok(HandOverOutcome::NotOwner);
         };
+        let token = reserve_tokens(last_token);
         // The contention mark stays: the other managers are still waiting.
         record.lease = to.lease;
         record.holder = to.holder.clone();
