@@ -158,3 +158,59 @@ impl ractor::Actor for Sink {
         Ok(())
     }
 }
+
+/// A process paused past its lease with a local waiter queued: when it runs again, the
+/// holder's release (already queued) reaches the actor before the deadline's own message.
+/// The hold is past its deadline — another process has meanwhile taken the expired lock —
+/// so the release is a loss, and the waiter is not handed the lease (with an old token)
+/// without a store call.
+#[tokio::test(start_paused = true)]
+async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() {
+    use futures::FutureExt;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId};
+    use mongolock::{LockError, LockManager, LockStore, LossReason};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let options = common::fast_options();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let lock = manager.lock("paused").unwrap();
+    let holder = lock.acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await; // the waiter is queued
+
+    // The pause: the release is on its way while the clock jumps past the lease; nothing of
+    // this process runs until the other process has taken the expired lock.
+    let release = tokio::spawn(holder.release());
+    let _ = tokio::time::advance(options.expiry() * 2).now_or_never();
+    let other = AcquireRequest::new(
+        LockName::new("paused").unwrap(),
+        LeaseId::new(),
+        HolderId::generate(),
+        Duration::from_secs(60),
+    );
+    let AcquireOutcome::Acquired { token: other_token } = store.try_acquire(&other).await.unwrap()
+    else {
+        panic!("the expired lock was not free for another process");
+    };
+
+    assert!(matches!(
+        release.await.unwrap(),
+        Err(LockError::Lost(LossReason::DeadlineExceeded))
+    ));
+    // The waiter gets the lock only once the other process' lease ends, and with a larger
+    // token than that process was given.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter got the lock another process holds"
+    );
+    let guard = waiter.await.unwrap().unwrap();
+    assert!(guard.token() > other_token);
+    manager.shutdown().await;
+}

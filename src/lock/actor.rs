@@ -1,6 +1,22 @@
-//! The per-name lock actor: owns one lock name's state machine
-//! (idle → acquiring → held → releasing), its FIFO of local waiters, the renewal cadence and
-//! the loss deadline.
+//! The per-name lock actor: owns one lock name's state machine, its FIFO of local waiters,
+//! the renewal cadence and the loss deadline.
+//!
+//! The six phases, and what moves between them (each message is one transition of the
+//! data-owning `Phase`):
+//!
+//! | phase | meaning | leaves on |
+//! |---|---|---|
+//! | `Idle` | nothing held, nobody waiting | an acquire / try → `Attempting` |
+//! | `Attempting` | one acquisition call in flight | grant → `Held`; busy or error → `BackingOff` (or `Idle`) |
+//! | `BackingOff` | waiting to retry | its timer, or a release seen on the store → `Attempting` |
+//! | `Held` | a guard holds the lease; renewals keep it | release → local pass (`Held`), `HandingOver` or `Releasing`; loss → `Attempting` / `Idle` |
+//! | `HandingOver` | the lease passes to a local waiter in one store call | answer → `Held` or `Attempting` |
+//! | `Releasing` | a release call in flight | answer → `Attempting`, `BackingOff` (stepping back) or `Idle` |
+//!
+//! A hold is only ever used while it is provably valid (its loss deadline ahead): a release
+//! that arrives past the deadline is a loss, and a local pass also needs every renewal
+//! since the last confirmation answered. A lost hold's lease stays on the store until its
+//! guard lets go or the loss margin has passed (see `hold::LostHold`).
 //!
 //! Store calls never run on the message loop: each is spawned (see `store_call`) and reports
 //! back as a message, so the deadline timer is handled on time even while a call hangs, and
@@ -17,16 +33,16 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
-use super::hold::Hold;
+use super::hold::{Hold, HoldDue};
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
-use super::orphan;
+use super::orphan::{self, GrantClaim};
 use super::renewer::{Renewal, Renewer};
 use super::route::RouteGate;
 use super::starvation;
-use super::store_call::{bounded, spawn_store_call};
+use super::store_call::spawn_store_call;
 use super::supervisor::SupervisorMsg;
 use super::timer::{Timer, Timers};
-use super::waiters::{Waiter, Waiters};
+use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
@@ -73,8 +89,6 @@ enum Phase {
     /// The hold is being passed straight to the first local waiter's new lease (`to`):
     /// one store call, and the lock is never free in between.
     HandingOver {
-        /// The lease being handed over.
-        from: LeaseId,
         to: Attempt,
         /// The releasing guard's answer.
         reply: ReleaseReply,
@@ -94,6 +108,17 @@ struct Attempt {
     metrics: LockMetrics,
     /// Set when the attempt serves a `try_acquire` rather than the waiter queue.
     for_try: Option<TryReply>,
+}
+
+impl Attempt {
+    fn new(lease: LeaseId, next: NextWaiter, for_try: Option<TryReply>) -> Self {
+        Self {
+            lease,
+            options: next.options,
+            metrics: next.metrics,
+            for_try,
+        }
+    }
 }
 
 pub(crate) struct LockActorState {
@@ -182,7 +207,7 @@ impl Actor for LockActor {
                 reply,
             } => state.on_release(&myself, lease, token, reply),
             LockMsg::Shutdown { reply } => {
-                state.shut_down().await;
+                state.shut_down();
                 let _ = reply.send(());
                 myself.stop(Some("manager shut down".to_owned()));
             }
@@ -190,7 +215,8 @@ impl Actor for LockActor {
                 lease,
                 sent_at,
                 result,
-            } => state.on_attempt_done(&myself, lease, sent_at, result),
+                claim,
+            } => state.on_attempt_done(&myself, lease, sent_at, result, claim),
             LockMsg::RetryDue { generation } => {
                 if generation == state.generation && matches!(state.phase, Phase::BackingOff { .. })
                 {
@@ -222,7 +248,8 @@ impl Actor for LockActor {
                 to,
                 sent_at,
                 result,
-            } => state.on_hand_over_done(&myself, to, sent_at, result),
+                claim,
+            } => state.on_hand_over_done(&myself, to, sent_at, result, claim),
             LockMsg::IdleDue { generation } => state.on_idle_due(&myself, generation),
         }
         Ok(())
@@ -230,6 +257,20 @@ impl Actor for LockActor {
 }
 
 impl LockActorState {
+    /// Takes the phase out, leaving `Idle` for the caller to replace, if `is_current` says
+    /// it is the one a message answers; otherwise leaves it alone (a stale answer).
+    fn take_phase_if(&mut self, is_current: impl FnOnce(&Phase) -> bool) -> Option<Phase> {
+        is_current(&self.phase).then(|| std::mem::replace(&mut self.phase, Phase::Idle))
+    }
+
+    /// The hold, if `lease` is the one held.
+    fn held(&mut self, lease: LeaseId) -> Option<&mut Hold> {
+        match &mut self.phase {
+            Phase::Held(hold) if hold.lease() == lease => Some(hold),
+            _ => None,
+        }
+    }
+
     fn on_acquire(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -271,37 +312,28 @@ impl LockActorState {
     ) {
         self.wake_timer.cancel();
         self.woken_while_attempting = false;
-        let (options, metrics, for_try, waited) = match for_try {
+        let (next, for_try) = match for_try {
             Some((options, reply)) => {
                 let metrics = LockMetrics::new(&self.name, options.lock_name_label());
-                (options, metrics, Some(reply), Duration::ZERO)
+                let next = NextWaiter {
+                    options,
+                    metrics,
+                    waited: Duration::ZERO,
+                };
+                (next, Some(reply))
             }
-            None => {
-                let live = self.waiters.prune();
-                match self.waiters.front().filter(|_| live) {
-                    Some((options, metrics, waited)) => (options, metrics, None, waited),
-                    None => return self.become_idle(myself),
-                }
-            }
+            None => match self.waiters.next_live() {
+                Some(next) => (next, None),
+                None => return self.become_idle(myself),
+            },
         };
         let lease = LeaseId::new();
-        let request = AcquireRequest {
-            name: self.name.clone(),
-            lease,
-            holder: self.holder.clone(),
-            expiry: options.expiry(),
-            waited,
-        };
+        let request = self.acquire_request(lease, &next);
         let limits = (
-            options.renew_deadline(),
-            orphan::late_answer_limit(&options),
+            next.options.renew_deadline(),
+            orphan::late_answer_limit(&next.options),
         );
-        self.phase = Phase::Attempting(Attempt {
-            lease,
-            options,
-            metrics,
-            for_try,
-        });
+        self.phase = Phase::Attempting(Attempt::new(lease, next, for_try));
         let orphan = LeaseKey {
             name: request.name.clone(),
             lease,
@@ -312,14 +344,29 @@ impl LockActorState {
             &self.store,
             async move { store.try_acquire(&request).await },
             limits,
-            |result| matches!(result, Ok(AcquireOutcome::Acquired { .. })),
+            |result| match result {
+                Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
+                // An error may hide a grant the store applied (its answer was lost).
+                Err(error) => !matches!(error, StoreError::Timeout(_)),
+            },
             vec![orphan],
-            move |sent_at, result| LockMsg::AttemptDone {
+            move |sent_at, result, claim| LockMsg::AttemptDone {
                 lease,
                 sent_at,
                 result,
+                claim,
             },
         );
+    }
+
+    fn acquire_request(&self, lease: LeaseId, next: &NextWaiter) -> AcquireRequest {
+        AcquireRequest {
+            name: self.name.clone(),
+            lease,
+            holder: self.holder.clone(),
+            expiry: next.options.expiry(),
+            waited: next.waited,
+        }
     }
 
     fn on_attempt_done(
@@ -328,18 +375,13 @@ impl LockActorState {
         lease: LeaseId,
         sent_at: Instant,
         result: Result<AcquireOutcome, StoreError>,
+        claim: GrantClaim,
     ) {
-        let attempt = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Attempting(attempt) if attempt.lease == lease => attempt,
-            other => {
-                // Not the attempt we are waiting for (cannot happen with one attempt in
-                // flight, but a grant must never be left behind).
-                self.phase = other;
-                if matches!(result, Ok(AcquireOutcome::Acquired { .. })) {
-                    orphan::release(&self.store, &self.name, lease, self.default_timeout());
-                }
-                return;
-            }
+        // Not the attempt in flight: dropping its claim releases whatever it granted.
+        let Some(Phase::Attempting(attempt)) = self.take_phase_if(
+            |phase| matches!(phase, Phase::Attempting(attempt) if attempt.lease == lease),
+        ) else {
+            return;
         };
         let took = sent_at.elapsed();
         attempt
@@ -350,18 +392,13 @@ impl LockActorState {
             Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
                 attempt.metrics.attempt(AttemptResult::Acquired);
                 self.backoff.reset();
-                self.grant(myself, attempt, token, sent_at);
+                self.grant(myself, attempt, token, sent_at, claim);
             }
             Ok(AcquireOutcome::Acquired { .. }) => {
-                // The grant arrived after its own renew deadline: it cannot be used safely.
+                // The grant arrived after its own renew deadline: it cannot be used safely;
+                // dropping the claim releases it.
                 tracing::warn!(lock = %self.name, ?took, "acquisition answered too late to use; releasing it");
                 attempt.metrics.attempt(AttemptResult::Error);
-                orphan::release(
-                    &self.store,
-                    &self.name,
-                    lease,
-                    attempt.options.renew_deadline(),
-                );
                 self.attempt_failed(myself, attempt, None);
             }
             Ok(AcquireOutcome::Busy { .. }) => {
@@ -369,19 +406,10 @@ impl LockActorState {
                 self.attempt_failed(myself, attempt, None);
             }
             Err(error) => {
+                // An attempt that failed may still have been applied: its claim releases the
+                // lease id. A timed-out one is released by its own task once the store answers.
                 tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
                 attempt.metrics.attempt(AttemptResult::Error);
-                // An attempt that failed may still have been applied (its answer was lost):
-                // release its lease id so it cannot linger as a phantom hold. A timed-out one
-                // is released by its own task once the store answers.
-                if !matches!(error, StoreError::Timeout(_)) {
-                    orphan::release(
-                        &self.store,
-                        &self.name,
-                        lease,
-                        attempt.options.renew_deadline(),
-                    );
-                }
                 self.attempt_failed(myself, attempt, Some(error));
             }
         }
@@ -432,12 +460,13 @@ impl LockActorState {
         attempt: Attempt,
         token: u64,
         sent_at: Instant,
+        claim: GrantClaim,
     ) {
+        claim.keep();
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let mut hold = Hold::new(
             attempt.lease,
-            token,
-            reserved_until,
+            (token, reserved_until),
             attempt.options,
             attempt.metrics,
             sent_at,
@@ -455,50 +484,40 @@ impl LockActorState {
             None => self.waiters.deliver(make_guard),
         };
         tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
-        hold.metrics.held(1.0);
-        hold.next_renewal = self.renewer.align(
+        let first_renewal = self.renewer.align(
             hold.next_renewal_after(sent_at),
-            hold.options.extension_cadence(),
+            hold.options().extension_cadence(),
         );
-        let lease = hold.lease;
+        hold.granted(first_renewal);
         self.phase = Phase::Held(hold);
         if !delivered {
             // Every caller left while the attempt was in flight: give the lock straight back.
-            return self.begin_release(myself, lease, None);
+            return self.begin_release(myself, None);
         }
         self.arm_hold_timer(myself);
     }
 
-    /// Sets the hold's one timer: at its next renewal, or at its loss deadline while a
-    /// renewal is in flight (a renewal is always due before the deadline, so the deadline is
-    /// armed whenever a store call could hang).
+    /// Sets the hold's one timer (see [`Hold::timer_at`]).
     fn arm_hold_timer(&mut self, myself: &ActorRef<LockMsg>) {
         let Phase::Held(hold) = &self.phase else {
             return;
         };
-        let at = if hold.renewal_in_flight {
-            hold.deadline
-        } else {
-            hold.next_renewal.min(hold.deadline)
-        };
-        let lease = hold.lease;
+        let (at, lease) = (hold.timer_at(), hold.lease());
         self.hold_timer
             .set(myself, at, move || LockMsg::HoldDue { lease });
     }
 
     fn on_hold_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
-        let Phase::Held(hold) = &self.phase else {
+        let Some(hold) = self.held(lease) else {
             return;
         };
-        if hold.lease != lease {
-            return;
-        }
-        let now = Instant::now();
-        if now >= hold.deadline {
-            return self.on_deadline(myself);
-        }
-        if !hold.renewal_in_flight && now >= hold.next_renewal {
-            self.send_renewal(myself);
+        match hold.due(Instant::now()) {
+            HoldDue::Deadline => {
+                let reason = hold.deadline_reason();
+                return self.lose(myself, reason, LeaseLeft::OnStore);
+            }
+            HoldDue::Renewal => self.send_renewal(myself),
+            HoldDue::Nothing => {}
         }
         self.arm_hold_timer(myself);
     }
@@ -507,16 +526,15 @@ impl LockActorState {
         let Phase::Held(hold) = &mut self.phase else {
             return;
         };
-        let remaining = hold.deadline.saturating_duration_since(Instant::now());
-        hold.renewal_in_flight = true;
+        // Bounded by the time left before the deadline: a later answer is useless anyway.
+        let within = hold.renewal_sent(Instant::now());
         let request = ExtendRequest {
             key: hold.key(&self.name),
-            expiry: hold.options.expiry(),
+            expiry: hold.options().expiry(),
         };
-        // Bounded by the time left before the deadline: a later answer is useless anyway.
         self.renewer.renew(Renewal {
             request,
-            within: remaining,
+            within,
             actor: myself.clone(),
         });
     }
@@ -528,68 +546,50 @@ impl LockActorState {
         sent_at: Instant,
         result: Result<ExtendOutcome, StoreError>,
     ) {
-        let Phase::Held(hold) = &mut self.phase else {
-            return;
+        // Borrows only the phase, so the name and the renewer stay usable beside the hold.
+        let hold = match &mut self.phase {
+            Phase::Held(hold) if hold.lease() == lease => hold,
+            _ => return,
         };
-        if hold.lease != lease {
-            return;
-        }
-        hold.renewal_in_flight = false;
-        hold.metrics
-            .store_call(StoreOp::Extend, sent_at.elapsed(), result.is_err());
+        hold.renewal_answered(sent_at, result.is_err());
         match result {
             Ok(ExtendOutcome::Extended) => {
-                tracing::trace!(lock = %self.name, token = hold.token, "lease renewed");
-                hold.metrics.renewal(RenewalResult::Extended);
-                hold.confirm(sent_at);
-                hold.next_renewal = self.renewer.align(
+                tracing::trace!(lock = %self.name, token = hold.token(), "lease renewed");
+                hold.metrics().renewal(RenewalResult::Extended);
+                let next = self.renewer.align(
                     hold.next_renewal_after(sent_at),
-                    hold.options.extension_cadence(),
+                    hold.options().extension_cadence(),
                 );
+                hold.renewed(sent_at, next);
                 self.arm_hold_timer(myself);
             }
             Ok(ExtendOutcome::NotOwner) => {
-                hold.metrics.renewal(RenewalResult::Lost);
-                self.lose(myself, LossReason::Superseded);
+                hold.metrics().renewal(RenewalResult::Lost);
+                self.lose(myself, LossReason::Superseded, LeaseLeft::Gone);
             }
             Err(error) => {
-                tracing::warn!(lock = %self.name, token = hold.token, %error, "lease renewal failed; retrying until the renew deadline");
-                hold.metrics.renewal(RenewalResult::Error);
-                // A renewal our own timeout cut short went unanswered: that is a silent
-                // store, not a failing one.
-                hold.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-                hold.next_renewal = hold.retry_renewal_at();
+                tracing::warn!(lock = %self.name, token = hold.token(), %error, "lease renewal failed; retrying until the renew deadline");
+                hold.metrics().renewal(RenewalResult::Error);
+                hold.renewal_failed(error);
                 self.arm_hold_timer(myself);
             }
         }
     }
 
-    /// The hold's loss deadline passed: it is lost, whatever the store says later.
-    fn on_deadline(&mut self, myself: &ActorRef<LockMsg>) {
-        let Phase::Held(hold) = &self.phase else {
+    /// Ends the current hold with a loss signal, then serves waiters. A lease `left` on the
+    /// store is freed once the holder lets go, or after the loss margin (see
+    /// `hold::LostHold`) — never at the instant the holder is told.
+    fn lose(&mut self, myself: &ActorRef<LockMsg>, reason: LossReason, left: LeaseLeft) {
+        let Some(Phase::Held(hold)) = self.take_phase_if(|phase| matches!(phase, Phase::Held(_)))
+        else {
             return;
         };
-        let reason = hold.deadline_reason();
-        // The lease may still be valid on the store (a slow network): free it for others.
-        orphan::release(
-            &self.store,
-            &self.name,
-            hold.lease,
-            hold.options.renew_deadline(),
-        );
-        self.lose(myself, reason);
-    }
-
-    /// Ends the current hold with a loss signal, then serves waiters.
-    fn lose(&mut self, myself: &ActorRef<LockMsg>, reason: LossReason) {
-        let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
-            return;
-        };
-        self.end_hold_timers();
-        tracing::warn!(lock = %self.name, token = hold.token, %reason, "lock lost");
-        hold.metrics.loss(&reason);
-        hold.metrics.hold_ended(hold.acquired_at.elapsed());
-        hold.signal_loss(reason);
+        self.hold_timer.cancel();
+        tracing::warn!(lock = %self.name, token = hold.token(), %reason, "lock lost");
+        let lost = hold.lose(&self.name, &reason);
+        if matches!(left, LeaseLeft::OnStore) {
+            lost.spawn_release(&self.store);
+        }
         self.start_attempt(myself, None);
     }
 
@@ -600,55 +600,47 @@ impl LockActorState {
         token: u64,
         reply: ReleaseReply,
     ) {
-        match &self.phase {
-            Phase::Held(hold) if hold.lease == lease && hold.token == token => {
-                self.begin_release(myself, lease, reply);
+        let answer = match &self.phase {
+            Phase::Held(hold) if hold.is(lease, token) => {
+                if hold.is_valid_at(Instant::now()) {
+                    return self.begin_release(myself, reply);
+                }
+                // Past its deadline (the process was paused, or the deadline's own message
+                // is still queued): the lease may be somebody else's by now, so the critical
+                // section may not have been exclusive — a loss, not a release.
+                let reason = hold.deadline_reason();
+                self.lose(myself, reason.clone(), LeaseLeft::OnStore);
+                Err(LockError::Lost(reason))
             }
             // A stale guard (its hold was lost and already reported): nothing to release.
-            _ => {
-                if let Some(reply) = reply {
-                    let _ = reply.send(Ok(()));
-                }
-            }
+            // The guard reports its loss itself.
+            _ => Ok(()),
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
         }
     }
 
-    fn begin_release(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
-        let Phase::Held(hold) = std::mem::replace(&mut self.phase, Phase::Idle) else {
+    /// The held lock's guard let go: pass it to the next local waiter (without a store call
+    /// while the hold is provably valid and reserved tokens last, else in one hand-over
+    /// call), or release it.
+    fn begin_release(&mut self, myself: &ActorRef<LockMsg>, reply: ReleaseReply) {
+        let Some(Phase::Held(hold)) = self.take_phase_if(|phase| matches!(phase, Phase::Held(_)))
+        else {
             return;
         };
-        let mut next = (!self.others_starving && self.waiters.prune())
-            .then(|| self.waiters.front())
-            .flatten();
-        if let Some((options, metrics, _)) =
-            next.take_if(|(options, _, _)| hold.can_pass_locally(options))
-        {
-            return self.pass_locally(myself, hold, reply, options, metrics);
-        }
-        self.end_hold_timers();
-        hold.metrics.hold_ended(hold.acquired_at.elapsed());
-        if let Some(next) = next {
-            return self.begin_hand_over(myself, hold, reply, next);
-        }
-        self.phase = Phase::Releasing {
-            lease,
-            reply,
-            options: hold.options.clone(),
-            metrics: hold.metrics.clone(),
+        let next = if self.others_starving {
+            None
+        } else {
+            self.waiters.next_live()
         };
-        let key = hold.key(&self.name);
-        let store = self.store.clone();
-        spawn_store_call(
-            myself,
-            hold.options.renew_deadline(),
-            async move { store.release(&key).await },
-            move |sent_at, result| LockMsg::ReleaseDone {
-                lease,
-                sent_at,
-                result,
-            },
-        );
-        hold.mark_released();
+        match next {
+            Some(next) if hold.can_pass_locally(&next.options, Instant::now()) => {
+                self.pass_locally(myself, hold, reply, next);
+            }
+            Some(next) => self.begin_hand_over(myself, hold, reply, next),
+            None => self.begin_store_release(myself, hold, reply),
+        }
     }
 
     /// Passes `hold` to the first waiter with no store call at all: the lease stays, its
@@ -661,23 +653,20 @@ impl LockActorState {
         myself: &ActorRef<LockMsg>,
         hold: Hold,
         reply: ReleaseReply,
-        options: Arc<LockOptions>,
-        metrics: LockMetrics,
+        next: NextWaiter,
     ) {
-        hold.metrics.hold_ended(hold.acquired_at.elapsed());
-        let next = hold.pass_locally(options, metrics);
+        let next = hold.pass_locally(next.options, next.metrics);
         if let Some(reply) = reply {
             let _ = reply.send(Ok(()));
         }
         let delivered = self.waiters.deliver(|| next.guard(&self.name, myself));
-        next.metrics.attempt(AttemptResult::Acquired);
-        next.metrics.held(1.0);
-        tracing::debug!(lock = %self.name, token = next.token, delivered, "lock passed to a local waiter");
-        let lease = next.lease;
+        next.metrics().attempt(AttemptResult::Acquired);
+        next.metrics().held(1.0);
+        tracing::debug!(lock = %self.name, token = next.token(), delivered, "lock passed to a local waiter");
         self.phase = Phase::Held(next);
         if !delivered {
             // Every waiter left meanwhile: nobody holds the lease now.
-            self.begin_release(myself, lease, None);
+            self.begin_release(myself, None);
         }
     }
 
@@ -690,30 +679,19 @@ impl LockActorState {
         myself: &ActorRef<LockMsg>,
         hold: Hold,
         reply: ReleaseReply,
-        (options, metrics, waited): (Arc<LockOptions>, LockMetrics, Duration),
+        next: NextWaiter,
     ) {
+        self.hold_timer.cancel();
         let from = hold.key(&self.name);
-        hold.mark_released();
+        hold.released();
         let to = LeaseId::new();
-        let request = AcquireRequest {
-            name: self.name.clone(),
-            lease: to,
-            holder: self.holder.clone(),
-            expiry: options.expiry(),
-            waited,
-        };
+        let request = self.acquire_request(to, &next);
         let limits = (
-            options.renew_deadline(),
-            orphan::late_answer_limit(&options),
+            next.options.renew_deadline(),
+            orphan::late_answer_limit(&next.options),
         );
         self.phase = Phase::HandingOver {
-            from: from.lease,
-            to: Attempt {
-                lease: to,
-                options,
-                metrics,
-                for_try: None,
-            },
+            to: Attempt::new(to, next, None),
             reply,
         };
         let new = LeaseKey {
@@ -727,12 +705,16 @@ impl LockActorState {
             &self.store,
             async move { store.hand_over(&from, &request).await },
             limits,
-            |result| matches!(result, Ok(HandOverOutcome::HandedOver { .. })),
+            |result| match result {
+                Ok(outcome) => matches!(outcome, HandOverOutcome::HandedOver { .. }),
+                Err(error) => !matches!(error, StoreError::Timeout(_)),
+            },
             orphans,
-            move |sent_at, result| LockMsg::HandOverDone {
+            move |sent_at, result, claim| LockMsg::HandOverDone {
                 to,
                 sent_at,
                 result,
+                claim,
             },
         );
     }
@@ -743,17 +725,12 @@ impl LockActorState {
         to: LeaseId,
         sent_at: Instant,
         result: Result<HandOverOutcome, StoreError>,
+        claim: GrantClaim,
     ) {
-        let (from, attempt, reply) = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::HandingOver {
-                from,
-                to: attempt,
-                reply,
-            } if attempt.lease == to => (from, attempt, reply),
-            other => {
-                self.phase = other;
-                return;
-            }
+        let Some(Phase::HandingOver { to: attempt, reply }) = self.take_phase_if(
+            |phase| matches!(phase, Phase::HandingOver { to: attempt, .. } if attempt.lease == to),
+        ) else {
+            return;
         };
         attempt
             .metrics
@@ -774,14 +751,9 @@ impl LockActorState {
                 (Err(LockError::Lost(LossReason::Superseded)), None)
             }
             Err(error) => {
+                // It may have been applied (its answer was lost): the claim releases both
+                // leases. A timed-out one is released by its task once the store answers.
                 tracing::warn!(lock = %self.name, %error, "hand-over failed; both leases are released");
-                // It may have been applied (its answer was lost): nobody owns either lease
-                // now. A timed-out one is released by its task once the store answers.
-                if !matches!(error, StoreError::Timeout(_)) {
-                    let timeout = attempt.options.renew_deadline();
-                    orphan::release(&self.store, &self.name, attempt.lease, timeout);
-                    orphan::release(&self.store, &self.name, from, timeout);
-                }
                 (Err(LockError::Store(error)), None)
             }
         };
@@ -791,16 +763,36 @@ impl LockActorState {
         match granted {
             Some(token) if Instant::now() < sent_at + attempt.options.renew_deadline() => {
                 attempt.metrics.attempt(AttemptResult::Acquired);
-                self.grant(myself, attempt, token, sent_at);
+                self.grant(myself, attempt, token, sent_at, claim);
             }
-            Some(_) => {
-                // Answered after its own renew deadline: it cannot be used safely.
-                let timeout = attempt.options.renew_deadline();
-                orphan::release(&self.store, &self.name, attempt.lease, timeout);
-                self.start_attempt(myself, None);
-            }
-            None => self.start_attempt(myself, None),
+            // Answered after its own renew deadline, it cannot be used safely (the claim
+            // releases it); or nothing was granted.
+            _ => self.start_attempt(myself, None),
         }
+    }
+
+    fn begin_store_release(&mut self, myself: &ActorRef<LockMsg>, hold: Hold, reply: ReleaseReply) {
+        self.hold_timer.cancel();
+        let (key, lease) = (hold.key(&self.name), hold.lease());
+        let timeout = hold.options().renew_deadline();
+        self.phase = Phase::Releasing {
+            lease,
+            reply,
+            options: hold.options().clone(),
+            metrics: hold.metrics().clone(),
+        };
+        hold.released();
+        let store = self.store.clone();
+        spawn_store_call(
+            myself,
+            timeout,
+            async move { store.release(&key).await },
+            move |sent_at, result| LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            },
+        );
     }
 
     fn on_release_done(
@@ -810,17 +802,16 @@ impl LockActorState {
         sent_at: Instant,
         result: Result<ReleaseOutcome, StoreError>,
     ) {
-        let (reply, options, metrics) = match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Releasing {
-                lease: releasing,
-                reply,
-                options,
-                metrics,
-            } if releasing == lease => (reply, options, metrics),
-            other => {
-                self.phase = other;
-                return;
-            }
+        let Some(Phase::Releasing {
+            reply,
+            options,
+            metrics,
+            ..
+        }) = self.take_phase_if(
+            |phase| matches!(phase, Phase::Releasing { lease: releasing, .. } if *releasing == lease),
+        )
+        else {
+            return;
         };
         metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
         self.others_starving = false;
@@ -883,61 +874,119 @@ impl LockActorState {
         }
     }
 
-    async fn shut_down(&mut self) {
+    /// Fails waiters, tells a live holder it lost the lock (its lease is freed once it lets
+    /// go, or after the loss margin), and answers what is in flight. A grant still in flight
+    /// is released through its claim when its answer finds this actor gone.
+    fn shut_down(&mut self) {
         self.waiters.fail_all(LockError::ShutDown);
-        self.end_hold_timers();
+        self.hold_timer.cancel();
         self.wake_timer.cancel();
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Held(hold) => {
-                let key = hold.key(&self.name);
-                let timeout = hold.options.renew_deadline();
-                hold.metrics.loss(&LossReason::Shutdown);
-                hold.metrics.hold_ended(hold.acquired_at.elapsed());
-                hold.signal_loss(LossReason::Shutdown);
-                if let Err(error) = bounded(timeout, self.store.release(&key)).await {
-                    tracing::warn!(lock = %self.name, %error, "release at shutdown failed; the lease will expire on the store");
-                }
+                hold.lose(&self.name, &LossReason::Shutdown)
+                    .spawn_release(&self.store);
             }
-            Phase::Attempting(attempt) => {
-                if let Some(reply) = attempt.for_try {
-                    let _ = reply.send(Err(LockError::ShutDown));
-                }
-                // A grant still in flight is released by the attempt task once it finds
-                // this actor gone.
+            Phase::Attempting(Attempt {
+                for_try: Some(reply),
+                ..
+            }) => {
+                let _ = reply.send(Err(LockError::ShutDown));
             }
             Phase::Releasing {
                 reply: Some(reply), ..
-            } => {
-                let _ = reply.send(Err(LockError::ShutDown));
             }
-            Phase::HandingOver {
+            | Phase::HandingOver {
                 reply: Some(reply), ..
             } => {
                 let _ = reply.send(Err(LockError::ShutDown));
-                // A hand-over still in flight is released by its task once it finds this
-                // actor gone.
             }
-            Phase::Releasing { reply: None, .. }
+            Phase::Attempting(_)
+            | Phase::Releasing { reply: None, .. }
             | Phase::HandingOver { reply: None, .. }
             | Phase::Idle
             | Phase::BackingOff { .. } => {}
         }
     }
 
-    fn default_timeout(&self) -> Duration {
-        self.waiters
-            .front()
-            .map(|(options, _, _)| options.renew_deadline())
-            .unwrap_or(LockOptions::default().renew_deadline())
-    }
-
-    /// A hold ended: its renewal and deadline timers have no purpose any more.
-    fn end_hold_timers(&mut self) {
-        self.hold_timer.cancel();
-    }
-
     fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
+    }
+}
+
+/// Whether a lost hold's lease may still be on the store.
+enum LeaseLeft {
+    /// It may (a deadline loss): free it once the holder lets go.
+    OnStore,
+    /// The store already said it is somebody else's.
+    Gone,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+    use tokio::time::Instant;
+
+    use crate::lock::message::LockMsg;
+    use crate::lock::runtime::Runtime;
+    use crate::name::LockName;
+    use crate::options::LockOptions;
+    use crate::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId, LockStore, MemoryStore};
+
+    /// The manager shuts down while an acquisition's answer is queued behind the shutdown
+    /// (a store that answers at once queues it at the attempt): the stopping actor never
+    /// handles it, and the grant it carries is released, not left held by nobody until it
+    /// expires.
+    #[tokio::test(start_paused = true)]
+    async fn a_grant_queued_behind_shutdown_is_released() {
+        let store = MemoryStore::new();
+        let runtime = Runtime::start(
+            Arc::new(store.clone()),
+            HolderId::generate(),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        let name = LockName::new("queued").unwrap();
+        let options = Arc::new(LockOptions::default());
+        let lock = runtime.lock(name.clone(), options.clone());
+        lock.acquire().await.unwrap().release().await.unwrap();
+        let route = lock.cached_route().unwrap();
+
+        // Both messages wait in the mailbox before the actor runs.
+        let (reply, answer) = oneshot::channel();
+        let acquire = LockMsg::Acquire {
+            options,
+            requested_at: Instant::now(),
+            reply,
+        };
+        assert!(route.send_request(acquire).is_ok());
+        let (stopped, _) = oneshot::channel();
+        route
+            .actor
+            .send_message(LockMsg::Shutdown { reply: stopped })
+            .unwrap();
+        assert!(
+            answer.await.unwrap().is_err(),
+            "the waiter is failed by the shutdown"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+
+        let other = AcquireRequest::new(
+            name,
+            LeaseId::new(),
+            HolderId::generate(),
+            Duration::from_secs(30),
+        );
+        assert!(
+            matches!(
+                store.try_acquire(&other).await.unwrap(),
+                AcquireOutcome::Acquired { .. }
+            ),
+            "a grant nobody owns is still held after the shutdown"
+        );
     }
 }

@@ -189,15 +189,12 @@ impl LockGuard {
 
     /// Releases the lock and waits until the store confirmed it.
     ///
-    /// Errors: [`LockError::Lost`] if the lock had been lost (the critical section may not
-    /// have been exclusive), [`LockError::Store`] if the store failed (the lease then expires
-    /// on its own).
-    ///
     /// # Errors
     ///
-    /// [`LockError::Lost`] if the lock had been lost (the critical section may not have
-    /// been exclusive), [`LockError::Store`] if the store failed (the lease then expires on
-    /// its own), [`LockError::ActorFailed`] if the runtime actor is gone.
+    /// [`LockError::Lost`] if the lock had been lost — also when the release comes after the
+    /// hold's loss deadline, even if nobody took the lock meanwhile (the critical section may
+    /// not have been exclusive); [`LockError::Store`] if the store failed (the lease then
+    /// expires on its own); [`LockError::ActorFailed`] if the runtime actor is gone.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -221,7 +218,18 @@ impl LockGuard {
         };
         let failed = || LockError::ActorFailed(self.name.to_string());
         self.actor.send_message(message).map_err(|_| failed())?;
-        answer.await.map_err(|_| failed())?
+        // A loss told while the release is under way is the answer: the lock was not held to
+        // the end (and the runtime waits for this guard to let go before it frees the lease).
+        tokio::select! {
+            answer = answer => {
+                answer.map_err(|_| failed())??;
+                match self.loss() {
+                    Some(reason) => Err(LockError::Lost(reason)),
+                    None => Ok(()),
+                }
+            }
+            reason = self.loss.lost() => Err(LockError::Lost(reason)),
+        }
     }
 }
 

@@ -265,6 +265,13 @@ impl Lock {
         self.send(LockMsg::InjectPanic)
     }
 
+    /// The route to the name's actor, once known: lets the crate's tests queue messages
+    /// back to back.
+    #[cfg(test)]
+    pub(crate) fn cached_route(&self) -> Option<super::route::Route> {
+        self.route.get()
+    }
+
     /// Sends a request straight to the name's actor when the route is known and open,
     /// otherwise through the supervisor (which starts the actor if needed and gives the route).
     fn send(&self, mut request: LockMsg) -> Result<(), LockError> {

@@ -1,46 +1,64 @@
-//! A lease this process holds: its token, the local loss deadline, and the loss signal.
+//! A lease this process holds: its token, the local loss deadline, the renewal bookkeeping
+//! and the loss signal. The actor asks it questions (is it still valid? when is its timer
+//! due?) and tells it what happened (a renewal was sent, confirmed, failed); the fields stay
+//! behind those methods so every rule about a hold's validity lives in this file.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use ractor::ActorRef;
 
 use super::guard::LockGuard;
-use super::loss_signal::{HoldStatusSender, LossSignal};
+use super::loss_signal::HoldStatusSender;
 use super::message::LockMsg;
+use super::orphan;
 use crate::error::{LossReason, StoreError};
 use crate::metrics::LockMetrics;
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{LeaseId, LeaseKey};
+use crate::store::{LeaseId, LeaseKey, LockStore};
 
 pub(crate) struct Hold {
-    pub(crate) lease: LeaseId,
-    pub(crate) token: u64,
+    lease: LeaseId,
+    token: u64,
     /// The last fencing token the store reserved for this lease's grant: local holders after
     /// this one take the tokens up to it, with no store call.
-    pub(crate) reserved_until: u64,
-    pub(crate) options: Arc<LockOptions>,
+    reserved_until: u64,
+    options: Arc<LockOptions>,
     /// The acquisition's metrics (its handle's label policy).
-    pub(crate) metrics: LockMetrics,
-    pub(crate) acquired_at: Instant,
+    metrics: LockMetrics,
+    acquired_at: Instant,
     /// When the holder must consider the lock lost: the send time of the last successful
     /// acquire/extend plus the renew deadline. Counting from the *send* time (not the reply)
     /// keeps it before the store-side expiry, which the store computed later than that.
-    pub(crate) deadline: Instant,
+    deadline: Instant,
     /// When the next renewal is due (unless one is in flight).
-    pub(crate) next_renewal: Instant,
-    pub(crate) renewal_in_flight: bool,
-    pub(crate) last_error: Option<StoreError>,
+    next_renewal: Instant,
+    renewal_in_flight: bool,
+    /// A renewal came back without confirming the lease (an error, or no answer in time)
+    /// since the last confirmation: the lease may be gone, so only a store call may pass it on.
+    unconfirmed: bool,
+    /// The last renewal error the store reported (not our own timeout), for the loss reason.
+    last_error: Option<StoreError>,
     status: HoldStatusSender,
+}
+
+/// What the hold's one timer found due.
+pub(crate) enum HoldDue {
+    /// The loss deadline passed.
+    Deadline,
+    /// A renewal is due now.
+    Renewal,
+    /// Nothing yet (the timer is re-armed for [`Hold::timer_at`]).
+    Nothing,
 }
 
 impl Hold {
     pub(crate) fn new(
         lease: LeaseId,
-        token: u64,
-        reserved_until: u64,
+        (token, reserved_until): (u64, u64),
         options: Arc<LockOptions>,
         metrics: LockMetrics,
         sent_at: Instant,
@@ -57,15 +75,46 @@ impl Hold {
             deadline,
             next_renewal,
             renewal_in_flight: false,
+            unconfirmed: false,
             last_error: None,
             status: HoldStatusSender::new(sent_at),
         }
     }
 
+    pub(crate) fn lease(&self) -> LeaseId {
+        self.lease
+    }
+
+    pub(crate) fn token(&self) -> u64 {
+        self.token
+    }
+
+    pub(crate) fn options(&self) -> &Arc<LockOptions> {
+        &self.options
+    }
+
+    pub(crate) fn metrics(&self) -> &LockMetrics {
+        &self.metrics
+    }
+
+    /// Whether the guard holding `lease` under `token` is this hold's.
+    pub(crate) fn is(&self, lease: LeaseId, token: u64) -> bool {
+        self.lease == lease && self.token == token
+    }
+
+    /// Whether the lease is provably still this process's at `now`: its loss deadline has
+    /// not passed. Past it the store may already have let somebody else in.
+    pub(crate) fn is_valid_at(&self, now: Instant) -> bool {
+        now < self.deadline
+    }
+
     /// Whether the lease can pass to a local waiter asking for `options` without a store
-    /// call: a reserved token is left, and the waiter's lease terms are this lease's.
-    pub(crate) fn can_pass_locally(&self, options: &LockOptions) -> bool {
-        self.token < self.reserved_until
+    /// call: it is provably still ours (deadline ahead, no renewal came back unconfirmed), a
+    /// reserved token is left, and the waiter's lease terms are this lease's.
+    pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
+        self.is_valid_at(now)
+            && !self.unconfirmed
+            && self.token < self.reserved_until
             && options.expiry() == self.options.expiry()
             && options.extension_cadence() == self.options.extension_cadence()
             && options.renew_deadline() == self.options.renew_deadline()
@@ -74,6 +123,7 @@ impl Hold {
     /// Passes the lease to the next local holder, with the next reserved token: the lease,
     /// its deadline and any renewal in flight carry on; this hold's guards see a release.
     pub(crate) fn pass_locally(self, options: Arc<LockOptions>, metrics: LockMetrics) -> Self {
+        self.metrics.hold_ended(self.acquired_at.elapsed());
         let next = Self {
             lease: self.lease,
             token: self.token + 1,
@@ -84,6 +134,7 @@ impl Hold {
             deadline: self.deadline,
             next_renewal: self.next_renewal,
             renewal_in_flight: self.renewal_in_flight,
+            unconfirmed: self.unconfirmed,
             last_error: self.last_error,
             status: self.status.successor(),
         };
@@ -98,13 +149,8 @@ impl Hold {
             self.token,
             self.lease,
             actor.clone(),
-            self.loss_signal(),
+            self.status.subscribe(),
         )
-    }
-
-    /// A receiver for a new guard of this hold.
-    pub(crate) fn loss_signal(&self) -> LossSignal {
-        self.status.subscribe()
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
@@ -114,23 +160,71 @@ impl Hold {
         }
     }
 
-    /// A renewal sent at `sent_at` succeeded.
-    pub(crate) fn confirm(&mut self, sent_at: Instant) {
+    /// Schedules the first renewal (see [`Hold::renewed`]).
+    pub(crate) fn granted(&mut self, next_renewal: Instant) {
+        self.metrics.held(1.0);
+        self.next_renewal = next_renewal;
+    }
+
+    /// What the hold's timer should do at `now`.
+    pub(crate) fn due(&self, now: Instant) -> HoldDue {
+        if now >= self.deadline {
+            HoldDue::Deadline
+        } else if !self.renewal_in_flight && now >= self.next_renewal {
+            HoldDue::Renewal
+        } else {
+            HoldDue::Nothing
+        }
+    }
+
+    /// When the hold's one timer must fire: at its next renewal, or at its loss deadline
+    /// while a renewal is in flight (a renewal is always due before the deadline, so the
+    /// deadline is armed whenever a store call could hang).
+    pub(crate) fn timer_at(&self) -> Instant {
+        if self.renewal_in_flight {
+            self.deadline
+        } else {
+            self.next_renewal.min(self.deadline)
+        }
+    }
+
+    /// A renewal goes out now; returns how long its answer is still useful.
+    pub(crate) fn renewal_sent(&mut self, now: Instant) -> Duration {
+        self.renewal_in_flight = true;
+        self.deadline.saturating_duration_since(now)
+    }
+
+    /// The renewal sent at `sent_at` was answered (`failed`: with an error); returns whether
+    /// it was the one in flight.
+    pub(crate) fn renewal_answered(&mut self, sent_at: Instant, failed: bool) -> bool {
+        self.metrics
+            .store_call(crate::metrics::StoreOp::Extend, sent_at.elapsed(), failed);
+        std::mem::replace(&mut self.renewal_in_flight, false)
+    }
+
+    /// The renewal sent at `sent_at` succeeded; the next one is due at `next_renewal`.
+    pub(crate) fn renewed(&mut self, sent_at: Instant, next_renewal: Instant) {
         self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
         self.last_error = None;
+        self.unconfirmed = false;
         self.status.confirmed(sent_at);
+        self.next_renewal = next_renewal;
+    }
+
+    /// A renewal failed with `error`: retry a quarter cadence later, never past the deadline
+    /// (the deadline timer decides the loss).
+    pub(crate) fn renewal_failed(&mut self, error: StoreError) {
+        self.unconfirmed = true;
+        // A renewal our own timeout cut short went unanswered: that is a silent store, not a
+        // failing one.
+        self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+        let retry = (self.options.extension_cadence() / 4).max(Duration::from_millis(1));
+        self.next_renewal = (Instant::now() + retry).min(self.deadline);
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.
     pub(crate) fn next_renewal_after(&self, sent_at: Instant) -> Instant {
         sent_at + self.options.extension_cadence()
-    }
-
-    /// When to retry a renewal that failed now: a quarter cadence later, never past the
-    /// deadline (the deadline timer decides the loss).
-    pub(crate) fn retry_renewal_at(&self) -> Instant {
-        let retry = (self.options.extension_cadence() / 4).max(std::time::Duration::from_millis(1));
-        (Instant::now() + retry).min(self.deadline)
     }
 
     /// Why the lock is lost if the deadline passes now.
@@ -143,13 +237,60 @@ impl Hold {
         }
     }
 
-    /// Tells every guard of this hold that it is lost.
-    pub(crate) fn signal_loss(self, reason: LossReason) {
-        self.status.lost(reason);
+    /// Tells every guard of this hold that it is lost. The lease itself is left to the
+    /// returned [`LostHold`]: it must stay on the store while the guard may still act.
+    pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostHold {
+        self.metrics.loss(reason);
+        self.metrics.hold_ended(self.acquired_at.elapsed());
+        self.status.lost(reason.clone());
+        // The store keeps the lease at least `expiry` past the last confirmed send, and the
+        // deadline is `renew_deadline` past it: the holder is told at least this much before
+        // the lease can expire — the margin it is promised to stop in.
+        let margin = self
+            .options
+            .expiry()
+            .saturating_sub(self.options.renew_deadline());
+        LostHold {
+            key: self.key(name),
+            timeout: self.options.renew_deadline(),
+            free_at: Instant::now() + margin,
+            status: self.status,
+        }
     }
 
     /// Ends the hold by release: not a loss, so loss watchers never fire.
-    pub(crate) fn mark_released(self) {
+    pub(crate) fn released(self) {
+        self.metrics.hold_ended(self.acquired_at.elapsed());
         self.status.released();
+    }
+}
+
+/// A hold whose guard was told of its loss but may still be running its critical section.
+/// Freeing the lease at once would let another holder in while this one works: the loss
+/// margin would be zero. So the lease is freed only once the holder acknowledges the loss (its
+/// guard and loss signals are dropped) or, at the latest, once the margin has passed — the
+/// moment it would have expired on the store anyway.
+pub(crate) struct LostHold {
+    key: LeaseKey,
+    status: HoldStatusSender,
+    free_at: Instant,
+    timeout: Duration,
+}
+
+impl LostHold {
+    /// Waits for the acknowledgement (or the end of the margin), then releases the lease
+    /// (owner-checked: a lease somebody else replaced is left alone).
+    pub(crate) async fn release_when_acknowledged(self, store: &dyn LockStore) {
+        tokio::select! {
+            () = self.status.acknowledged() => {}
+            () = tokio::time::sleep_until(self.free_at) => {}
+        }
+        orphan::release_now(store, &self.key, self.timeout).await;
+    }
+
+    /// [`release_when_acknowledged`](Self::release_when_acknowledged) on its own task.
+    pub(crate) fn spawn_release(self, store: &Arc<dyn LockStore>) {
+        let store = store.clone();
+        tokio::spawn(async move { self.release_when_acknowledged(store.as_ref()).await });
     }
 }

@@ -66,8 +66,15 @@ impl HoldStatusSender {
     }
 
     /// The hold was lost: every receiver resolves with `reason`.
-    pub(crate) fn lost(self, reason: LossReason) {
+    pub(crate) fn lost(&self, reason: LossReason) {
         self.status.send_replace(HoldStatus::Lost(reason));
+    }
+
+    /// Resolves once every receiver is gone: the guard was dropped or released (and so were
+    /// the loss signals cloned from it), so nobody acts on the hold any more. A loss is
+    /// acknowledged this way.
+    pub(crate) async fn acknowledged(&self) {
+        self.status.closed().await;
     }
 
     /// The hold was released: receivers never resolve.

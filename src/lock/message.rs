@@ -6,6 +6,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::guard::LockGuard;
+use super::orphan::GrantClaim;
 use crate::error::{LockError, StoreError};
 use crate::options::LockOptions;
 use crate::store::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LeaseId, ReleaseOutcome};
@@ -57,6 +58,8 @@ pub(crate) enum LockMsg {
         lease: LeaseId,
         sent_at: Instant,
         result: Result<AcquireOutcome, StoreError>,
+        /// Releases what the attempt may have granted unless the actor keeps it.
+        claim: GrantClaim,
     },
     RetryDue {
         generation: u64,
@@ -79,6 +82,8 @@ pub(crate) enum LockMsg {
         to: LeaseId,
         sent_at: Instant,
         result: Result<HandOverOutcome, StoreError>,
+        /// Releases what the hand-over may have granted unless the actor keeps it.
+        claim: GrantClaim,
     },
     IdleDue {
         generation: u64,

@@ -14,24 +14,8 @@ use tokio::time::Instant;
 use super::message::LockMsg;
 use super::store_call::{self, Started, bounded};
 use crate::error::StoreError;
-use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{LeaseId, LeaseKey, LockStore};
-
-/// Releases `lease` in the background, without waiting for the answer.
-pub(crate) fn release(
-    store: &Arc<dyn LockStore>,
-    name: &LockName,
-    lease: LeaseId,
-    timeout: Duration,
-) {
-    let store = store.clone();
-    let key = LeaseKey {
-        name: name.clone(),
-        lease,
-    };
-    tokio::spawn(async move { release_now(store.as_ref(), &key, timeout).await });
-}
+use crate::store::{LeaseKey, LockStore};
 
 /// Releases `key` and waits for the answer, which nobody needs: a failed release leaves a
 /// lease that expires on the store by itself.
@@ -53,26 +37,89 @@ pub(crate) fn late_answer_limit(options: &LockOptions) -> Duration {
         .max(Duration::from_secs(60))
 }
 
+/// A grant the store may have made and nobody owns yet, travelling in the message that
+/// reports it: released (in the background) when dropped, unless the actor
+/// [`keep`](Self::keep)s it as a hold. A message the actor never handles — sent after it
+/// stopped, or still queued when it stops — is dropped with its claim, so a grant can never
+/// outlive the actor that asked for it without a release.
+pub(crate) struct GrantClaim(Option<Box<Orphans>>);
+
+/// What an armed claim releases (boxed: most answers carry an empty claim).
+struct Orphans {
+    keys: Vec<LeaseKey>,
+    store: Arc<dyn LockStore>,
+    timeout: Duration,
+}
+
+impl GrantClaim {
+    /// A claim on nothing: the call granted nothing (or its task releases what it may have).
+    pub(crate) fn empty() -> Self {
+        Self(None)
+    }
+
+    fn on(store: &Arc<dyn LockStore>, keys: Vec<LeaseKey>, timeout: Duration) -> Self {
+        Self(Some(Box::new(Orphans {
+            keys,
+            store: store.clone(),
+            timeout,
+        })))
+    }
+
+    /// The grant became a hold: nothing to release.
+    pub(crate) fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GrantClaim {
+    fn drop(&mut self) {
+        let Some(orphans) = self.0.take() else {
+            return;
+        };
+        // Outside a runtime (the process is exiting) nothing can run: the leases expire.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for key in &orphans.keys {
+                    release_now(orphans.store.as_ref(), key, orphans.timeout).await;
+                }
+            });
+        }
+    }
+}
+
 /// Runs a store call that may grant a lease (an acquisition, a hand-over) and sends its
-/// answer to `actor` as `to_message(sent_at, result)` — at once if the store answered without
-/// waiting, otherwise from a spawned task that gives up waiting after `timeout`.
+/// answer to `actor` as `to_message(sent_at, result, claim)` — at once if the store answered
+/// without waiting, otherwise from a spawned task that gives up waiting after `timeout`.
 ///
 /// Its `orphans` (the leases the call may leave behind) are released when nobody will own
-/// them: after a timeout, once the store's late answer arrives (the store may still apply
-/// a stalled command; after `give_up_after` the call is abandoned, with a release anyway),
-/// or when the call granted but the actor is gone.
+/// them. An answer that `may_grant` (a grant, or an error after which the server may have
+/// applied the call) carries a [`GrantClaim`] on them, which the actor keeps or drops. After
+/// a timeout the task waits for the store's late answer (the store may still apply a stalled
+/// command; after `give_up_after` the call is abandoned) and releases them itself.
 pub(crate) fn run_granting_call<T: Send + 'static>(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
     call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     (timeout, give_up_after): (Duration, Duration),
-    granted: fn(&Result<T, StoreError>) -> bool,
+    may_grant: fn(&Result<T, StoreError>) -> bool,
     orphans: Vec<LeaseKey>,
-    to_message: impl FnOnce(Instant, Result<T, StoreError>) -> LockMsg + Send + 'static,
+    to_message: impl FnOnce(Instant, Result<T, StoreError>, GrantClaim) -> LockMsg + Send + 'static,
 ) {
+    let claim_for = {
+        let store = store.clone();
+        move |result: &Result<T, StoreError>, orphans: Vec<LeaseKey>| {
+            if may_grant(result) {
+                GrantClaim::on(&store, orphans, timeout)
+            } else {
+                GrantClaim::empty()
+            }
+        }
+    };
     let mut call = match store_call::start(call) {
         (sent_at, Started::Answered(result)) => {
-            let _ = actor.send_message(to_message(sent_at, result));
+            let claim = claim_for(&result, orphans);
+            // A refused message is dropped with its claim, which releases the grant.
+            let _ = actor.send_message(to_message(sent_at, result, claim));
             return;
         }
         (sent_at, Started::Running(call)) => (sent_at, call),
@@ -83,16 +130,15 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
         let result = tokio::time::timeout(timeout, &mut *call)
             .await
             .unwrap_or(Err(StoreError::Timeout(timeout)));
-        let timed_out = matches!(result, Err(StoreError::Timeout(_)));
-        let was_granted = granted(&result);
-        let delivered = actor.send_message(to_message(sent_at, result)).is_ok();
-        if timed_out {
-            let _ = tokio::time::timeout(give_up_after, call).await;
+        if !matches!(result, Err(StoreError::Timeout(_))) {
+            let claim = claim_for(&result, orphans);
+            let _ = actor.send_message(to_message(sent_at, result, claim));
+            return;
         }
-        if timed_out || (was_granted && !delivered) {
-            for key in &orphans {
-                release_now(store.as_ref(), key, timeout).await;
-            }
+        let _ = actor.send_message(to_message(sent_at, result, GrantClaim::empty()));
+        let _ = tokio::time::timeout(give_up_after, call).await;
+        for key in &orphans {
+            release_now(store.as_ref(), key, timeout).await;
         }
     });
 }

@@ -20,6 +20,14 @@ pub(crate) struct Waiter {
     pub(crate) reply: GuardReply,
 }
 
+/// What the next acquisition is made for: the first waiter's lease terms, its metrics, and
+/// how long it has waited (the longest wait here, reported to the store for fairness).
+pub(crate) struct NextWaiter {
+    pub(crate) options: Arc<LockOptions>,
+    pub(crate) metrics: LockMetrics,
+    pub(crate) waited: Duration,
+}
+
 /// Waiters in arrival order, with the waiters gauge kept in step (each waiter counted under
 /// its own labels).
 #[derive(Default)]
@@ -46,16 +54,18 @@ impl Waiters {
         !self.queue.is_empty()
     }
 
-    /// The first waiter's options, metrics and how long it has been waiting (the longest
-    /// wait here).
-    pub(crate) fn front(&self) -> Option<(Arc<LockOptions>, LockMetrics, Duration)> {
-        self.queue.front().map(|waiter| {
-            (
-                waiter.options.clone(),
-                waiter.metrics.clone(),
-                waiter.requested_at.elapsed(),
-            )
+    /// The first waiter, if any.
+    pub(crate) fn front(&self) -> Option<NextWaiter> {
+        self.queue.front().map(|waiter| NextWaiter {
+            options: waiter.options.clone(),
+            metrics: waiter.metrics.clone(),
+            waited: waiter.requested_at.elapsed(),
         })
+    }
+
+    /// The first waiter still listening, after dropping those whose caller went away.
+    pub(crate) fn next_live(&mut self) -> Option<NextWaiter> {
+        if self.prune() { self.front() } else { None }
     }
 
     /// Hands a guard to the first waiter still listening. `make_guard` is called once per

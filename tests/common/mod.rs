@@ -5,6 +5,7 @@
 
 pub(crate) mod election;
 pub(crate) mod embedding;
+pub(crate) mod guarantees;
 pub(crate) mod scenarios;
 
 use std::time::Duration;
@@ -73,6 +74,7 @@ macro_rules! conformance_suite {
             scenarios::panicking_lock_actor_is_isolated,
             scenarios::idle_lock_actors_are_stopped,
             scenarios::contended_lock_is_shared_with_other_processes,
+            guarantees::loss_margin_holds_when_the_store_recovers_before_the_deadline,
             election::election_has_one_leader_and_fails_over,
             election::election_resign_hands_over_promptly,
             election::election_observers_see_leader_changes,

@@ -589,7 +589,7 @@ pub(crate) async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
 
 pub(crate) async fn shutdown_releases_everything<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
-    let guards = [
+    let [s1, s2, s3] = [
         a.lock("s1").unwrap().acquire().await.unwrap(),
         a.lock("s2").unwrap().acquire().await.unwrap(),
         a.lock("s3").unwrap().acquire().await.unwrap(),
@@ -601,19 +601,36 @@ pub(crate) async fn shutdown_releases_everything<B: Backend>(backend: &B) {
     });
     sleep(Duration::from_millis(20)).await;
     a.shutdown().await;
-    for guard in &guards {
+    for guard in [&s1, &s2, &s3] {
         assert_eq!(
             timeout(Duration::from_millis(10), guard.lost()).await,
             Ok(LossReason::Shutdown)
         );
     }
     assert!(matches!(waiter.await.unwrap(), Err(LockError::ShutDown)));
-    for name in ["s1", "s2", "s3"] {
+    // Told holders may still be working: nobody else gets their locks until they let go…
+    assert!(
+        b.lock("s1").unwrap().try_acquire().await.unwrap().is_none(),
+        "s1 granted to another process while its holder, told a moment ago, still holds it"
+    );
+    drop(s2);
+    assert!(matches!(
+        s3.release().await,
+        Err(LockError::Lost(LossReason::Shutdown))
+    ));
+    for name in ["s2", "s3"] {
         assert!(
-            b.lock(name).unwrap().try_acquire().await.unwrap().is_some(),
-            "{name} still held after shutdown"
+            acquired_within(&b, name, SLACK).await.is_some(),
+            "{name} still held after its holder let go at shutdown"
         );
     }
+    // …or until the loss margin has passed, as if the lease had expired.
+    let margin = fast_options().expiry() - fast_options().renew_deadline();
+    assert!(
+        acquired_within(&b, "s1", margin + SLACK).await.is_some(),
+        "s1 still held after the loss margin"
+    );
+    drop(s1);
     assert!(matches!(
         a.lock("s1").unwrap().acquire().await,
         Err(LockError::ShutDown)

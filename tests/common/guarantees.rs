@@ -1,0 +1,86 @@
+//! Conformance scenarios for the guarantees a fast path could break: the loss margin (a
+//! holder told of a loss has `expiry − renew_deadline` to stop before anyone else is
+//! granted the lock) and the hold's validity at release.
+
+use std::time::Duration;
+
+use mongolock::LossReason;
+use tokio::time::{Instant, sleep, timeout};
+
+use super::{Backend, SLACK, fast_options};
+use mongolock::store::FaultyStore;
+use mongolock::{LockManager, LockStore};
+
+async fn start(store: impl LockStore) -> LockManager {
+    match LockManager::start(store, fast_options()).await {
+        Ok(manager) => manager,
+        Err(error) => panic!("starting a manager failed: {error}"),
+    }
+}
+
+/// A renewal hangs and the store answers again shortly before the holder's deadline: the
+/// holder is told at the deadline, and the lease it may still be working under stays on the
+/// store — nobody else is granted the lock for the promised margin — unless the holder lets
+/// go first, which frees it at once.
+pub(crate) async fn loss_margin_holds_when_the_store_recovers_before_the_deadline<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let faulty = FaultyStore::new(store.clone());
+    let a = start(faulty.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let options = fast_options();
+    let margin = options.expiry() - options.renew_deadline();
+    let kept = a.lock("margin-kept").unwrap().acquire().await.unwrap();
+    let dropped = a.lock("margin-dropped").unwrap().acquire().await.unwrap();
+    let acquired = Instant::now();
+
+    // The first renewal (one cadence in) hangs; the store answers again before the deadline.
+    sleep(options.extension_cadence() / 2).await;
+    faulty.hang();
+    sleep(options.renew_deadline() - options.extension_cadence()).await;
+    faulty.heal();
+
+    let contender = |name: &'static str| {
+        let lock = b.lock(name).unwrap();
+        tokio::spawn(async move {
+            let guard = lock.acquire_timeout(Duration::from_secs(10)).await;
+            (Instant::now(), guard)
+        })
+    };
+    let (kept_contender, dropped_contender) =
+        (contender("margin-kept"), contender("margin-dropped"));
+
+    let reason = timeout(options.renew_deadline() + SLACK, kept.lost())
+        .await
+        .expect("the holder was not told by its deadline");
+    assert_eq!(reason, LossReason::DeadlineExceeded);
+    let told = Instant::now();
+    assert!(
+        told - acquired < options.expiry(),
+        "told after the lease could expire"
+    );
+
+    // Letting go acknowledges the loss: that lease is freed at once.
+    timeout(SLACK, dropped.lost())
+        .await
+        .expect("the second holder was not told with the first");
+    drop(dropped);
+    let (granted, guard) = dropped_contender.await.unwrap();
+    let _granted = guard.expect("the lock its holder let go of was not granted");
+    assert!(
+        granted - told < SLACK,
+        "a lease whose holder let go was freed only {:?} after the loss",
+        granted - told
+    );
+
+    // The holder that keeps its guard keeps the margin it was promised.
+    let (granted, guard) = kept_contender.await.unwrap();
+    let _granted = guard.expect("the lock was not granted after the margin");
+    let after = granted - told;
+    assert!(
+        after + SLACK / 4 >= margin,
+        "another process was granted the lock {after:?} after the holder was told; the margin is {margin:?}"
+    );
+    drop(kept);
+}
