@@ -217,9 +217,16 @@ impl LockManager {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Releases every held lock (their guards report [`LossReason::Shutdown`](crate::LossReason::Shutdown)),
+    /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::LossReason::Shutdown)),
     /// fails pending acquisitions with [`LockError::ShutDown`], and stops all actors.
     /// Idempotent.
+    ///
+    /// Each held lease is freed on the store as soon as its guard is dropped or released
+    /// (campaigns and elections drop theirs after stopping their bound actors), and at the
+    /// latest once the loss margin (`expiry − renew_deadline`) has passed: like any loss,
+    /// a shutdown gives a holder that margin to stop before another process can be granted
+    /// its lock. Drop guards when told, and their locks are free at once. Returns without
+    /// waiting for that.
     ///
     /// ```
     /// # use mongolock::{LockError, LockManager, LockOptions, MemoryStore};

@@ -159,8 +159,9 @@ impl Runtime {
         answer.await.unwrap_or(0)
     }
 
-    /// Releases every held lock (guards see [`LossReason::Shutdown`](crate::error::LossReason::Shutdown))
-    /// and stops the actors; later calls fail with [`LockError::ShutDown`].
+    /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::error::LossReason::Shutdown);
+    /// each lease is freed once its guard lets go or the loss margin passes) and stops the
+    /// actors; later calls fail with [`LockError::ShutDown`].
     pub(crate) async fn shutdown(&self) {
         // Voluntary hand-overs first: campaigns stop their bound actors and release.
         let hooks: Vec<ShutdownHook> = self.hooks().drain().map(|(_, hook)| hook).collect();
