@@ -72,6 +72,7 @@ mod manager;
 pub mod metrics;
 mod name;
 mod options;
+mod random;
 pub mod store;
 
 pub use campaign::{BackgroundLock, LockEvent};
@@ -94,3 +95,14 @@ pub use mongodb;
 pub use ractor;
 pub use tokio;
 pub use uuid;
+
+/// Hooks for the crate's own tests (feature `test-hooks`); not part of the API.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod testing {
+    /// Seeds the runtime's randomness (backoff jitter, lease ids) on the calling thread: a
+    /// current-thread runtime under paused time then replays a schedule exactly.
+    pub fn seed_random(seed: u64) {
+        crate::random::seed_thread(seed);
+    }
+}

@@ -5,7 +5,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `error` |
+//! | 0 | `error`, `random` |
 //! | 1 | `name` |
 //! | 2 | `options` |
 //! | 3 | `store`, `metrics` |
@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
+    ("random", 0),
     ("name", 1),
     ("options", 2),
     ("store", 3),

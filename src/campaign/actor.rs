@@ -260,12 +260,13 @@ impl<E: CampaignEvent> CampaignState<E> {
         if let Some(binding) = &mut self.binding {
             let longest = self.lock.options().expiry();
             tokio::select! {
-                () = binding.drain(longest) => {}
+                biased;
                 reason = guard.lost() => {
                     binding.stop();
                     self.sinks.publish(E::lost(token, reason.clone()));
                     return Err(LockError::Lost(reason));
                 }
+                () = binding.drain(longest) => {}
             }
         }
         let result = guard.release().await;

@@ -25,7 +25,7 @@ pub(crate) fn spawn(
         let mut last_seen: Option<Option<(HolderId, u64)>> = None;
         loop {
             tokio::select! {
-                _ = ticks.tick() => {}
+                biased;
                 event = events.recv() => match event {
                     Err(RecvError::Closed) => return,
                     // Our own report, nothing new to look at.
@@ -33,6 +33,7 @@ pub(crate) fn spawn(
                     // A term of ours started or ended, or we missed some: look now.
                     Ok(_) | Err(RecvError::Lagged(_)) => {}
                 },
+                _ = ticks.tick() => {}
             }
             let record = match lock.inspect().await {
                 Ok(record) => record,

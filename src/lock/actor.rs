@@ -441,7 +441,7 @@ impl LockActorState {
             return self.start_attempt(myself, None);
         }
         self.backoff.follow(&attempt.options);
-        let delay = self.backoff.next_delay(&mut rand::rng());
+        let delay = crate::random::with_rng(|rng| self.backoff.next_delay(rng));
         let generation = self.next_generation();
         self.wake_timer
             .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {

@@ -221,6 +221,7 @@ impl LockGuard {
         // A loss told while the release is under way is the answer: the lock was not held to
         // the end (and the runtime waits for this guard to let go before it frees the lease).
         tokio::select! {
+            biased;
             answer = answer => {
                 answer.map_err(|_| failed())??;
                 match self.loss() {

@@ -282,6 +282,7 @@ impl LostHold {
     /// (owner-checked: a lease somebody else replaced is left alone).
     pub(crate) async fn release_when_acknowledged(self, store: &dyn LockStore) {
         tokio::select! {
+            biased;
             () = self.status.acknowledged() => {}
             () = tokio::time::sleep_until(self.free_at) => {}
         }

@@ -1,7 +1,7 @@
 //! The running part of a manager that lock handles share: the supervisor actor, the store
 //! and this manager's holder identity.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,8 +33,8 @@ pub(crate) struct Runtime {
     pub(crate) holder: HolderId,
     shut_down: AtomicBool,
     /// Work that must finish before the locks are released at shutdown (campaigns draining
-    /// their bound actors), by registration id.
-    before_shutdown: Mutex<HashMap<u64, ShutdownHook>>,
+    /// their bound actors), by registration id (in that order).
+    before_shutdown: Mutex<BTreeMap<u64, ShutdownHook>>,
     next_hook: AtomicU64,
 }
 
@@ -53,6 +53,7 @@ async fn forward_releases(
 ) {
     loop {
         let message = tokio::select! {
+            biased;
             _ = &mut supervisor_gone => return,
             name = released.recv() => match name {
                 Some(name) => SupervisorMsg::Released { name },
@@ -135,7 +136,7 @@ impl Runtime {
         self.hooks().remove(&id);
     }
 
-    fn hooks(&self) -> MutexGuard<'_, HashMap<u64, ShutdownHook>> {
+    fn hooks(&self) -> MutexGuard<'_, BTreeMap<u64, ShutdownHook>> {
         // Every mutation is a single map operation: a poisoned map is still consistent.
         self.before_shutdown
             .lock()
@@ -164,7 +165,7 @@ impl Runtime {
     /// actors; later calls fail with [`LockError::ShutDown`].
     pub(crate) async fn shutdown(&self) {
         // Voluntary hand-overs first: campaigns stop their bound actors and release.
-        let hooks: Vec<ShutdownHook> = self.hooks().drain().map(|(_, hook)| hook).collect();
+        let hooks: Vec<ShutdownHook> = std::mem::take(&mut *self.hooks()).into_values().collect();
         futures::future::join_all(hooks.into_iter().map(|hook| hook())).await;
         self.shut_down.store(true, Ordering::Release);
         let (reply, done) = oneshot::channel();

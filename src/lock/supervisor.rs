@@ -5,7 +5,7 @@
 //! down: its callers get an error), and stops them when idle so memory stays bounded by the
 //! number of active locks.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,8 +63,9 @@ pub(crate) struct SupervisorState {
     release_waiters: ReleaseWaiters,
     timers: Timers,
     _alive: oneshot::Sender<()>,
-    /// Each live lock actor by name, with the route requests take to it.
-    children: HashMap<LockName, Route>,
+    /// Each live lock actor by name, with the route requests take to it. Ordered, so that
+    /// messages to every child (wake-ups, shutdown) go out in one order on every run.
+    children: BTreeMap<LockName, Route>,
 }
 
 impl Actor for Supervisor {
@@ -85,7 +86,7 @@ impl Actor for Supervisor {
             release_waiters: args.release_waiters,
             timers: args.timers,
             _alive: args.alive,
-            children: HashMap::new(),
+            children: BTreeMap::new(),
         })
     }
 
@@ -125,7 +126,7 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Shutdown { reply } => {
                 let mut stopped = Vec::with_capacity(state.children.len());
-                for (_, child) in state.children.drain() {
+                for child in std::mem::take(&mut state.children).into_values() {
                     let (done, wait) = oneshot::channel();
                     if child
                         .actor

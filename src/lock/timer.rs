@@ -121,7 +121,21 @@ async fn run(
     let mut by_id: HashMap<u64, Instant> = HashMap::new();
     loop {
         let next = due.first_key_value().map(|(&(at, _), _)| at);
+        // Due timers first (then the next command), so that a busy command queue can never
+        // hold back a due timer; the fixed order also keeps runs reproducible.
         tokio::select! {
+            biased;
+            () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                let now = Instant::now();
+                while let Some(entry) = due.first_entry() {
+                    if entry.key().0 > now {
+                        break;
+                    }
+                    let ((_, id), fire) = entry.remove_entry();
+                    by_id.remove(&id);
+                    fire();
+                }
+            }
             command = incoming.recv() => {
                 let Some(command) = command else { return };
                 let id = match &command {
@@ -133,17 +147,6 @@ async fn run(
                 if let Command::Set { id, at, fire } = command {
                     by_id.insert(id, at);
                     due.insert((at, id), fire);
-                }
-            }
-            () = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
-                let now = Instant::now();
-                while let Some(entry) = due.first_entry() {
-                    if entry.key().0 > now {
-                        break;
-                    }
-                    let ((_, id), fire) = entry.remove_entry();
-                    by_id.remove(&id);
-                    fire();
                 }
             }
         }

@@ -98,8 +98,9 @@ impl ReleaseDemand {
         loop {
             let _ = waiting.wait_for(|waiting| *waiting == 0).await;
             tokio::select! {
-                () = tokio::time::sleep(linger) => return,
+                biased;
                 _ = waiting.changed() => {}
+                () = tokio::time::sleep(linger) => return,
             }
         }
     }

@@ -20,7 +20,7 @@ impl LeaseId {
     pub fn new() -> Self {
         // From the thread's seeded generator rather than a getrandom system call per lease:
         // ids must be unique, not secret, and one is made per acquisition.
-        Self(uuid::Builder::from_random_bytes(rand::random()).into_uuid())
+        Self(uuid::Builder::from_random_bytes(crate::random::bytes16()).into_uuid())
     }
 
     /// The id as a UUID, for stores that persist it.
