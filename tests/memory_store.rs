@@ -214,3 +214,56 @@ async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() 
     assert!(guard.token() > other_token);
     manager.shutdown().await;
 }
+
+/// A store without a bulk write — it keeps the trait's one-by-one `extend_many` — whose
+/// every call takes 20 ms. Its renewals must be sent as separate calls, side by side, each
+/// under its own timeout: sent as one batch under one timeout, 600 leases took 12 s per
+/// batch against 10 s left before their deadlines, and every lock was lost.
+#[tokio::test(start_paused = true)]
+async fn renewals_on_a_store_without_bulk_writes_are_not_batched_into_losses() {
+    use async_trait::async_trait;
+    use mongolock::store::{
+        AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord,
+        ReleaseOutcome,
+    };
+    use mongolock::{LockManager, LockOptions, LockStore, StoreError};
+    use std::time::Duration;
+
+    struct Slow(MemoryStore);
+
+    const CALL: Duration = Duration::from_millis(20);
+
+    #[async_trait]
+    impl LockStore for Slow {
+        async fn try_acquire(&self, r: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+            tokio::time::sleep(CALL).await;
+            self.0.try_acquire(r).await
+        }
+        async fn extend(&self, r: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+            tokio::time::sleep(CALL).await;
+            self.0.extend(r).await
+        }
+        async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+            tokio::time::sleep(CALL).await;
+            self.0.release(key).await
+        }
+        async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+            self.0.inspect(name).await
+        }
+    }
+
+    let options = LockOptions::default();
+    let manager = LockManager::start(Slow(MemoryStore::new()), options.clone())
+        .await
+        .unwrap();
+    let acquisitions = (0..600).map(|i| {
+        let lock = manager.lock(format!("lease-{i}")).unwrap();
+        async move { lock.acquire().await.unwrap() }
+    });
+    let guards = futures::future::join_all(acquisitions).await;
+    tokio::time::sleep(options.extension_cadence() * 3 + Duration::from_secs(1)).await;
+    let lost = guards.iter().filter(|guard| guard.loss().is_some()).count();
+    assert_eq!(lost, 0, "{lost} of 600 leases lost over three cadences");
+    drop(guards);
+    manager.shutdown().await;
+}

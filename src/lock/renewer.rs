@@ -1,7 +1,9 @@
 //! Batched renewals: one per manager. Lock actors hand their due renewals to the renewer,
 //! which sends the renewals that fall due together as one store call
 //! ([`LockStore::extend_many`]) and answers each actor separately; each actor still keeps
-//! its own loss deadline, so a slow or failed batch never delays a loss signal.
+//! its own loss deadline, so a slow or failed batch never delays a loss signal. A store
+//! without a bulk write ([`LockStore::max_extend_batch`] of 1) gets each renewal as its own
+//! call, side by side, each under its own lease's timeout.
 //!
 //! Actors schedule renewals on a grid of an eighth of their cadence (a renewal is never
 //! sent later than one cadence after the last, and at most an eighth earlier), so renewals
@@ -102,13 +104,19 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 .or_default()
                 .push(renewal);
         }
-        for group in by_expiry.into_values() {
+        let most = store.max_extend_batch().clamp(1, MAX_BATCH);
+        for mut group in by_expiry.into_values() {
+            while group.len() > most {
+                let rest = group.split_off(most);
+                tokio::spawn(send(store.clone(), group));
+                group = rest;
+            }
             tokio::spawn(send(store.clone(), group));
         }
     }
 }
 
-/// Sends one group and answers each actor.
+/// Sends one group (one lease length, at most the store's batch size) and answers each actor.
 async fn send(store: Arc<dyn LockStore>, group: Vec<Renewal>) {
     let within = group
         .iter()
@@ -118,6 +126,9 @@ async fn send(store: Arc<dyn LockStore>, group: Vec<Renewal>) {
     let requests: Vec<ExtendRequest> = group.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
     let answered = bounded(within, async {
+        if let [request] = requests.as_slice() {
+            return Ok(vec![store.extend(request).await]);
+        }
         let results = store.extend_many(&requests).await;
         if results.len() == requests.len() {
             Ok(results)

@@ -203,6 +203,22 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
             .await
     }
 
+    /// One fault for the whole batch, as for one call.
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let count = requests.len();
+        let requests = requests.to_vec();
+        self.forward(move |store| async move { Ok(store.extend_many(&requests).await) })
+            .await
+            .unwrap_or_else(|error| vec![Err(error); count])
+    }
+
+    fn max_extend_batch(&self) -> usize {
+        self.inner.max_extend_batch()
+    }
+
     fn tokens_per_grant(&self) -> u64 {
         self.inner.tokens_per_grant()
     }

@@ -355,6 +355,11 @@ impl LockStore for MemoryStore {
         TOKENS_PER_GRANT
     }
 
+    /// Each `extend` answers at once, without waiting: a batch of any size is one quick pass.
+    fn max_extend_batch(&self) -> usize {
+        usize::MAX
+    }
+
     /// Costs nothing, so it reports every release whatever `demand` says.
     async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
         drop(demand);

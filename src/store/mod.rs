@@ -88,8 +88,10 @@ pub trait LockStore: Send + Sync + 'static {
     /// Extends a held lease; [`ExtendOutcome::NotOwner`] means the lock was lost.
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError>;
 
-    /// Extends several leases. The default calls [`LockStore::extend`] for each; a backend
-    /// with a bulk write can answer all of them in one round trip.
+    /// Extends several leases (at most [`max_extend_batch`](Self::max_extend_batch), all with
+    /// one expiry), answering each in order. The default calls [`LockStore::extend`] for
+    /// each in turn; a backend with a bulk write answers all of them in one round trip and
+    /// says so in `max_extend_batch`.
     async fn extend_many(
         &self,
         requests: &[ExtendRequest],
@@ -99,6 +101,22 @@ pub trait LockStore: Send + Sync + 'static {
             results.push(self.extend(request).await);
         }
         results
+    }
+
+    /// How many renewals one [`extend_many`](Self::extend_many) call may carry.
+    ///
+    /// The default, 1, suits a store that keeps the default `extend_many` (one `extend`
+    /// after another): the runtime then sends each renewal as its own `extend` call, side by
+    /// side, each bounded by its own lease's timeout — a slow call delays only its own lease,
+    /// as if nothing were batched. A backend whose `extend_many` is one bulk write returns
+    /// the most leases that write should carry.
+    ///
+    /// ```
+    /// use mongolock::{LockStore, MemoryStore};
+    /// assert!(MemoryStore::new().max_extend_batch() > 1);
+    /// ```
+    fn max_extend_batch(&self) -> usize {
+        1
     }
 
     /// Releases a held lease, only if the record still carries it.
@@ -190,6 +208,10 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
         requests: &[ExtendRequest],
     ) -> Vec<Result<ExtendOutcome, StoreError>> {
         (**self).extend_many(requests).await
+    }
+
+    fn max_extend_batch(&self) -> usize {
+        (**self).max_extend_batch()
     }
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {

@@ -52,6 +52,11 @@ use crate::name::LockName;
 /// How many release hints may wait unread before new ones are dropped (hints only).
 const RELEASE_FEED_CAPACITY: usize = 1024;
 
+/// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
+/// server serves each from the `_id` index, and one command stays far below the 16 MiB
+/// message limit.
+const MAX_EXTEND_BATCH: usize = 10_000;
+
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
 /// Needs **MongoDB 5.0 or newer** (`$dateAdd`); [`LockManager::start`](crate::LockManager::start)
@@ -390,6 +395,11 @@ impl LockStore for MongoStore {
     /// `grantedToken`), and every grant continues from `token`.
     fn tokens_per_grant(&self) -> u64 {
         TOKENS_PER_GRANT
+    }
+
+    /// `extend_many` is one `update` by `_id` and lease id.
+    fn max_extend_batch(&self) -> usize {
+        MAX_EXTEND_BATCH
     }
 
     /// A change stream, open only while `demand` says this manager has waiters (and a
