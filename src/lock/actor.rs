@@ -490,11 +490,14 @@ impl LockActorState {
         );
         hold.granted(first_renewal);
         self.phase = Phase::Held(hold);
-        if !delivered {
-            // Every caller left while the attempt was in flight: give the lock straight back.
-            return self.begin_release(myself, None);
-        }
+        // Armed before anything else: a hold passed on below keeps this timer (its renewals
+        // and its deadline), and a released one cancels it.
         self.arm_hold_timer(myself);
+        if !delivered {
+            // The caller left while the attempt was in flight: pass the lock to the next
+            // waiter or give it straight back.
+            self.begin_release(myself, None);
+        }
     }
 
     /// Sets the hold's one timer (see [`Hold::timer_at`]).
