@@ -204,7 +204,9 @@ impl LockManager {
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn pending_timers(&self) -> usize {
-        self.runtime.timers.pending()
+        self.runtime
+            .pending_timers
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Test hook: how many requests lock handles sent through the supervisor because they

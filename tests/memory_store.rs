@@ -267,3 +267,160 @@ async fn renewals_on_a_store_without_bulk_writes_are_not_batched_into_losses() {
     drop(guards);
     manager.shutdown().await;
 }
+
+/// A bound actor that takes long to start must not hold up the loss report: the deposed
+/// leader publishes `Deposed` by its deadline, before another candidate can be elected —
+/// not once the slow start has finished.
+#[tokio::test(start_paused = true)]
+async fn deposed_is_published_on_time_while_the_bound_actor_starts() {
+    use mongolock::store::FaultyStore;
+    use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions};
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    struct SlowStart;
+    impl Actor for SlowStart {
+        type Msg = ();
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(())
+        }
+    }
+
+    let options = ElectionOptions::default()
+        .with_lease_duration(Duration::from_millis(1_500))
+        .with_renew_deadline(Duration::from_millis(900))
+        .with_retry_period(Duration::from_millis(250));
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone());
+    let a = LockManager::start(faulty.clone(), LockOptions::default())
+        .await
+        .unwrap();
+    let b = LockManager::start(store.clone(), LockOptions::default())
+        .await
+        .unwrap();
+    let leader = a.election("scheduler", options.clone()).unwrap();
+    let mut events = leader.subscribe();
+    leader
+        .run_while_leader(|_, supervisor| async move {
+            let (actor, _) = Actor::spawn_linked(None, SlowStart, (), supervisor).await?;
+            Ok(actor.get_cell())
+        })
+        .unwrap();
+    loop {
+        if let Ok(ElectionEvent::Elected { .. }) = events.recv().await {
+            break;
+        }
+    }
+    let elected = Instant::now();
+    faulty.hang(); // renewals stop being confirmed
+    let other = b.election("scheduler", options.clone()).unwrap();
+    let mut other_events = other.subscribe();
+    other.campaign_in_background().unwrap();
+    loop {
+        match events.recv().await {
+            Ok(ElectionEvent::Deposed { .. }) => break,
+            Ok(_) => {}
+            Err(error) => panic!("no Deposed event: {error}"),
+        }
+    }
+    let deposed = elected.elapsed();
+    assert!(
+        deposed <= options.renew_deadline(),
+        "Deposed came {deposed:?} after the election; the renew deadline is {:?}",
+        options.renew_deadline()
+    );
+    loop {
+        if let Ok(ElectionEvent::Elected { .. }) = other_events.recv().await {
+            break;
+        }
+    }
+    assert!(
+        elected.elapsed() >= deposed,
+        "elected before the leader was deposed"
+    );
+    drop((leader, other));
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A shut-down manager sends nothing more to its store, even while election handles live,
+/// and its tasks are gone: the campaign actor and the leader observer stop with it.
+#[tokio::test(start_paused = true)]
+async fn a_shut_down_manager_keeps_no_election_running() {
+    use mongolock::store::FaultyStore;
+    use mongolock::{ElectionOptions, LockError, LockManager, LockOptions};
+    use std::time::Duration;
+
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let store = FaultyStore::new(MemoryStore::new());
+    let baseline = alive();
+    let manager = LockManager::start(store.clone(), LockOptions::default())
+        .await
+        .unwrap();
+    let election = manager
+        .election("scheduler", ElectionOptions::default())
+        .unwrap();
+    election.campaign().await.unwrap();
+    manager.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let calls = store.calls();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        store.calls(),
+        calls,
+        "the election kept reading the store after shutdown"
+    );
+    assert!(matches!(election.leader().await, Err(LockError::ShutDown)));
+    // What is left: the memory store's sweeper, started by the manager.
+    assert_eq!(alive(), baseline + 1, "tasks left running after shutdown");
+    drop(election);
+}
+
+/// A `try_acquire` whose grant arrives after its caller left, with a waiter queued: the
+/// lease passes to the waiter, whose hold is renewed and timed like any other (the hold's
+/// timer was armed only for a delivered grant, so this hold was never renewed and its
+/// holder never told when the lease expired under it).
+#[tokio::test(start_paused = true)]
+async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
+    use mongolock::LockManager;
+    use mongolock::store::FaultyStore;
+    use std::time::Duration;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let lock = manager.lock("passed").unwrap();
+    store.stall(Duration::from_millis(200));
+    let trying = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.try_acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    trying.abort(); // the caller leaves before the grant arrives
+    let guard = waiter.await.unwrap().unwrap();
+    store.heal();
+    tokio::time::sleep(options.expiry() * 3).await;
+    assert_eq!(guard.loss(), None, "the passed-on hold was lost");
+    let record = lock.inspect().await.unwrap().unwrap();
+    assert!(
+        record.holder.is_some(),
+        "the lease expired on the store while its holder was never told"
+    );
+    guard.release().await.unwrap();
+    manager.shutdown().await;
+}

@@ -98,17 +98,27 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
                     None => myself.stop(Some("handle dropped".to_owned())),
                 }
             }
+            CampaignMsg::Shutdown { reply } => {
+                if let Err(error) = state.stop_campaigning().await {
+                    tracing::debug!(lock = %state.lock.name(), %error, "the campaign's last term ended in a loss at shutdown");
+                }
+                let _ = reply.send(());
+                myself.stop(Some("lock manager shut down".to_owned()));
+            }
             CampaignMsg::Subscribe(sink) => state.sinks.add_actor(sink),
             CampaignMsg::Bind(spawn) => {
-                state.binding = Some(Binding::new(spawn));
-                state.start_bound(&myself).await;
+                if let Some(mut replaced) = state.binding.replace(Binding::new(spawn)) {
+                    replaced.stop();
+                }
+                state.start_bound(&myself);
                 state.campaigning = true;
                 state.ensure_acquiring(&myself);
             }
+            CampaignMsg::BoundStarted { token } => state.on_bound_started(&myself, token).await,
             CampaignMsg::AcquireDone { attempt, result } => {
                 if attempt == state.attempt {
                     state.acquiring = None;
-                    state.on_acquired(&myself, result).await;
+                    state.on_acquired(&myself, result);
                 }
                 // A stale result's guard drops here, which releases it.
             }
@@ -181,7 +191,7 @@ impl<E: CampaignEvent> CampaignState<E> {
         self.acquiring = Some(task.abort_handle());
     }
 
-    async fn on_acquired(
+    fn on_acquired(
         &mut self,
         myself: &ActorRef<CampaignMsg<E>>,
         result: Result<LockGuard, LockError>,
@@ -210,23 +220,45 @@ impl<E: CampaignEvent> CampaignState<E> {
         for reply in self.waiting.drain(..) {
             let _ = reply.send(Ok(token));
         }
-        self.start_bound(myself).await;
+        self.start_bound(myself);
     }
 
-    /// Starts the bound actor if the lock is held and it is not running.
-    async fn start_bound(&mut self, myself: &ActorRef<CampaignMsg<E>>) {
+    /// Starts the bound actor if the lock is held and none runs or starts. It starts on its
+    /// own task, so that a slow start never holds up this actor: a loss meanwhile is
+    /// reported at once, and the late actor stopped when it arrives.
+    fn start_bound(&mut self, myself: &ActorRef<CampaignMsg<E>>) {
         let (Some(binding), Some(guard)) = (&mut self.binding, &self.guard) else {
             return;
         };
-        if binding.running.is_some() {
+        if binding.is_active() {
             return;
         }
-        match (binding.spawn)(guard.token(), myself.get_cell()).await {
-            Ok(actor) => binding.running = Some(actor),
-            Err(error) => {
+        let (token, me) = (guard.token(), myself.clone());
+        binding.start(token, myself.get_cell(), move || {
+            let _ = me.send_message(CampaignMsg::BoundStarted { token });
+        });
+    }
+
+    /// The bound actor of the term with `token` finished starting: keep it if that term is
+    /// still on, stop it if the term ended meanwhile.
+    async fn on_bound_started(&mut self, myself: &ActorRef<CampaignMsg<E>>, token: u64) {
+        let Some(binding) = &mut self.binding else {
+            return;
+        };
+        let Some(started) = binding.started(token).await else {
+            return;
+        };
+        let current = self.guard.as_ref().map(LockGuard::token) == Some(token);
+        match started {
+            Ok(actor) if current => binding.running = Some(actor),
+            Ok(actor) => actor.stop(Some("its lock term is over".to_owned())),
+            Err(error) if current => {
                 tracing::error!(lock = %self.lock.name(), %error, "could not start the bound actor; releasing the lock");
                 let _ = self.end_term().await;
                 myself.send_after(self.retry_after, || CampaignMsg::RetryDue);
+            }
+            Err(error) => {
+                tracing::debug!(lock = %self.lock.name(), %error, "the bound actor of an ended term failed to start");
             }
         }
     }

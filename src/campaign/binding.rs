@@ -1,10 +1,17 @@
 //! Lifecycle binding: a user actor that runs only while the campaign holds the lock.
+//!
+//! The actor starts on its own task: its `pre_start` may take as long as it likes (connect,
+//! load state) without holding up the campaign, which must stay free to report a loss the
+//! moment it happens. An actor that finishes starting after its term has ended is stopped
+//! at once.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use ractor::{ActorCell, SpawnErr};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// Spawns the bound actor for a term: `(token, supervisor) -> the actor's cell`.
 pub(crate) type SpawnBound = Box<
@@ -13,10 +20,14 @@ pub(crate) type SpawnBound = Box<
         + Sync,
 >;
 
+type Started = oneshot::Receiver<Result<ActorCell, SpawnErr>>;
+
 pub(crate) struct Binding {
-    pub(crate) spawn: SpawnBound,
+    spawn: SpawnBound,
     /// The actor of the current term, if one is running.
     pub(crate) running: Option<ActorCell>,
+    /// An actor still starting, for the term with this token.
+    starting: Option<(u64, Started)>,
 }
 
 impl Binding {
@@ -24,26 +35,81 @@ impl Binding {
         Self {
             spawn,
             running: None,
+            starting: None,
         }
     }
 
+    /// Whether an actor runs or is starting.
+    pub(crate) fn is_active(&self) -> bool {
+        self.running.is_some() || self.starting.is_some()
+    }
+
+    /// Starts the actor of the term with `token`, linked to `supervisor`, on its own task;
+    /// `started()` is called once it has (then [`started`](Self::started) takes it).
+    pub(crate) fn start(
+        &mut self,
+        token: u64,
+        supervisor: ActorCell,
+        started: impl FnOnce() + Send + 'static,
+    ) {
+        let spawning = (self.spawn)(token, supervisor);
+        let (deliver, receive) = oneshot::channel();
+        self.starting = Some((token, receive));
+        tokio::spawn(async move {
+            let result = spawning.await;
+            if let Err(Ok(actor)) = deliver.send(result) {
+                // Nobody waits for it any more (the campaign stopped): it must not run.
+                actor.stop(Some("its lock term is over".to_owned()));
+                return;
+            }
+            started();
+        });
+    }
+
+    /// The start of the term with `token`'s actor has finished: its result, unless that
+    /// start was already taken (by a drain) or belongs to another term.
+    pub(crate) async fn started(&mut self, token: u64) -> Option<Result<ActorCell, SpawnErr>> {
+        let (starting, _) = self.starting.as_ref()?;
+        if *starting != token {
+            return None;
+        }
+        let (_, receive) = self.starting.take()?;
+        // Sent before the task reported: ready (or a moment away).
+        receive.await.ok()
+    }
+
     /// Stops the term's actor without waiting: for a lost term, where waiting cannot help
-    /// (the fencing token covers writes still in flight).
+    /// (the fencing token covers writes still in flight). An actor still starting is stopped
+    /// once started.
     pub(crate) fn stop(&mut self) {
         if let Some(actor) = self.running.take() {
             actor.stop(Some("lock no longer held".to_owned()));
         }
     }
 
-    /// Stops the term's actor and waits until it is gone — its current message handled,
-    /// `post_stop` run — for at most `within`: a voluntary hand-over must not let the old
-    /// term's work overlap the next holder's.
+    /// Stops the term's actor — waiting for one still starting — and waits until it is
+    /// gone (its current message handled, `post_stop` run), for at most `within`: a
+    /// voluntary hand-over must not let the old term's work overlap the next holder's.
     pub(crate) async fn drain(&mut self, within: Duration) {
+        let until = Instant::now() + within;
+        if let Some((_, starting)) = self.starting.take() {
+            match tokio::time::timeout_at(until, starting).await {
+                Ok(Ok(Ok(actor))) => self.running = Some(actor),
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!(
+                        "the bound actor did not finish starting in time; handing the lock over anyway"
+                    );
+                    return;
+                }
+            }
+        }
         let Some(actor) = self.running.take() else {
             return;
         };
+        let left = until.saturating_duration_since(Instant::now());
         let stopped = actor
-            .stop_and_wait(Some("handing the lock over".to_owned()), Some(within))
+            .stop_and_wait(Some("handing the lock over".to_owned()), Some(left))
             .await;
         if let Err(error) = stopped {
             tracing::warn!(actor = %actor.get_id(), %error, "the bound actor did not stop in time; handing the lock over anyway");

@@ -67,13 +67,13 @@ impl<E: CampaignEvent> Campaign<E> {
         let (actor, _) = ActorRuntime::spawn_instant(None, CampaignActor::<E>::default(), args)
             .map_err(|_| LockError::ActorFailed(lock.name().to_string()))?;
         // At shutdown the campaign hands over like a resign — bound actor drained, then
-        // released — before the runtime releases the locks.
+        // released — before the runtime releases the locks, and then stops for good.
         let stopping = actor.clone();
         let hook: ShutdownHook = Box::new(move || {
             Box::pin(async move {
                 let (reply, answer) = oneshot::channel();
                 if stopping
-                    .send_message(CampaignMsg::Stop { reply: Some(reply) })
+                    .send_message(CampaignMsg::Shutdown { reply })
                     .is_ok()
                 {
                     let _ = answer.await;

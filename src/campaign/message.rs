@@ -17,6 +17,11 @@ pub(crate) enum CampaignMsg<E> {
     Stop {
         reply: Option<oneshot::Sender<Result<(), LockError>>>,
     },
+    /// The manager shuts down: end the term as [`Stop`](Self::Stop) does, then stop the
+    /// actor for good (it could never hold the lock again).
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
     /// Forward events to a user actor (or an in-process sink such as the leader gauge).
     Subscribe(EventSink<E>),
     /// Publish an event that comes from outside the engine (a leader change).
@@ -37,4 +42,8 @@ pub(crate) enum CampaignMsg<E> {
         reason: LossReason,
     },
     RetryDue,
+    /// The bound actor of the term with `token` has finished starting.
+    BoundStarted {
+        token: u64,
+    },
 }

@@ -8,11 +8,12 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::event::{ElectionEvent, LeaderInfo};
 use crate::campaign::Publisher;
+use crate::error::LockError;
 use crate::lock::Lock;
 use crate::store::HolderId;
 
 /// Starts observing; stops by itself once the election's campaign has stopped (its event
-/// channel closes, or publishing fails).
+/// channel closes, or publishing fails) or the manager has shut down.
 pub(crate) fn spawn(
     lock: Lock,
     publisher: Publisher<ElectionEvent>,
@@ -37,6 +38,8 @@ pub(crate) fn spawn(
             }
             let record = match lock.inspect().await {
                 Ok(record) => record,
+                // The manager shut down: nothing to observe for any more.
+                Err(LockError::ShutDown) => return,
                 Err(error) => {
                     tracing::debug!(lock = %lock.name(), %error, "could not observe the lock holder");
                     continue;

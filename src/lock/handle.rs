@@ -180,7 +180,10 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`LockError::Store`] if the store cannot be read within the renew deadline.
+    /// [`LockError::Store`] if the store cannot be read within the renew deadline;
+    /// [`LockError::ShutDown`] after
+    /// [`LockManager::shutdown`](crate::LockManager::shutdown) (a shut-down manager sends
+    /// nothing more to the store).
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -194,6 +197,9 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn inspect(&self) -> Result<Option<LockRecord>, LockError> {
+        if self.runtime.is_shut_down() {
+            return Err(LockError::ShutDown);
+        }
         let store = &self.runtime.store;
         let started = Instant::now();
         let result = bounded(self.options.renew_deadline(), store.inspect(&self.name)).await;

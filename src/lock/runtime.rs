@@ -22,9 +22,10 @@ use crate::store::{HolderId, LockStore, ReleaseWaiters};
 
 pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
-    /// The lock actors' timers (kept here to count them in the crate's tests).
+    /// How many of the lock actors' timers are pending, for the crate's tests (the count
+    /// only: the timer service ends with the actors, not with the last handle).
     #[cfg(feature = "test-hooks")]
-    pub(crate) timers: Timers,
+    pub(crate) pending_timers: Arc<std::sync::atomic::AtomicUsize>,
     /// Requests handles sent through the supervisor (not on a known route), for the
     /// crate's tests.
     #[cfg(feature = "test-hooks")]
@@ -80,10 +81,12 @@ impl Runtime {
     ) -> Result<Arc<Self>, LockError> {
         let (release_waiters, demand) = ReleaseWaiters::new();
         let timers = Timers::start();
+        #[cfg(feature = "test-hooks")]
+        let pending_timers = timers.count();
         let (alive, supervisor_gone) = oneshot::channel();
         let args = SupervisorArgs {
             alive,
-            timers: timers.clone(),
+            timers,
             renewer: Renewer::start(store.clone()),
             release_waiters: release_waiters.clone(),
             store: store.clone(),
@@ -108,7 +111,7 @@ impl Runtime {
         Ok(Arc::new(Self {
             supervisor,
             #[cfg(feature = "test-hooks")]
-            timers,
+            pending_timers,
             #[cfg(feature = "test-hooks")]
             routed_by_supervisor: AtomicU64::new(0),
             store,

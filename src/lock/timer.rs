@@ -62,9 +62,15 @@ impl Timers {
     }
 
     /// How many timers are pending (the service's count, as of its last command).
-    #[cfg(any(test, feature = "test-hooks"))]
+    #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Relaxed)
+    }
+
+    /// The pending count alone: it reads the count without keeping the service running.
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(crate) fn count(&self) -> Arc<AtomicUsize> {
+        self.pending.clone()
     }
 }
 

@@ -45,6 +45,7 @@ pub struct FaultyStore<S> {
     stall_ms: Arc<AtomicU64>,
     acquire_calls: Arc<AtomicU64>,
     hand_over_calls: Arc<AtomicU64>,
+    calls: Arc<AtomicU64>,
 }
 
 impl<S: LockStore> FaultyStore<S> {
@@ -61,6 +62,7 @@ impl<S: LockStore> FaultyStore<S> {
             stall_ms: Arc::new(AtomicU64::new(0)),
             acquire_calls: Arc::new(AtomicU64::new(0)),
             hand_over_calls: Arc::new(AtomicU64::new(0)),
+            calls: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -130,6 +132,16 @@ impl<S: LockStore> FaultyStore<S> {
         self.hand_over_calls.load(Ordering::SeqCst)
     }
 
+    /// How many calls of any kind reached this wrapper.
+    ///
+    /// ```
+    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// assert_eq!(store.calls(), 0);
+    /// ```
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
     /// The wrapped store.
     ///
     /// ```
@@ -147,6 +159,7 @@ impl<S: LockStore> FaultyStore<S> {
         F: FnOnce(Arc<S>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
     {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         match self.mode.load(Ordering::SeqCst) {
             HANG => std::future::pending().await,
             FAIL => Err(StoreError::backend("injected failure")),
