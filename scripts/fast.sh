@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The edit-test loop: formatting, lints, unit tests, the conformance suite on the memory
-# store (paused time), the layering check and the doc tests. No server, no network; a few
+# store (paused time), the layering check, a short deterministic simulation and the doc
+# tests. No server, no network; a few
 # seconds once the first build is done. The full suite is scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -8,4 +9,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
 cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test helpers --test properties
+# The deterministic simulation, a tenth of the schedules scripts/test.sh runs.
+MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}" cargo test -q --all-features --test simulation
 cargo test -q --all-features --doc

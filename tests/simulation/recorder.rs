@@ -1,0 +1,225 @@
+//! The oracle's eyes on the store: a [`LockStore`] wrapper between one manager and its
+//! (faulty) store that notes when each call was *sent* and what it answered. From that the
+//! history knows, independently of the runtime's own bookkeeping, which lease each fencing
+//! token belongs to and until when its holder may at most believe it holds the lock: the
+//! send time of the lease's last confirmed acquire or renewal plus the renew deadline.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use mongolock::store::{
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
+    LeaseKey, LockRecord, ReleaseDemand, ReleaseOutcome,
+};
+use mongolock::{LockName, LockStore, StoreError};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// A store call, for counting what a manager still sends after its shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Call {
+    Acquire,
+    Extend,
+    Release,
+    HandOver,
+    Inspect,
+}
+
+/// What every recorder has seen, shared by all managers of one schedule.
+#[derive(Default)]
+pub(crate) struct Ledger {
+    /// Each granted lease: its name and its last confirmed send.
+    leases: HashMap<LeaseId, LeaseFacts>,
+    /// Per name, grant token → lease (local holders after a grant carry the next tokens).
+    by_token: BTreeMap<String, BTreeMap<u64, LeaseId>>,
+    /// Per manager, each call as (sent at, kind).
+    calls: BTreeMap<usize, Vec<(Instant, Call)>>,
+    /// When the store released each lease (its release answered `Released`).
+    released: HashMap<LeaseId, Instant>,
+    /// When each lease's holder first sent its release: it let go then.
+    release_sent: HashMap<LeaseId, Instant>,
+}
+
+struct LeaseFacts {
+    confirmed_send: Instant,
+}
+
+impl Ledger {
+    fn granted(&mut self, name: &LockName, token: u64, lease: LeaseId, sent: Instant) {
+        self.leases.insert(
+            lease,
+            LeaseFacts {
+                confirmed_send: sent,
+            },
+        );
+        self.by_token
+            .entry(name.as_str().to_owned())
+            .or_default()
+            .insert(token, lease);
+    }
+
+    fn extended(&mut self, lease: LeaseId, sent: Instant) {
+        if let Some(facts) = self.leases.get_mut(&lease) {
+            facts.confirmed_send = facts.confirmed_send.max(sent);
+        }
+    }
+
+    /// The lease a guard with `token` on `name` holds: the grant's, or an earlier grant's of
+    /// the same block (a local pass).
+    pub(crate) fn lease_of(&self, name: &str, token: u64, block: u64) -> Option<LeaseId> {
+        let (&granted, &lease) = self.by_token.get(name)?.range(..=token).next_back()?;
+        (token < granted + block).then_some(lease)
+    }
+
+    /// The last confirmed send of `lease`: its holder may believe it holds the lock until
+    /// this plus the renew deadline, never longer.
+    pub(crate) fn confirmed_send(&self, lease: LeaseId) -> Option<Instant> {
+        self.leases.get(&lease).map(|facts| facts.confirmed_send)
+    }
+
+    /// When the store released `lease`, if it has.
+    pub(crate) fn released_at(&self, lease: LeaseId) -> Option<Instant> {
+        self.released.get(&lease).copied()
+    }
+
+    /// When `lease`'s release was first sent, if it was.
+    pub(crate) fn release_sent(&self, lease: LeaseId) -> Option<Instant> {
+        self.release_sent.get(&lease).copied()
+    }
+
+    /// Calls `manager` sent at or after `since`, other than releases.
+    pub(crate) fn calls_since(&self, manager: usize, since: Instant) -> Vec<(Instant, Call)> {
+        self.calls
+            .get(&manager)
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|(at, call)| *at >= since && *call != Call::Release)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Records what one manager sends to `inner`.
+pub(crate) struct Recorder<S> {
+    inner: S,
+    manager: usize,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl<S> Recorder<S> {
+    pub(crate) fn new(inner: S, manager: usize, ledger: Arc<Mutex<Ledger>>) -> Self {
+        Self {
+            inner,
+            manager,
+            ledger,
+        }
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        lock(&self.ledger)
+    }
+
+    fn sent(&self, call: Call) -> Instant {
+        let now = Instant::now();
+        self.ledger()
+            .calls
+            .entry(self.manager)
+            .or_default()
+            .push((now, call));
+        now
+    }
+}
+
+pub(crate) fn lock(ledger: &Mutex<Ledger>) -> MutexGuard<'_, Ledger> {
+    ledger
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[async_trait]
+impl<S: LockStore> LockStore for Recorder<S> {
+    async fn prepare(&self) -> Result<(), StoreError> {
+        self.inner.prepare().await
+    }
+
+    async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        let sent = self.sent(Call::Acquire);
+        let result = self.inner.try_acquire(request).await;
+        if let Ok(AcquireOutcome::Acquired { token }) = &result {
+            self.ledger()
+                .granted(&request.name, *token, request.lease, sent);
+        }
+        result
+    }
+
+    async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        let sent = self.sent(Call::Extend);
+        let result = self.inner.extend(request).await;
+        if let Ok(ExtendOutcome::Extended) = &result {
+            self.ledger().extended(request.key.lease, sent);
+        }
+        result
+    }
+
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let sent = self.sent(Call::Extend);
+        let results = self.inner.extend_many(requests).await;
+        let mut ledger = self.ledger();
+        for (request, result) in requests.iter().zip(&results) {
+            if let Ok(ExtendOutcome::Extended) = result {
+                ledger.extended(request.key.lease, sent);
+            }
+        }
+        results
+    }
+
+    fn max_extend_batch(&self) -> usize {
+        self.inner.max_extend_batch()
+    }
+
+    async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+        let sent = self.sent(Call::Release);
+        self.ledger().release_sent.entry(key.lease).or_insert(sent);
+        let result = self.inner.release(key).await;
+        if let Ok(ReleaseOutcome::Released { .. }) = &result {
+            self.ledger()
+                .released
+                .entry(key.lease)
+                .or_insert_with(Instant::now);
+        }
+        result
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let sent = self.sent(Call::HandOver);
+        let result = self.inner.hand_over(from, to).await;
+        if let Ok(HandOverOutcome::HandedOver { token, .. }) = &result {
+            self.ledger().granted(&to.name, *token, to.lease, sent);
+        }
+        result
+    }
+
+    fn tokens_per_grant(&self) -> u64 {
+        self.inner.tokens_per_grant()
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+        self.sent(Call::Inspect);
+        self.inner.inspect(name).await
+    }
+
+    async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
+        self.inner.watch_releases(demand).await
+    }
+}

@@ -1,0 +1,844 @@
+//! The simulated world of one schedule: managers over one shared memory store (each behind
+//! its own fault switch and recorder), tasks acquiring and releasing, an intruder process
+//! that takes expired locks with raw store calls, an operator deleting records, elections
+//! with slow bound actors — driven one random step at a time from a seed, under Tokio's
+//! paused clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::FutureExt;
+use mongolock::store::{AcquireOutcome, AcquireRequest, FaultyStore, HolderId, LeaseId, LeaseKey};
+use mongolock::{
+    Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, LockStore, MemoryStore,
+};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::history::{History, Timings, Who};
+use super::recorder::{self, Ledger, Recorder};
+
+type Shared = Arc<Mutex<History>>;
+
+fn history(shared: &Shared) -> MutexGuard<'_, History> {
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+const ELECTION: &str = "leader";
+const SLOTS: usize = 3;
+const STEPS: usize = 60;
+/// The longest a stalled store call waits before it is applied.
+const MAX_STALL: Duration = Duration::from_millis(2_000);
+
+fn options() -> LockOptions {
+    LockOptions::default()
+        .with_expiry(Duration::from_millis(1_500))
+        .with_extension_cadence(Duration::from_millis(300))
+        .with_renew_deadline(Duration::from_millis(900))
+        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(50))
+        .with_idle_actor_timeout(Duration::from_secs(2))
+}
+
+fn election_options() -> ElectionOptions {
+    ElectionOptions::default()
+        .with_lease_duration(Duration::from_millis(1_500))
+        .with_renew_deadline(Duration::from_millis(900))
+        .with_retry_period(Duration::from_millis(250))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Pass,
+    Hang,
+    Fail,
+    Stall,
+}
+
+struct ManagerEntry {
+    manager: LockManager,
+    faulty: FaultyStore<MemoryStore>,
+    fault: Fault,
+    /// Set when its shutdown returned.
+    shut_down_at: Arc<Mutex<Option<Instant>>>,
+    shutting_down: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientPhase {
+    Waiting,
+    Holding,
+    Done,
+}
+
+struct ClientEntry {
+    task: JoinHandle<()>,
+    phase: Arc<Mutex<ClientPhase>>,
+    release_now: Option<oneshot::Sender<()>>,
+}
+
+struct Candidate {
+    manager: usize,
+    election: Option<Election>,
+    events: JoinHandle<()>,
+}
+
+/// How a client asks.
+#[derive(Clone, Copy, Debug)]
+enum Ask {
+    Blocking,
+    Timeout(Duration),
+    Try,
+}
+
+/// What a client does once it holds the lock.
+#[derive(Clone, Copy)]
+struct Plan {
+    hold: Duration,
+    /// Release with `release().await` (else drop the guard).
+    release: bool,
+    /// After being told of a loss, keep the guard this long.
+    acknowledge_after: Duration,
+}
+
+pub(crate) struct World {
+    rng: StdRng,
+    store: MemoryStore,
+    ledger: Arc<Mutex<Ledger>>,
+    history: Shared,
+    managers: Vec<ManagerEntry>,
+    /// Which manager each slot runs (`None` once shut down, until restarted).
+    slots: [Option<usize>; SLOTS],
+    clients: Vec<ClientEntry>,
+    candidates: Vec<Candidate>,
+    /// The intruder process: raw store calls with its own identity.
+    intruder: HolderId,
+    intruder_holds: BTreeMap<&'static str, (LeaseId, u64)>,
+    intruder_grants: u64,
+    holders: BTreeMap<String, Option<usize>>,
+}
+
+impl World {
+    pub(crate) async fn new(seed: u64) -> Self {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let options = options();
+        let timings = Timings {
+            expiry: options.expiry(),
+            renew_deadline: options.renew_deadline(),
+            max_stall: MAX_STALL,
+            block: MemoryStore::new().tokens_per_grant(),
+        };
+        let history = Arc::new(Mutex::new(History::new(timings, ledger.clone())));
+        let intruder = HolderId::from_string("intruder".to_owned());
+        let mut holders = BTreeMap::new();
+        holders.insert(intruder.as_str().to_owned(), None);
+        let mut world = Self {
+            rng: StdRng::seed_from_u64(seed),
+            store: MemoryStore::new(),
+            ledger,
+            history,
+            managers: Vec::new(),
+            slots: [None; SLOTS],
+            clients: Vec::new(),
+            candidates: Vec::new(),
+            intruder,
+            intruder_holds: BTreeMap::new(),
+            intruder_grants: 0,
+            holders,
+        };
+        for slot in 0..SLOTS {
+            world.start_manager(slot).await;
+        }
+        world
+    }
+
+    async fn start_manager(&mut self, slot: usize) {
+        let id = self.managers.len();
+        let faulty = FaultyStore::new(self.store.clone());
+        let recorded = Recorder::new(faulty.clone(), id, self.ledger.clone());
+        let holder = HolderId::from_string(format!("manager-{id}"));
+        self.holders.insert(holder.as_str().to_owned(), Some(id));
+        let manager = match LockManager::start_with_holder(recorded, options(), holder).await {
+            Ok(manager) => manager,
+            Err(error) => panic!("a manager did not start: {error}"),
+        };
+        self.managers.push(ManagerEntry {
+            manager,
+            faulty,
+            fault: Fault::Pass,
+            shut_down_at: Arc::default(),
+            shutting_down: false,
+        });
+        self.slots[slot] = Some(id);
+        history(&self.history).note(format!("manager {id} starts in slot {slot}"));
+    }
+
+    pub(crate) fn history(&self) -> MutexGuard<'_, History> {
+        history(&self.history)
+    }
+
+    fn live_manager(&mut self) -> Option<usize> {
+        let live: Vec<usize> = self.slots.iter().flatten().copied().collect();
+        (!live.is_empty()).then(|| live[self.rng.random_range(0..live.len())])
+    }
+
+    fn name(&mut self) -> &'static str {
+        NAMES[self.rng.random_range(0..NAMES.len())]
+    }
+
+    fn duration(&mut self, max_ms: u64) -> Duration {
+        Duration::from_millis(self.rng.random_range(0..=max_ms))
+    }
+
+    /// Runs the schedule: `STEPS` bursts of random steps, each followed by a random pause
+    /// and the checks, then the end of the world (faults healed, everything shut down) and
+    /// the quiescence checks.
+    pub(crate) async fn run(mut self) -> Self {
+        for _ in 0..STEPS {
+            // A burst: a few actions at one instant, with the other tasks run a random
+            // number of times in between (a shutdown lands amid an acquisition, a fault
+            // between a grant and its delivery).
+            for _ in 0..self.rng.random_range(1..=3) {
+                self.step().await;
+                for _ in 0..self.rng.random_range(0..4) {
+                    tokio::task::yield_now().await;
+                }
+            }
+            // At least a millisecond: the clock moves only once every task is idle, so
+            // whatever fell due during a burst (a deadline after a pause) is handled first.
+            let pause = self.duration(400).max(Duration::from_millis(1));
+            tokio::time::sleep(pause).await;
+            self.check().await;
+        }
+        self.finish().await;
+        self
+    }
+
+    async fn step(&mut self) {
+        match self.rng.random_range(0..100) {
+            0..=39 => self.spawn_client(),
+            40..=44 => self.cancel_client(),
+            45..=47 => self.release_now(),
+            48..=59 => self.fault(),
+            60..=62 => self.operator_frees().await,
+            63..=66 => self.pause().await,
+            67..=69 => self.intruder_grabs().await,
+            70..=72 => self.intruder_releases().await,
+            73..=74 => self.shutdown(),
+            75..=77 => self.restart().await,
+            78..=82 => self.candidate(),
+            83..=85 => self.resign(),
+            86..=87 => self.drop_candidate(),
+            88 => self.inject_panic(),
+            _ => {}
+        }
+    }
+
+    fn spawn_client(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        let name = self.name();
+        let Ok(lock) = self.managers[manager].manager.lock(name) else {
+            return;
+        };
+        let ask = match self.rng.random_range(0..3) {
+            0 => Ask::Blocking,
+            1 => Ask::Timeout(self.duration(2_000)),
+            _ => Ask::Try,
+        };
+        let plan = Plan {
+            hold: self.duration(1_500),
+            release: self.rng.random_bool(0.6),
+            acknowledge_after: match self.rng.random_range(0..3) {
+                0 => Duration::ZERO,
+                1 => self.duration(300),
+                _ => self.duration(1_500),
+            },
+        };
+        let id = self.clients.len();
+        let phase = Arc::new(Mutex::new(ClientPhase::Waiting));
+        let (release_now, release_signal) = oneshot::channel();
+        let history = self.history.clone();
+        self::history(&history).note(format!(
+            "client {id} asks manager {manager} for {name}: {ask:?}"
+        ));
+        let renew_deadline = options().renew_deadline();
+        let task = tokio::spawn(client(ClientRun {
+            id,
+            manager,
+            lock,
+            ask,
+            plan,
+            history,
+            phase: phase.clone(),
+            release_signal,
+            renew_deadline,
+        }));
+        self.clients.push(ClientEntry {
+            task,
+            phase,
+            release_now: Some(release_now),
+        });
+    }
+
+    fn pick_client(&mut self, phase: ClientPhase) -> Option<usize> {
+        let matching: Vec<usize> = (0..self.clients.len())
+            .filter(|&id| *lock_phase(&self.clients[id].phase) == phase)
+            .collect();
+        (!matching.is_empty()).then(|| matching[self.rng.random_range(0..matching.len())])
+    }
+
+    /// Cancels a waiting acquisition, or kills a holding task (its guard drops).
+    fn cancel_client(&mut self) {
+        let phase = if self.rng.random_bool(0.7) {
+            ClientPhase::Waiting
+        } else {
+            ClientPhase::Holding
+        };
+        let Some(id) = self.pick_client(phase) else {
+            return;
+        };
+        let mut history = self.history();
+        if phase == ClientPhase::Holding {
+            history.letting_go(Who::Client(id));
+        }
+        history.note(format!("client {id} cancelled"));
+        drop(history);
+        *lock_phase(&self.clients[id].phase) = ClientPhase::Done;
+        self.clients[id].task.abort();
+    }
+
+    /// A holder lets go now.
+    fn release_now(&mut self) {
+        if let Some(id) = self.pick_client(ClientPhase::Holding)
+            && let Some(signal) = self.clients[id].release_now.take()
+        {
+            let _ = signal.send(());
+        }
+    }
+
+    fn fault(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        let fault = match self.rng.random_range(0..4) {
+            0 => Fault::Hang,
+            1 => Fault::Fail,
+            2 => Fault::Stall,
+            _ => Fault::Pass,
+        };
+        let stall = Duration::from_millis(self.rng.random_range(10..=2_000));
+        let entry = &mut self.managers[manager];
+        match fault {
+            Fault::Pass => entry.faulty.heal(),
+            Fault::Hang => entry.faulty.hang(),
+            Fault::Fail => entry.faulty.fail(),
+            Fault::Stall => entry.faulty.stall(stall),
+        }
+        self.managers[manager].fault = fault;
+        self.history().store_faulty(manager, fault != Fault::Pass);
+    }
+
+    /// An operator deletes a record (or force-releases it): its lease is gone behind its
+    /// holder's back.
+    async fn operator_frees(&mut self) {
+        let name = self.name();
+        let lease = self.lease_in_record(name).await;
+        let removed = self.store.remove(&lock_name(name));
+        if removed {
+            self.history().operator_freed(name, lease);
+        }
+    }
+
+    async fn lease_in_record(&self, name: &str) -> Option<LeaseId> {
+        let record = self.store.inspect(&lock_name(name)).await.ok()??;
+        let holder = record.holder?;
+        if holder == self.intruder {
+            return self.intruder_holds.get(name).map(|(lease, _)| *lease);
+        }
+        let block = self.store.tokens_per_grant();
+        recorder::lock(&self.ledger).lease_of(name, record.token, block)
+    }
+
+    /// Every process stops for a while: a holder's release may be queued (not handled),
+    /// some tasks half way; the clock jumps; the intruder, which was not paused, takes every
+    /// expired lock before anything of ours runs again.
+    async fn pause(&mut self) {
+        if self.rng.random_bool(0.7) {
+            self.release_now();
+        }
+        for _ in 0..self.rng.random_range(0..4) {
+            tokio::task::yield_now().await;
+        }
+        let jump = Duration::from_millis(self.rng.random_range(200..=3_000));
+        let _ = tokio::time::advance(jump).now_or_never();
+        self.history().paused(jump);
+        for name in NAMES {
+            self.intruder_grab(name).await;
+        }
+    }
+
+    async fn intruder_grabs(&mut self) {
+        let name = self.name();
+        self.intruder_grab(name).await;
+    }
+
+    async fn intruder_grab(&mut self, name: &'static str) {
+        if self.intruder_holds.contains_key(name) {
+            return;
+        }
+        let lease = LeaseId::new();
+        let expiry = Duration::from_millis(self.rng.random_range(100..=1_500));
+        let request = AcquireRequest::new(lock_name(name), lease, self.intruder.clone(), expiry);
+        if let Ok(AcquireOutcome::Acquired { token }) = self.store.try_acquire(&request).await {
+            self.intruder_grants += 1;
+            let who = Who::Intruder(self.intruder_grants);
+            self.intruder_holds
+                .insert(name, (lease, self.intruder_grants));
+            self.history().granted(
+                who,
+                name,
+                None,
+                token,
+                Some(lease),
+                Some(Instant::now() + expiry),
+            );
+        }
+    }
+
+    async fn intruder_releases(&mut self) {
+        let name = self.name();
+        let Some((lease, grant)) = self.intruder_holds.remove(name) else {
+            return;
+        };
+        self.history().letting_go(Who::Intruder(grant));
+        let _ = self
+            .store
+            .release(&LeaseKey::new(lock_name(name), lease))
+            .await;
+    }
+
+    fn shutdown(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        if let Some(slot) = self.slots.iter_mut().find(|slot| **slot == Some(manager)) {
+            *slot = None;
+        }
+        self.shut_down(manager);
+    }
+
+    fn shut_down(&mut self, manager: usize) {
+        let entry = &mut self.managers[manager];
+        if entry.shutting_down {
+            return;
+        }
+        entry.shutting_down = true;
+        let mut shared = history(&self.history);
+        shared.note(format!("manager {manager} shuts down"));
+        for (id, candidate) in self.candidates.iter().enumerate() {
+            if candidate.manager == manager {
+                shared.resigning(id);
+            }
+        }
+        drop(shared);
+        let (handle, done, history) = (
+            entry.manager.clone(),
+            entry.shut_down_at.clone(),
+            self.history.clone(),
+        );
+        tokio::spawn(async move {
+            handle.shutdown().await;
+            *done
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+            self::history(&history).note(format!("manager {manager} has shut down"));
+        });
+    }
+
+    async fn restart(&mut self) {
+        if let Some(slot) = self.slots.iter().position(Option::is_none) {
+            self.start_manager(slot).await;
+        }
+    }
+
+    /// A candidate joins the election; its bound actor may take long to start.
+    fn candidate(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        if self
+            .candidates
+            .iter()
+            .any(|c| c.manager == manager && c.election.is_some())
+        {
+            return;
+        }
+        let Ok(election) = self.managers[manager]
+            .manager
+            .election(ELECTION, election_options())
+        else {
+            return;
+        };
+        let id = self.candidates.len();
+        let events = tokio::spawn(follow(
+            id,
+            manager,
+            election.subscribe(),
+            self.history.clone(),
+        ));
+        let start_delay = self.duration(3_000);
+        let bound = self.rng.random_bool(0.7);
+        self.history().note(format!(
+            "candidate {id} joins on manager {manager} (bound actor: {bound}, starts in {start_delay:?})"
+        ));
+        let joined = if bound {
+            election.run_while_leader(move |token, supervisor| async move {
+                let (actor, _) =
+                    Actor::spawn_linked(None, SlowStart, (token, start_delay), supervisor).await?;
+                Ok(actor.get_cell())
+            })
+        } else {
+            election.campaign_in_background()
+        };
+        if joined.is_ok() {
+            self.candidates.push(Candidate {
+                manager,
+                election: Some(election),
+                events,
+            });
+        } else {
+            events.abort();
+        }
+    }
+
+    fn resign(&mut self) {
+        let live: Vec<usize> = (0..self.candidates.len())
+            .filter(|&c| self.candidates[c].election.is_some())
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let id = live[self.rng.random_range(0..live.len())];
+        if let Some(election) = self.candidates[id].election.clone() {
+            let mut history = self.history();
+            history.note(format!("candidate {id} resigns"));
+            history.resigning(id);
+            drop(history);
+            tokio::spawn(async move {
+                let _ = election.resign().await;
+            });
+        }
+    }
+
+    fn drop_candidate(&mut self) {
+        let live: Vec<usize> = (0..self.candidates.len())
+            .filter(|&c| self.candidates[c].election.is_some())
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let id = live[self.rng.random_range(0..live.len())];
+        let mut history = self.history();
+        history.note(format!("candidate {id}'s handle is dropped"));
+        history.resigning(id);
+        drop(history);
+        self.candidates[id].election = None;
+    }
+
+    /// A lock actor panics: its holders are told `RuntimeFailed`, and their leases expire on
+    /// the store (the runtime that would release them is gone), so the loose orphan bound
+    /// applies.
+    fn inject_panic(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        let name = self.name();
+        if let Ok(lock) = self.managers[manager].manager.lock(name)
+            && lock.inject_actor_panic().is_ok()
+        {
+            let mut history = self.history();
+            history.note(format!("manager {manager}'s actor for {name} panics"));
+            history.store_faulty(manager, true);
+            history.store_faulty(manager, self.managers[manager].fault != Fault::Pass);
+        }
+    }
+
+    /// The periodic checks.
+    async fn check(&mut self) {
+        let mut records = Vec::new();
+        for name in NAMES.iter().chain([&ELECTION]) {
+            if let Ok(Some(record)) = self.store.inspect(&lock_name(name)).await
+                && let Some(holder) = record.holder
+            {
+                let manager = self.holders.get(holder.as_str()).copied().flatten();
+                records.push(((*name).to_owned(), manager, record.token));
+            }
+        }
+        let mut history = self.history();
+        history.check_told_in_time();
+        history.check_orphans(records);
+        history.check_terms();
+    }
+
+    /// Heals every fault, lets the holders finish, shuts every manager down, and checks that
+    /// the world falls quiet: every acquisition answered, no store call from a shut-down
+    /// manager, no task left.
+    async fn finish(&mut self) {
+        for manager in 0..self.managers.len() {
+            self.managers[manager].faulty.heal();
+            self.history().store_faulty(manager, false);
+        }
+        for name in NAMES {
+            if let Some((lease, grant)) = self.intruder_holds.remove(name) {
+                self.history().letting_go(Who::Intruder(grant));
+                let _ = self
+                    .store
+                    .release(&LeaseKey::new(lock_name(name), lease))
+                    .await;
+            }
+        }
+        self.history().note("the end: faults healed");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        self.check().await;
+        for manager in 0..self.managers.len() {
+            self.shut_down(manager);
+        }
+        self.slots = [None; SLOTS];
+        // Everything still waiting is answered by the shutdown.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        self.check().await;
+        let unanswered: Vec<usize> = (0..self.clients.len())
+            .filter(|&id| !self.clients[id].task.is_finished())
+            .collect();
+        for manager in 0..self.managers.len() {
+            if self.managers[manager]
+                .shut_down_at
+                .lock()
+                .map(|at| at.is_none())
+                .unwrap_or(true)
+            {
+                self.history()
+                    .violation(format!("manager {manager}'s shutdown did not return"));
+            }
+        }
+        if !unanswered.is_empty() {
+            self.history().violation(format!(
+                "clients {unanswered:?} still wait 5 s after every manager shut down"
+            ));
+        }
+        // Long enough for every late answer the runtime still waits for (ten leases, at
+        // least a minute) and every lost lease's margin. Election handles stay alive.
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        self.check().await;
+        for manager in 0..self.managers.len() {
+            let since = self.managers[manager]
+                .shut_down_at
+                .lock()
+                .ok()
+                .and_then(|at| *at);
+            let Some(since) = since else { continue };
+            let calls =
+                recorder::lock(&self.ledger).calls_since(manager, since + Duration::from_millis(1));
+            if !calls.is_empty() {
+                let (first, kind) = calls[0];
+                self.history().violation(format!(
+                    "manager {manager} made {} store calls after its shutdown returned (the first, {kind:?}, {:?} after)",
+                    calls.len(),
+                    first - since
+                ));
+            }
+            let timers = self.managers[manager].manager.pending_timers();
+            if timers > 0 {
+                self.history().violation(format!(
+                    "manager {manager} keeps {timers} timers after its shutdown"
+                ));
+            }
+        }
+        for candidate in &self.candidates {
+            candidate.events.abort();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // Left: the store's sweeper (the world still holds the store).
+        let alive = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        if alive > 1 {
+            self.history().violation(format!(
+                "{alive} tasks alive 10 minutes after every manager shut down (expected 1: the memory store's sweeper); election handles still alive"
+            ));
+        }
+        for candidate in &mut self.candidates {
+            candidate.election = None;
+        }
+        self.managers.clear();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let alive = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        if alive > 1 {
+            self.history().violation(format!(
+                "{alive} tasks alive after every handle was dropped (expected 1: the memory store's sweeper)"
+            ));
+        }
+    }
+}
+
+fn lock_phase(phase: &Mutex<ClientPhase>) -> MutexGuard<'_, ClientPhase> {
+    phase
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock_name(name: &str) -> mongolock::LockName {
+    match mongolock::LockName::new(name) {
+        Ok(name) => name,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+struct ClientRun {
+    id: usize,
+    manager: usize,
+    lock: mongolock::Lock,
+    ask: Ask,
+    plan: Plan,
+    history: Shared,
+    phase: Arc<Mutex<ClientPhase>>,
+    release_signal: oneshot::Receiver<()>,
+    renew_deadline: Duration,
+}
+
+/// One simulated task: asks for the lock, holds it for a while (or until told of a loss),
+/// and lets go by release or by drop.
+async fn client(run: ClientRun) {
+    let ClientRun {
+        id,
+        manager,
+        lock,
+        ask,
+        plan,
+        history: shared,
+        phase,
+        mut release_signal,
+        renew_deadline,
+    } = run;
+    let who = Who::Client(id);
+    let asked = Instant::now();
+    let (answer, bound) = match ask {
+        Ask::Blocking => (lock.acquire().await.map(Some), None),
+        Ask::Timeout(timeout) => (lock.acquire_timeout(timeout).await.map(Some), Some(timeout)),
+        Ask::Try => (lock.try_acquire().await, Some(renew_deadline)),
+    };
+    let took = asked.elapsed();
+    {
+        let mut history = history(&shared);
+        if let Some(bound) = bound
+            && took
+                > bound + history.paused_between(asked, Instant::now()) + Duration::from_millis(1)
+        {
+            history.violation(format!(
+                "client {id}'s {ask:?} answered after {took:?} (bound {bound:?})"
+            ));
+        }
+        match &answer {
+            Ok(Some(_)) => {}
+            Ok(None) => history.note(format!("client {id}: not acquired")),
+            Err(error) => history.note(format!("client {id}: {error}")),
+        }
+    }
+    let Ok(Some(guard)) = answer else {
+        *lock_phase(&phase) = ClientPhase::Done;
+        return;
+    };
+    let (name, token) = (guard.name().as_str().to_owned(), guard.token());
+    let place = history(&shared).granted(who, &name, Some(manager), token, None, None);
+    *lock_phase(&phase) = ClientPhase::Holding;
+    tokio::select! {
+        biased;
+        reason = guard.lost() => {
+            history(&shared).told(who, &reason.to_string());
+            tokio::time::sleep(plan.acknowledge_after).await;
+            history(&shared).letting_go(who);
+            *lock_phase(&phase) = ClientPhase::Done;
+            drop(guard);
+        }
+        _ = async {
+            tokio::select! {
+                _ = tokio::time::sleep(plan.hold) => {}
+                _ = &mut release_signal => {}
+            }
+        } => {
+            history(&shared).letting_go(who);
+            *lock_phase(&phase) = ClientPhase::Done;
+            if plan.release {
+                match guard.release().await {
+                    Ok(()) => history(&shared).released_ok(who, &name, token, place),
+                    Err(error) => history(&shared).note(format!("client {id} release: {error}")),
+                }
+            } else {
+                drop(guard);
+            }
+        }
+    }
+}
+
+/// Records a candidate's terms from its events.
+async fn follow(
+    candidate: usize,
+    manager: usize,
+    mut events: broadcast::Receiver<ElectionEvent>,
+    shared: Shared,
+) {
+    loop {
+        match events.recv().await {
+            Ok(ElectionEvent::Elected { token }) => {
+                history(&shared).term_began(ELECTION, candidate, manager, token);
+            }
+            Ok(ElectionEvent::Deposed { token, reason }) => {
+                history(&shared).term_ended(
+                    ELECTION,
+                    candidate,
+                    token,
+                    false,
+                    &format!("deposed: {reason}"),
+                );
+            }
+            Ok(ElectionEvent::Resigned { token }) => {
+                history(&shared).term_ended(ELECTION, candidate, token, true, "resigned");
+            }
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                history(&shared)
+                    .violation(format!("candidate {candidate}'s events lagged by {missed}"));
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// A bound actor whose start takes a while (connecting, loading state).
+struct SlowStart;
+
+impl Actor for SlowStart {
+    type Msg = ();
+    type State = ();
+    type Arguments = (u64, Duration);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<()>,
+        (_token, delay): (u64, Duration),
+    ) -> Result<(), ActorProcessingErr> {
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
+}
