@@ -81,7 +81,7 @@ pub use error::{LockError, LossReason, StoreError};
 pub use lock::{Lock, LockGuard, LossSignal};
 pub use manager::LockManager;
 pub use name::{LockName, MAX_LOCK_NAME_BYTES};
-pub use options::{LockOptions, MAX_EXPIRY};
+pub use options::{LockOptions, MAX_EXPIRY, MIN_EXPIRY, MIN_STEP};
 #[cfg(feature = "mongodb")]
 pub use store::MongoStore;
 pub use store::{LockStore, MemoryStore};

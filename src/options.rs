@@ -25,6 +25,16 @@ use crate::name::LockName;
 /// in the local monotonic clock.
 pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
+/// The shortest lease accepted: 100 ms. A lease must outlast an acquisition's round trip
+/// to the store, a renewal and the margin the holder is given to stop; shorter leases
+/// never work against a real server.
+pub const MIN_EXPIRY: Duration = Duration::from_millis(100);
+
+/// The finest time step any setting may use, and the least room between the cadence, the
+/// renew deadline and the expiry: 1 ms, the resolution of MongoDB's clock (`$$NOW`) and of
+/// the runtime's timers.
+pub const MIN_STEP: Duration = Duration::from_millis(1);
+
 /// How a lock is held and waited for. Build it by chaining `with_*` setters on the default;
 /// the combination is checked by [`LockManager::start`](crate::LockManager::start) and
 /// [`LockManager::lock_with`](crate::LockManager::lock_with), never at first use.
@@ -39,9 +49,11 @@ pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// | [`lock_name_label`](Self::lock_name_label) | acquisition | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
 /// | [`idle_actor_timeout`](Self::idle_actor_timeout) | manager | 60 s | how long a per-name actor lingers after its lock goes idle |
 ///
-/// Rules: every duration is non-zero, `expiry <=` [`MAX_EXPIRY`],
-/// `extension_cadence < renew_deadline < expiry`, and busy-wait `min <= max`. The idle timeout
-/// is the manager's: only the defaults given to
+/// Rules: [`MIN_EXPIRY`] `<= expiry <=` [`MAX_EXPIRY`]; every other duration at least
+/// [`MIN_STEP`] (1 ms) and at most a year; `extension_cadence < renew_deadline < expiry`, each
+/// at least [`MIN_STEP`] apart; and busy-wait `min <= max`. An invalid combination is
+/// refused with the bound it breaks named, never accepted to fail at run time. The idle
+/// timeout is the manager's: only the defaults given to
 /// [`LockManager::start`](crate::LockManager::start) decide it.
 ///
 /// ```
@@ -286,6 +298,12 @@ impl LockOptions {
         let invalid = |message: String| Err(LockError::InvalidOptions(message));
         let cadence = self.extension_cadence();
         let deadline = self.renew_deadline();
+        if self.expiry < MIN_EXPIRY {
+            return invalid(format!(
+                "expiry ({:?}) must be at least {MIN_EXPIRY:?}: a lease must outlast an acquisition's round trip, a renewal and the holder's margin to stop",
+                self.expiry
+            ));
+        }
         for (setting, value) in [
             ("expiry", self.expiry),
             ("extension_cadence", cadence),
@@ -294,8 +312,10 @@ impl LockOptions {
             ("busy_wait max", self.busy_wait_max),
             ("idle_actor_timeout", self.idle_actor_timeout),
         ] {
-            if value.is_zero() {
-                return invalid(format!("{setting} must be greater than zero"));
+            if value < MIN_STEP {
+                return invalid(format!(
+                    "{setting} ({value:?}) must be at least {MIN_STEP:?}, the resolution of the store's clock and of the runtime's timers"
+                ));
             }
             if value > MAX_EXPIRY {
                 return invalid(format!(
@@ -309,15 +329,15 @@ impl LockOptions {
                 self.expiry
             ));
         }
-        if deadline >= self.expiry {
+        if deadline + MIN_STEP > self.expiry {
             return invalid(format!(
-                "renew_deadline ({deadline:?}) must be shorter than expiry ({:?}) so the holder learns of a loss before anyone else can take the lock",
+                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} shorter than expiry ({:?}) so the holder learns of a loss before anyone else can take the lock",
                 self.expiry
             ));
         }
-        if deadline <= cadence {
+        if cadence + MIN_STEP > deadline {
             return invalid(format!(
-                "renew_deadline ({deadline:?}) must be longer than extension_cadence ({cadence:?}), or the lock is lost before its first renewal"
+                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} longer than extension_cadence ({cadence:?}), or the lock is lost before its first renewal"
             ));
         }
         if self.busy_wait_min > self.busy_wait_max {
@@ -429,6 +449,62 @@ mod tests {
                 "{options:?} should be rejected"
             );
         }
+    }
+
+    /// Options that pass validation work: durations too short for any store to honour are
+    /// refused, with the bound they break named (a 3 ns lease used to pass and then never
+    /// be acquired).
+    #[test]
+    fn settings_below_the_lower_bounds_are_refused_with_the_bound_named() {
+        let ns = Duration::from_nanos;
+        let ms = Duration::from_millis;
+        let cases = [
+            (LockOptions::default().with_expiry(ns(3)), "100ms"),
+            (
+                LockOptions::default()
+                    .with_expiry(ns(3))
+                    .with_extension_cadence(ns(1))
+                    .with_renew_deadline(ns(2)),
+                "100ms",
+            ),
+            (
+                LockOptions::default()
+                    .with_expiry(ms(1_000))
+                    .with_extension_cadence(ns(1))
+                    .with_renew_deadline(ms(500)),
+                "1ms",
+            ),
+            (LockOptions::default().with_expiry(ms(99)), "100ms"),
+            (LockOptions::default().with_busy_wait(ns(1), ms(10)), "1ms"),
+            (
+                LockOptions::default().with_idle_actor_timeout(ns(500)),
+                "1ms",
+            ),
+            (
+                LockOptions::default()
+                    .with_expiry(ms(100))
+                    .with_extension_cadence(ms(30))
+                    .with_renew_deadline(Duration::from_micros(30_500)),
+                "1ms",
+            ),
+            (
+                LockOptions::default()
+                    .with_expiry(ms(100))
+                    .with_extension_cadence(ms(30))
+                    .with_renew_deadline(Duration::from_micros(99_500)),
+                "1ms",
+            ),
+        ];
+        for (options, bound) in cases {
+            match options.validate() {
+                Err(LockError::InvalidOptions(message)) => {
+                    assert!(message.contains(bound), "{message:?} should name {bound}");
+                }
+                other => panic!("{options:?} should be refused, got {other:?}"),
+            }
+        }
+        let shortest = LockOptions::default().with_expiry(MIN_EXPIRY);
+        assert!(shortest.validate().is_ok(), "{shortest:?}");
     }
 
     #[test]

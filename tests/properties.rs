@@ -11,7 +11,7 @@ use mongolock::metrics::LockNameLabel;
 use mongolock::store::LockStore;
 use mongolock::{
     ElectionOptions, LockError, LockManager, LockName, LockOptions, MAX_EXPIRY,
-    MAX_LOCK_NAME_BYTES, MemoryStore,
+    MAX_LOCK_NAME_BYTES, MIN_EXPIRY, MIN_STEP, MemoryStore,
 };
 use proptest::prelude::*;
 
@@ -122,10 +122,11 @@ fn assert_consistent(options: &LockOptions) -> Result<(), TestCaseError> {
         options.extension_cadence(),
         options.renew_deadline(),
     );
-    prop_assert!(!cadence.is_zero() && cadence < deadline && deadline < expiry);
-    prop_assert!(expiry <= MAX_EXPIRY);
-    prop_assert!(!min.is_zero() && min <= max && max <= MAX_EXPIRY);
-    prop_assert!(!options.idle_actor_timeout().is_zero());
+    prop_assert!(cadence >= MIN_STEP);
+    prop_assert!(cadence + MIN_STEP <= deadline && deadline + MIN_STEP <= expiry);
+    prop_assert!((MIN_EXPIRY..=MAX_EXPIRY).contains(&expiry));
+    prop_assert!(min >= MIN_STEP && min <= max && max <= MAX_EXPIRY);
+    prop_assert!(options.idle_actor_timeout() >= MIN_STEP);
     Ok(())
 }
 
@@ -243,6 +244,67 @@ proptest! {
             }
             manager.shutdown().await;
             Ok(())
+        })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The store API takes any lease length: a usable one is granted, any other refused with
+    /// a typed error and nothing written — never a panic.
+    #[test]
+    fn the_memory_store_grants_or_refuses_any_lease_length(expiry in durations()) {
+        runtime().block_on(async {
+            use mongolock::store::{AcquireOutcome, AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
+            let store = MemoryStore::new();
+            let name = LockName::new("any")?;
+            let lease = LeaseId::new();
+            let request = AcquireRequest::new(name.clone(), lease, HolderId::generate(), expiry);
+            let usable = !expiry.is_zero() && expiry <= MAX_EXPIRY;
+            match store.try_acquire(&request).await {
+                Ok(AcquireOutcome::Acquired { .. }) => prop_assert!(usable),
+                Err(mongolock::StoreError::Rejected { .. }) => {
+                    prop_assert!(!usable);
+                    prop_assert!(store.is_empty(), "a refused lease wrote a record");
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+            let extend = ExtendRequest::new(LeaseKey::new(name, lease), expiry);
+            prop_assert_eq!(store.extend(&extend).await.is_ok(), usable);
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
+    /// Any sweep interval gives a store whose sweeper runs (its task alive, as with the
+    /// default interval; a year at most).
+    #[test]
+    fn any_sweep_interval_gives_a_working_store(interval in durations()) {
+        let tasks_with = |store: MemoryStore| {
+            runtime().block_on(async {
+                let manager = LockManager::start(store.clone(), LockOptions::default()).await?;
+                let guard = manager.lock("swept")?.try_acquire().await?.expect("free");
+                guard.release().await?;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let alive = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+                manager.shutdown().await;
+                Ok::<usize, TestCaseError>(alive)
+            })
+        };
+        let alive = tasks_with(MemoryStore::with_sweep_interval(interval))?;
+        prop_assert_eq!(alive, tasks_with(MemoryStore::new())?, "the sweeper task died");
+    }
+
+    /// `Election::health` takes any tolerance.
+    #[test]
+    fn election_health_takes_any_tolerance(tolerance in durations()) {
+        runtime().block_on(async {
+            let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+            let election = manager.election("healthy", ElectionOptions::default())?;
+            election.campaign().await?;
+            prop_assert!(election.health(tolerance).await?.is_healthy());
+            manager.shutdown().await;
+            Ok::<(), TestCaseError>(())
         })?;
     }
 }

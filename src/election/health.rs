@@ -77,7 +77,12 @@ impl Election {
             return Ok(ElectionHealth::NotLeading);
         };
         let renewed_ago = renewed_at.elapsed();
-        let allowed = self.engine().lock().options().extension_cadence() + tolerance;
+        let allowed = self
+            .engine()
+            .lock()
+            .options()
+            .extension_cadence()
+            .saturating_add(tolerance);
         Ok(if renewed_ago > allowed {
             ElectionHealth::Unhealthy { token, renewed_ago }
         } else {

@@ -151,7 +151,9 @@ impl ElectionOptions {
             })
     }
 
-    /// Checks `lease_duration > renew_deadline > 1.2 × retry_period > 0`.
+    /// Checks `lease_duration > renew_deadline > 1.2 × retry_period > 0`, and the bounds of
+    /// the lock options these timings become ([`LockOptions::validate`]: a lease of at least
+    /// [`MIN_EXPIRY`](crate::MIN_EXPIRY), steps of at least [`MIN_STEP`](crate::MIN_STEP)).
     ///
     /// # Errors
     ///
@@ -181,22 +183,27 @@ impl ElectionOptions {
                 self.renew_deadline
             ));
         }
-        Ok(())
+        self.derived(&LockOptions::default())?.validate()
     }
 
     /// The lock options that implement these timings on top of the manager's `defaults`
     /// (which keep deciding the idle actor timeout).
     pub(crate) fn lock_options(&self, defaults: &LockOptions) -> Result<LockOptions, LockError> {
         self.validate()?;
-        let options = defaults
+        let options = self.derived(defaults)?;
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// These timings as lock options on top of `defaults`, unchecked.
+    fn derived(&self, defaults: &LockOptions) -> Result<LockOptions, LockError> {
+        Ok(defaults
             .clone()
             .with_expiry(self.lease_duration)
             .with_renew_deadline(self.renew_deadline)
             .with_extension_cadence(self.retry_period)
             .with_busy_wait(self.retry_period, self.jittered_retry()?)
             .with_adaptive_backoff(false)
-            .with_lock_name_label(self.lock_name_label);
-        options.validate()?;
-        Ok(options)
+            .with_lock_name_label(self.lock_name_label))
     }
 }

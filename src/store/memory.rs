@@ -9,9 +9,10 @@ use tokio::time::Instant;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
     LeaseId, LeaseKey, LockRecord, LockStore, ReleaseDemand, ReleaseOutcome, StoreError,
-    TOKENS_PER_GRANT,
+    TOKENS_PER_GRANT, check_lease_length,
 };
 use crate::name::LockName;
+use crate::options::MAX_EXPIRY;
 
 /// How often the sweeper removes expired records unless configured otherwise.
 const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -126,7 +127,8 @@ impl MemoryStore {
         Self::with_sweep_interval(DEFAULT_SWEEP_INTERVAL)
     }
 
-    /// An empty store whose sweeper runs every `interval`.
+    /// An empty store whose sweeper runs every `interval` (at least a millisecond, at most
+    /// [`MAX_EXPIRY`](crate::MAX_EXPIRY): a longer interval is that year).
     ///
     /// ```
     /// use std::time::Duration;
@@ -137,7 +139,7 @@ impl MemoryStore {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(MemoryState::default()),
-                sweep_interval: interval.max(Duration::from_millis(1)),
+                sweep_interval: interval.clamp(Duration::from_millis(1), MAX_EXPIRY),
             }),
         }
     }
@@ -266,6 +268,7 @@ impl LockStore for MemoryStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        check_lease_length(request.expiry)?;
         let now = Instant::now();
         let mut state = self.state();
         if let Some(current) = state.records.get_mut(&request.name)
@@ -296,6 +299,7 @@ impl LockStore for MemoryStore {
     }
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        check_lease_length(request.expiry)?;
         let now = Instant::now();
         let mut state = self.state();
         match state.records.get_mut(&request.key.name) {
@@ -325,6 +329,7 @@ impl LockStore for MemoryStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
+        check_lease_length(to.expiry)?;
         let now = Instant::now();
         let mut state = self.state();
         let MemoryState {

@@ -28,6 +28,7 @@ pub use mongo::{FencedCollection, FencedUpdate, MongoStore, MongoStoreBuilder};
 pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LockRecord, ReleaseOutcome};
 pub use release_demand::ReleaseDemand;
 pub(crate) use release_demand::{ReleaseWaiters, WaitingForRelease};
+pub(crate) use request::check_lease_length;
 pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
 
 use crate::name::LockName;
@@ -49,6 +50,8 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   "now" minus `request.waited` (keeping the earliest); `release` reports how long that was
 ///   and `inspect` shows it (a new grant clears the mark).
 /// - Lock names are opaque values, never interpreted as keys, paths or query operators.
+/// - A lease length of zero or beyond [`MAX_EXPIRY`](crate::MAX_EXPIRY) is refused with
+///   [`StoreError::Rejected`], and nothing is written.
 /// - A grant with token `t` reserves the tokens `t .. t + tokens_per_grant()`: the next grant
 ///   of that name returns a token of at least `t + tokens_per_grant()`; the record
 ///   ([`LockRecord::token`]) shows `t`.

@@ -3,7 +3,24 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::error::StoreError;
 use crate::name::LockName;
+use crate::options::MAX_EXPIRY;
+
+/// Refuses a lease length no lease can have — zero, or beyond [`MAX_EXPIRY`] — before a
+/// store writes anything: the runtime never asks for one (its options are validated), but
+/// the store API is public.
+pub(crate) fn check_lease_length(expiry: Duration) -> Result<(), StoreError> {
+    if expiry.is_zero() || expiry > MAX_EXPIRY {
+        return Err(StoreError::Rejected {
+            message: format!(
+                "a lease of {expiry:?} cannot be granted: it must be longer than zero and at most {MAX_EXPIRY:?}"
+            ),
+            source: None,
+        });
+    }
+    Ok(())
+}
 
 /// Identifies one grant of a lock: a fresh random id is sent with every acquisition attempt,
 /// and extend/release only act on a record that still carries it (the owner check).

@@ -46,6 +46,7 @@ pub use fence::{FencedCollection, FencedUpdate};
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockRecord, LockStore, ReleaseDemand, ReleaseOutcome, StoreError, TOKENS_PER_GRANT,
+    check_lease_length,
 };
 use crate::name::LockName;
 
@@ -347,6 +348,7 @@ impl LockStore for MongoStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        check_lease_length(request.expiry)?;
         let lease = document::lease_value(request.lease);
         let returned = self
             .collection
@@ -373,6 +375,7 @@ impl LockStore for MongoStore {
     }
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        check_lease_length(request.expiry)?;
         let lease = document::lease_value(request.key.lease);
         // An expired lease matches the owner check but is not modified (MongoDB counts only
         // documents an update changed): modified = extended.
@@ -422,6 +425,9 @@ impl LockStore for MongoStore {
         let Some(first) = requests.first() else {
             return Vec::new();
         };
+        if let Err(refused) = check_lease_length(first.expiry) {
+            return vec![Err(refused); requests.len()];
+        }
         let one_expiry = requests.iter().all(|r| r.expiry == first.expiry);
         if requests.len() == 1 || !one_expiry {
             let mut results = Vec::with_capacity(requests.len());
@@ -483,6 +489,7 @@ impl LockStore for MongoStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
+        check_lease_length(to.expiry)?;
         let old = document::lease_value(from.lease);
         let new = document::lease_value(to.lease);
         let after = self
