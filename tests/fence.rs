@@ -215,6 +215,20 @@ async fn bad_writes_fail_before_any_io() {
             .update_one(u64::MAX, doc! { "_id": 1 }, doc! { "$set": { "a": 1 } })
             .upsert(true)
             .await,
+        // `_id` as an operator: a stale writer's upsert would insert a second document.
+        fenced
+            .update_one(
+                1,
+                doc! { "_id": { "$gte": 42 } },
+                doc! { "$set": { "a": 1 } },
+            )
+            .upsert(true)
+            .await,
+        // A malformed operator is refused, not rewritten into a valid write.
+        fenced
+            .update_one(1, doc! { "_id": 1 }, doc! { "$set": 5, "$inc": { "n": 1 } })
+            .upsert(true)
+            .await,
     ];
     for case in cases {
         assert!(
@@ -229,6 +243,41 @@ async fn bad_writes_fail_before_any_io() {
                 .with_token_field(field)
                 .is_err()
         );
+    }
+}
+
+/// A document whose token field holds something other than a number cannot tell a stale
+/// writer from a current one: every fenced write to it is refused with a typed error and
+/// nothing is written, until the field is repaired.
+#[tokio::test]
+async fn a_token_field_that_is_not_a_number_refuses_every_write() {
+    let raw = protected().await;
+    let fenced = FencedCollection::new(raw.clone());
+    for (id, odd) in [
+        ("text", Bson::String("abc".into())),
+        ("nan", Bson::Double(f64::NAN)),
+        ("doc", Bson::Document(doc! { "t": 1 })),
+    ] {
+        raw.insert_one(doc! { "_id": id, "fencingToken": odd.clone(), "n": 0 })
+            .await
+            .expect("insert");
+        for token in [1, u64::try_from(i64::MAX).expect("fits")] {
+            let written = fenced
+                .update_one(token, doc! { "_id": id }, doc! { "$inc": { "n": 1 } })
+                .upsert(true)
+                .await;
+            assert!(
+                matches!(written, Err(LockError::Store(StoreError::Rejected { .. }))),
+                "{id}: {written:?}"
+            );
+        }
+        let claimed = fenced.claim(5, doc! { "_id": id }).await;
+        assert!(matches!(
+            claimed,
+            Err(LockError::Store(StoreError::Rejected { .. }))
+        ));
+        let after = read(&raw, id).await;
+        assert_eq!(after.get("n"), Some(&Bson::Int32(0)), "{id}: written");
     }
 }
 

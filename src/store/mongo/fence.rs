@@ -33,7 +33,9 @@ const UPSERT_ATTEMPTS: usize = 3;
 /// written, whether or not it has been told of its loss yet.
 ///
 /// The token is kept in the field [`token_field`](Self::token_field) (default
-/// `"fencingToken"`, an Int64) of each protected document. Tokens of different locks are
+/// `"fencingToken"`, an Int64) of each protected document. A document without the field (or
+/// with `null`) has never been fenced and takes any token; one whose field holds anything but
+/// a number refuses every fenced write (see [`FencedUpdate`]'s errors). Tokens of different locks are
 /// unrelated; protect each document by one lock, or give each lock its own field with
 /// [`with_token_field`](Self::with_token_field) (for example `"fence.orders"`).
 ///
@@ -284,9 +286,13 @@ enum Change {
 ///
 /// - [`LockError::Fenced`]: the document records a larger token; nothing was written.
 /// - [`LockError::Store`] with [`StoreError::InvalidConfig`] before any I/O: the update writes
-///   the token field, is not made of update operators, or an upsert's filter has no `_id`
-///   (a stale upsert could otherwise insert a second document), or the token does not fit
-///   an Int64.
+///   the token field, is not made of update operators each with a document of fields, or an
+///   upsert's filter has no `_id` as a plain value (an operator such as `{$gte: 42}` would let
+///   a stale upsert insert a second document), or the token does not fit an Int64.
+/// - [`LockError::Store`] with [`StoreError::Rejected`]: the document's token field holds
+///   something other than a number (a string, a document, NaN). Such a document cannot tell
+///   a stale writer from a current one, so no fenced write touches it until the field is
+///   repaired; nothing was written.
 /// - [`LockError::Store`] with [`StoreError::Backend`] (transient) or
 ///   [`StoreError::Rejected`] (permanent) when MongoDB fails; the driver's error is the
 ///   [`source`](std::error::Error::source). The write may or may not have been applied.
@@ -318,8 +324,8 @@ pub struct FencedUpdate<'a> {
 
 impl FencedUpdate<'_> {
     /// Inserts the document when none matches the filter (default: `false`). The filter
-    /// must contain `_id`, so that a stale writer's upsert cannot insert a second document
-    /// beside the one a newer holder wrote.
+    /// must name `_id` as a plain value (not an operator), so that a stale writer's upsert
+    /// cannot insert a second document beside the one a newer holder wrote.
     ///
     /// ```no_run
     /// # async fn run(guard: mongolock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
@@ -344,9 +350,9 @@ impl FencedUpdate<'_> {
             upsert,
         } = self;
         let stored = token_value(token)?;
-        if upsert && !filter.contains_key("_id") {
+        if upsert && filter.get("_id").is_none_or(is_operator) {
             return Err(invalid(
-                "a fenced upsert needs `_id` in its filter, or a stale writer could insert a second document",
+                "a fenced upsert needs `_id` in its filter as a plain value (not an operator such as $gte), or a stale writer could insert a second document",
             ));
         }
         let change = match change {
@@ -386,7 +392,8 @@ impl FencedUpdate<'_> {
                     return Ok(result);
                 }
                 Ok(result) => {
-                    // Nothing matched: either no such document, or a larger token.
+                    // Nothing matched: either no such document, or a larger token (or a
+                    // token field that is not a number).
                     return match recorded_above(collection, &filter, field, stored).await? {
                         Some(recorded) => Err(fenced(recorded)),
                         None => Ok(result),
@@ -412,6 +419,12 @@ impl FencedUpdate<'_> {
 }
 
 /// The token recorded on the document `filter` matches, if it is larger than `stored`.
+///
+/// # Errors
+///
+/// [`StoreError::Rejected`] when the document's token field holds something other than a
+/// number (a string, a document, NaN…): such a document cannot say which holder is newer,
+/// so no fenced write touches it until the field is repaired.
 async fn recorded_above(
     collection: &Collection<Document>,
     filter: &Document,
@@ -423,11 +436,21 @@ async fn recorded_above(
         .projection(doc! { field: 1 })
         .await
         .map_err(|error| errors::backend("fenced write (reading the recorded token)", error))?;
-    Ok(found
-        .as_ref()
-        .and_then(|document| recorded_token(document, field))
-        .filter(|recorded| *recorded > stored)
-        .and_then(|recorded| u64::try_from(recorded).ok()))
+    let Some(document) = found else {
+        return Ok(None);
+    };
+    match recorded_token(&document, field) {
+        Recorded::Nothing => Ok(None),
+        Recorded::Token(recorded) => Ok((recorded > stored)
+            .then(|| u64::try_from(recorded).ok())
+            .flatten()),
+        Recorded::NotANumber(found) => Err(LockError::Store(StoreError::Rejected {
+            message: format!(
+                "the document's fencing token field {field:?} holds {found}, not a number: no fenced write can tell whether it is stale, so nothing was written (repair or remove the field)"
+            ),
+            source: None,
+        })),
+    }
 }
 
 impl<'a> IntoFuture for FencedUpdate<'a> {
@@ -482,17 +505,15 @@ fn validate_field(field: &str) -> Result<(), LockError> {
     }
 }
 
-/// `filter` and "the recorded token is not larger than ours" (a missing or null token
-/// matches: the document was never fenced).
+/// `filter` and "the recorded token is a number not larger than ours" (a missing or null
+/// token matches: the document was never fenced). Anything else recorded — a larger token,
+/// a string, NaN — matches nothing.
 fn fenced_filter(filter: &Document, field: &str, stored: i64) -> Document {
-    let guard = doc! { "$not": { "$gt": stored } };
-    if filter.contains_key(field) {
-        doc! { "$and": [filter.clone(), { field: guard }] }
-    } else {
-        let mut fenced = filter.clone();
-        fenced.insert(field, guard);
-        fenced
-    }
+    let guard = doc! { "$or": [
+        { field: Bson::Null },
+        { field: { "$gte": i64::MIN, "$lte": stored } },
+    ] };
+    doc! { "$and": [filter.clone(), guard] }
 }
 
 /// Whether one path is the other or contains it (`a` and `a.b` overlap, `a` and `ab` do not).
@@ -518,20 +539,24 @@ fn with_token(
                         "a fenced update must consist of update operators such as $set or $inc (use replace_one to replace a document)",
                     ));
                 }
-                let touched = match argument {
-                    Bson::Document(fields) => fields
-                        .iter()
-                        .flat_map(|(path, value)| {
-                            // `$rename` writes its values' paths too.
-                            let renamed = match value {
-                                Bson::String(to) if operator == "$rename" => Some(to.as_str()),
-                                _ => None,
-                            };
-                            std::iter::once(path.as_str()).chain(renamed)
-                        })
-                        .any(|path| paths_overlap(path, field)),
-                    _ => false,
+                let Bson::Document(fields) = argument else {
+                    // Refused as the server would refuse it, never rewritten into a write
+                    // the caller did not ask for.
+                    return Err(LockError::Store(StoreError::InvalidConfig(format!(
+                        "the argument of {operator} in a fenced update must be a document of fields, not {argument}"
+                    ))));
                 };
+                let touched = fields
+                    .iter()
+                    .flat_map(|(path, value)| {
+                        // `$rename` writes its values' paths too.
+                        let renamed = match value {
+                            Bson::String(to) if operator == "$rename" => Some(to.as_str()),
+                            _ => None,
+                        };
+                        std::iter::once(path.as_str()).chain(renamed)
+                    })
+                    .any(|path| paths_overlap(path, field));
                 if touched {
                     return Err(LockError::Store(StoreError::InvalidConfig(format!(
                         "a fenced update must not write the token field {field:?} ({operator} does)"
@@ -573,26 +598,39 @@ fn set_path(document: &mut Document, path: &str, value: Bson) {
     }
 }
 
-/// The token recorded at a (dotted) path, if it is a number.
-fn recorded_token(document: &Document, path: &str) -> Option<i64> {
+/// What a document records at the token's (dotted) path.
+#[derive(Debug, PartialEq, Eq)]
+enum Recorded {
+    /// No token (the field, or a document on its path, is missing or null).
+    Nothing,
+    Token(i64),
+    /// Something no token can be compared with; the text says what.
+    NotANumber(String),
+}
+
+fn recorded_token(document: &Document, path: &str) -> Recorded {
     let (first, rest) = match path.split_once('.') {
         Some((first, rest)) => (first, Some(rest)),
         None => (path, None),
     };
-    match (document.get(first)?, rest) {
-        (Bson::Document(inner), Some(rest)) => recorded_token(inner, rest),
-        (Bson::Int64(value), None) => Some(*value),
-        (Bson::Int32(value), None) => Some(i64::from(*value)),
+    match (document.get(first), rest) {
+        (None | Some(Bson::Null), _) => Recorded::Nothing,
+        (Some(Bson::Document(inner)), Some(rest)) => recorded_token(inner, rest),
+        (Some(Bson::Int64(value)), None) => Recorded::Token(*value),
+        (Some(Bson::Int32(value)), None) => Recorded::Token(i64::from(*value)),
         // Rounded up: a fractional token larger than ours must still fence us off.
         #[allow(clippy::cast_possible_truncation)]
-        (Bson::Double(value), None) if value.is_finite() => Some(value.ceil() as i64),
-        _ => None,
+        (Some(Bson::Double(value)), None) if value.is_finite() => {
+            Recorded::Token(value.ceil() as i64)
+        }
+        (Some(other), _) => Recorded::NotANumber(format!("{:?} {other}", other.element_type())),
     }
 }
 
+/// Whether a filter value is an operator expression (`{$gte: 42}`), not a plain value.
 fn is_operator(value: &Bson) -> bool {
     match value {
-        Bson::Document(inner) => inner.keys().next().is_some_and(|key| key.starts_with('$')),
+        Bson::Document(inner) => inner.keys().any(|key| key.starts_with('$')),
         _ => false,
     }
 }
@@ -602,14 +640,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_filter_compares_the_token_as_a_value() {
+    fn the_filter_compares_the_token_as_a_number() {
         let filter = fenced_filter(&doc! { "_id": "$gt" }, "fencingToken", 7);
         assert_eq!(
             filter,
-            doc! { "_id": "$gt", "fencingToken": { "$not": { "$gt": 7_i64 } } }
+            doc! { "$and": [
+                { "_id": "$gt" },
+                { "$or": [
+                    { "fencingToken": Bson::Null },
+                    { "fencingToken": { "$gte": i64::MIN, "$lte": 7_i64 } },
+                ] },
+            ] }
         );
-        let filter = fenced_filter(&doc! { "fencingToken": 3 }, "fencingToken", 7);
-        assert!(filter.contains_key("$and"));
+    }
+
+    #[test]
+    fn malformed_operators_are_refused_not_rewritten() {
+        for bad in [
+            doc! { "$set": 5, "$inc": { "n": 1 } },
+            doc! { "$inc": "n" },
+            doc! { "$unset": ["a"] },
+        ] {
+            assert!(
+                matches!(
+                    with_token(bad.clone().into(), "fence", 5),
+                    Err(LockError::Store(StoreError::InvalidConfig(_)))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(is_operator(&Bson::Document(doc! { "$gte": 42 })));
+        assert!(is_operator(&Bson::Document(doc! { "a": 1, "$eq": 1 })));
+        assert!(!is_operator(&Bson::Document(doc! { "a": 1 })));
+        assert!(!is_operator(&Bson::String("$gt".into())));
     }
 
     #[test]
@@ -658,9 +721,26 @@ mod tests {
         assert!(validate_field("fence.orders").is_ok());
         let mut document = doc! { "fence": 1 };
         set_path(&mut document, "fence.orders", Bson::Int64(9));
-        assert_eq!(recorded_token(&document, "fence.orders"), Some(9));
-        assert_eq!(recorded_token(&doc! { "f": 2.5 }, "f"), Some(3));
-        assert_eq!(recorded_token(&doc! { "f": "x" }, "f"), None);
+        assert_eq!(
+            recorded_token(&document, "fence.orders"),
+            Recorded::Token(9)
+        );
+        assert_eq!(recorded_token(&doc! { "f": 2.5 }, "f"), Recorded::Token(3));
+        assert_eq!(recorded_token(&doc! { "g": 1 }, "f"), Recorded::Nothing);
+        assert_eq!(
+            recorded_token(&doc! { "f": Bson::Null }, "f"),
+            Recorded::Nothing
+        );
+        for odd in [
+            doc! { "f": "x" },
+            doc! { "f": f64::NAN },
+            doc! { "f": { "g": 1 } },
+        ] {
+            assert!(
+                matches!(recorded_token(&odd, "f"), Recorded::NotANumber(_)),
+                "{odd}"
+            );
+        }
         assert!(token_value(u64::MAX).is_err());
         assert!(paths_overlap("a", "a.b") && !paths_overlap("a", "ab"));
     }
