@@ -4,12 +4,16 @@
 //!
 //! ```text
 //! {
-//!   _id:        "orders",                       // the lock name (a string value, never a key)
-//!   leaseId:    UUID("…"),                      // the current grant's lease id; null once released
-//!   holder:     "host:4242:1a2b3c4d",           // the holder's manager identity; null once released
-//!   expiresAt:  ISODate("…"),                   // end of the lease by the server's clock
-//!   acquiredAt: ISODate("…"),                   // start of the current grant, server clock
-//!   token:      NumberLong(1718000000000001)    // fencing token of the current/last grant
+//!   _id:          "orders",                     // the lock name (a string value, never a key)
+//!   leaseId:      UUID("…"),                    // the current grant's lease id; null once released
+//!   holder:       "host:4242:1a2b3c4d",         // the holder's manager identity; null once released
+//!   expiresAt:    ISODate("…"),                 // end of the lease by the server's clock
+//!   acquiredAt:   ISODate("…"),                 // start of the current grant, server clock
+//!   grantedToken: NumberLong(1718000000000001), // fencing token of the current/last grant
+//!   token:        NumberLong(1718000000000016), // last token of that grant's reserved block
+//!   contendedAt:  ISODate("…") | null,          // since when other managers wait for this grant
+//!   lastContendedMs: NumberLong(…) | null,      // how long they had waited at the last release
+//!   forcedRelease: {at, holder, expiresAt}      // only after an operator's force-release
 //! }
 //! ```
 //!
@@ -65,10 +69,11 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///
 /// # Document
 ///
-/// One document per lock name:
+/// One document per lock name (shown in full in the module docs):
 /// `{_id: <name>, leaseId: <UUID | null>, holder: <string | null>, expiresAt: <Date>,
-/// acquiredAt: <Date>, token: <Int64>}`. Names are only ever stored and compared as string
-/// values, so `"$gt"`, `"{\"$ne\": 1}"` or `"a.b"` are ordinary names.
+/// acquiredAt: <Date>, grantedToken: <Int64>, token: <Int64>, contendedAt, …}`. Names are
+/// only ever stored and compared as string values, so `"$gt"`, `"{\"$ne\": 1}"` or `"a.b"`
+/// are ordinary names.
 ///
 /// # Operations (one round trip each, server time only)
 ///
@@ -77,10 +82,17 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   new lease id, holder, `acquiredAt = $$NOW`, `expiresAt = $dateAdd($$NOW, expiry)` and
 ///   the next token. The lock is ours iff the returned `leaseId` is the one we sent. A null
 ///   reply or a duplicate-key error (two first acquisitions racing) means "busy, try again".
-/// - **extend**: `update({_id, leaseId, $expr: expiresAt > $$NOW}, [$set expiresAt])`;
-///   matching nothing means the lock was lost.
-/// - **release**: `update({_id, leaseId}, [$set leaseId: null, holder: null,
-///   expiresAt: $$NOW])`. The document is kept, so the token sequence continues from it.
+/// - **extend** (a batch of renewals): `update({_id: {$in: names}, leaseId: {$in: leases}},
+///   [$set expiresAt: cond(expiresAt > $$NOW, $dateAdd($$NOW, expiry), expiresAt)],
+///   multi)`. The filter uses only the `_id` index (no `$expr`); an expired lease matches but
+///   is not modified. When fewer leases were modified than sent, one `aggregate` says which
+///   still hold; the others were lost. A single renewal is the same `update` on one lease.
+/// - **hand-over** to a local waiter: `findAndModify({_id, leaseId}, <pipeline>)`, applied
+///   only while the lease is unexpired: new lease id and holder, the next token block, the
+///   contention mark kept.
+/// - **release**: `findAndModify({_id, leaseId}, [$set lastContendedMs, leaseId: null,
+///   holder: null, expiresAt: $$NOW, contendedAt: null])`. The document is kept, so the
+///   token sequence continues from it.
 /// - **inspect**: `aggregate([$match {_id}, $addFields {serverNow: $$NOW}])`.
 /// - **list** (for tools, not the runtime; [`MongoStore::list`]):
 ///   `aggregate([$addFields {serverNow: $$NOW}, $sort {_id: 1}])`.
@@ -90,7 +102,11 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///
 /// # Fencing tokens
 ///
-/// A grant's token is `max(previous token + 1, server time in ms × 1000)`. While the
+/// Each grant reserves a block of 16 consecutive tokens (see
+/// [`LockStore::tokens_per_grant`]): its own, in `grantedToken`, and the 15 after it, which
+/// the holder's process hands to its own waiters without a store call. `token` records the
+/// block's last one. A grant's token is `max(token + 1, server time in ms × 1000)`, and its
+/// block ends 15 later, so every grant continues past the whole previous block. While the
 /// document exists, tokens increase by the `+ 1`; after it is deleted (by the TTL monitor or
 /// an operator) the next token is at least the server's current millisecond × 1000, which is
 /// larger than every token issued before as long as
@@ -98,9 +114,9 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   clocks of successive primaries agree to within the time between the deletion and the
 ///   next grant), and
 /// - the next grant falls in a later server millisecond than the last grant the deleted
-///   document recorded, and no name is granted more than 1000 times per millisecond on
-///   average (otherwise tokens run ahead of the clock, which is still safe while the
-///   document exists).
+///   document recorded, and no name uses more than 1000 tokens per millisecond on average
+///   (62 grants of 16 tokens; otherwise tokens run ahead of the clock, which is still safe
+///   while the document exists).
 ///
 /// The TTL monitor only deletes documents whose lease ended, and never within the
 /// millisecond of their last grant, so only a hand-made deletion can break the second

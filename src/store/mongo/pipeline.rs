@@ -127,7 +127,6 @@ pub(super) fn acquire(
     ]
 }
 
-/// The update pipeline of `extend`: a full expiry from the server's `$$NOW`.
 /// The next grant's token: max(previous reserved + 1, server ms × 1000), so it is past every
 /// token reserved before, also after the document is deleted.
 fn next_token() -> Document {
