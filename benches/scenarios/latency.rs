@@ -87,6 +87,11 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
         side.drop_database().await;
         return Ok(());
     }
+    if system == "acquire-vs-try" {
+        acquire_against_try(&side, warmup, cycles).await?;
+        side.drop_database().await;
+        return Ok(());
+    }
     let (times, commands) = match system.as_str() {
         "mongolock" => {
             let manager = side.manager(LockOptions::default()).await?;
@@ -124,6 +129,42 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
     emit("commands", commands.to_string().replace(' ', ""));
     emit_latencies(&times);
     side.drop_database().await;
+    Ok(())
+}
+
+/// `acquire` + release against `try_acquire` + release, alternating cycle by cycle on two
+/// names of one manager: both send the same two commands, so any gap is the runtime's.
+async fn acquire_against_try(side: &Side, warmup: usize, cycles: usize) -> Result<(), String> {
+    let manager = side.manager(LockOptions::default()).await?;
+    let waiting = manager.lock("s1-acquire").map_err(|e| e.to_string())?;
+    let trying = manager.lock("s1-try").map_err(|e| e.to_string())?;
+    let try_cycle = || async {
+        let guard = trying
+            .try_acquire()
+            .await
+            .map_err(|e| format!("try_acquire: {e}"))?
+            .ok_or("an uncontended try_acquire found the lock held")?;
+        guard.release().await.map_err(|e| format!("release: {e}"))
+    };
+    for _ in 0..warmup {
+        cycle(&waiting).await?;
+        try_cycle().await?;
+    }
+    let (mut acquire, mut tried) = (Vec::with_capacity(cycles), Vec::with_capacity(cycles));
+    for _ in 0..cycles {
+        let started = Instant::now();
+        cycle(&waiting).await?;
+        acquire.push(micros(started.elapsed()));
+        let started = Instant::now();
+        try_cycle().await?;
+        tried.push(micros(started.elapsed()));
+    }
+    manager.shutdown().await;
+    if let (Some(acquire), Some(tried)) = (quantile(&acquire, 0.5), quantile(&tried, 0.5)) {
+        emit("acquire_p50_us", format!("{acquire:.1}"));
+        emit("try_p50_us", format!("{tried:.1}"));
+        emit("ratio", format!("{:.3}", acquire / tried));
+    }
     Ok(())
 }
 

@@ -69,7 +69,7 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
     } else {
         reps
     };
-    for system in S1_SYSTEMS.iter().chain(&["paired"]) {
+    for system in S1_SYSTEMS.iter().chain(&["paired", "acquire-vs-try"]) {
         jobs.push(job(
             "s1",
             &format!("s1/{system}"),

@@ -156,6 +156,19 @@ pub(crate) fn render(results: &Results) -> String {
         "≤ 1.10×".into(),
         verdict(s1.map(|r| r.median <= 1.10)).into(),
     ]);
+    let against_try = figure(results, "s1/acquire-vs-try", "ratio");
+    head.row(&[
+        "S1".into(),
+        "acquire+release against try_acquire+release, p50 (paired, same two commands)".into(),
+        cell(results, "s1/acquire-vs-try", "acquire_p50_us", 0, " µs"),
+        format!(
+            "try_acquire: {}",
+            cell(results, "s1/acquire-vs-try", "try_p50_us", 0, " µs")
+        ),
+        cell(results, "s1/acquire-vs-try", "ratio", 2, "×"),
+        "≤ 1.05×".into(),
+        verdict(against_try.map(|r| r.median <= 1.05)).into(),
+    ]);
     let commands = figure(results, "s1/mongolock", "cmds_per_cycle");
     head.row(&[
         "S1".into(),
