@@ -223,12 +223,6 @@ mod cli {
                 *span as f64 / 1e6
             );
         }
-        if totals.lost_in_crash > 0 {
-            println!(
-                "  acknowledged writes the server itself lost when SIGKILLed (a durability defect of the test server, not a violation): {}",
-                totals.lost_in_crash
-            );
-        }
         println!("  violations: {}", totals.violations.len());
         for violation in &totals.violations {
             println!("    {violation}");

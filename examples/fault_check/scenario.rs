@@ -186,7 +186,6 @@ pub(crate) struct Totals {
     pub(crate) min_loss_gap: Option<i64>,
     pub(crate) recovery: BTreeMap<String, u64>,
     pub(crate) max_unowned: Option<(u64, String)>,
-    pub(crate) lost_in_crash: u64,
 }
 
 impl Totals {
@@ -198,7 +197,6 @@ impl Totals {
         self.superseded_rejected += report.superseded_writes_rejected;
         self.paused_overlaps += report.paused_overlaps;
         self.handovers_after_loss += report.handovers_after_loss;
-        self.lost_in_crash += report.lost_in_crash;
         for fault in faults {
             *self.faults.entry(fault.kind.clone()).or_default() += 1;
         }
@@ -546,6 +544,11 @@ impl<'a> Run<'a> {
         let data = RunData {
             limits: Limits {
                 expiry: self.config.expiry_ms * MS,
+                margin: self
+                    .config
+                    .expiry_ms
+                    .saturating_sub(self.config.renew_deadline_ms)
+                    * MS,
                 max_backoff: self.config.max_backoff_ms() * MS,
                 slack: self.config.slack_ms * MS,
                 orphan_bound: self.config.orphan_bound_ms * MS,
@@ -657,7 +660,6 @@ impl<'a> Run<'a> {
             end,
             holder_fault,
             server_down,
-            crash: kind == Kind::ServerKill.label(),
         });
     }
 

@@ -1,5 +1,8 @@
 //! The SecantusDB server the run owns: started on its own storage path so that it can be
-//! stopped, killed and restarted on the same data and port.
+//! stopped, killed and restarted on the same data and port, and with `--sync-on-commit`, so
+//! that a write it acknowledged survives a `SIGKILL` (the counterpart of journaled
+//! majority writes on a replica set). Without it the server forgets its last ~16–50 ms of
+//! acknowledged writes when killed, and a lost grant looks like a lock bug.
 
 use std::fs::File;
 use std::net::TcpStream;
@@ -42,6 +45,7 @@ impl Server {
             .arg("--storage-path")
             .arg(self.dir.join("db"))
             .arg("--enable-test-commands")
+            .arg("--sync-on-commit")
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -52,6 +52,25 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The protected writes get their own client without retryable writes: the checker
+    // compares the document's count of applied writes with what the writers were told, so a
+    // write cut off by a server crash must come back as "outcome unknown", not be retried —
+    // SecantusDB applies a retried write a second time after a restart (MongoDB records
+    // the retry with the write and does not).
+    let protected_client = match mongodb::options::ClientOptions::parse(&args.uri).await {
+        Ok(mut options) => {
+            options.retry_writes = Some(false);
+            mongodb::Client::with_options(options)
+        }
+        Err(error) => Err(error),
+    };
+    let protected_client = match protected_client {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("worker {}: bad URI: {error}", args.index);
+            return ExitCode::FAILURE;
+        }
+    };
     let database = client.database(&args.database);
     let store = match MongoStore::builder(database.clone())
         .collection(&args.locks_collection)
@@ -98,17 +117,19 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
         // Majority and journaled, as the fence's own documentation asks: a recorded token
         // must survive a server crash.
         protected: FencedCollection::new(
-            database.collection_with_options(
-                &args.protected_collection,
-                CollectionOptions::builder()
-                    .write_concern(
-                        WriteConcern::builder()
-                            .w(Acknowledgment::Majority)
-                            .journal(true)
-                            .build(),
-                    )
-                    .build(),
-            ),
+            protected_client
+                .database(&args.database)
+                .collection_with_options(
+                    &args.protected_collection,
+                    CollectionOptions::builder()
+                        .write_concern(
+                            WriteConcern::builder()
+                                .w(Acknowledgment::Majority)
+                                .journal(true)
+                                .build(),
+                        )
+                        .build(),
+                ),
         ),
         args,
         log,
