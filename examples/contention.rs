@@ -88,8 +88,8 @@ async fn run(args: Args) -> Result<(), String> {
 
     // Names are few here, so every lock is labelled; a large service would use an allow-list.
     let options = LockOptions::default()
-        .with_expiry(Duration::from_secs(3))
-        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(200))
+        .with_lease_duration(Duration::from_secs(3))
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(200))
         .with_adaptive_backoff(true)
         .with_lock_name_label(true);
     let mut managers = Vec::new();

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use mongolock::store::{FaultyStore, HolderId};
-use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, LockStore};
+use mongolock::HolderId;
+use mongolock::testing::FaultyStore;
+use mongolock::{Election, ElectionEvent, ElectionOptions, LockManager, store::LockStore};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, timeout};
@@ -294,10 +295,11 @@ async fn start_workers(
         let name = format!("worker-{i}");
         let store = FaultyStore::new(backend.connect().await?);
         let identity = HolderId::from_string(format!("{name}@{}", HolderId::generate()));
-        let manager =
-            LockManager::start_with_holder(store.clone(), LockOptions::default(), identity)
-                .await
-                .map_err(|e| format!("{name} could not start: {e}"))?;
+        let manager = LockManager::builder(store.clone())
+            .with_holder_id(identity)
+            .start()
+            .await
+            .map_err(|e| format!("{name} could not start: {e}"))?;
         let election = manager
             .election(ELECTION, options.clone())
             .map_err(|e| e.to_string())?;

@@ -12,8 +12,8 @@ use mongolock::{LockError, LockManager, LockName, LockOptions, MemoryStore};
 async fn main() -> Result<(), LockError> {
     let store = MemoryStore::new();
     let options = LockOptions::default()
-        .with_expiry(Duration::from_secs(3))
-        .with_busy_wait(Duration::from_millis(10), Duration::from_millis(100))
+        .with_lease_duration(Duration::from_secs(3))
+        .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(100))
         .with_adaptive_backoff(true);
     let alice = LockManager::start(store.clone(), options.clone()).await?;
     let bob = LockManager::start(store.clone(), options).await?;

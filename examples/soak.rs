@@ -20,8 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use mongolock::store::FaultyStore;
-use mongolock::{ElectionOptions, LockError, LockManager, LockOptions, LockStore, MongoStore};
+use mongolock::testing::FaultyStore;
+use mongolock::{
+    ElectionOptions, LockError, LockManager, LockOptions, MongoStore, store::LockStore,
+};
 use rand::Rng;
 use tokio::time::sleep;
 
@@ -64,11 +66,22 @@ struct Counters {
 
 fn options() -> LockOptions {
     LockOptions::default()
-        .with_expiry(Duration::from_secs(3))
-        .with_extension_cadence(Duration::from_millis(500))
+        .with_lease_duration(Duration::from_secs(3))
+        .with_renew_interval(Duration::from_millis(500))
         .with_renew_deadline(Duration::from_millis(1800))
-        .with_busy_wait(Duration::from_millis(10), Duration::from_millis(200))
-        .with_idle_actor_timeout(Duration::from_secs(2))
+        .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(200))
+}
+
+/// How long idle per-name actors linger: short, so the soak sees them come and go.
+const IDLE_ACTOR_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A manager with the soak's options.
+async fn manager(store: impl LockStore) -> Result<LockManager, LockError> {
+    LockManager::builder(store)
+        .with_default_lock_options(options())
+        .with_idle_actor_timeout(IDLE_ACTOR_TIMEOUT)
+        .start()
+        .await
 }
 
 /// Resident memory in KiB (Linux; 0 elsewhere).
@@ -202,9 +215,11 @@ async fn worker(
             _ => match manager.lock(format!("background-{}", hold.as_millis() % 3)) {
                 Ok(lock) => match lock.background() {
                     Ok(background) => {
-                        let started =
-                            tokio::time::timeout(Duration::from_millis(300), background.acquired())
-                                .await;
+                        let started = tokio::time::timeout(
+                            Duration::from_millis(300),
+                            background.wait_acquired(),
+                        )
+                        .await;
                         if matches!(started, Ok(Ok(_))) {
                             counters.acquired.fetch_add(1, Ordering::Relaxed);
                         }
@@ -280,13 +295,11 @@ async fn run(args: Args) -> Result<bool, String> {
     let uri = args.mongodb_uri.as_deref();
     let collection = format!("soak_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let baseline_tasks = alive_tasks();
-    let first = LockManager::start(store(uri, &collection).await?, options())
+    let first = manager(store(uri, &collection).await?)
         .await
         .map_err(|e| e.to_string())?;
     let faulty = FaultyStore::new(store(uri, &collection).await?);
-    let second = LockManager::start(faulty.clone(), options())
-        .await
-        .map_err(|e| e.to_string())?;
+    let second = manager(faulty.clone()).await.map_err(|e| e.to_string())?;
     let idle_tasks = alive_tasks();
     println!(
         "soak: {:.1} min on {}, {} workers per manager; tasks before the managers {baseline_tasks}, with them idle {idle_tasks}",
@@ -359,7 +372,7 @@ async fn run(args: Args) -> Result<bool, String> {
     // waited for up to its late-answer limit (60 s) so whatever it granted can be released.
     let stopped_at = Instant::now();
     let drained_within = Duration::from_secs(75);
-    sleep(options().idle_actor_timeout() * 3).await;
+    sleep(IDLE_ACTOR_TIMEOUT * 3).await;
     let quiet = loop {
         let quiet = Sample {
             at: started.elapsed(),

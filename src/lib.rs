@@ -28,22 +28,28 @@
 //! # Ok(()) }
 //! ```
 //!
-//! ## Layout
+//! ## Where things are
 //!
-//! Each folder depends only on those listed before it:
+//! Every public type has one path. What the lock API hands out or takes — the manager, locks,
+//! guards, options, elections, errors, events, the two stores — is at the crate root. Four
+//! modules hold what only some users need:
 //!
-//! 1. vocabulary — `name` ([`LockName`]), `error` ([`LockError`], [`LossReason`],
-//!    [`StoreError`]), `options` ([`LockOptions`]);
-//! 2. [`store`] (the [`LockStore`] contract and its backends) and [`metrics`];
-//! 3. `lock` — the runtime: [`Lock`], [`LockGuard`], [`LossSignal`] and their actors;
-//! 4. [`campaign`] — keep holding a lock: [`BackgroundLock`];
-//! 5. [`election`] — [`Election`] on the campaign engine;
-//! 6. `manager` — [`LockManager`], which starts it all.
+//! - [`store`] — the backend contract ([`store::LockStore`]) and its requests and answers,
+//!   for implementing a backend or calling one directly;
+//! - `fence` (feature `mongodb`) — writes a stale holder cannot apply, for the data the lock
+//!   protects;
+//! - [`metrics`] — metric names and buckets, and the Prometheus exporter (feature
+//!   `prometheus`);
+//! - `testing` (feature `testing`) — fault injection for your own tests.
+//!
+//! [`guide`] holds the longer documentation: safety, elections, options, operations,
+//! MongoDB, fairness, performance and how it is tested.
 //!
 //! ## Features
 //!
-//! - `mongodb` (default) — `MongoStore`, the production backend.
+//! - `mongodb` (default) — [`MongoStore`] and `fence`, the production backend.
 //! - `prometheus` — `metrics::install_prometheus_exporter`, a one-call exporter.
+//! - `testing` — `testing::FaultyStore` and test hooks; never for production code.
 //! - `cli` — the `mongolock` command-line tool (Unix).
 //!
 //! ## Public dependencies
@@ -60,13 +66,23 @@
 //!
 //! fn wire(_loss_to: ActorRef<LossReason>, _events: broadcast::Receiver<ElectionEvent>) {}
 //! ```
+//!
+//! ## Versioning
+//!
+//! Until 1.0, a minor version (0.x) may break the API and a patch version (0.x.y) never
+//! does. `public-api.txt` in the repository lists every public path; a change to it is a
+//! change to the API, reviewed as such.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod campaign;
-pub mod election;
+mod campaign;
+mod election;
 mod error;
+#[cfg(feature = "mongodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
+pub mod fence;
+pub mod guide;
 mod lock;
 mod manager;
 pub mod metrics;
@@ -74,17 +90,23 @@ mod name;
 mod options;
 mod random;
 pub mod store;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 pub use campaign::{BackgroundLock, LockEvent};
-pub use election::{Election, ElectionEvent, ElectionOptions, LeaderInfo};
-pub use error::{LockError, LossReason, StoreError};
+pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, LeaderInfo};
+pub use error::{BackendCause, LockError, LossReason, StoreError};
 pub use lock::{Lock, LockGuard, LossSignal};
-pub use manager::LockManager;
+pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{LockName, MAX_LOCK_NAME_BYTES};
-pub use options::{LockOptions, MAX_EXPIRY, MIN_EXPIRY, MIN_STEP};
+pub use options::{LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_STEP};
+pub use store::memory::MemoryStore;
 #[cfg(feature = "mongodb")]
-pub use store::MongoStore;
-pub use store::{LockStore, MemoryStore};
+#[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
+pub use store::mongo::{MongoStore, MongoStoreBuilder};
+pub use store::outcome::LockRecord;
+pub use store::request::HolderId;
 
 // Crates whose types appear in the public API (`ActorRef`, `broadcast::Receiver`, `Database`,
 // `WriteConcern`, `Uuid`), re-exported so users can name exactly the versions we were built
@@ -95,14 +117,3 @@ pub use mongodb;
 pub use ractor;
 pub use tokio;
 pub use uuid;
-
-/// Hooks for the crate's own tests (feature `test-hooks`); not part of the API.
-#[cfg(feature = "test-hooks")]
-#[doc(hidden)]
-pub mod testing {
-    /// Seeds the runtime's randomness (backoff jitter, lease ids) on the calling thread: a
-    /// current-thread runtime under paused time then replays a schedule exactly.
-    pub fn seed_random(seed: u64) {
-        crate::random::seed_thread(seed);
-    }
-}

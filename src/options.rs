@@ -1,17 +1,12 @@
-//! [`LockOptions`]: how a lock is held and waited for, and [`LockNameLabel`], which locks
+//! [`LockOptions`]: how one lock is held and waited for, and [`LockNameLabel`], which locks
 //! carry their name on metrics.
 //!
-//! The settings have two scopes, so that nothing depends on which handle of a name happened
-//! to come first:
-//!
-//! - **Per acquisition** — everything but the idle timeout: expiry, cadence, renew deadline,
-//!   the busy-wait range and strategy, and the metric label policy belong to each `acquire`
-//!   and the hold it produces. Handles of one name may use different values; each waiter's
-//!   attempts, hold and metrics follow its own handle's options.
-//! - **Per manager** — [`idle_actor_timeout`](LockOptions::idle_actor_timeout) governs the
-//!   actors of every name and is taken from the defaults given to
-//!   [`LockManager::start`](crate::LockManager::start); `lock_with` options that name a
-//!   different one are refused with [`LockError::InvalidOptions`].
+//! Every setting here belongs to an acquisition: the lease length, renewal interval, renew
+//! deadline, retry backoff and metric label policy of each `acquire` and the hold it
+//! produces. Handles of one name may use different values; each waiter's attempts, hold and
+//! metrics follow its own handle's options. What governs a whole manager (its holder id, how
+//! long idle per-name actors linger) is set on its builder,
+//! [`LockManagerBuilder`](crate::LockManagerBuilder), and cannot conflict per lock.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,47 +18,49 @@ use crate::name::LockName;
 /// The longest lease accepted: a year. Leases are computed by the store's clock (for
 /// MongoDB, `$dateAdd` on `$$NOW`), and a bound keeps every deadline representable there and
 /// in the local monotonic clock.
-pub const MAX_EXPIRY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+pub const MAX_LEASE_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 /// The shortest lease accepted: 100 ms. A lease must outlast an acquisition's round trip
 /// to the store, a renewal and the margin the holder is given to stop; shorter leases
 /// never work against a real server.
-pub const MIN_EXPIRY: Duration = Duration::from_millis(100);
+pub const MIN_LEASE_DURATION: Duration = Duration::from_millis(100);
 
-/// The finest time step any setting may use, and the least room between the cadence, the
-/// renew deadline and the expiry: 1 ms, the resolution of MongoDB's clock (`$$NOW`) and of
-/// the runtime's timers.
+/// The finest time step any setting may use, and the least room between the renew interval,
+/// the renew deadline and the lease duration: 1 ms, the resolution of MongoDB's clock
+/// (`$$NOW`) and of the runtime's timers.
 pub const MIN_STEP: Duration = Duration::from_millis(1);
 
 /// How a lock is held and waited for. Build it by chaining `with_*` setters on the default;
 /// the combination is checked by [`LockManager::start`](crate::LockManager::start) and
 /// [`LockManager::lock_with`](crate::LockManager::lock_with), never at first use.
 ///
-/// | setting | scope | default | meaning |
-/// |---|---|---|---|
-/// | [`expiry`](Self::expiry) | acquisition | 30 s | lease length on the store; a crashed holder blocks others at most this long |
-/// | [`extension_cadence`](Self::extension_cadence) | acquisition | expiry / 3 | how often a held lease is renewed |
-/// | [`renew_deadline`](Self::renew_deadline) | acquisition | (expiry + cadence) / 2 | without a confirmed renewal *sent* within this, the holder is told it lost the lock |
-/// | [`busy_wait`](Self::busy_wait) | acquisition | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
-/// | [`adaptive_backoff`](Self::adaptive_backoff) | acquisition | on | sleep `min·1.5^n` ±20 % (off: uniformly random in the busy-wait range) |
-/// | [`lock_name_label`](Self::lock_name_label) | acquisition | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
-/// | [`idle_actor_timeout`](Self::idle_actor_timeout) | manager | 60 s | how long a per-name actor lingers after its lock goes idle |
+/// | setting | default | meaning |
+/// |---|---|---|
+/// | [`lease_duration`](Self::lease_duration) | 30 s | lease length on the store; a crashed holder blocks others at most this long |
+/// | [`renew_interval`](Self::renew_interval) | lease / 3 | how often a held lease is renewed |
+/// | [`renew_deadline`](Self::renew_deadline) | (lease + interval) / 2 | without a confirmed renewal *sent* within this, the holder is told it lost the lock |
+/// | [`retry_backoff`](Self::retry_backoff) | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
+/// | [`adaptive_backoff`](Self::adaptive_backoff) | on | sleep `min·1.5^n` ±20 % (off: uniformly random in the backoff range) |
+/// | [`lock_name_label`](Self::lock_name_label) | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
 ///
-/// Rules: [`MIN_EXPIRY`] `<= expiry <=` [`MAX_EXPIRY`]; every other duration at least
-/// [`MIN_STEP`] (1 ms) and at most a year; `extension_cadence < renew_deadline < expiry`, each
-/// at least [`MIN_STEP`] apart; and busy-wait `min <= max`. An invalid combination is
-/// refused with the bound it breaks named, never accepted to fail at run time. The idle
-/// timeout is the manager's: only the defaults given to
-/// [`LockManager::start`](crate::LockManager::start) decide it.
+/// The same words as [`ElectionOptions`](crate::ElectionOptions): an election's
+/// `lease_duration` and `renew_deadline` are these, and its `retry_period` is both the
+/// renew interval and the backoff (`retry_period ..= 1.2 × retry_period`).
+///
+/// Rules: [`MIN_LEASE_DURATION`] `<= lease_duration <=` [`MAX_LEASE_DURATION`]; every other
+/// duration at least [`MIN_STEP`] (1 ms) and at most a year; `renew_interval <
+/// renew_deadline < lease_duration`, each at least [`MIN_STEP`] apart; and backoff `min <=
+/// max`. An invalid combination is refused with the bound it breaks named, never accepted to
+/// fail at run time.
 ///
 /// ```
 /// use mongolock::LockOptions;
 /// use std::time::Duration;
 ///
 /// let options = LockOptions::default()
-///     .with_expiry(Duration::from_secs(10))
-///     .with_extension_cadence(Duration::from_secs(2))
-///     .with_busy_wait(Duration::from_millis(20), Duration::from_millis(500))
+///     .with_lease_duration(Duration::from_secs(10))
+///     .with_renew_interval(Duration::from_secs(2))
+///     .with_retry_backoff(Duration::from_millis(20), Duration::from_millis(500))
 ///     .with_adaptive_backoff(false);
 /// assert!(options.validate().is_ok());
 /// assert_eq!(options.renew_deadline(), Duration::from_secs(6));
@@ -71,26 +68,24 @@ pub const MIN_STEP: Duration = Duration::from_millis(1);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOptions {
-    expiry: Duration,
-    extension_cadence: Option<Duration>,
+    lease_duration: Duration,
+    renew_interval: Option<Duration>,
     renew_deadline: Option<Duration>,
-    busy_wait_min: Duration,
-    busy_wait_max: Duration,
+    retry_backoff_min: Duration,
+    retry_backoff_max: Duration,
     adaptive_backoff: bool,
-    idle_actor_timeout: Duration,
     lock_name_label: LockNameLabel,
 }
 
 impl Default for LockOptions {
     fn default() -> Self {
         Self {
-            expiry: Duration::from_secs(30),
-            extension_cadence: None,
+            lease_duration: Duration::from_secs(30),
+            renew_interval: None,
             renew_deadline: None,
-            busy_wait_min: Duration::from_millis(10),
-            busy_wait_max: Duration::from_millis(800),
+            retry_backoff_min: Duration::from_millis(10),
+            retry_backoff_max: Duration::from_millis(800),
             adaptive_backoff: true,
-            idle_actor_timeout: Duration::from_secs(60),
             lock_name_label: LockNameLabel::Off,
         }
     }
@@ -101,37 +96,40 @@ impl LockOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let options = mongolock::LockOptions::default().with_expiry(Duration::from_secs(6));
-    /// assert_eq!(options.extension_cadence(), Duration::from_secs(2));
+    /// let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(6));
+    /// assert_eq!(options.renew_interval(), Duration::from_secs(2));
     /// ```
-    pub fn with_expiry(mut self, expiry: Duration) -> Self {
-        self.expiry = expiry;
+    #[must_use]
+    pub fn with_lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
         self
     }
 
-    /// Sets how often a held lease is renewed (default: a third of the expiry).
+    /// Sets how often a held lease is renewed (default: a third of the lease duration).
     ///
     /// ```
     /// use std::time::Duration;
-    /// let options = mongolock::LockOptions::default().with_extension_cadence(Duration::from_secs(1));
-    /// assert_eq!(options.extension_cadence(), Duration::from_secs(1));
+    /// let options = mongolock::LockOptions::default().with_renew_interval(Duration::from_secs(1));
+    /// assert_eq!(options.renew_interval(), Duration::from_secs(1));
     /// ```
-    pub fn with_extension_cadence(mut self, cadence: Duration) -> Self {
-        self.extension_cadence = Some(cadence);
+    #[must_use]
+    pub fn with_renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
         self
     }
 
     /// Sets how long a holder may go without a confirmed renewal before it is told the lock
     /// is lost, measured from when the last successful acquire or renewal was sent. Must be
-    /// shorter than the expiry, so the holder always learns first. Default: halfway between
-    /// the cadence and the expiry (20 s with the defaults), which leaves room for one failed
-    /// renewal.
+    /// shorter than the lease duration, so the holder always learns first. Default: halfway
+    /// between the renew interval and the lease duration (20 s with the defaults), which
+    /// leaves room for one failed renewal.
     ///
     /// ```
     /// use std::time::Duration;
     /// let options = mongolock::LockOptions::default().with_renew_deadline(Duration::from_secs(25));
     /// assert_eq!(options.renew_deadline(), Duration::from_secs(25));
     /// ```
+    #[must_use]
     pub fn with_renew_deadline(mut self, deadline: Duration) -> Self {
         self.renew_deadline = Some(deadline);
         self
@@ -143,42 +141,29 @@ impl LockOptions {
     /// ```
     /// use std::time::Duration;
     /// let options = mongolock::LockOptions::default()
-    ///     .with_busy_wait(Duration::from_millis(1), Duration::from_millis(50));
-    /// assert_eq!(options.busy_wait(), (Duration::from_millis(1), Duration::from_millis(50)));
+    ///     .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(50));
+    /// assert_eq!(options.retry_backoff(), (Duration::from_millis(1), Duration::from_millis(50)));
     /// ```
-    pub fn with_busy_wait(mut self, min: Duration, max: Duration) -> Self {
-        self.busy_wait_min = min;
-        self.busy_wait_max = max;
+    #[must_use]
+    pub fn with_retry_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.retry_backoff_min = min;
+        self.retry_backoff_max = max;
         self
     }
 
     /// With `true` (the default), the n-th consecutive failed attempt sleeps `min·1.5^n` with
-    /// ±20 % jitter, clamped to the busy-wait range, reset after a success: fewer store calls
+    /// ±20 % jitter, clamped to the backoff range, reset after a success: fewer store calls
     /// under long contention, quick retries when contention is brief. With `false`, every
-    /// sleep is uniformly random in the busy-wait range (DistributedLock's policy). Either
+    /// sleep is uniformly random in the backoff range (DistributedLock's policy). Either
     /// way a release reported by the store's release feed ends the sleep at once.
     ///
     /// ```
     /// let options = mongolock::LockOptions::default().with_adaptive_backoff(false);
     /// assert!(!options.adaptive_backoff());
     /// ```
+    #[must_use]
     pub fn with_adaptive_backoff(mut self, enabled: bool) -> Self {
         self.adaptive_backoff = enabled;
-        self
-    }
-
-    /// Sets how long the per-name actor stays alive with no holder and no waiter before the
-    /// supervisor stops it, bounding memory by the number of active locks. A manager
-    /// setting: only the defaults given to [`LockManager::start`](crate::LockManager::start)
-    /// decide it.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let options = mongolock::LockOptions::default().with_idle_actor_timeout(Duration::from_secs(5));
-    /// assert_eq!(options.idle_actor_timeout(), Duration::from_secs(5));
-    /// ```
-    pub fn with_idle_actor_timeout(mut self, timeout: Duration) -> Self {
-        self.idle_actor_timeout = timeout;
         self
     }
 
@@ -188,11 +173,12 @@ impl LockOptions {
     /// names worth watching one by one.
     ///
     /// ```
-    /// use mongolock::{metrics::LockNameLabel, LockOptions};
+    /// use mongolock::{LockNameLabel, LockOptions};
     /// let all = LockOptions::default().with_lock_name_label(true);
     /// let some = LockOptions::default().with_lock_name_label(LockNameLabel::allow_list(["billing"]));
     /// assert_eq!(all.lock_name_label(), &LockNameLabel::On);
     /// ```
+    #[must_use]
     pub fn with_lock_name_label(mut self, policy: impl Into<LockNameLabel>) -> Self {
         self.lock_name_label = policy.into();
         self
@@ -202,50 +188,51 @@ impl LockOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(mongolock::LockOptions::default().expiry(), Duration::from_secs(30));
+    /// assert_eq!(mongolock::LockOptions::default().lease_duration(), Duration::from_secs(30));
     /// ```
-    pub fn expiry(&self) -> Duration {
-        self.expiry
+    pub fn lease_duration(&self) -> Duration {
+        self.lease_duration
     }
 
-    /// The renewal cadence in effect (explicit, or a third of the expiry).
+    /// The renew interval in effect (explicit, or a third of the lease duration).
     ///
     /// ```
     /// use std::time::Duration;
-    /// assert_eq!(mongolock::LockOptions::default().extension_cadence(), Duration::from_secs(10));
+    /// assert_eq!(mongolock::LockOptions::default().renew_interval(), Duration::from_secs(10));
     /// ```
-    pub fn extension_cadence(&self) -> Duration {
-        self.extension_cadence.unwrap_or(self.expiry / 3)
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval.unwrap_or(self.lease_duration / 3)
     }
 
-    /// The renew deadline in effect (explicit, or halfway between cadence and expiry).
+    /// The renew deadline in effect (explicit, or halfway between the renew interval and
+    /// the lease duration).
     ///
     /// ```
     /// use std::time::Duration;
     /// assert_eq!(mongolock::LockOptions::default().renew_deadline(), Duration::from_secs(20));
     /// // Computed without overflow, whatever the durations.
-    /// let huge = mongolock::LockOptions::default().with_expiry(Duration::MAX);
+    /// let huge = mongolock::LockOptions::default().with_lease_duration(Duration::MAX);
     /// assert!(huge.renew_deadline() > Duration::from_secs(1 << 62));
     /// ```
     pub fn renew_deadline(&self) -> Duration {
         self.renew_deadline.unwrap_or_else(|| {
-            let cadence = self.extension_cadence();
+            let interval = self.renew_interval();
             // Halves first when the sum would overflow (a nanosecond of rounding at most).
-            self.expiry
-                .checked_add(cadence)
-                .map_or(self.expiry / 2 + cadence / 2, |sum| sum / 2)
+            self.lease_duration
+                .checked_add(interval)
+                .map_or(self.lease_duration / 2 + interval / 2, |sum| sum / 2)
         })
     }
 
-    /// The busy-wait range `(min, max)`.
+    /// The backoff range `(min, max)`.
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (min, max) = mongolock::LockOptions::default().busy_wait();
+    /// let (min, max) = mongolock::LockOptions::default().retry_backoff();
     /// assert_eq!((min, max), (Duration::from_millis(10), Duration::from_millis(800)));
     /// ```
-    pub fn busy_wait(&self) -> (Duration, Duration) {
-        (self.busy_wait_min, self.busy_wait_max)
+    pub fn retry_backoff(&self) -> (Duration, Duration) {
+        (self.retry_backoff_min, self.retry_backoff_max)
     }
 
     /// Whether adaptive backoff is on.
@@ -257,24 +244,25 @@ impl LockOptions {
         self.adaptive_backoff
     }
 
-    /// How long an idle per-name actor lingers.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert_eq!(mongolock::LockOptions::default().idle_actor_timeout(), Duration::from_secs(60));
-    /// ```
-    pub fn idle_actor_timeout(&self) -> Duration {
-        self.idle_actor_timeout
-    }
-
     /// The metric label policy.
     ///
     /// ```
-    /// use mongolock::metrics::LockNameLabel;
+    /// use mongolock::LockNameLabel;
     /// assert_eq!(mongolock::LockOptions::default().lock_name_label(), &LockNameLabel::Off);
     /// ```
     pub fn lock_name_label(&self) -> &LockNameLabel {
         &self.lock_name_label
+    }
+
+    /// The margin a holder told of a loss has to stop in before anyone else can be granted
+    /// the lock: `lease_duration − renew_deadline`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(mongolock::LockOptions::default().loss_margin(), Duration::from_secs(10));
+    /// ```
+    pub fn loss_margin(&self) -> Duration {
+        self.lease_duration.saturating_sub(self.renew_deadline())
     }
 
     /// Checks that the settings can work together.
@@ -288,62 +276,61 @@ impl LockOptions {
     /// use std::time::Duration;
     ///
     /// let bad = LockOptions::default()
-    ///     .with_expiry(Duration::from_secs(10))
-    ///     .with_extension_cadence(Duration::from_secs(10));
+    ///     .with_lease_duration(Duration::from_secs(10))
+    ///     .with_renew_interval(Duration::from_secs(10));
     /// assert!(matches!(bad.validate(), Err(LockError::InvalidOptions(_))));
-    /// let huge = LockOptions::default().with_expiry(Duration::MAX);
+    /// let huge = LockOptions::default().with_lease_duration(Duration::MAX);
     /// assert!(matches!(huge.validate(), Err(LockError::InvalidOptions(_))));
     /// ```
     pub fn validate(&self) -> Result<(), LockError> {
         let invalid = |message: String| Err(LockError::InvalidOptions(message));
-        let cadence = self.extension_cadence();
+        let interval = self.renew_interval();
         let deadline = self.renew_deadline();
-        if self.expiry < MIN_EXPIRY {
+        if self.lease_duration < MIN_LEASE_DURATION {
             return invalid(format!(
-                "expiry ({:?}) must be at least {MIN_EXPIRY:?}: a lease must outlast an acquisition's round trip, a renewal and the holder's margin to stop",
-                self.expiry
+                "lease_duration ({:?}) must be at least {MIN_LEASE_DURATION:?}: a lease must outlast an acquisition's round trip, a renewal and the holder's margin to stop",
+                self.lease_duration
             ));
         }
         for (setting, value) in [
-            ("expiry", self.expiry),
-            ("extension_cadence", cadence),
+            ("lease_duration", self.lease_duration),
+            ("renew_interval", interval),
             ("renew_deadline", deadline),
-            ("busy_wait min", self.busy_wait_min),
-            ("busy_wait max", self.busy_wait_max),
-            ("idle_actor_timeout", self.idle_actor_timeout),
+            ("retry_backoff min", self.retry_backoff_min),
+            ("retry_backoff max", self.retry_backoff_max),
         ] {
             if value < MIN_STEP {
                 return invalid(format!(
                     "{setting} ({value:?}) must be at least {MIN_STEP:?}, the resolution of the store's clock and of the runtime's timers"
                 ));
             }
-            if value > MAX_EXPIRY {
+            if value > MAX_LEASE_DURATION {
                 return invalid(format!(
-                    "{setting} ({value:?}) must not exceed {MAX_EXPIRY:?} (a year)"
+                    "{setting} ({value:?}) must not exceed {MAX_LEASE_DURATION:?} (a year)"
                 ));
             }
         }
-        if cadence >= self.expiry {
+        if interval >= self.lease_duration {
             return invalid(format!(
-                "extension_cadence ({cadence:?}) must be shorter than expiry ({:?})",
-                self.expiry
+                "renew_interval ({interval:?}) must be shorter than lease_duration ({:?})",
+                self.lease_duration
             ));
         }
-        if deadline + MIN_STEP > self.expiry {
+        if deadline + MIN_STEP > self.lease_duration {
             return invalid(format!(
-                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} shorter than expiry ({:?}) so the holder learns of a loss before anyone else can take the lock",
-                self.expiry
+                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} shorter than lease_duration ({:?}) so the holder learns of a loss before anyone else can take the lock",
+                self.lease_duration
             ));
         }
-        if cadence + MIN_STEP > deadline {
+        if interval + MIN_STEP > deadline {
             return invalid(format!(
-                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} longer than extension_cadence ({cadence:?}), or the lock is lost before its first renewal"
+                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} longer than renew_interval ({interval:?}), or the lock is lost before its first renewal"
             ));
         }
-        if self.busy_wait_min > self.busy_wait_max {
+        if self.retry_backoff_min > self.retry_backoff_max {
             return invalid(format!(
-                "busy_wait min ({:?}) must not exceed max ({:?})",
-                self.busy_wait_min, self.busy_wait_max
+                "retry_backoff min ({:?}) must not exceed max ({:?})",
+                self.retry_backoff_min, self.retry_backoff_max
             ));
         }
         Ok(())
@@ -357,7 +344,7 @@ impl LockOptions {
 /// are few, or list the names worth watching one by one.
 ///
 /// ```
-/// use mongolock::metrics::LockNameLabel;
+/// use mongolock::LockNameLabel;
 /// use mongolock::{LockName, LockOptions};
 ///
 /// let watched = LockNameLabel::allow_list(["billing", "scheduler"]);
@@ -382,7 +369,7 @@ impl LockNameLabel {
     /// Labels exactly the given names.
     ///
     /// ```
-    /// let policy = mongolock::metrics::LockNameLabel::allow_list(["billing"]);
+    /// let policy = mongolock::LockNameLabel::allow_list(["billing"]);
     /// # let _ = policy;
     /// ```
     pub fn allow_list<I, S>(names: I) -> Self
@@ -396,7 +383,7 @@ impl LockNameLabel {
     /// Whether `name` gets the label under this policy.
     ///
     /// ```
-    /// use mongolock::{metrics::LockNameLabel, LockName};
+    /// use mongolock::{LockName, LockNameLabel};
     /// assert!(LockNameLabel::On.labels(&LockName::new("x")?));
     /// assert!(!LockNameLabel::Off.labels(&LockName::new("x")?));
     /// # Ok::<(), mongolock::LockError>(())
@@ -424,7 +411,7 @@ mod tests {
     fn defaults_are_valid_and_derived() {
         let options = LockOptions::default();
         assert!(options.validate().is_ok());
-        assert_eq!(options.extension_cadence(), Duration::from_secs(10));
+        assert_eq!(options.renew_interval(), Duration::from_secs(10));
         assert_eq!(options.renew_deadline(), Duration::from_secs(20));
     }
 
@@ -432,16 +419,15 @@ mod tests {
     fn invalid_combinations_are_rejected() {
         let ms = Duration::from_millis;
         let cases = [
-            LockOptions::default().with_expiry(Duration::ZERO),
-            LockOptions::default().with_extension_cadence(Duration::ZERO),
-            LockOptions::default().with_extension_cadence(Duration::from_secs(30)),
-            LockOptions::default().with_extension_cadence(Duration::from_secs(31)),
+            LockOptions::default().with_lease_duration(Duration::ZERO),
+            LockOptions::default().with_renew_interval(Duration::ZERO),
+            LockOptions::default().with_renew_interval(Duration::from_secs(30)),
+            LockOptions::default().with_renew_interval(Duration::from_secs(31)),
             LockOptions::default().with_renew_deadline(Duration::from_secs(30)),
             LockOptions::default().with_renew_deadline(Duration::from_secs(5)),
-            LockOptions::default().with_busy_wait(ms(100), ms(10)),
-            LockOptions::default().with_busy_wait(Duration::ZERO, ms(10)),
-            LockOptions::default().with_idle_actor_timeout(Duration::ZERO),
-            LockOptions::default().with_expiry(MAX_EXPIRY + Duration::from_secs(1)),
+            LockOptions::default().with_retry_backoff(ms(100), ms(10)),
+            LockOptions::default().with_retry_backoff(Duration::ZERO, ms(10)),
+            LockOptions::default().with_lease_duration(MAX_LEASE_DURATION + Duration::from_secs(1)),
         ];
         for options in cases {
             assert!(
@@ -459,38 +445,37 @@ mod tests {
         let ns = Duration::from_nanos;
         let ms = Duration::from_millis;
         let cases = [
-            (LockOptions::default().with_expiry(ns(3)), "100ms"),
+            (LockOptions::default().with_lease_duration(ns(3)), "100ms"),
             (
                 LockOptions::default()
-                    .with_expiry(ns(3))
-                    .with_extension_cadence(ns(1))
+                    .with_lease_duration(ns(3))
+                    .with_renew_interval(ns(1))
                     .with_renew_deadline(ns(2)),
                 "100ms",
             ),
             (
                 LockOptions::default()
-                    .with_expiry(ms(1_000))
-                    .with_extension_cadence(ns(1))
+                    .with_lease_duration(ms(1_000))
+                    .with_renew_interval(ns(1))
                     .with_renew_deadline(ms(500)),
                 "1ms",
             ),
-            (LockOptions::default().with_expiry(ms(99)), "100ms"),
-            (LockOptions::default().with_busy_wait(ns(1), ms(10)), "1ms"),
+            (LockOptions::default().with_lease_duration(ms(99)), "100ms"),
             (
-                LockOptions::default().with_idle_actor_timeout(ns(500)),
+                LockOptions::default().with_retry_backoff(ns(1), ms(10)),
                 "1ms",
             ),
             (
                 LockOptions::default()
-                    .with_expiry(ms(100))
-                    .with_extension_cadence(ms(30))
+                    .with_lease_duration(ms(100))
+                    .with_renew_interval(ms(30))
                     .with_renew_deadline(Duration::from_micros(30_500)),
                 "1ms",
             ),
             (
                 LockOptions::default()
-                    .with_expiry(ms(100))
-                    .with_extension_cadence(ms(30))
+                    .with_lease_duration(ms(100))
+                    .with_renew_interval(ms(30))
                     .with_renew_deadline(Duration::from_micros(99_500)),
                 "1ms",
             ),
@@ -503,7 +488,7 @@ mod tests {
                 other => panic!("{options:?} should be refused, got {other:?}"),
             }
         }
-        let shortest = LockOptions::default().with_expiry(MIN_EXPIRY);
+        let shortest = LockOptions::default().with_lease_duration(MIN_LEASE_DURATION);
         assert!(shortest.validate().is_ok(), "{shortest:?}");
     }
 
@@ -512,18 +497,20 @@ mod tests {
         let extremes = [
             Duration::ZERO,
             Duration::from_nanos(1),
-            MAX_EXPIRY,
+            MAX_LEASE_DURATION,
             Duration::MAX,
         ];
         for expiry in extremes {
             for cadence in extremes {
                 for deadline in extremes {
                     let options = LockOptions::default()
-                        .with_expiry(expiry)
-                        .with_extension_cadence(cadence)
+                        .with_lease_duration(expiry)
+                        .with_renew_interval(cadence)
                         .with_renew_deadline(deadline);
                     let _ = options.validate();
-                    let _ = LockOptions::default().with_expiry(expiry).validate();
+                    let _ = LockOptions::default()
+                        .with_lease_duration(expiry)
+                        .validate();
                 }
             }
         }

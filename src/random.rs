@@ -1,6 +1,6 @@
 //! The runtime's randomness — backoff jitter and lease ids — from one generator per thread,
 //! seeded from the operating system. The crate's deterministic simulation seeds it instead
-//! (with the `test-hooks` feature), so that one seed replays one schedule exactly.
+//! (`testing::seed_random`), so that one seed replays one schedule exactly.
 
 use std::cell::RefCell;
 
@@ -23,7 +23,7 @@ pub(crate) fn bytes16() -> [u8; 16] {
 
 /// Re-seeds this thread's generator: every backoff delay and lease id drawn on this thread
 /// from now on follows from `seed`.
-#[cfg(feature = "test-hooks")]
+#[cfg(feature = "testing")]
 pub(crate) fn seed_thread(seed: u64) {
     GENERATOR.with_borrow_mut(|rng| *rng = StdRng::seed_from_u64(seed));
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::{Client, Collection};
-use mongolock::store::{FaultyStore, FencedCollection};
+use mongolock::fence::FencedCollection;
+use mongolock::testing::FaultyStore;
 use mongolock::{LockError, LockManager, LockOptions, LossReason, MongoStore, StoreError};
 use serde::{Deserialize, Serialize};
 
@@ -314,10 +315,10 @@ async fn a_stale_writer_racing_a_new_holder_is_fenced_off() {
     let raw = protected().await;
     let locks = format!("locks_{}", uuid::Uuid::new_v4().simple());
     let options = LockOptions::default()
-        .with_expiry(Duration::from_millis(1200))
-        .with_extension_cadence(Duration::from_millis(200))
+        .with_lease_duration(Duration::from_millis(1200))
+        .with_renew_interval(Duration::from_millis(200))
         .with_renew_deadline(Duration::from_millis(700))
-        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(20));
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(20));
     let store = |client: Client| {
         MongoStore::builder(client.database(DATABASE))
             .collection(&locks)

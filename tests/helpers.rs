@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mongolock::store::HolderId;
+use mongolock::HolderId;
 use mongolock::{LockError, LockManager, LockName, LockOptions, LossReason, MemoryStore};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -13,9 +13,12 @@ use tokio::time::Instant;
 const EXPIRY: Duration = Duration::from_secs(3);
 
 async fn manager(store: &MemoryStore) -> LockManager {
-    LockManager::start(store.clone(), LockOptions::default().with_expiry(EXPIRY))
-        .await
-        .expect("the manager starts")
+    LockManager::start(
+        store.clone(),
+        LockOptions::default().with_lease_duration(EXPIRY),
+    )
+    .await
+    .expect("the manager starts")
 }
 
 /// Sets its flag when dropped: tells whether a future was dropped.

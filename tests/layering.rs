@@ -9,12 +9,14 @@
 //! | 1 | `name` |
 //! | 2 | `options` |
 //! | 3 | `store`, `metrics` |
-//! | 4 | `lock` |
+//! | 4 | `lock`, `fence` |
 //! | 5 | `campaign` |
 //! | 6 | `election` |
 //! | 7 | `manager` |
+//! | 8 | `testing` |
 //!
-//! `lib.rs` only declares and re-exports; the `mongolock` binary uses the public API.
+//! `lib.rs` only declares and re-exports, `guide` is documentation only; the `mongolock`
+//! binary uses the public API.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,9 +29,12 @@ const LAYERS: &[(&str, u8)] = &[
     ("store", 3),
     ("metrics", 3),
     ("lock", 4),
+    ("fence", 4),
     ("campaign", 5),
     ("election", 6),
     ("manager", 7),
+    ("testing", 8),
+    ("guide", 9),
 ];
 
 fn layer(module: &str) -> Option<u8> {

@@ -65,13 +65,17 @@ async fn released_holds_leave_no_sleeping_timers() {
         "tasks left behind by 200 acquire/release cycles"
     );
     assert_eq!(
-        manager.pending_timers(),
+        mongolock::testing::pending_timers(&manager),
         1,
         "timers left behind by 200 acquire/release cycles (only the idle actor's stop is due)"
     );
     let held = lock.acquire().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1)).await;
-    assert_eq!(manager.pending_timers(), 1, "one timer per held lock");
+    assert_eq!(
+        mongolock::testing::pending_timers(&manager),
+        1,
+        "one timer per held lock"
+    );
     held.release().await.unwrap();
     manager.shutdown().await;
 }
@@ -91,11 +95,17 @@ async fn handles_reach_their_actor_directly_after_the_first_request() {
         clone.acquire().await.unwrap().release().await.unwrap();
         assert!(lock.try_acquire().await.unwrap().is_some());
     }
-    assert_eq!(manager.requests_routed_by_supervisor(), 1);
+    assert_eq!(
+        mongolock::testing::requests_routed_by_supervisor(&manager),
+        1
+    );
     tokio::time::sleep(idle * 3).await;
     assert_eq!(manager.active_locks().await, 0, "the idle actor stopped");
     lock.acquire().await.unwrap().release().await.unwrap();
-    assert_eq!(manager.requests_routed_by_supervisor(), 2);
+    assert_eq!(
+        mongolock::testing::requests_routed_by_supervisor(&manager),
+        2
+    );
     manager.shutdown().await;
 }
 
@@ -128,7 +138,7 @@ async fn requests_racing_an_idle_stop_are_never_lost() {
         task.await.unwrap();
     }
     assert!(
-        manager.requests_routed_by_supervisor() > 1,
+        mongolock::testing::requests_routed_by_supervisor(&manager) > 1,
         "the actor stopped and was restarted"
     );
     manager.shutdown().await;
@@ -136,8 +146,9 @@ async fn requests_racing_an_idle_stop_are_never_lost() {
 
 /// A manager on a fresh memory store whose idle lock actors stop after `idle`.
 async fn manager_idling_after(idle: std::time::Duration) -> mongolock::LockManager {
-    let options = mongolock::LockOptions::default().with_idle_actor_timeout(idle);
-    mongolock::LockManager::start(MemoryStore::new(), options)
+    mongolock::LockManager::builder(MemoryStore::new())
+        .with_idle_actor_timeout(idle)
+        .start()
         .await
         .unwrap()
 }
@@ -167,8 +178,9 @@ impl ractor::Actor for Sink {
 #[tokio::test(start_paused = true)]
 async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() {
     use futures::FutureExt;
-    use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId};
-    use mongolock::{LockError, LockManager, LockStore, LossReason};
+    use mongolock::HolderId;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId};
+    use mongolock::{LockError, LockManager, LossReason, store::LockStore};
     use std::time::Duration;
 
     let store = MemoryStore::new();
@@ -187,7 +199,7 @@ async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() 
     // The pause: the release is on its way while the clock jumps past the lease; nothing of
     // this process runs until the other process has taken the expired lock.
     let release = tokio::spawn(holder.release());
-    let _ = tokio::time::advance(options.expiry() * 2).now_or_never();
+    let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
     let other = AcquireRequest::new(
         LockName::new("paused").unwrap(),
         LeaseId::new(),
@@ -222,11 +234,11 @@ async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() 
 #[tokio::test(start_paused = true)]
 async fn renewals_on_a_store_without_bulk_writes_are_not_batched_into_losses() {
     use async_trait::async_trait;
+    use mongolock::LockRecord;
     use mongolock::store::{
-        AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockRecord,
-        ReleaseOutcome,
+        AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, ReleaseOutcome,
     };
-    use mongolock::{LockManager, LockOptions, LockStore, StoreError};
+    use mongolock::{LockManager, LockOptions, StoreError, store::LockStore};
     use std::time::Duration;
 
     struct Slow(MemoryStore);
@@ -261,7 +273,7 @@ async fn renewals_on_a_store_without_bulk_writes_are_not_batched_into_losses() {
         async move { lock.acquire().await.unwrap() }
     });
     let guards = futures::future::join_all(acquisitions).await;
-    tokio::time::sleep(options.extension_cadence() * 3 + Duration::from_secs(1)).await;
+    tokio::time::sleep(options.renew_interval() * 3 + Duration::from_secs(1)).await;
     let lost = guards.iter().filter(|guard| guard.loss().is_some()).count();
     assert_eq!(lost, 0, "{lost} of 600 leases lost over three cadences");
     drop(guards);
@@ -273,7 +285,7 @@ async fn renewals_on_a_store_without_bulk_writes_are_not_batched_into_losses() {
 /// not once the slow start has finished.
 #[tokio::test(start_paused = true)]
 async fn deposed_is_published_on_time_while_the_bound_actor_starts() {
-    use mongolock::store::FaultyStore;
+    use mongolock::testing::FaultyStore;
     use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions};
     use ractor::{Actor, ActorProcessingErr, ActorRef};
     use std::time::Duration;
@@ -351,7 +363,7 @@ async fn deposed_is_published_on_time_while_the_bound_actor_starts() {
 /// and its tasks are gone: the campaign actor and the leader observer stop with it.
 #[tokio::test(start_paused = true)]
 async fn a_shut_down_manager_keeps_no_election_running() {
-    use mongolock::store::FaultyStore;
+    use mongolock::testing::FaultyStore;
     use mongolock::{ElectionOptions, LockError, LockManager, LockOptions};
     use std::time::Duration;
 
@@ -391,7 +403,7 @@ async fn a_shut_down_manager_keeps_no_election_running() {
 #[tokio::test(start_paused = true)]
 async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
     use mongolock::LockManager;
-    use mongolock::store::FaultyStore;
+    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
     let options = common::fast_options();
@@ -414,7 +426,7 @@ async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
     trying.abort(); // the caller leaves before the grant arrives
     let guard = waiter.await.unwrap().unwrap();
     store.heal();
-    tokio::time::sleep(options.expiry() * 3).await;
+    tokio::time::sleep(options.lease_duration() * 3).await;
     assert_eq!(guard.loss(), None, "the passed-on hold was lost");
     let record = lock.inspect().await.unwrap().unwrap();
     assert!(

@@ -65,7 +65,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
 
     let mut totals = Totals::default();
     let store = MemoryStore::new();
-    let options = LockOptions::default().with_expiry(Duration::from_secs(3));
+    let options = LockOptions::default().with_lease_duration(Duration::from_secs(3));
     let a = LockManager::start(store.clone(), options.clone())
         .await
         .unwrap();
@@ -167,7 +167,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     assert!(unlabelled, "names are not labels unless enabled");
 
     // An allow-list labels the names it lists and no others.
-    let policy = mongolock::metrics::LockNameLabel::allow_list(["audit"]);
+    let policy = mongolock::LockNameLabel::allow_list(["audit"]);
     let listed = LockOptions::default().with_lock_name_label(policy);
     for name in ["audit", "noise"] {
         let lock = a.lock_with(name, listed.clone()).unwrap();

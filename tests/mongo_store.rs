@@ -22,9 +22,10 @@ use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection};
-use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId};
+use mongolock::HolderId;
+use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId};
 use mongolock::{
-    LockManager, LockName, LockOptions, LockStore, LossReason, MongoStore, StoreError,
+    LockManager, LockName, LockOptions, LossReason, MongoStore, StoreError, store::LockStore,
 };
 use support::uri;
 use tokio::time::{Instant, sleep, timeout};
@@ -271,7 +272,7 @@ async fn external_delete_is_reported_within_one_cadence_and_tokens_still_grow() 
         .unwrap();
     assert_eq!(deleted.deleted_count, 1);
     let deleted_at = Instant::now();
-    let bound = fast_options().extension_cadence() + SLACK;
+    let bound = fast_options().renew_interval() + SLACK;
     let reason = timeout(bound, guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within {bound:?} of the deletion"));
@@ -310,12 +311,12 @@ async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow
     assert_eq!(cleared.holder.as_ref(), Some(holder.holder_id()));
     assert_eq!(cleared.token, guard.token());
     let left = cleared.expires_in.expect("time the grant had left");
-    assert!(left <= fast_options().expiry(), "{left:?}");
+    assert!(left <= fast_options().lease_duration(), "{left:?}");
     let after = operator.inspect(&name).await.unwrap().expect("kept");
     assert_eq!((after.holder, after.token), (None, guard.token()));
 
     // The holder hears of it at its next renewal, before anyone could rely on it holding.
-    let bound = fast_options().extension_cadence() + SLACK;
+    let bound = fast_options().renew_interval() + SLACK;
     let reason = timeout(bound, guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within {bound:?} of the forced release"));
@@ -558,7 +559,7 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     let app = format!("stalled-{}", uuid::Uuid::new_v4().simple());
     let (holder, observer, guard) = holder_with_app(&app).await;
     let options = fast_options();
-    let blocked_ms = i64::try_from((options.expiry() * 3).as_millis()).unwrap_or(i64::MAX);
+    let blocked_ms = i64::try_from((options.lease_duration() * 3).as_millis()).unwrap_or(i64::MAX);
     let fail_point = FailPoint::on(
         &app,
         doc! { "blockConnection": true, "blockTimeMS": blocked_ms },
@@ -566,7 +567,7 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     .await;
     let stalled_at = Instant::now();
 
-    let reason = timeout(options.expiry(), guard.lost())
+    let reason = timeout(options.lease_duration(), guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within the expiry of a stalled server"));
     let told_after = stalled_at.elapsed();
@@ -596,7 +597,7 @@ async fn dropped_connections_are_reported_before_the_lease_expires() {
     let fail_point = FailPoint::on(&app, doc! { "closeConnection": true }).await;
     let cut_at = Instant::now();
 
-    let reason = timeout(options.expiry(), guard.lost())
+    let reason = timeout(options.lease_duration(), guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within the expiry while connections drop"));
     let told_after = cut_at.elapsed();
@@ -628,10 +629,10 @@ async fn child_holder_process() {
 
 fn child_options() -> LockOptions {
     LockOptions::default()
-        .with_expiry(Duration::from_millis(2000))
-        .with_extension_cadence(Duration::from_millis(400))
+        .with_lease_duration(Duration::from_millis(2000))
+        .with_renew_interval(Duration::from_millis(400))
         .with_renew_deadline(Duration::from_millis(1200))
-        .with_busy_wait(Duration::from_millis(10), Duration::from_millis(40))
+        .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(40))
 }
 
 /// Kills the child when dropped, so a failing test leaves no process behind.
@@ -683,7 +684,7 @@ async fn sigkilled_holder_process_is_taken_over_after_expiry() {
     let manager = start(peer_of(&store).await, options.clone()).await;
     let lock = manager.lock("crash").unwrap();
     // Let the child renew at least once, then kill it without any chance to release.
-    sleep(options.extension_cadence() * 2).await;
+    sleep(options.renew_interval() * 2).await;
     assert!(
         lock.try_acquire().await.unwrap().is_none(),
         "the child holds the lock"
@@ -693,15 +694,15 @@ async fn sigkilled_holder_process_is_taken_over_after_expiry() {
     let _ = child.0.wait();
 
     let guard = lock
-        .acquire_timeout(options.expiry() * 3)
+        .acquire_timeout(options.lease_duration() * 3)
         .await
         .expect("another manager gets the lock after the killed holder's lease expires");
     let waited = killed_at.elapsed();
     println!("lock of the SIGKILLed holder taken over {waited:?} after the kill");
     assert!(guard.token() > child_token);
-    assert!(waited <= options.expiry() + SLACK, "{waited:?}");
+    assert!(waited <= options.lease_duration() + SLACK, "{waited:?}");
     assert!(
-        waited >= options.expiry() - options.extension_cadence() - SLACK,
+        waited >= options.lease_duration() - options.renew_interval() - SLACK,
         "taken over before the lease could have expired: {waited:?}"
     );
     guard.release().await.unwrap();
@@ -737,8 +738,8 @@ async fn uncontended_acquire_and_release_take_one_round_trip_each() {
 async fn renewals_of_many_leases_are_batched() {
     const LOCKS: usize = 300;
     let options = LockOptions::default()
-        .with_expiry(Duration::from_secs(6))
-        .with_extension_cadence(Duration::from_millis(800))
+        .with_lease_duration(Duration::from_secs(6))
+        .with_renew_interval(Duration::from_millis(800))
         .with_renew_deadline(Duration::from_secs(3));
     let (log, manager) = counted_manager(options.clone()).await;
     let mut guards = Vec::new();
@@ -754,7 +755,7 @@ async fn renewals_of_many_leases_are_batched() {
     }
     log.take();
     let cadences = 3;
-    sleep(options.extension_cadence() * cadences).await;
+    sleep(options.renew_interval() * cadences).await;
     let commands = log.take();
     let updates = commands.iter().filter(|c| *c == "update").count();
     println!(
@@ -824,7 +825,8 @@ async fn a_batched_renewal_reports_each_lease_separately() {
 async fn a_release_wakes_a_remote_waiter_at_once() {
     let collection = unique_collection();
     let holder = start(store_on(&client().await, &collection), fast_options()).await;
-    let slow_polls = fast_options().with_busy_wait(Duration::from_secs(5), Duration::from_secs(6));
+    let slow_polls =
+        fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(6));
     let log = CommandLog::default();
     let waiter = start(
         store_on(&client_with(None, Some(log.handler())).await, &collection),

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use mongolock::metrics::LockNameLabel;
+use mongolock::LockNameLabel;
 use mongolock::store::LockStore;
 use mongolock::{
-    ElectionOptions, LockError, LockManager, LockName, LockOptions, MAX_EXPIRY,
-    MAX_LOCK_NAME_BYTES, MIN_EXPIRY, MIN_STEP, MemoryStore,
+    ElectionOptions, LockError, LockManager, LockName, LockOptions, MAX_LEASE_DURATION,
+    MAX_LOCK_NAME_BYTES, MIN_LEASE_DURATION, MIN_STEP, MemoryStore,
 };
 use proptest::prelude::*;
 
@@ -62,9 +62,9 @@ fn durations() -> impl Strategy<Value = Duration> {
             Duration::from_millis(800),
             Duration::from_secs(10),
             Duration::from_secs(30),
-            MAX_EXPIRY - Duration::from_nanos(1),
-            MAX_EXPIRY,
-            MAX_EXPIRY + Duration::from_nanos(1),
+            MAX_LEASE_DURATION - Duration::from_nanos(1),
+            MAX_LEASE_DURATION,
+            MAX_LEASE_DURATION + Duration::from_nanos(1),
             Duration::from_secs(1_000_000_000_000),
             Duration::MAX,
         ]),
@@ -80,26 +80,22 @@ fn lock_options() -> impl Strategy<Value = LockOptions> {
         proptest::option::of(durations()),
         (durations(), durations()),
         any::<bool>(),
-        durations(),
         0u8..3,
     )
-        .prop_map(
-            |(expiry, cadence, deadline, (min, max), adaptive, idle, label)| {
-                let mut options = LockOptions::default()
-                    .with_expiry(expiry)
-                    .with_busy_wait(min, max)
-                    .with_adaptive_backoff(adaptive)
-                    .with_idle_actor_timeout(idle)
-                    .with_lock_name_label(label_policy(label));
-                if let Some(cadence) = cadence {
-                    options = options.with_extension_cadence(cadence);
-                }
-                if let Some(deadline) = deadline {
-                    options = options.with_renew_deadline(deadline);
-                }
-                options
-            },
-        )
+        .prop_map(|(lease, interval, deadline, (min, max), adaptive, label)| {
+            let mut options = LockOptions::default()
+                .with_lease_duration(lease)
+                .with_retry_backoff(min, max)
+                .with_adaptive_backoff(adaptive)
+                .with_lock_name_label(label_policy(label));
+            if let Some(interval) = interval {
+                options = options.with_renew_interval(interval);
+            }
+            if let Some(deadline) = deadline {
+                options = options.with_renew_deadline(deadline);
+            }
+            options
+        })
 }
 
 fn election_options() -> impl Strategy<Value = ElectionOptions> {
@@ -116,17 +112,16 @@ fn election_options() -> impl Strategy<Value = ElectionOptions> {
 
 /// What a valid `LockOptions` promises.
 fn assert_consistent(options: &LockOptions) -> Result<(), TestCaseError> {
-    let (min, max) = options.busy_wait();
+    let (min, max) = options.retry_backoff();
     let (expiry, cadence, deadline) = (
-        options.expiry(),
-        options.extension_cadence(),
+        options.lease_duration(),
+        options.renew_interval(),
         options.renew_deadline(),
     );
     prop_assert!(cadence >= MIN_STEP);
     prop_assert!(cadence + MIN_STEP <= deadline && deadline + MIN_STEP <= expiry);
-    prop_assert!((MIN_EXPIRY..=MAX_EXPIRY).contains(&expiry));
-    prop_assert!(min >= MIN_STEP && min <= max && max <= MAX_EXPIRY);
-    prop_assert!(options.idle_actor_timeout() >= MIN_STEP);
+    prop_assert!((MIN_LEASE_DURATION..=MAX_LEASE_DURATION).contains(&expiry));
+    prop_assert!(min >= MIN_STEP && min <= max && max <= MAX_LEASE_DURATION);
     Ok(())
 }
 
@@ -194,19 +189,17 @@ proptest! {
                 guard.release().await?;
                 manager.shutdown().await;
             }
-            // …and per lock, where the idle actor timeout must also be the manager's.
+            // …and per lock.
             let manager = LockManager::start(store.clone(), LockOptions::default()).await?;
-            let idle_differs =
-                options.idle_actor_timeout() != LockOptions::default().idle_actor_timeout();
             match manager.lock_with("per-lock", options.clone()) {
                 Ok(lock) => {
-                    prop_assert!(verdict.is_ok() && !idle_differs);
+                    prop_assert!(verdict.is_ok());
                     let guard = lock.try_acquire().await?.expect("free");
                     prop_assert!(guard.loss().is_none());
                     guard.release().await?;
                 }
                 Err(LockError::InvalidOptions(_)) => {
-                    prop_assert!(verdict.is_err() || idle_differs);
+                    prop_assert!(verdict.is_err());
                     let name = LockName::new("per-lock")?;
                     prop_assert!(store.inspect(&name).await?.is_none(), "invalid options wrote a record");
                 }
@@ -256,12 +249,13 @@ proptest! {
     #[test]
     fn the_memory_store_grants_or_refuses_any_lease_length(expiry in durations()) {
         runtime().block_on(async {
-            use mongolock::store::{AcquireOutcome, AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
+            use mongolock::store::{AcquireOutcome, AcquireRequest, ExtendRequest, LeaseId, LeaseKey};
+use mongolock::HolderId;
             let store = MemoryStore::new();
             let name = LockName::new("any")?;
             let lease = LeaseId::new();
             let request = AcquireRequest::new(name.clone(), lease, HolderId::generate(), expiry);
-            let usable = !expiry.is_zero() && expiry <= MAX_EXPIRY;
+            let usable = !expiry.is_zero() && expiry <= MAX_LEASE_DURATION;
             match store.try_acquire(&request).await {
                 Ok(AcquireOutcome::Acquired { .. }) => prop_assert!(usable),
                 Err(mongolock::StoreError::Rejected { .. }) => {
@@ -272,6 +266,33 @@ proptest! {
             }
             let extend = ExtendRequest::new(LeaseKey::new(name, lease), expiry);
             prop_assert_eq!(store.extend(&extend).await.is_ok(), usable);
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
+    /// The manager's idle actor timeout: accepted from 1 ms to a year, refused with a typed
+    /// error otherwise, before the store is touched.
+    #[test]
+    fn any_idle_actor_timeout_starts_a_manager_or_is_refused(idle in durations()) {
+        runtime().block_on(async {
+            let store = MemoryStore::new();
+            let started = LockManager::builder(store.clone())
+                .with_idle_actor_timeout(idle)
+                .start()
+                .await;
+            let usable = (MIN_STEP..=MAX_LEASE_DURATION).contains(&idle);
+            match started {
+                Ok(manager) => {
+                    prop_assert!(usable);
+                    manager.lock("idle")?.acquire().await?.release().await?;
+                    manager.shutdown().await;
+                }
+                Err(LockError::InvalidOptions(message)) => {
+                    prop_assert!(!usable);
+                    prop_assert!(message.contains("idle_actor_timeout"));
+                }
+                Err(other) => prop_assert!(false, "not InvalidOptions: {other:?}"),
+            }
             Ok::<(), TestCaseError>(())
         })?;
     }

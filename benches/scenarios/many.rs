@@ -19,8 +19,8 @@ pub(crate) async fn s5(args: &Args) -> Result<(), String> {
     let concurrency = args.get("concurrency", 64_usize).max(1);
     let acquire_cap = args.millis("acquire_cap_ms", 60_000);
     let options = LockOptions::default()
-        .with_expiry(expiry)
-        .with_extension_cadence(cadence);
+        .with_lease_duration(expiry)
+        .with_renew_interval(cadence);
     let side = Side::connect("s5", &scratch_name("s5")).await?;
     let manager = side.manager(options).await?;
     // Warm the client and the runtime before the memory baseline.

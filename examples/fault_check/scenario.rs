@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
-use mongolock::{LockStore, MongoStore};
+use mongolock::{MongoStore, store::LockStore};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::Rng;
@@ -122,7 +122,7 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    fn expiry(&self) -> Duration {
+    fn lease_duration(&self) -> Duration {
         Duration::from_millis(self.expiry_ms)
     }
 
@@ -481,7 +481,7 @@ impl<'a> Run<'a> {
         // Stop the workers and wait for them to finish by themselves.
         let stop_at = clock::now();
         std::fs::write(&self.stop_file, b"stop").map_err(|e| e.to_string())?;
-        let deadline = self.config.expiry() * 2 + Duration::from_secs(20);
+        let deadline = self.config.lease_duration() * 2 + Duration::from_secs(20);
         for proc in &mut self.procs {
             if proc.killed_at.is_some() {
                 continue;
@@ -664,7 +664,7 @@ impl<'a> Run<'a> {
     }
 
     async fn inject(&mut self, kind: Kind) -> Result<(), String> {
-        let expiry = self.config.expiry();
+        let expiry = self.config.lease_duration();
         let beyond_lease = expiry + Duration::from_millis(1000);
         match kind {
             Kind::HolderStop | Kind::LeaderStop => {

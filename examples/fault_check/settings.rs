@@ -77,7 +77,7 @@ impl WorkerArgs {
         crate::clock::now() < self.until && !self.stop_file.exists()
     }
 
-    pub(crate) fn expiry(&self) -> Duration {
+    pub(crate) fn lease_duration(&self) -> Duration {
         Duration::from_millis(self.expiry_ms)
     }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use mongodb::bson::{Document, doc};
 use mongodb::options::{Acknowledgment, CollectionOptions, WriteConcern};
-use mongolock::store::{FencedCollection, HolderId};
+use mongolock::HolderId;
+use mongolock::fence::FencedCollection;
 use mongolock::{
     ElectionEvent, ElectionOptions, LockError, LockGuard, LockManager, LockOptions, MongoStore,
 };
@@ -86,12 +87,11 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
     let options = lock_options(&args);
     // The server may be down (a fault) when a replacement worker starts: keep trying.
     let manager = loop {
-        let started = LockManager::start_with_holder(
-            store.clone(),
-            options.clone(),
-            HolderId::from_string(holder.clone()),
-        )
-        .await;
+        let started = LockManager::builder(store.clone())
+            .with_default_lock_options(options.clone())
+            .with_holder_id(HolderId::from_string(holder.clone()))
+            .start()
+            .await;
         match started {
             Ok(manager) => break manager,
             Err(error) if args.running() => {
@@ -154,7 +154,7 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
             eprintln!("worker {}: a task failed: {error}", worker.args.index);
         }
     }
-    let limit = worker.args.expiry() * 2;
+    let limit = worker.args.lease_duration() * 2;
     let asked = clock::now();
     if timeout(limit + HANG_SLACK, worker.manager.shutdown())
         .await
@@ -173,10 +173,10 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
 
 fn lock_options(args: &WorkerArgs) -> LockOptions {
     LockOptions::default()
-        .with_expiry(args.expiry())
-        .with_extension_cadence(Duration::from_millis(args.cadence_ms))
+        .with_lease_duration(args.lease_duration())
+        .with_renew_interval(Duration::from_millis(args.cadence_ms))
         .with_renew_deadline(Duration::from_millis(args.renew_deadline_ms))
-        .with_busy_wait(
+        .with_retry_backoff(
             Duration::from_millis(args.backoff_min_ms),
             Duration::from_millis(args.backoff_max_ms),
         )
@@ -184,7 +184,7 @@ fn lock_options(args: &WorkerArgs) -> LockOptions {
 
 fn election_options(args: &WorkerArgs) -> ElectionOptions {
     ElectionOptions::default()
-        .with_lease_duration(args.expiry())
+        .with_lease_duration(args.lease_duration())
         .with_renew_deadline(Duration::from_millis(args.renew_deadline_ms))
         .with_retry_period(Duration::from_millis(args.cadence_ms))
 }
@@ -299,7 +299,7 @@ async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u
         guard.release(),
     )
     .await;
-    finish_watcher(watcher, signal.current().is_some()).await;
+    finish_watcher(watcher, signal.loss().is_some()).await;
 }
 
 /// Ends a critical section: it stops touching the resource now, then `release` (bounded:
@@ -313,7 +313,7 @@ async fn leave(
     release: impl Future<Output = Result<(), LockError>>,
 ) {
     let at = clock::now();
-    let limit = worker.args.expiry() * 2;
+    let limit = worker.args.lease_duration() * 2;
     let outcome = match timeout(limit + HANG_SLACK, release).await {
         Ok(Ok(())) => "ok".to_owned(),
         Ok(Err(error)) => error.to_string(),
@@ -483,5 +483,5 @@ async fn election_task(worker: Arc<Worker>, index: u32) {
         sleep(random_ms(0, 100)).await;
     }
     // Stop campaigning (a term won after the last check is released by the shutdown).
-    let _ = timeout(args.expiry() * 2, election.resign()).await;
+    let _ = timeout(args.lease_duration() * 2, election.resign()).await;
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mongolock::{LockName, LockStore, MemoryStore, MongoStore};
+use mongolock::{LockName, MemoryStore, MongoStore, store::LockStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The store the example's workers share: one embedded store, or a MongoDB server where

@@ -290,7 +290,7 @@ impl<E: CampaignEvent> CampaignState<E> {
         };
         let token = guard.token();
         if let Some(binding) = &mut self.binding {
-            let longest = self.lock.options().expiry();
+            let longest = self.lock.options().lease_duration();
             tokio::select! {
                 biased;
                 reason = guard.lost() => {

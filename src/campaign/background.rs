@@ -1,7 +1,12 @@
-//! [`BackgroundLock`]: a campaign whose events are plain lock events, for callers that want
-//! a lock held whenever possible without blocking on it.
+//! [`BackgroundLock`]: a lock held whenever possible without blocking on it, reporting
+//! [`LockEvent`]s — the campaign engine's face for plain locks.
 
-use super::event::{CampaignEvent, sealed};
+use std::future::Future;
+
+use ractor::{ActorCell, ActorRef, Message, SpawnErr};
+use tokio::sync::broadcast;
+
+use super::event::CampaignEvent;
 use super::handle::Campaign;
 use crate::error::{LockError, LossReason};
 use crate::lock::Lock;
@@ -9,8 +14,11 @@ use crate::lock::Lock;
 /// A lock acquired asynchronously: once started it keeps trying to hold the lock whenever
 /// it is free — again after a loss — and reports through [`LockEvent`]s instead of blocking,
 /// like the Java fenced-lock manager's `acquireLockAsync` with `lockAcquired` /
-/// `lockReleased` callbacks. Dropping the last clone releases the lock and stops. See
-/// [`Campaign`] for its methods.
+/// `lockReleased` callbacks. Renewal stays in the lock runtime: nothing its subscribers or
+/// bound actor do can delay it.
+///
+/// Create it with [`Lock::background`]. Clones share one background lock; dropping the last
+/// clone releases the lock and stops.
 ///
 /// ```
 /// use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
@@ -18,11 +26,17 @@ use crate::lock::Lock;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
 /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
 /// let background = manager.lock("compaction")?.background()?;
-/// let token = background.acquired().await?;
+/// let mut events = background.subscribe();
+/// background.start()?;
+/// assert!(matches!(events.recv().await, Ok(LockEvent::Acquired { .. })));
 /// background.stop().await?;
+/// assert!(matches!(events.recv().await, Ok(LockEvent::Released { .. })));
 /// # Ok(()) }
 /// ```
-pub type BackgroundLock = Campaign<LockEvent>;
+#[derive(Clone)]
+pub struct BackgroundLock {
+    campaign: Campaign<LockEvent>,
+}
 
 /// What happens to a [`BackgroundLock`].
 ///
@@ -53,8 +67,6 @@ pub enum LockEvent {
     },
 }
 
-impl sealed::Sealed for LockEvent {}
-
 impl CampaignEvent for LockEvent {
     fn acquired(token: u64) -> Self {
         Self::Acquired { token }
@@ -68,23 +80,204 @@ impl CampaignEvent for LockEvent {
 }
 
 impl Lock {
-    /// A [`BackgroundLock`] for this lock: acquisition that reports
-    /// through events instead of blocking, and can run an actor only while held.
+    /// A [`BackgroundLock`] for this lock: acquisition that reports through events instead
+    /// of blocking, and can run an actor only while held.
     ///
     /// # Errors
     ///
-    /// [`LockError::ActorFailed`] if the campaign actor cannot be started.
+    /// [`LockError::ActorFailed`] if the background lock's actor cannot be started.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let background = manager.lock("compaction")?.background()?;
-    /// let token = background.acquired().await?;
+    /// let token = background.wait_acquired().await?;
     /// # Ok(()) }
     /// ```
     pub fn background(&self) -> Result<BackgroundLock, LockError> {
-        let (_, longest_backoff) = self.options().busy_wait();
-        Campaign::spawn(self.clone(), longest_backoff)
+        let (_, longest_backoff) = self.options().retry_backoff();
+        Ok(BackgroundLock {
+            campaign: Campaign::spawn(self.clone(), longest_backoff)?,
+        })
+    }
+}
+
+impl BackgroundLock {
+    /// The lock this background lock holds.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// assert_eq!(background.lock().name().as_str(), "compaction");
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> &Lock {
+        self.campaign.lock()
+    }
+
+    /// Starts trying to hold the lock (no-op when already started); returns at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the manager has shut down.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn start(&self) -> Result<(), LockError> {
+        self.campaign.start()
+    }
+
+    /// Starts if needed and waits until the lock is held; returns its fencing token (at once
+    /// if it is held already).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::CampaignStopped`] if [`stop`](Self::stop) is called first,
+    /// [`LockError::ShutDown`] if the manager shuts down.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the background lock running; it still holds
+    /// the lock once it gets it.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// let token = background.wait_acquired().await?;
+    /// assert!(token > 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_acquired(&self) -> Result<u64, LockError> {
+        self.campaign.wait_acquired().await
+    }
+
+    /// Stops any bound actor, releases the lock if held, and stops trying.
+    /// [`start`](Self::start) again to resume.
+    ///
+    /// # Errors
+    ///
+    /// What releasing the lock returned: [`LockError::Lost`] if the hold had been lost.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.wait_acquired().await?;
+    /// background.stop().await?;
+    /// assert!(!background.lock().is_held_by_this_manager().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn stop(&self) -> Result<(), LockError> {
+        self.campaign.stop().await
+    }
+
+    /// Events from now on. A receiver that falls more than 64 events behind skips ahead
+    /// (`RecvError::Lagged`) rather than slowing anything down.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// let mut events = background.subscribe();
+    /// background.start()?;
+    /// println!("{:?}", events.recv().await);
+    /// # Ok(()) }
+    /// ```
+    pub fn subscribe(&self) -> broadcast::Receiver<LockEvent> {
+        self.campaign.subscribe()
+    }
+
+    /// Delivers every event to `actor` as `to_message(event)`. Sends never wait; a mapping
+    /// that panics is removed and logged.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the background lock has stopped.
+    ///
+    /// ```
+    /// # use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
+    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
+    /// # struct Worker;
+    /// # impl Actor for Worker {
+    /// #     type Msg = LockEvent; type State = (); type Arguments = ();
+    /// #     async fn pre_start(&self, _: ActorRef<LockEvent>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.subscribe_actor(&worker, |event| event)?;
+    /// background.start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn subscribe_actor<M: Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl Fn(LockEvent) -> M + Send + 'static,
+    ) -> Result<(), LockError> {
+        self.campaign.subscribe_actor(actor, to_message)
+    }
+
+    /// Runs a user actor only while the lock is held: `spawn(token, supervisor)` is called
+    /// on every acquisition and must spawn the actor linked to `supervisor`; it is stopped
+    /// when the lock is lost or released. It starts on its own task, so a slow `pre_start`
+    /// delays no loss report. If the actor stops on its own, the lock is released and tried
+    /// for again. Starts trying at once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::ShutDown`] if the background lock has stopped.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// use ractor::{Actor, ActorProcessingErr, ActorRef};
+    ///
+    /// struct Compactor;
+    /// impl Actor for Compactor {
+    ///     type Msg = ();
+    ///     type State = ();
+    ///     type Arguments = u64; // the fencing token
+    ///     async fn pre_start(&self, _: ActorRef<()>, token: u64) -> Result<(), ActorProcessingErr> {
+    ///         println!("compacting under token {token}");
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let background = manager.lock("compaction")?.background()?;
+    /// background.run_while_held(|token, supervisor| async move {
+    ///     let (actor, _) = Actor::spawn_linked(None, Compactor, token, supervisor).await?;
+    ///     Ok(actor.get_cell())
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn run_while_held<F, Fut>(&self, spawn: F) -> Result<(), LockError>
+    where
+        F: Fn(u64, ActorCell) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ActorCell, SpawnErr>> + Send + 'static,
+    {
+        self.campaign.run_while_held(spawn)
+    }
+}
+
+impl std::fmt::Debug for BackgroundLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackgroundLock")
+            .field("lock", self.campaign.lock().name())
+            .finish_non_exhaustive()
     }
 }

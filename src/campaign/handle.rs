@@ -1,6 +1,6 @@
-//! [`Campaign`]: the one public face of the campaign engine. [`BackgroundLock`] is a
-//! campaign that reports [`LockEvent`]s; an [`Election`](crate::Election) wraps one that
-//! reports [`ElectionEvent`](crate::ElectionEvent)s.
+//! [`Campaign`]: the handle on the campaign engine that the public faces wrap —
+//! [`BackgroundLock`](super::background::BackgroundLock) with lock events, and
+//! [`Election`](crate::election::Election) with election events.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,31 +15,13 @@ use super::sinks::{CHANNEL_CAPACITY, EventSink};
 use crate::error::LockError;
 use crate::lock::{Lock, Runtime, ShutdownHook};
 
-#[cfg(doc)]
-use super::background::{BackgroundLock, LockEvent};
-
 /// Keeps trying to hold one lock — whenever it is free, again after a loss — and reports
 /// what happens as events instead of blocking, like the Java fenced-lock manager's
 /// `acquireLockAsync`. Renewal stays in the lock runtime: nothing a campaign's subscribers
 /// or bound actor do can delay it.
 ///
-/// Use it as [`BackgroundLock`] (events are [`LockEvent`]s), from [`Lock::background`].
 /// Clones share one campaign; dropping the last clone releases the lock and stops.
-///
-/// ```
-/// use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-/// let background = manager.lock("compaction")?.background()?;
-/// let mut events = background.subscribe();
-/// background.start()?;
-/// assert!(matches!(events.recv().await, Ok(LockEvent::Acquired { .. })));
-/// background.stop().await?;
-/// assert!(matches!(events.recv().await, Ok(LockEvent::Released { .. })));
-/// # Ok(()) }
-/// ```
-pub struct Campaign<E: CampaignEvent> {
+pub(crate) struct Campaign<E: CampaignEvent> {
     lock: Lock,
     engine: Arc<Engine<E>>,
 }
@@ -94,16 +76,7 @@ impl<E: CampaignEvent> Campaign<E> {
     }
 
     /// The lock this campaign is for.
-    ///
-    /// ```
-    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// assert_eq!(background.lock().name().as_str(), "compaction");
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self) -> &Lock {
+    pub(crate) fn lock(&self) -> &Lock {
         &self.lock
     }
 
@@ -112,16 +85,7 @@ impl<E: CampaignEvent> Campaign<E> {
     /// # Errors
     ///
     /// [`LockError::ShutDown`] if the manager has shut down.
-    ///
-    /// ```
-    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// background.start()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn start(&self) -> Result<(), LockError> {
+    pub(crate) fn start(&self) -> Result<(), LockError> {
         self.send(CampaignMsg::Start { reply: None })
     }
 
@@ -137,17 +101,7 @@ impl<E: CampaignEvent> Campaign<E> {
     ///
     /// Cancel safe: dropping the future leaves the campaign running; it still holds the lock
     /// once it gets it.
-    ///
-    /// ```
-    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// let token = background.acquired().await?;
-    /// assert!(token > 0);
-    /// # Ok(()) }
-    /// ```
-    pub async fn acquired(&self) -> Result<u64, LockError> {
+    pub(crate) async fn wait_acquired(&self) -> Result<u64, LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(CampaignMsg::Start { reply: Some(reply) })?;
         answer.await.map_err(|_| LockError::ShutDown)?
@@ -159,18 +113,7 @@ impl<E: CampaignEvent> Campaign<E> {
     /// # Errors
     ///
     /// What releasing the lock returned: [`LockError::Lost`] if the hold had been lost.
-    ///
-    /// ```
-    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// background.acquired().await?;
-    /// background.stop().await?;
-    /// assert!(!background.lock().is_held_by_this_manager().await?);
-    /// # Ok(()) }
-    /// ```
-    pub async fn stop(&self) -> Result<(), LockError> {
+    pub(crate) async fn stop(&self) -> Result<(), LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(CampaignMsg::Stop { reply: Some(reply) })?;
         answer.await.map_err(|_| LockError::ShutDown)?
@@ -178,18 +121,7 @@ impl<E: CampaignEvent> Campaign<E> {
 
     /// Events from now on. A receiver that falls more than 64 events behind skips ahead
     /// (`RecvError::Lagged`) rather than slowing anything down.
-    ///
-    /// ```
-    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// let mut events = background.subscribe();
-    /// background.start()?;
-    /// println!("{:?}", events.recv().await);
-    /// # Ok(()) }
-    /// ```
-    pub fn subscribe(&self) -> broadcast::Receiver<E> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<E> {
         self.engine.channel.subscribe()
     }
 
@@ -199,24 +131,7 @@ impl<E: CampaignEvent> Campaign<E> {
     /// # Errors
     ///
     /// [`LockError::ShutDown`] if the campaign has stopped.
-    ///
-    /// ```
-    /// # use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
-    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
-    /// # struct Worker;
-    /// # impl Actor for Worker {
-    /// #     type Msg = LockEvent; type State = (); type Arguments = ();
-    /// #     async fn pre_start(&self, _: ActorRef<LockEvent>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// background.subscribe_actor(&worker, |event| event)?;
-    /// background.start()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn subscribe_actor<M: Message>(
+    pub(crate) fn subscribe_actor<M: Message>(
         &self,
         actor: &ActorRef<M>,
         to_message: impl Fn(E) -> M + Send + 'static,
@@ -235,32 +150,7 @@ impl<E: CampaignEvent> Campaign<E> {
     /// # Errors
     ///
     /// [`LockError::ShutDown`] if the campaign has stopped.
-    ///
-    /// ```
-    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
-    /// use ractor::{Actor, ActorProcessingErr, ActorRef};
-    ///
-    /// struct Compactor;
-    /// impl Actor for Compactor {
-    ///     type Msg = ();
-    ///     type State = ();
-    ///     type Arguments = u64; // the fencing token
-    ///     async fn pre_start(&self, _: ActorRef<()>, token: u64) -> Result<(), ActorProcessingErr> {
-    ///         println!("compacting under token {token}");
-    ///         Ok(())
-    ///     }
-    /// }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let background = manager.lock("compaction")?.background()?;
-    /// background.run_while_held(|token, supervisor| async move {
-    ///     let (actor, _) = Actor::spawn_linked(None, Compactor, token, supervisor).await?;
-    ///     Ok(actor.get_cell())
-    /// })?;
-    /// # Ok(()) }
-    /// ```
-    pub fn run_while_held<F, Fut>(&self, spawn: F) -> Result<(), LockError>
+    pub(crate) fn run_while_held<F, Fut>(&self, spawn: F) -> Result<(), LockError>
     where
         F: Fn(u64, ActorCell) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ActorCell, SpawnErr>> + Send + 'static,

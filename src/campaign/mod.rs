@@ -4,9 +4,9 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `handle.rs` | [`Campaign`], the public face shared by background locks and elections |
-//! | `background.rs` | [`BackgroundLock`] and [`LockEvent`] |
-//! | `event.rs` | [`CampaignEvent`], how the engine's moments become a face's events |
+//! | `background.rs` | [`BackgroundLock`] and [`LockEvent`], the public face for plain locks |
+//! | `handle.rs` | `Campaign`, the handle on the engine that faces wrap |
+//! | `event.rs` | `CampaignEvent`, how the engine's moments become a face's events |
 //! | `actor.rs` | the campaign actor: campaign, publish, bind |
 //! | `message.rs` | its messages |
 //! | `sinks.rs` | event fan-out that can never block the engine |
@@ -21,8 +21,6 @@ mod message;
 mod sinks;
 
 pub use background::{BackgroundLock, LockEvent};
-pub use event::CampaignEvent;
-pub(crate) use event::sealed as sealed_event;
-pub use handle::Campaign;
-pub(crate) use handle::Publisher;
+pub(crate) use event::CampaignEvent;
+pub(crate) use handle::{Campaign, Publisher};
 pub(crate) use sinks::EventSink;

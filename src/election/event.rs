@@ -2,12 +2,13 @@ use std::time::Duration;
 
 use crate::campaign::CampaignEvent;
 use crate::error::LossReason;
-use crate::store::{HolderId, LockRecord};
+use crate::store::outcome::LockRecord;
+use crate::store::request::HolderId;
 
 /// Who leads an election, as the store sees it.
 ///
 /// ```
-/// use mongolock::{store::HolderId, LeaderInfo};
+/// use mongolock::{HolderId, LeaderInfo};
 /// use std::time::Duration;
 /// let leader = LeaderInfo { holder: HolderId::from_string("w1".into()), token: 3, expires_in: Duration::from_secs(9) };
 /// assert_eq!(leader.holder.as_str(), "w1");
@@ -66,8 +67,6 @@ pub enum ElectionEvent {
         leader: Option<LeaderInfo>,
     },
 }
-
-impl crate::campaign::sealed_event::Sealed for ElectionEvent {}
 
 impl CampaignEvent for ElectionEvent {
     fn acquired(token: u64) -> Self {

@@ -84,7 +84,7 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub async fn campaign(&self) -> Result<u64, LockError> {
-        self.campaign.acquired().await
+        self.campaign.wait_acquired().await
     }
 
     /// Joins the election without waiting; follow it through [`subscribe`](Self::subscribe).

@@ -10,7 +10,7 @@ use crate::error::LockError;
 /// What [`Election::health`] found.
 ///
 /// ```
-/// use mongolock::election::ElectionHealth;
+/// use mongolock::ElectionHealth;
 /// assert!(ElectionHealth::NotLeading.is_healthy());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl ElectionHealth {
     /// `false` only for [`Unhealthy`](Self::Unhealthy).
     ///
     /// ```
-    /// use mongolock::election::ElectionHealth;
+    /// use mongolock::ElectionHealth;
     /// use std::time::Duration;
     /// let stuck = ElectionHealth::Unhealthy { token: 7, renewed_ago: Duration::from_secs(9) };
     /// assert!(!stuck.is_healthy());
@@ -81,7 +81,7 @@ impl Election {
             .engine()
             .lock()
             .options()
-            .extension_cadence()
+            .renew_interval()
             .saturating_add(tolerance);
         Ok(if renewed_ago > allowed {
             ElectionHealth::Unhealthy { token, renewed_ago }

@@ -10,7 +10,7 @@ use super::event::{ElectionEvent, LeaderInfo};
 use crate::campaign::Publisher;
 use crate::error::LockError;
 use crate::lock::Lock;
-use crate::store::HolderId;
+use crate::store::request::HolderId;
 
 /// Starts observing; stops by itself once the election's campaign has stopped (its event
 /// channel closes, or publishing fails) or the manager has shut down.

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::options::{LockOptions, MAX_EXPIRY};
+use crate::options::{LockOptions, MAX_LEASE_DURATION};
 
 /// Jitter on the candidates' retry period, as client-go's `JitterFactor` 1.2.
 const RETRY_JITTER: f64 = 1.2;
@@ -142,10 +142,10 @@ impl ElectionOptions {
     fn jittered_retry(&self) -> Result<Duration, LockError> {
         Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * RETRY_JITTER)
             .ok()
-            .filter(|jittered| *jittered <= MAX_EXPIRY)
+            .filter(|jittered| *jittered <= MAX_LEASE_DURATION)
             .ok_or_else(|| {
                 LockError::InvalidOptions(format!(
-                    "retry_period ({:?}) must not exceed {MAX_EXPIRY:?}",
+                    "retry_period ({:?}) must not exceed {MAX_LEASE_DURATION:?}",
                     self.retry_period
                 ))
             })
@@ -153,7 +153,7 @@ impl ElectionOptions {
 
     /// Checks `lease_duration > renew_deadline > 1.2 × retry_period > 0`, and the bounds of
     /// the lock options these timings become ([`LockOptions::validate`]: a lease of at least
-    /// [`MIN_EXPIRY`](crate::MIN_EXPIRY), steps of at least [`MIN_STEP`](crate::MIN_STEP)).
+    /// [`MIN_LEASE_DURATION`](crate::MIN_LEASE_DURATION), steps of at least [`MIN_STEP`](crate::MIN_STEP)).
     ///
     /// # Errors
     ///
@@ -199,10 +199,10 @@ impl ElectionOptions {
     fn derived(&self, defaults: &LockOptions) -> Result<LockOptions, LockError> {
         Ok(defaults
             .clone()
-            .with_expiry(self.lease_duration)
+            .with_lease_duration(self.lease_duration)
             .with_renew_deadline(self.renew_deadline)
-            .with_extension_cadence(self.retry_period)
-            .with_busy_wait(self.retry_period, self.jittered_retry()?)
+            .with_renew_interval(self.retry_period)
+            .with_retry_backoff(self.retry_period, self.jittered_retry()?)
             .with_adaptive_backoff(false)
             .with_lock_name_label(self.lock_name_label))
     }

@@ -47,9 +47,10 @@ use crate::error::{LockError, LossReason, StoreError};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
+use crate::store::request::HolderId;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
-    LeaseId, LeaseKey, LockStore, ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
+    LeaseKey, LockStore, ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
 };
 
 /// The actor behaviour; all state lives in [`LockActorState`].
@@ -199,7 +200,7 @@ impl Actor for LockActor {
                 reply,
             } => state.on_acquire(&myself, options, requested_at, reply),
             LockMsg::TryAcquire { options, reply } => state.on_try_acquire(&myself, options, reply),
-            #[cfg(feature = "test-hooks")]
+            #[cfg(feature = "testing")]
             LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", state.name),
             LockMsg::Release {
                 lease,
@@ -364,7 +365,7 @@ impl LockActorState {
             name: self.name.clone(),
             lease,
             holder: self.holder.clone(),
-            expiry: next.options.expiry(),
+            expiry: next.options.lease_duration(),
             waited: next.waited,
         }
     }
@@ -486,7 +487,7 @@ impl LockActorState {
         tracing::debug!(lock = %self.name, token, delivered, "lock acquired");
         let first_renewal = self.renewer.align(
             hold.next_renewal_after(sent_at),
-            hold.options().extension_cadence(),
+            hold.options().renew_interval(),
         );
         hold.granted(first_renewal);
         self.phase = Phase::Held(hold);
@@ -533,7 +534,7 @@ impl LockActorState {
         let within = hold.renewal_sent(Instant::now());
         let request = ExtendRequest {
             key: hold.key(&self.name),
-            expiry: hold.options().expiry(),
+            expiry: hold.options().lease_duration(),
         };
         self.renewer.renew(Renewal {
             request,
@@ -561,7 +562,7 @@ impl LockActorState {
                 hold.metrics().renewal(RenewalResult::Extended);
                 let next = self.renewer.align(
                     hold.next_renewal_after(sent_at),
-                    hold.options().extension_cadence(),
+                    hold.options().renew_interval(),
                 );
                 hold.renewed(sent_at, next);
                 self.arm_hold_timer(myself);
@@ -738,7 +739,7 @@ impl LockActorState {
         attempt
             .metrics
             .store_call(StoreOp::HandOver, sent_at.elapsed(), result.is_err());
-        let (_, longest_backoff) = attempt.options.busy_wait();
+        let (_, longest_backoff) = attempt.options.retry_backoff();
         let (answer, granted) = match result {
             Ok(HandOverOutcome::HandedOver {
                 token,
@@ -818,7 +819,7 @@ impl LockActorState {
         };
         metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
         self.others_starving = false;
-        let (_, longest_backoff) = options.busy_wait();
+        let (_, longest_backoff) = options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
         let answer = match result {
             Ok(ReleaseOutcome::Released { .. }) => Ok(()),
@@ -937,7 +938,9 @@ mod tests {
     use crate::lock::runtime::Runtime;
     use crate::name::LockName;
     use crate::options::LockOptions;
-    use crate::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId, LockStore, MemoryStore};
+    use crate::store::memory::MemoryStore;
+    use crate::store::request::HolderId;
+    use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
 
     /// The manager shuts down while an acquisition's answer is queued behind the shutdown
     /// (a store that answers at once queues it at the attempt): the stopping actor never

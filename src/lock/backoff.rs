@@ -39,7 +39,7 @@ impl Backoff {
 
     /// Takes the range and strategy of the acquisition now served.
     pub(crate) fn follow(&mut self, options: &LockOptions) {
-        (self.min, self.max) = options.busy_wait();
+        (self.min, self.max) = options.retry_backoff();
         self.adaptive = options.adaptive_backoff();
     }
 
@@ -80,7 +80,7 @@ mod tests {
     fn backoff(min_ms: u64, extra_ms: u64, adaptive: bool) -> Backoff {
         let min = Duration::from_millis(min_ms);
         let options = LockOptions::default()
-            .with_busy_wait(min, min + Duration::from_millis(extra_ms))
+            .with_retry_backoff(min, min + Duration::from_millis(extra_ms))
             .with_adaptive_backoff(adaptive);
         Backoff::new(&options)
     }

@@ -105,7 +105,7 @@ impl LockGuard {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let guard = manager.lock("orders")?.acquire().await?;
-    /// assert!(guard.last_renewed().elapsed() < LockOptions::default().extension_cadence());
+    /// assert!(guard.last_renewed().elapsed() < LockOptions::default().renew_interval());
     /// # Ok(()) }
     /// ```
     pub fn last_renewed(&self) -> tokio::time::Instant {
@@ -143,7 +143,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn loss(&self) -> Option<LossReason> {
-        self.loss.current()
+        self.loss.loss()
     }
 
     /// An owned, cloneable handle on this hold's loss notification, for other tasks.

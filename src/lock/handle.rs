@@ -16,7 +16,8 @@ use crate::error::LockError;
 use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{HolderId, LockRecord};
+use crate::store::outcome::LockRecord;
+use crate::store::request::HolderId;
 
 /// A handle to one named lock. Cheap to create and to clone; creating it validates the name
 /// and touches nothing else.
@@ -72,7 +73,7 @@ impl Lock {
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let options = LockOptions::default().with_expiry(Duration::from_secs(5));
+    /// let options = LockOptions::default().with_lease_duration(Duration::from_secs(5));
     /// let lock = manager.lock_with("reports", options.clone())?;
     /// assert_eq!(lock.options(), &options);
     /// # Ok(()) }
@@ -264,10 +265,9 @@ impl Lock {
         &self.runtime
     }
 
-    /// Test hook: makes this lock's actor panic.
-    #[cfg(feature = "test-hooks")]
-    #[doc(hidden)]
-    pub fn inject_actor_panic(&self) -> Result<(), LockError> {
+    /// Makes this lock's actor panic (see `testing::inject_actor_panic`).
+    #[cfg(feature = "testing")]
+    pub(crate) fn inject_actor_panic(&self) -> Result<(), LockError> {
         self.send(LockMsg::InjectPanic)
     }
 
@@ -290,7 +290,7 @@ impl Lock {
                 }
             }
         }
-        #[cfg(feature = "test-hooks")]
+        #[cfg(feature = "testing")]
         self.runtime
             .routed_by_supervisor
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -64,7 +64,7 @@ impl Hold {
         sent_at: Instant,
     ) -> Self {
         let deadline = sent_at + options.renew_deadline();
-        let next_renewal = sent_at + options.extension_cadence();
+        let next_renewal = sent_at + options.renew_interval();
         Self {
             lease,
             token,
@@ -115,8 +115,8 @@ impl Hold {
         self.is_valid_at(now)
             && !self.unconfirmed
             && self.token < self.reserved_until
-            && options.expiry() == self.options.expiry()
-            && options.extension_cadence() == self.options.extension_cadence()
+            && options.lease_duration() == self.options.lease_duration()
+            && options.renew_interval() == self.options.renew_interval()
             && options.renew_deadline() == self.options.renew_deadline()
     }
 
@@ -218,13 +218,13 @@ impl Hold {
         // A renewal our own timeout cut short went unanswered: that is a silent store, not a
         // failing one.
         self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-        let retry = (self.options.extension_cadence() / 4).max(Duration::from_millis(1));
+        let retry = (self.options.renew_interval() / 4).max(Duration::from_millis(1));
         self.next_renewal = (Instant::now() + retry).min(self.deadline);
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.
     pub(crate) fn next_renewal_after(&self, sent_at: Instant) -> Instant {
-        sent_at + self.options.extension_cadence()
+        sent_at + self.options.renew_interval()
     }
 
     /// Why the lock is lost if the deadline passes now.
@@ -248,7 +248,7 @@ impl Hold {
         // the lease can expire — the margin it is promised to stop in.
         let margin = self
             .options
-            .expiry()
+            .lease_duration()
             .saturating_sub(self.options.renew_deadline());
         LostHold {
             key: self.key(name),

@@ -163,10 +163,10 @@ impl LossSignal {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let guard = manager.lock("orders")?.acquire().await?;
-    /// assert_eq!(guard.loss_signal().current(), None);
+    /// assert_eq!(guard.loss_signal().loss(), None);
     /// # Ok(()) }
     /// ```
-    pub fn current(&self) -> Option<LossReason> {
+    pub fn loss(&self) -> Option<LossReason> {
         match &*self.receiver.borrow() {
             HoldStatus::Lost(reason) => Some(reason.clone()),
             HoldStatus::Released => None,

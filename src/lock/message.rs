@@ -34,7 +34,7 @@ pub(crate) enum LockMsg {
         reply: TryReply,
     },
     /// Test hook: make the actor panic, to check the supervisor isolates the failure.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(feature = "testing")]
     InjectPanic,
 
     // --- from guards and the supervisor ---
@@ -95,7 +95,7 @@ impl LockMsg {
     pub(crate) fn is_counted_request(&self) -> bool {
         match self {
             Self::Acquire { .. } | Self::TryAcquire { .. } => true,
-            #[cfg(feature = "test-hooks")]
+            #[cfg(feature = "testing")]
             Self::InjectPanic => true,
             _ => false,
         }

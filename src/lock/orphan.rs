@@ -32,7 +32,7 @@ pub(crate) async fn release_now(store: &dyn LockStore, key: &LeaseKey, timeout: 
 /// ten lease lengths, at least a minute — but bounded.
 pub(crate) fn late_answer_limit(options: &LockOptions) -> Duration {
     options
-        .expiry()
+        .lease_duration()
         .saturating_mul(10)
         .max(Duration::from_secs(60))
 }

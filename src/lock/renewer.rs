@@ -174,7 +174,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn renewals_due_close_together_align_on_one_instant() {
-        let renewer = Renewer::start(Arc::new(crate::store::MemoryStore::new()));
+        let renewer = Renewer::start(Arc::new(crate::store::memory::MemoryStore::new()));
         let cadence = Duration::from_secs(8);
         let start = Instant::now();
         let aligned: Vec<Instant> = (0..100)

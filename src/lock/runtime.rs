@@ -18,17 +18,18 @@ use super::timer::Timers;
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{HolderId, LockStore, ReleaseWaiters};
+use crate::store::request::HolderId;
+use crate::store::{LockStore, ReleaseWaiters};
 
 pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     /// How many of the lock actors' timers are pending, for the crate's tests (the count
     /// only: the timer service ends with the actors, not with the last handle).
-    #[cfg(feature = "test-hooks")]
+    #[cfg(feature = "testing")]
     pub(crate) pending_timers: Arc<std::sync::atomic::AtomicUsize>,
     /// Requests handles sent through the supervisor (not on a known route), for the
     /// crate's tests.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(feature = "testing")]
     pub(crate) routed_by_supervisor: AtomicU64,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
@@ -81,7 +82,7 @@ impl Runtime {
     ) -> Result<Arc<Self>, LockError> {
         let (release_waiters, demand) = ReleaseWaiters::new();
         let timers = Timers::start();
-        #[cfg(feature = "test-hooks")]
+        #[cfg(feature = "testing")]
         let pending_timers = timers.count();
         let (alive, supervisor_gone) = oneshot::channel();
         let args = SupervisorArgs {
@@ -110,9 +111,9 @@ impl Runtime {
         }
         Ok(Arc::new(Self {
             supervisor,
-            #[cfg(feature = "test-hooks")]
+            #[cfg(feature = "testing")]
             pending_timers,
-            #[cfg(feature = "test-hooks")]
+            #[cfg(feature = "testing")]
             routed_by_supervisor: AtomicU64::new(0),
             store,
             holder,

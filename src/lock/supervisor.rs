@@ -18,7 +18,8 @@ use super::renewer::Renewer;
 use super::route::{CachedRoute, Route, RouteGate};
 use super::timer::Timers;
 use crate::name::LockName;
-use crate::store::{HolderId, LockStore, ReleaseWaiters};
+use crate::store::request::HolderId;
+use crate::store::{LockStore, ReleaseWaiters};
 
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {

@@ -29,7 +29,7 @@ use metrics::Label;
 use crate::error::LossReason;
 use crate::name::LockName;
 
-pub use crate::options::LockNameLabel;
+use crate::options::LockNameLabel;
 
 #[cfg(feature = "prometheus")]
 pub use prometheus::{STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS, install_prometheus_exporter};

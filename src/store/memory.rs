@@ -6,13 +6,16 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::outcome::LockRecord;
+use super::request::HolderId;
 use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, HolderId,
-    LeaseId, LeaseKey, LockRecord, LockStore, ReleaseDemand, ReleaseOutcome, StoreError,
-    TOKENS_PER_GRANT, check_lease_length,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
+    LeaseKey, LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
+    check_lease_length,
 };
+use crate::error::StoreError;
 use crate::name::LockName;
-use crate::options::MAX_EXPIRY;
+use crate::options::MAX_LEASE_DURATION;
 
 /// How often the sweeper removes expired records unless configured otherwise.
 const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -93,9 +96,6 @@ impl MemoryState {
     }
 }
 
-/// How many release hints may wait unread per watcher before new ones are dropped.
-const RELEASE_FEED_CAPACITY: usize = 1024;
-
 /// Reserves the next block of tokens for one grant after `last_token` (the last reserved,
 /// moved to the block's last); returns the block's first token.
 fn reserve_tokens(last_token: &mut u64) -> u64 {
@@ -128,7 +128,7 @@ impl MemoryStore {
     }
 
     /// An empty store whose sweeper runs every `interval` (at least a millisecond, at most
-    /// [`MAX_EXPIRY`](crate::MAX_EXPIRY): a longer interval is that year).
+    /// [`MAX_LEASE_DURATION`](crate::MAX_LEASE_DURATION): a longer interval is that year).
     ///
     /// ```
     /// use std::time::Duration;
@@ -139,7 +139,7 @@ impl MemoryStore {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(MemoryState::default()),
-                sweep_interval: interval.clamp(Duration::from_millis(1), MAX_EXPIRY),
+                sweep_interval: interval.clamp(Duration::from_millis(1), MAX_LEASE_DURATION),
             }),
         }
     }

@@ -1,37 +1,43 @@
-//! The storage backend contract and its implementations.
+//! The storage backend contract: [`LockStore`] and the requests and answers that cross it.
 //!
-//! A [`LockStore`] is what the runtime needs from a database to run leases: one call each to
-//! try-acquire, extend, release and inspect, all owner-checked by [`LeaseId`] and all timed by
-//! the store's own clock so client clocks never matter. Like `deadpool`'s `Manager`, it is the
-//! one small trait a backend implements; the actors do everything else (waiting, backoff,
-//! renewal cadence, loss deadlines, metrics).
+//! A [`LockStore`] is what the runtime needs from a database to run leases, each call one
+//! round trip, owner-checked by [`LeaseId`] and timed by the store's own clock so client
+//! clocks never matter: four required calls (`try_acquire`, `extend`, `release`,
+//! `inspect`) and six with defaults (`prepare`, `extend_many` and its `max_extend_batch`,
+//! `hand_over`, `tokens_per_grant`, `watch_releases`). Like `deadpool`'s
+//! `Manager`, it is the one small trait a backend implements; the actors do everything else
+//! (waiting, backoff, renewal cadence, loss deadlines, timeouts, metrics).
 //!
-//! Implementations: [`MemoryStore`] (embedded, for tests and single-process use) and, with the
-//! `mongodb` feature, `MongoStore`.
+//! This module is for implementing a backend or calling one directly. The backends
+//! themselves are [`MemoryStore`](crate::MemoryStore) (embedded, for tests and
+//! single-process use) and, with the `mongodb` feature,
+//! [`MongoStore`](crate::MongoStore); what a store reports to users —
+//! [`LockRecord`](crate::LockRecord), [`HolderId`](crate::HolderId),
+//! [`StoreError`](crate::StoreError) — lives at the crate root.
 
-mod faulty;
-mod memory;
+pub(crate) mod memory;
 #[cfg(feature = "mongodb")]
-mod mongo;
-mod outcome;
+pub(crate) mod mongo;
+pub(crate) mod outcome;
 mod release_demand;
-mod request;
+pub(crate) mod request;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-pub use crate::error::{BackendCause, StoreError};
-pub use faulty::FaultyStore;
-pub use memory::MemoryStore;
-#[cfg(feature = "mongodb")]
-pub use mongo::{FencedCollection, FencedUpdate, MongoStore, MongoStoreBuilder};
-pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LockRecord, ReleaseOutcome};
+pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, ReleaseOutcome};
 pub use release_demand::ReleaseDemand;
 pub(crate) use release_demand::{ReleaseWaiters, WaitingForRelease};
 pub(crate) use request::check_lease_length;
-pub use request::{AcquireRequest, ExtendRequest, HolderId, LeaseId, LeaseKey};
+pub use request::{AcquireRequest, ExtendRequest, LeaseId, LeaseKey};
 
+use crate::error::StoreError;
 use crate::name::LockName;
+use outcome::LockRecord;
+
+/// How many release hints may wait unread in a store's release feed before new ones are
+/// dropped (a dropped hint costs a waiter one backoff interval, never safety).
+pub(crate) const RELEASE_FEED_CAPACITY: usize = 1024;
 
 /// How many consecutive fencing tokens each grant of the built-in stores reserves (see
 /// [`LockStore::tokens_per_grant`]): enough for a burst of local hand-overs, few enough that
@@ -50,7 +56,7 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   "now" minus `request.waited` (keeping the earliest); `release` reports how long that was
 ///   and `inspect` shows it (a new grant clears the mark).
 /// - Lock names are opaque values, never interpreted as keys, paths or query operators.
-/// - A lease length of zero or beyond [`MAX_EXPIRY`](crate::MAX_EXPIRY) is refused with
+/// - A lease length of zero or beyond [`MAX_LEASE_DURATION`](crate::MAX_LEASE_DURATION) is refused with
 ///   [`StoreError::Rejected`], and nothing is written.
 /// - A grant with token `t` reserves the tokens `t .. t + tokens_per_grant()`: the next grant
 ///   of that name returns a token of at least `t + tokens_per_grant()`; the record
@@ -61,7 +67,8 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// no timeouts of their own.
 ///
 /// ```
-/// use mongolock::store::{AcquireOutcome, AcquireRequest, HolderId, LeaseId, LockStore};
+/// use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+/// use mongolock::HolderId;
 /// use mongolock::{LockName, MemoryStore};
 /// use std::time::Duration;
 ///
@@ -115,7 +122,7 @@ pub trait LockStore: Send + Sync + 'static {
     /// the most leases that write should carry.
     ///
     /// ```
-    /// use mongolock::{LockStore, MemoryStore};
+    /// use mongolock::{store::LockStore, MemoryStore};
     /// assert!(MemoryStore::new().max_extend_batch() > 1);
     /// ```
     fn max_extend_batch(&self) -> usize {
@@ -159,7 +166,7 @@ pub trait LockStore: Send + Sync + 'static {
     /// 1, reserves nothing: every hand-over then goes through [`hand_over`](Self::hand_over).
     ///
     /// ```
-    /// use mongolock::{LockStore, MemoryStore};
+    /// use mongolock::{store::LockStore, MemoryStore};
     /// assert!(MemoryStore::new().tokens_per_grant() > 1);
     /// ```
     fn tokens_per_grant(&self) -> u64 {
@@ -184,7 +191,7 @@ pub trait LockStore: Send + Sync + 'static {
 /// A shared store is a store: lets one code path hold any backend as `Arc<dyn LockStore>`.
 ///
 /// ```
-/// use mongolock::{LockManager, LockOptions, LockStore, MemoryStore};
+/// use mongolock::{LockManager, LockOptions, store::LockStore, MemoryStore};
 /// use std::sync::Arc;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use super::HolderId;
+use super::request::HolderId;
 
 /// The answer to an acquisition attempt.
 ///
@@ -94,7 +94,7 @@ pub enum ReleaseOutcome {
 /// What a store knows about one lock, for inspection (dashboards, the CLI, "who holds this?").
 ///
 /// ```
-/// use mongolock::store::LockRecord;
+/// use mongolock::LockRecord;
 /// let record = LockRecord::free(3);
 /// assert!(!record.is_held());
 /// ```
@@ -119,7 +119,7 @@ impl LockRecord {
     /// A free lock whose last token was `token`.
     ///
     /// ```
-    /// let record = mongolock::store::LockRecord::free(3);
+    /// let record = mongolock::LockRecord::free(3);
     /// assert_eq!((record.holder, record.token, record.expires_in), (None, 3, None));
     /// ```
     pub fn free(token: u64) -> Self {
@@ -134,7 +134,8 @@ impl LockRecord {
     /// A lock held by `holder` under `token`, with `expires_in` left on the lease.
     ///
     /// ```
-    /// use mongolock::store::{HolderId, LockRecord};
+    /// use mongolock::HolderId;
+    /// use mongolock::LockRecord;
     /// use std::time::Duration;
     /// let record = LockRecord::held(HolderId::from_string("web1".into()), 7, Duration::from_secs(3))
     ///     .with_contended_for(Duration::from_secs(1));
@@ -153,7 +154,7 @@ impl LockRecord {
     /// Sets how long other managers have been trying to take the held lock.
     ///
     /// ```
-    /// use mongolock::store::LockRecord;
+    /// use mongolock::LockRecord;
     /// use std::time::Duration;
     /// let record = LockRecord::free(1).with_contended_for(Duration::from_secs(1));
     /// assert_eq!(record.contended_for, Some(Duration::from_secs(1)));

@@ -5,16 +5,16 @@ use uuid::Uuid;
 
 use crate::error::StoreError;
 use crate::name::LockName;
-use crate::options::MAX_EXPIRY;
+use crate::options::MAX_LEASE_DURATION;
 
-/// Refuses a lease length no lease can have — zero, or beyond [`MAX_EXPIRY`] — before a
+/// Refuses a lease length no lease can have — zero, or beyond [`MAX_LEASE_DURATION`] — before a
 /// store writes anything: the runtime never asks for one (its options are validated), but
 /// the store API is public.
 pub(crate) fn check_lease_length(expiry: Duration) -> Result<(), StoreError> {
-    if expiry.is_zero() || expiry > MAX_EXPIRY {
+    if expiry.is_zero() || expiry > MAX_LEASE_DURATION {
         return Err(StoreError::Rejected {
             message: format!(
-                "a lease of {expiry:?} cannot be granted: it must be longer than zero and at most {MAX_EXPIRY:?}"
+                "a lease of {expiry:?} cannot be granted: it must be longer than zero and at most {MAX_LEASE_DURATION:?}"
             ),
             source: None,
         });
@@ -67,7 +67,7 @@ impl fmt::Display for LeaseId {
 /// (`host:pid:random`), shown by inspection so operators can tell which process holds what.
 ///
 /// ```
-/// use mongolock::store::HolderId;
+/// use mongolock::HolderId;
 /// let id = HolderId::generate();
 /// let host = hostname::get()?; // what `hostname` prints
 /// let expected = format!("{}:{}:", host.to_string_lossy(), std::process::id());
@@ -114,7 +114,8 @@ impl fmt::Display for HolderId {
 /// free or expired, recording `lease` and `holder`.
 ///
 /// ```
-/// use mongolock::store::{AcquireRequest, HolderId, LeaseId};
+/// use mongolock::store::{AcquireRequest, LeaseId};
+/// use mongolock::HolderId;
 /// use mongolock::LockName;
 /// use std::time::Duration;
 ///
@@ -149,7 +150,8 @@ impl AcquireRequest {
     /// A first attempt (`waited` zero).
     ///
     /// ```
-    /// use mongolock::store::{AcquireRequest, HolderId, LeaseId};
+    /// use mongolock::store::{AcquireRequest, LeaseId};
+    /// use mongolock::HolderId;
     /// use mongolock::LockName;
     /// use std::time::Duration;
     ///
@@ -170,7 +172,8 @@ impl AcquireRequest {
     /// Sets how long this manager has already been trying.
     ///
     /// ```
-    /// use mongolock::store::{AcquireRequest, HolderId, LeaseId};
+    /// use mongolock::store::{AcquireRequest, LeaseId};
+    /// use mongolock::HolderId;
     /// use mongolock::LockName;
     /// use std::time::Duration;
     ///

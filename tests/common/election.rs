@@ -10,7 +10,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::{Instant, sleep, timeout};
 
 use super::{Backend, SLACK, fast_options};
-use mongolock::store::FaultyStore;
+use mongolock::testing::FaultyStore;
 
 pub(crate) fn fast_election() -> ElectionOptions {
     ElectionOptions::default()
@@ -175,7 +175,7 @@ pub(crate) async fn election_observers_see_leader_changes<B: Backend>(backend: &
     let mut seen = observer.subscribe();
     assert!(observer.leader().await.unwrap().is_none());
     a.campaign().await.unwrap();
-    let leader_is = |who: mongolock::store::HolderId| {
+    let leader_is = |who: mongolock::HolderId| {
         move |e: &ElectionEvent| match e {
             ElectionEvent::LeaderChanged { leader: Some(l) } if l.holder == who => Some(l.token),
             _ => None,
@@ -268,17 +268,14 @@ pub(crate) async fn failing_leader_reports_unhealthy<B: Backend>(backend: &B) {
     sleep(Duration::from_millis(700)).await; // renewals keep succeeding
     assert!(matches!(
         election.health(tolerance).await.unwrap(),
-        mongolock::election::ElectionHealth::Leading { .. }
+        mongolock::ElectionHealth::Leading { .. }
     ));
     faulty.fail();
     // One retry period (300 ms) plus the tolerance without a confirmed renewal.
     sleep(Duration::from_millis(450)).await;
     let health = election.health(tolerance).await.unwrap();
     assert!(
-        matches!(
-            health,
-            mongolock::election::ElectionHealth::Unhealthy { .. }
-        ),
+        matches!(health, mongolock::ElectionHealth::Unhealthy { .. }),
         "{health:?}"
     );
     faulty.heal();

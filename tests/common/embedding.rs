@@ -71,7 +71,7 @@ pub(crate) async fn loss_is_notified_to_an_actor<B: Backend>(backend: &B) {
     backend
         .delete_record(&store, &LockName::new("notified").unwrap())
         .await;
-    let bound = fast_options().extension_cadence() + SLACK;
+    let bound = fast_options().renew_interval() + SLACK;
     assert!(matches!(
         next(&mut rx, bound).await,
         Recorded::Loss(LossReason::Superseded)

@@ -8,8 +8,8 @@ use mongolock::LossReason;
 use tokio::time::{Instant, sleep, timeout};
 
 use super::{Backend, SLACK, fast_options};
-use mongolock::store::FaultyStore;
-use mongolock::{LockManager, LockStore};
+use mongolock::testing::FaultyStore;
+use mongolock::{LockManager, store::LockStore};
 
 async fn start(store: impl LockStore) -> LockManager {
     match LockManager::start(store, fast_options()).await {
@@ -30,15 +30,15 @@ pub(crate) async fn loss_margin_holds_when_the_store_recovers_before_the_deadlin
     let a = start(faulty.clone()).await;
     let b = start(backend.peer(&store).await).await;
     let options = fast_options();
-    let margin = options.expiry() - options.renew_deadline();
+    let margin = options.lease_duration() - options.renew_deadline();
     let kept = a.lock("margin-kept").unwrap().acquire().await.unwrap();
     let dropped = a.lock("margin-dropped").unwrap().acquire().await.unwrap();
     let acquired = Instant::now();
 
     // The first renewal (one cadence in) hangs; the store answers again before the deadline.
-    sleep(options.extension_cadence() / 2).await;
+    sleep(options.renew_interval() / 2).await;
     faulty.hang();
-    sleep(options.renew_deadline() - options.extension_cadence()).await;
+    sleep(options.renew_deadline() - options.renew_interval()).await;
     faulty.heal();
 
     let contender = |name: &'static str| {
@@ -57,7 +57,7 @@ pub(crate) async fn loss_margin_holds_when_the_store_recovers_before_the_deadlin
     assert_eq!(reason, LossReason::DeadlineExceeded);
     let told = Instant::now();
     assert!(
-        told - acquired < options.expiry(),
+        told - acquired < options.lease_duration(),
         "told after the lease could expire"
     );
 

@@ -11,7 +11,7 @@ pub(crate) mod scenarios;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mongolock::{LockName, LockOptions, LockStore};
+use mongolock::{LockName, LockOptions, store::LockStore};
 
 /// What a scenario needs from a storage backend beyond the [`LockStore`] trait.
 #[async_trait]
@@ -34,10 +34,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
 /// Short timings so the real-time (MongoDB) run stays quick; under paused time they are free.
 pub(crate) fn fast_options() -> LockOptions {
     LockOptions::default()
-        .with_expiry(Duration::from_millis(1500))
-        .with_extension_cadence(Duration::from_millis(300))
+        .with_lease_duration(Duration::from_millis(1500))
+        .with_renew_interval(Duration::from_millis(300))
         .with_renew_deadline(Duration::from_millis(900))
-        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(25))
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(25))
 }
 
 /// Slack allowed on time bounds for scheduling and a store round trip.

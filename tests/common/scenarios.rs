@@ -11,10 +11,10 @@ use mongolock::{LockError, LockGuard, LockManager, LockName, LockOptions, LossRe
 use tokio::time::{Instant, sleep, timeout};
 
 use super::{Backend, SLACK, fast_options};
-use mongolock::LockStore;
-use mongolock::store::FaultyStore;
+use mongolock::store::LockStore;
+use mongolock::testing::FaultyStore;
 
-async fn start(store: impl mongolock::LockStore) -> LockManager {
+async fn start(store: impl mongolock::store::LockStore) -> LockManager {
     match LockManager::start(store, fast_options()).await {
         Ok(manager) => manager,
         Err(error) => panic!("starting a manager failed: {error}"),
@@ -64,7 +64,7 @@ async fn acquired_within(
 
 /// Acquires a lock whose holder went silent: it frees up once the lease expires.
 async fn take_over(manager: &LockManager, name: &str) -> LockGuard {
-    let within = fast_options().expiry() * 3;
+    let within = fast_options().lease_duration() * 3;
     match manager.lock(name).unwrap().acquire_timeout(within).await {
         Ok(guard) => guard,
         Err(error) => panic!("{name}: the expired lock was not taken over: {error}"),
@@ -423,7 +423,7 @@ pub(crate) async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
 pub(crate) async fn extension_keeps_the_lock_past_expiry<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let guard = a.lock("long").unwrap().acquire().await.unwrap();
-    let expiry = fast_options().expiry();
+    let expiry = fast_options().lease_duration();
     let until = Instant::now() + expiry * 2 + expiry / 2;
     while Instant::now() < until {
         assert!(
@@ -458,7 +458,7 @@ pub(crate) async fn external_takeover_is_reported_within_one_cadence<B: Backend>
         thief.token() > guard.token(),
         "token after deletion must still increase"
     );
-    let bound = fast_options().extension_cadence() + SLACK;
+    let bound = fast_options().renew_interval() + SLACK;
     let reason = timeout(bound, guard.lost())
         .await
         .unwrap_or_else(|_| panic!("no loss signal within {bound:?}"));
@@ -485,13 +485,13 @@ pub(crate) async fn hung_store_is_reported_by_local_deadline<B: Backend>(backend
     let sent = Instant::now();
     let guard = holder.lock("hang").unwrap().acquire().await.unwrap();
     faulty.hang();
-    let reason = timeout(options.expiry(), guard.lost()).await;
+    let reason = timeout(options.lease_duration(), guard.lost()).await;
     let reason = reason.unwrap_or_else(|_| panic!("no loss before the lease expiry"));
     assert_eq!(reason, LossReason::DeadlineExceeded);
     let elapsed = sent.elapsed();
     assert!(
         elapsed >= options.renew_deadline() - Duration::from_millis(50)
-            && elapsed < options.expiry(),
+            && elapsed < options.lease_duration(),
         "loss after {elapsed:?}"
     );
 }
@@ -500,7 +500,7 @@ pub(crate) async fn failing_store_is_reported_as_store_errors<B: Backend>(backen
     let (holder, faulty, _peer, _) = faulty_and_peer(backend).await;
     let guard = holder.lock("errors").unwrap().acquire().await.unwrap();
     faulty.fail();
-    let reason = timeout(fast_options().expiry(), guard.lost())
+    let reason = timeout(fast_options().lease_duration(), guard.lost())
         .await
         .expect("loss before expiry");
     assert!(
@@ -512,7 +512,7 @@ pub(crate) async fn failing_store_is_reported_as_store_errors<B: Backend>(backen
     let again = holder
         .lock("errors")
         .unwrap()
-        .acquire_timeout(fast_options().expiry() * 2)
+        .acquire_timeout(fast_options().lease_duration() * 2)
         .await
         .unwrap();
     assert!(again.token() > guard.token());
@@ -576,7 +576,7 @@ pub(crate) async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
     let g4 = b
         .lock("fenced")
         .unwrap()
-        .acquire_timeout(fast_options().expiry())
+        .acquire_timeout(fast_options().lease_duration())
         .await
         .unwrap();
     tokens.push(g4.token());
@@ -625,7 +625,7 @@ pub(crate) async fn shutdown_releases_everything<B: Backend>(backend: &B) {
         );
     }
     // …or until the loss margin has passed, as if the lease had expired.
-    let margin = fast_options().expiry() - fast_options().renew_deadline();
+    let margin = fast_options().lease_duration() - fast_options().renew_deadline();
     assert!(
         acquired_within(&b, "s1", margin + SLACK).await.is_some(),
         "s1 still held after the loss margin"
@@ -665,7 +665,7 @@ pub(crate) async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) 
         0,
         "bad input must not create anything"
     );
-    let zero = LockOptions::default().with_expiry(Duration::ZERO);
+    let zero = LockOptions::default().with_lease_duration(Duration::ZERO);
     assert!(matches!(
         LockManager::start(store, zero).await,
         Err(LockError::InvalidOptions(_))
@@ -724,13 +724,13 @@ pub(crate) async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
         async move { doomed.acquire().await }
     });
     sleep(Duration::from_millis(20)).await;
-    doomed.inject_actor_panic().unwrap();
+    mongolock::testing::inject_actor_panic(&doomed).unwrap();
     let result = timeout(Duration::from_secs(1), waiter)
         .await
         .expect("waiter hung after the actor panicked");
     assert!(matches!(result.unwrap(), Err(LockError::ActorFailed(_))));
     // Other locks keep renewing past their expiry.
-    sleep(fast_options().expiry() * 2).await;
+    sleep(fast_options().lease_duration() * 2).await;
     assert_eq!(kept.loss(), None);
     assert!(
         b.lock("kept")
@@ -748,8 +748,12 @@ pub(crate) async fn panicking_lock_actor_is_isolated<B: Backend>(backend: &B) {
 
 pub(crate) async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
-    let options = fast_options().with_idle_actor_timeout(Duration::from_millis(200));
-    let manager = LockManager::start(store, options).await.unwrap();
+    let manager = LockManager::builder(store)
+        .with_default_lock_options(fast_options())
+        .with_idle_actor_timeout(Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
     for i in 0..20 {
         manager
             .lock(format!("idle-{i}"))

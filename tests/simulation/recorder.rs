@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use mongolock::LockRecord;
 use mongolock::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
-    LeaseKey, LockRecord, ReleaseDemand, ReleaseOutcome,
+    LeaseKey, ReleaseDemand, ReleaseOutcome,
 };
-use mongolock::{LockName, LockStore, StoreError};
+use mongolock::{LockName, StoreError, store::LockStore};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -9,9 +9,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::FutureExt;
-use mongolock::store::{AcquireOutcome, AcquireRequest, FaultyStore, HolderId, LeaseId, LeaseKey};
+use mongolock::HolderId;
+use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey};
+use mongolock::testing::FaultyStore;
 use mongolock::{
-    Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, LockStore, MemoryStore,
+    Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, MemoryStore,
+    store::LockStore,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::rngs::StdRng;
@@ -40,11 +43,10 @@ const MAX_STALL: Duration = Duration::from_millis(2_000);
 
 fn options() -> LockOptions {
     LockOptions::default()
-        .with_expiry(Duration::from_millis(1_500))
-        .with_extension_cadence(Duration::from_millis(300))
+        .with_lease_duration(Duration::from_millis(1_500))
+        .with_renew_interval(Duration::from_millis(300))
         .with_renew_deadline(Duration::from_millis(900))
-        .with_busy_wait(Duration::from_millis(5), Duration::from_millis(50))
-        .with_idle_actor_timeout(Duration::from_secs(2))
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(50))
 }
 
 fn election_options() -> ElectionOptions {
@@ -130,7 +132,7 @@ impl World {
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let options = options();
         let timings = Timings {
-            expiry: options.expiry(),
+            expiry: options.lease_duration(),
             renew_deadline: options.renew_deadline(),
             max_stall: MAX_STALL,
             block: MemoryStore::new().tokens_per_grant(),
@@ -165,7 +167,13 @@ impl World {
         let recorded = Recorder::new(faulty.clone(), id, self.ledger.clone());
         let holder = HolderId::from_string(format!("manager-{id}"));
         self.holders.insert(holder.as_str().to_owned(), Some(id));
-        let manager = match LockManager::start_with_holder(recorded, options(), holder).await {
+        let started = LockManager::builder(recorded)
+            .with_default_lock_options(options())
+            .with_holder_id(holder)
+            .with_idle_actor_timeout(Duration::from_secs(2))
+            .start()
+            .await;
+        let manager = match started {
             Ok(manager) => manager,
             Err(error) => panic!("a manager did not start: {error}"),
         };
@@ -563,7 +571,7 @@ impl World {
         };
         let name = self.name();
         if let Ok(lock) = self.managers[manager].manager.lock(name)
-            && lock.inject_actor_panic().is_ok()
+            && mongolock::testing::inject_actor_panic(&lock).is_ok()
         {
             let mut history = self.history();
             history.note(format!("manager {manager}'s actor for {name} panics"));
@@ -656,7 +664,7 @@ impl World {
                     first - since
                 ));
             }
-            let timers = self.managers[manager].manager.pending_timers();
+            let timers = mongolock::testing::pending_timers(&self.managers[manager].manager);
             if timers > 0 {
                 self.history().violation(format!(
                     "manager {manager} keeps {timers} timers after its shutdown"

@@ -6,9 +6,9 @@ use std::time::Duration;
 use mongodb::bson::{Bson, Document, Uuid};
 
 use crate::error::StoreError;
-use crate::store::{
-    AcquireOutcome, HandOverOutcome, HolderId, LeaseId, LockRecord, ReleaseOutcome,
-};
+use crate::store::outcome::LockRecord;
+use crate::store::request::HolderId;
+use crate::store::{AcquireOutcome, HandOverOutcome, LeaseId, ReleaseOutcome};
 
 /// `_id`: the lock name, a BSON string.
 pub(super) const ID: &str = "_id";

@@ -34,7 +34,7 @@ pub(super) fn server_code(error: &Error) -> Option<i32> {
     }
 }
 
-pub(super) fn is_duplicate_key(error: &Error) -> bool {
+pub(crate) fn is_duplicate_key(error: &Error) -> bool {
     server_code(error) == Some(DUPLICATE_KEY)
 }
 
@@ -70,7 +70,7 @@ pub(super) fn is_permanent(error: &Error) -> bool {
 }
 
 /// The store error for a failed `operation`, classified, keeping `error` as its source.
-pub(super) fn backend(operation: &str, error: Error) -> StoreError {
+pub(crate) fn backend(operation: &str, error: Error) -> StoreError {
     let message = format!("MongoDB {operation} failed");
     if is_permanent(&error) {
         StoreError::rejected_caused_by(message, error)

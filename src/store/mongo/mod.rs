@@ -32,8 +32,7 @@
 
 mod builder;
 mod document;
-mod errors;
-mod fence;
+pub(crate) mod errors;
 mod pipeline;
 mod release_feed;
 mod server_version;
@@ -45,17 +44,15 @@ use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 pub use builder::MongoStoreBuilder;
-pub use fence::{FencedCollection, FencedUpdate};
 
+use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
-    LockRecord, LockStore, ReleaseDemand, ReleaseOutcome, StoreError, TOKENS_PER_GRANT,
+    LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
     check_lease_length,
 };
+use crate::error::StoreError;
 use crate::name::LockName;
-
-/// How many release hints may wait unread before new ones are dropped (hints only).
-const RELEASE_FEED_CAPACITY: usize = 1024;
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
 /// server serves each from the `_id` index, and one command stays far below the 16 MiB

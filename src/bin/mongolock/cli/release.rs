@@ -1,8 +1,8 @@
 //! `mongolock release --force NAME`: frees a lock whose holder is stuck, out of band (like
 //! Redisson's `forceUnlock` or `consul kv delete` on a lock key), and says whose it was.
 
-use mongolock::store::LockRecord;
-use mongolock::{LockName, LockStore};
+use mongolock::LockRecord;
+use mongolock::{LockName, store::LockStore};
 
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};

@@ -22,14 +22,18 @@ pub(super) async fn run(
 ) -> Result<u8, CliError> {
     // Everything that can be checked without a server is checked first.
     let name = LockName::new(&args.lock).map_err(|error| CliError::Usage(error.to_string()))?;
-    let options = LockOptions::default().with_expiry(args.held.lease);
+    let options = LockOptions::default().with_lease_duration(args.held.lease);
     options.validate().map_err(|error| {
         CliError::Usage(format!(
             "--lease {}: {error}",
             duration::show(args.held.lease)
         ))
     })?;
-    let grace = super::grace_within(args.held.grace, options.expiry(), options.renew_deadline())?;
+    let grace = super::grace_within(
+        args.held.grace,
+        options.lease_duration(),
+        options.renew_deadline(),
+    )?;
     let connection = super::connect(&args.connection, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {

@@ -14,7 +14,7 @@ use super::connect::Connection;
 use super::progress::Progress;
 use super::signals::Signals;
 use super::{CliError, StatusArgs, duration};
-use mongolock::store::LockRecord;
+use mongolock::LockRecord;
 
 /// Runs `mongolock status`. Read-only: unlike `run` and `elect` it neither checks the server
 /// version nor creates the TTL index.
@@ -65,7 +65,7 @@ impl Snapshot {
                 json!({
                     "name": name,
                     "state": if record.is_held() { "held" } else { "free" },
-                    "holder": record.holder.as_ref().map(mongolock::store::HolderId::as_str),
+                    "holder": record.holder.as_ref().map(mongolock::HolderId::as_str),
                     "token": record.token,
                     "expires_in_ms": millis(record.expires_in),
                     "contended_for_ms": millis(record.contended_for),
@@ -281,7 +281,7 @@ fn printable(text: &str) -> String {
 mod tests {
     use super::*;
 
-    use mongolock::store::HolderId;
+    use mongolock::HolderId;
 
     #[test]
     fn names_cannot_break_the_table() {

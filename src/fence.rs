@@ -16,8 +16,8 @@ use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::UpdateModifications;
 use mongodb::results::UpdateResult;
 
-use super::errors;
 use crate::error::{LockError, StoreError};
+use crate::store::mongo::errors;
 
 /// How many times a fenced upsert is tried when it races another writer creating the same
 /// document (the loser's insert fails with a duplicate key and is retried as an update).
@@ -49,7 +49,7 @@ const UPSERT_ATTEMPTS: usize = 3;
 ///
 /// ```no_run
 /// use mongodb::bson::{Document, doc};
-/// use mongolock::store::FencedCollection;
+/// use mongolock::fence::FencedCollection;
 /// use mongolock::{LockError, LockManager, LockOptions, MongoStore};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -84,7 +84,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     ///
     /// ```
     /// # use mongodb::bson::Document;
-    /// assert_eq!(mongolock::store::FencedCollection::<Document>::DEFAULT_TOKEN_FIELD, "fencingToken");
+    /// assert_eq!(mongolock::fence::FencedCollection::<Document>::DEFAULT_TOKEN_FIELD, "fencingToken");
     /// ```
     pub const DEFAULT_TOKEN_FIELD: &str = "fencingToken";
 
@@ -93,7 +93,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let orders = mongolock::store::FencedCollection::new(db.collection::<mongodb::bson::Document>("orders"));
+    /// let orders = mongolock::fence::FencedCollection::new(db.collection::<mongodb::bson::Document>("orders"));
     /// assert_eq!(orders.token_field(), "fencingToken");
     /// # Ok(()) }
     /// ```
@@ -118,7 +118,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// use mongolock::store::FencedCollection;
+    /// use mongolock::fence::FencedCollection;
     /// let orders = FencedCollection::new(db.collection::<mongodb::bson::Document>("orders"))
     ///     .with_token_field("fence.billing")?;
     /// assert!(FencedCollection::new(db.collection::<mongodb::bson::Document>("orders"))
@@ -138,7 +138,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let orders = mongolock::store::FencedCollection::new(db.collection::<mongodb::bson::Document>("orders"));
+    /// let orders = mongolock::fence::FencedCollection::new(db.collection::<mongodb::bson::Document>("orders"));
     /// println!("tokens live in {}", orders.token_field());
     /// # Ok(()) }
     /// ```
@@ -152,7 +152,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
     /// use mongodb::bson::{Document, doc};
-    /// let orders = mongolock::store::FencedCollection::new(db.collection::<Document>("orders"));
+    /// let orders = mongolock::fence::FencedCollection::new(db.collection::<Document>("orders"));
     /// let order = orders.collection().find_one(doc! { "_id": 1 }).await?;
     /// # Ok(()) }
     /// ```
@@ -176,7 +176,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// # async fn run(guard: mongolock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
     /// use mongodb::bson::{Document, doc};
-    /// let stock = mongolock::store::FencedCollection::new(db.collection::<Document>("stock"));
+    /// let stock = mongolock::fence::FencedCollection::new(db.collection::<Document>("stock"));
     /// stock
     ///     .update_one(guard.token(), doc! { "_id": "sku-1" }, doc! { "$inc": { "reserved": 1 } })
     ///     .upsert(true)
@@ -214,7 +214,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// #[derive(serde::Serialize, serde::Deserialize)]
     /// struct Report { _id: String, rows: u32 }
     ///
-    /// let reports = mongolock::store::FencedCollection::new(db.collection::<Report>("reports"));
+    /// let reports = mongolock::fence::FencedCollection::new(db.collection::<Report>("reports"));
     /// let report = Report { _id: "nightly".into(), rows: 120 };
     /// reports.replace_one(guard.token(), doc! { "_id": "nightly" }, &report).upsert(true).await?;
     /// # Ok(()) }
@@ -253,7 +253,7 @@ impl<T: Send + Sync> FencedCollection<T> {
     /// # async fn run(guard: mongolock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
     /// use mongodb::bson::{Document, doc};
-    /// let jobs = mongolock::store::FencedCollection::new(db.collection::<Document>("jobs"));
+    /// let jobs = mongolock::fence::FencedCollection::new(db.collection::<Document>("jobs"));
     /// jobs.claim(guard.token(), doc! { "_id": "nightly" }).upsert(true).await?;
     /// # Ok(()) }
     /// ```
@@ -306,7 +306,7 @@ enum Change {
 /// # async fn run(guard: mongolock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
 /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
 /// use mongodb::bson::{Document, doc};
-/// let jobs = mongolock::store::FencedCollection::new(db.collection::<Document>("jobs"));
+/// let jobs = mongolock::fence::FencedCollection::new(db.collection::<Document>("jobs"));
 /// let write = jobs.update_one(guard.token(), doc! { "_id": "nightly" }, doc! { "$set": { "done": true } });
 /// let result = write.upsert(true).await?;
 /// # Ok(()) }
@@ -331,7 +331,7 @@ impl FencedUpdate<'_> {
     /// # async fn run(guard: mongolock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
     /// use mongodb::bson::{Document, doc};
-    /// let jobs = mongolock::store::FencedCollection::new(db.collection::<Document>("jobs"));
+    /// let jobs = mongolock::fence::FencedCollection::new(db.collection::<Document>("jobs"));
     /// jobs.update_one(guard.token(), doc! { "_id": 1 }, doc! { "$set": { "x": 1 } }).upsert(true).await?;
     /// # Ok(()) }
     /// ```

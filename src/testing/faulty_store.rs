@@ -5,11 +5,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
-    LockRecord, LockStore, ReleaseOutcome, StoreError,
-};
+use crate::error::StoreError;
 use crate::name::LockName;
+use crate::store::outcome::LockRecord;
+use crate::store::{
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
+    LockStore, ReleaseDemand, ReleaseOutcome,
+};
 
 const PASS: u8 = 0;
 const HANG: u8 = 1;
@@ -25,13 +27,13 @@ const STALL: u8 = 3;
 /// Clones share the switch. With the switch at "pass" it adds nothing but a counter.
 ///
 /// ```
-/// use mongolock::store::FaultyStore;
+/// use mongolock::testing::FaultyStore;
 /// use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), mongolock::LockError> {
 /// let store = FaultyStore::new(MemoryStore::new());
-/// let options = LockOptions::default().with_expiry(Duration::from_secs(3));
+/// let options = LockOptions::default().with_lease_duration(Duration::from_secs(3));
 /// let manager = LockManager::start(store.clone(), options).await?;
 /// let guard = manager.lock("orders")?.acquire().await?;
 /// store.hang(); // the database stops answering
@@ -52,7 +54,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// Wraps `inner`, passing calls through.
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// assert_eq!(store.acquire_calls(), 0);
     /// ```
     pub fn new(inner: S) -> Self {
@@ -69,7 +71,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// From now on every call waits forever (the runtime's timeouts end them).
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// store.hang();
     /// ```
     pub fn hang(&self) {
@@ -79,7 +81,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// From now on every call fails at once with [`StoreError::Backend`].
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// store.fail();
     /// ```
     pub fn fail(&self) {
@@ -92,7 +94,7 @@ impl<S: LockStore> FaultyStore<S> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// store.stall(Duration::from_secs(2));
     /// ```
     pub fn stall(&self, delay: Duration) {
@@ -104,7 +106,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// Back to passing calls through.
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// store.fail();
     /// store.heal();
     /// ```
@@ -115,7 +117,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// How many acquisition attempts reached this wrapper.
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// assert_eq!(store.acquire_calls(), 0);
     /// ```
     pub fn acquire_calls(&self) -> u64 {
@@ -125,7 +127,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// How many hand-overs ([`LockStore::hand_over`]) reached this wrapper.
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// assert_eq!(store.hand_over_calls(), 0);
     /// ```
     pub fn hand_over_calls(&self) -> u64 {
@@ -135,7 +137,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// How many calls of any kind reached this wrapper.
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// assert_eq!(store.calls(), 0);
     /// ```
     pub fn calls(&self) -> u64 {
@@ -145,7 +147,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// The wrapped store.
     ///
     /// ```
-    /// let store = mongolock::store::FaultyStore::new(mongolock::MemoryStore::new());
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
     /// assert!(store.inner().is_empty());
     /// ```
     pub fn inner(&self) -> &S {
@@ -244,7 +246,7 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
 
     async fn watch_releases(
         &self,
-        demand: super::ReleaseDemand,
+        demand: ReleaseDemand,
     ) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
         self.inner.watch_releases(demand).await
     }

@@ -1,5 +1,7 @@
 //! [`LockManager`]: the top of the crate — it starts the runtime and hands out locks and
-//! elections.
+//! elections — and [`LockManagerBuilder`], its settings.
+
+mod builder;
 
 use std::sync::Arc;
 
@@ -8,7 +10,10 @@ use crate::error::LockError;
 use crate::lock::{Lock, Runtime};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{HolderId, LockStore};
+use crate::store::LockStore;
+use crate::store::request::HolderId;
+
+pub use builder::LockManagerBuilder;
 
 /// The entry point: starts the runtime (a supervisor actor owning the store) and hands out
 /// [`Lock`] handles.
@@ -34,8 +39,10 @@ pub struct LockManager {
 }
 
 impl LockManager {
-    /// Validates `defaults`, prepares the store (server checks, indexes, housekeeping) and
-    /// starts the supervisor. Must be called inside a Tokio runtime.
+    /// Starts a manager with `defaults` as its default lock options and every manager
+    /// setting at its default: the shortcut for
+    /// `LockManager::builder(store).with_default_lock_options(defaults).start()` (see
+    /// [`LockManagerBuilder`]).
     ///
     /// # Errors
     ///
@@ -53,38 +60,28 @@ impl LockManager {
     /// # }
     /// ```
     pub async fn start(store: impl LockStore, defaults: LockOptions) -> Result<Self, LockError> {
-        Self::start_with_holder(store, defaults, HolderId::generate()).await
+        Self::builder(store)
+            .with_default_lock_options(defaults)
+            .start()
+            .await
     }
 
-    /// Like [`start`](Self::start), with an explicit identity shown to operators
-    /// (default: `host:pid:random`). Identities must be unique among live managers.
-    ///
-    /// # Errors
-    ///
-    /// As [`start`](Self::start).
+    /// A builder for a manager with settings of its own (identity, idle actor timeout,
+    /// default lock options).
     ///
     /// ```
-    /// use mongolock::{store::HolderId, LockManager, LockOptions, MemoryStore};
+    /// use mongolock::{LockManager, MemoryStore};
+    /// use std::time::Duration;
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// let id = HolderId::from_string("billing-worker-1".into());
-    /// let manager = LockManager::start_with_holder(MemoryStore::new(), LockOptions::default(), id).await?;
-    /// assert_eq!(manager.holder_id().as_str(), "billing-worker-1");
+    /// let manager = LockManager::builder(MemoryStore::new())
+    ///     .with_idle_actor_timeout(Duration::from_secs(5))
+    ///     .start()
+    ///     .await?;
     /// # Ok(()) }
     /// ```
-    pub async fn start_with_holder(
-        store: impl LockStore,
-        defaults: LockOptions,
-        holder: HolderId,
-    ) -> Result<Self, LockError> {
-        defaults.validate()?;
-        store.prepare().await?;
-        let runtime =
-            Runtime::start(Arc::new(store), holder, defaults.idle_actor_timeout()).await?;
-        Ok(Self {
-            runtime,
-            defaults: Arc::new(defaults),
-        })
+    pub fn builder(store: impl LockStore) -> LockManagerBuilder {
+        LockManagerBuilder::new(Arc::new(store))
     }
 
     /// A handle to the lock `name` with the manager's default options. Validates the name
@@ -113,8 +110,7 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input, including
-    /// an [`idle_actor_timeout`](LockOptions::idle_actor_timeout) other than the manager's.
+    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -123,11 +119,8 @@ impl LockManager {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let nightly = manager.lock_with(
     ///     "nightly-report",
-    ///     LockOptions::default().with_expiry(Duration::from_secs(120)).with_lock_name_label(true),
+    ///     LockOptions::default().with_lease_duration(Duration::from_secs(120)).with_lock_name_label(true),
     /// )?;
-    /// // The idle actor timeout is the manager's, not a lock's:
-    /// let idle = LockOptions::default().with_idle_actor_timeout(Duration::from_secs(1));
-    /// assert!(matches!(manager.lock_with("x", idle), Err(mongolock::LockError::InvalidOptions(_))));
     /// # Ok(()) }
     /// ```
     pub fn lock_with(
@@ -136,13 +129,6 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<Lock, LockError> {
         options.validate()?;
-        if options.idle_actor_timeout() != self.defaults.idle_actor_timeout() {
-            return Err(LockError::InvalidOptions(format!(
-                "idle_actor_timeout ({:?}) is a manager setting and differs from this manager's ({:?}); set it in the defaults given to LockManager::start",
-                options.idle_actor_timeout(),
-                self.defaults.idle_actor_timeout()
-            )));
-        }
         Ok(self.runtime.lock(LockName::new(name)?, Arc::new(options)))
     }
 
@@ -151,8 +137,7 @@ impl LockManager {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input, including
-    /// an [`idle_actor_timeout`](LockOptions::idle_actor_timeout) other than the manager's.
+    /// [`LockError::InvalidOptions`] or [`LockError::InvalidName`] for bad input.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
@@ -199,24 +184,10 @@ impl LockManager {
         self.runtime.active_locks().await
     }
 
-    /// Test hook: how many lock-actor timers are pending (one per held lock, one per actor
-    /// backing off or idle), as the timer service last counted.
-    #[cfg(feature = "test-hooks")]
-    #[doc(hidden)]
-    pub fn pending_timers(&self) -> usize {
-        self.runtime
-            .pending_timers
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Test hook: how many requests lock handles sent through the supervisor because they
-    /// knew no open route to the lock's actor.
-    #[cfg(feature = "test-hooks")]
-    #[doc(hidden)]
-    pub fn requests_routed_by_supervisor(&self) -> u64 {
-        self.runtime
-            .routed_by_supervisor
-            .load(std::sync::atomic::Ordering::Relaxed)
+    /// The running part, for the `testing` hooks.
+    #[cfg(feature = "testing")]
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
     }
 
     /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::LossReason::Shutdown)),

@@ -1,0 +1,1 @@
+//! The guide: what the API reference does not say in one place.
