@@ -36,13 +36,16 @@ async fn main() -> Result<(), LockError> {
     }
 
     let bob_lock = bob.lock("orders")?;
-    let waiting = tokio::spawn(async move { bob_lock.acquire().await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    guard.release().await?;
-    println!("alice released 'orders'");
-    let bob_guard = waiting
-        .await
-        .map_err(|_| LockError::ActorFailed("orders".into()))??;
+    let waiting = bob_lock.acquire();
+    let releasing = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        guard.release().await?;
+        println!("alice released 'orders'");
+        Ok::<(), LockError>(())
+    };
+    let (bob_guard, released) = tokio::join!(waiting, releasing);
+    released?;
+    let bob_guard = bob_guard?;
     println!(
         "bob acquired 'orders' with token {} (larger: fenced)",
         bob_guard.token()

@@ -111,7 +111,7 @@ async fn store(uri: Option<&str>, collection: &str) -> Result<Arc<dyn LockStore>
                 .await
                 .map_err(|e| e.to_string())?;
             let store = MongoStore::builder(client.database("mongolock_soak"))
-                .collection(collection)
+                .with_collection(collection)
                 .build()
                 .map_err(|e| e.to_string())?;
             Ok(Arc::new(store))

@@ -5,6 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::name::LockName;
+
 /// A backend's own error, shared so that [`StoreError`] stays `Clone`.
 pub type BackendCause = Arc<dyn std::error::Error + Send + Sync>;
 
@@ -44,7 +46,7 @@ pub enum LockError {
     /// The actor running this lock failed while serving the request. The supervisor replaces
     /// it; retrying is safe.
     #[error("the runtime actor for lock {0:?} failed; retry the call")]
-    ActorFailed(String),
+    ActorFailed(LockName),
     /// The campaign was stopped (resign / stop) before the lock was acquired.
     #[error("the campaign was stopped before the lock was acquired")]
     CampaignStopped,

@@ -47,7 +47,7 @@
 //!
 //! ## Features
 //!
-//! - `mongodb` (default) — [`MongoStore`] and `fence`, the production backend.
+//! - `mongodb` (default) — `MongoStore` and `fence`, the production backend.
 //! - `prometheus` — `metrics::install_prometheus_exporter`, a one-call exporter.
 //! - `testing` — `testing::FaultyStore` and test hooks; never for production code.
 //! - `cli` — the `mongolock` command-line tool (Unix).

@@ -355,6 +355,7 @@ impl LockOptions {
 /// # Ok::<(), mongolock::LockError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LockNameLabel {
     /// No `lock` label (all locks' series are aggregated).
     #[default]

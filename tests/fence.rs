@@ -321,7 +321,7 @@ async fn a_stale_writer_racing_a_new_holder_is_fenced_off() {
         .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(20));
     let store = |client: Client| {
         MongoStore::builder(client.database(DATABASE))
-            .collection(&locks)
+            .with_collection(&locks)
             .build()
             .expect("valid names")
     };

@@ -1,12 +1,13 @@
 //! The crate's folders depend on each other one way only, and code inside the crate names
 //! what it uses by the defining module's path, never through the crate root's re-exports.
 //!
-//! Layers, lowest first (a module may use only modules of a strictly lower layer):
+//! Layers, lowest first (a module may use only modules of a strictly lower layer, except
+//! that the vocabulary of layer 0 — the name type and the errors that name it — is one
+//! layer whose modules may use each other):
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `error`, `random` |
-//! | 1 | `name` |
+//! | 0 | `error`, `name`, `random` |
 //! | 2 | `options` |
 //! | 3 | `store`, `metrics` |
 //! | 4 | `lock`, `fence` |
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("random", 0),
-    ("name", 1),
+    ("name", 0),
     ("options", 2),
     ("store", 3),
     ("metrics", 3),
@@ -130,6 +131,7 @@ fn lower_layers_never_import_higher_ones() {
                     "uses `crate::{name}`, a crate-root re-export; import it from its defining module"
                 )),
                 Some(_) if name == module => None,
+                Some(0) if own == 0 => None,
                 Some(theirs) if theirs >= own => Some(format!(
                     "module `{module}` (layer {own}) uses `crate::{name}` (layer {theirs})"
                 )),

@@ -54,7 +54,7 @@ fn unique_collection() -> String {
 
 fn store_on(client: &Client, collection: &str) -> MongoStore {
     MongoStore::builder(client.database(DATABASE))
-        .collection(collection)
+        .with_collection(collection)
         .build()
         .expect("valid collection name")
 }
@@ -389,7 +389,7 @@ async fn collection_names_are_validated_before_any_io() {
     let long = "x".repeat(200);
     for bad in ["", "$cmd", "locks$", "a\0b", "system.locks", long.as_str()] {
         let started = std::time::Instant::now();
-        match MongoStore::builder(db.clone()).collection(bad).build() {
+        match MongoStore::builder(db.clone()).with_collection(bad).build() {
             Err(StoreError::InvalidConfig(message)) => {
                 assert!(message.contains("collection name"), "{message}");
                 assert!(message.len() < 300, "the message repeats a huge name");
@@ -399,7 +399,7 @@ async fn collection_names_are_validated_before_any_io() {
         assert!(started.elapsed() < Duration::from_millis(50));
     }
     let good = MongoStore::builder(db.clone())
-        .collection("my_locks")
+        .with_collection("my_locks")
         .build()
         .unwrap();
     assert_eq!(good.collection_name(), "my_locks");

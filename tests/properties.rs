@@ -409,7 +409,7 @@ mod mongo {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
             runtime.block_on(async {
                 let (client, commands) = unreachable_client().await;
-                let built = MongoStore::builder(client.database(&database)).collection(&collection).build();
+                let built = MongoStore::builder(client.database(&database)).with_collection(&collection).build();
                 let valid = database_is_valid(&database) && collection_is_valid(&database, &collection);
                 match built {
                     Ok(store) => {

@@ -594,7 +594,7 @@ impl<'a> Run<'a> {
     fn lock_store(&self) -> MongoStore {
         // The collection name is built above from a label and hex digits: always valid.
         MongoStore::builder(self.admin.database(DATABASE))
-            .collection(&self.locks_collection)
+            .with_collection(&self.locks_collection)
             .build()
             .unwrap_or_else(|_| MongoStore::new(self.admin.database(DATABASE)))
     }

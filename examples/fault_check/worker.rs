@@ -74,7 +74,7 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
     };
     let database = client.database(&args.database);
     let store = match MongoStore::builder(database.clone())
-        .collection(&args.locks_collection)
+        .with_collection(&args.locks_collection)
         .build()
     {
         Ok(store) => store,

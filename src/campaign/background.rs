@@ -169,6 +169,11 @@ impl BackgroundLock {
     ///
     /// What releasing the lock returned: [`LockError::Lost`] if the hold had been lost.
     ///
+    /// # Cancel safety
+    ///
+    /// Stopping is sent before the first await: dropping the future still stops the
+    /// background lock and releases; only the release's answer is lost.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {

@@ -47,7 +47,7 @@ impl<E: CampaignEvent> Campaign<E> {
             retry_after,
         };
         let (actor, _) = ActorRuntime::spawn_instant(None, CampaignActor::<E>::default(), args)
-            .map_err(|_| LockError::ActorFailed(lock.name().to_string()))?;
+            .map_err(|_| LockError::ActorFailed(lock.name().clone()))?;
         // At shutdown the campaign hands over like a resign — bound actor drained, then
         // released — before the runtime releases the locks, and then stops for good.
         let stopping = actor.clone();

@@ -10,10 +10,11 @@ use crate::store::request::HolderId;
 /// ```
 /// use mongolock::{HolderId, LeaderInfo};
 /// use std::time::Duration;
-/// let leader = LeaderInfo { holder: HolderId::from_string("w1".into()), token: 3, expires_in: Duration::from_secs(9) };
+/// let leader = LeaderInfo::new(HolderId::from_string("w1".into()), 3, Duration::from_secs(9));
 /// assert_eq!(leader.holder.as_str(), "w1");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaderInfo {
     /// The leading manager's identity (`host:pid:random` unless set explicitly).
     pub holder: HolderId,
@@ -24,6 +25,23 @@ pub struct LeaderInfo {
 }
 
 impl LeaderInfo {
+    /// The leader `holder`, in the term with `token`, `expires_in` left on its lease (for
+    /// tests of code that handles [`ElectionEvent::LeaderChanged`]).
+    ///
+    /// ```
+    /// use mongolock::{HolderId, LeaderInfo};
+    /// use std::time::Duration;
+    /// let leader = LeaderInfo::new(HolderId::from_string("w1".into()), 3, Duration::from_secs(9));
+    /// assert_eq!(leader.token, 3);
+    /// ```
+    pub fn new(holder: HolderId, token: u64, expires_in: Duration) -> Self {
+        Self {
+            holder,
+            token,
+            expires_in,
+        }
+    }
+
     pub(crate) fn from_record(record: &LockRecord) -> Option<Self> {
         Some(Self {
             holder: record.holder.clone()?,

@@ -75,6 +75,11 @@ impl Election {
     /// [`LockError::CampaignStopped`] if [`resign`](Self::resign) is called first,
     /// [`LockError::ShutDown`] if the manager shuts down.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future leaves the candidate campaigning; it still
+    /// leads once elected (call [`resign`](Self::resign) to stop).
+    ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -113,6 +118,11 @@ impl Election {
     /// What releasing the lock returned: [`LockError::Lost`] if the term had already been
     /// lost.
     ///
+    /// # Cancel safety
+    ///
+    /// Resigning is sent before the first await: dropping the future still steps down;
+    /// only the release's answer is lost.
+    ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -132,6 +142,10 @@ impl Election {
     /// # Errors
     ///
     /// [`LockError::Store`] if the store cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};

@@ -61,6 +61,10 @@ impl Election {
     ///
     /// [`LockError::ShutDown`] if the election has stopped.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
     /// use std::time::Duration;

@@ -1,20 +1,25 @@
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::options::{LockOptions, MAX_LEASE_DURATION};
+use crate::options::{LockNameLabel, LockOptions, MAX_LEASE_DURATION};
 
 /// Jitter on the candidates' retry period, as client-go's `JitterFactor` 1.2.
 const RETRY_JITTER: f64 = 1.2;
 
 /// Timings of a leader election, in the spirit of Kubernetes client-go's leader election.
+/// The words are those of [`LockOptions`]: an election runs on a lock whose
+/// `lease_duration` and `renew_deadline` are these, whose renew interval is the retry
+/// period, and whose retry backoff is `retry_period ..= 1.2 × retry_period`.
 ///
 /// | setter | default | meaning |
 /// |---|---|---|
 /// | [`lease_duration`](Self::lease_duration) | 15 s | how long a leader's lease lasts on the store; a crashed leader is replaced within lease + retry |
 /// | [`renew_deadline`](Self::renew_deadline) | 10 s | a leader that cannot confirm a renewal (counted from its send time) within this steps down |
 /// | [`retry_period`](Self::retry_period) | 2 s | leaders renew and candidates retry this often (candidates with up to ×1.2 jitter) |
+/// | [`lock_name_label`](Self::lock_name_label) | on | whether the election's metrics carry its name |
 ///
-/// Rule: `lease_duration > renew_deadline > 1.2 × retry_period`, all non-zero.
+/// Rule: `lease_duration > renew_deadline > 1.2 × retry_period`, within the bounds of
+/// [`LockOptions`].
 ///
 /// ```
 /// use mongolock::ElectionOptions;
@@ -32,7 +37,7 @@ pub struct ElectionOptions {
     lease_duration: Duration,
     renew_deadline: Duration,
     retry_period: Duration,
-    lock_name_label: bool,
+    lock_name_label: LockNameLabel,
 }
 
 impl Default for ElectionOptions {
@@ -41,7 +46,7 @@ impl Default for ElectionOptions {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
-            lock_name_label: true,
+            lock_name_label: LockNameLabel::On,
         }
     }
 }
@@ -55,6 +60,7 @@ impl ElectionOptions {
     /// assert_eq!(options.lease_duration(), Duration::from_secs(30));
     /// assert!(options.validate().is_ok());
     /// ```
+    #[must_use]
     pub fn with_lease_duration(mut self, duration: Duration) -> Self {
         self.lease_duration = duration;
         self
@@ -68,6 +74,7 @@ impl ElectionOptions {
     /// assert_eq!(options.renew_deadline(), Duration::from_secs(12));
     /// assert!(options.validate().is_ok());
     /// ```
+    #[must_use]
     pub fn with_renew_deadline(mut self, deadline: Duration) -> Self {
         self.renew_deadline = deadline;
         self
@@ -81,21 +88,25 @@ impl ElectionOptions {
     /// assert_eq!(options.retry_period(), Duration::from_secs(1));
     /// assert!(options.validate().is_ok());
     /// ```
+    #[must_use]
     pub fn with_retry_period(mut self, period: Duration) -> Self {
         self.retry_period = period;
         self
     }
 
-    /// Whether the election's metrics carry its name as the `lock` label (default on:
-    /// elections are few, and operators want to see each).
+    /// Whether the election's metrics carry its name as the `lock` label, as
+    /// [`LockOptions::with_lock_name_label`] (default on: elections are few, and operators
+    /// want to see each).
     ///
     /// ```
-    /// let options = mongolock::ElectionOptions::default().with_lock_name_label(false);
-    /// assert!(!options.lock_name_label());
+    /// use mongolock::{ElectionOptions, LockNameLabel};
+    /// let options = ElectionOptions::default().with_lock_name_label(false);
+    /// assert_eq!(options.lock_name_label(), &LockNameLabel::Off);
     /// assert!(options.validate().is_ok());
     /// ```
-    pub fn with_lock_name_label(mut self, enabled: bool) -> Self {
-        self.lock_name_label = enabled;
+    #[must_use]
+    pub fn with_lock_name_label(mut self, policy: impl Into<LockNameLabel>) -> Self {
+        self.lock_name_label = policy.into();
         self
     }
 
@@ -129,13 +140,14 @@ impl ElectionOptions {
         self.retry_period
     }
 
-    /// Whether the election's lock carries its name as a metric label.
+    /// The election's metric label policy.
     ///
     /// ```
-    /// assert!(mongolock::ElectionOptions::default().lock_name_label());
+    /// use mongolock::LockNameLabel;
+    /// assert_eq!(mongolock::ElectionOptions::default().lock_name_label(), &LockNameLabel::On);
     /// ```
-    pub fn lock_name_label(&self) -> bool {
-        self.lock_name_label
+    pub fn lock_name_label(&self) -> &LockNameLabel {
+        &self.lock_name_label
     }
 
     /// The longest a candidate sleeps between attempts: the retry period with its jitter.
@@ -204,6 +216,6 @@ impl ElectionOptions {
             .with_renew_interval(self.retry_period)
             .with_retry_backoff(self.retry_period, self.jittered_retry()?)
             .with_adaptive_backoff(false)
-            .with_lock_name_label(self.lock_name_label))
+            .with_lock_name_label(self.lock_name_label.clone()))
     }
 }

@@ -365,7 +365,7 @@ impl LockActorState {
             name: self.name.clone(),
             lease,
             holder: self.holder.clone(),
-            expiry: next.options.lease_duration(),
+            lease_duration: next.options.lease_duration(),
             waited: next.waited,
         }
     }
@@ -534,7 +534,7 @@ impl LockActorState {
         let within = hold.renewal_sent(Instant::now());
         let request = ExtendRequest {
             key: hold.key(&self.name),
-            expiry: hold.options().lease_duration(),
+            lease_duration: hold.options().lease_duration(),
         };
         self.renewer.renew(Renewal {
             request,

@@ -118,6 +118,11 @@ impl LockGuard {
     /// The holder learns of a loss no later than the renew deadline after the last
     /// successful renewal was sent — before the lease can expire on the store.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future loses nothing, and a later call sees the same
+    /// loss.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # use std::time::Duration;
@@ -191,10 +196,16 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`LockError::Lost`] if the lock had been lost — also when the release comes after the
-    /// hold's loss deadline, even if nobody took the lock meanwhile (the critical section may
-    /// not have been exclusive); [`LockError::Store`] if the store failed (the lease then
-    /// expires on its own); [`LockError::ActorFailed`] if the runtime actor is gone.
+    /// - [`LockError::Lost`]: the hold was lost before or during the release, or the release
+    ///   reached the runtime after the hold's loss deadline (a paused process) — even if
+    ///   nobody took the lock meanwhile, the critical section may not have been exclusive.
+    /// - [`LockError::Store`]: the store failed; the lease expires on its own.
+    /// - [`LockError::ActorFailed`]: the runtime actor is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release is sent before the first await: dropping the future still releases the
+    /// lock, only its answer is lost.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -216,7 +227,7 @@ impl LockGuard {
             token: self.token,
             reply: Some(reply),
         };
-        let failed = || LockError::ActorFailed(self.name.to_string());
+        let failed = || LockError::ActorFailed(self.name.clone());
         self.actor.send_message(message).map_err(|_| failed())?;
         // A loss told while the release is under way is the answer: the lock was not held to
         // the end (and the runtime waits for this guard to let go before it frees the lease).

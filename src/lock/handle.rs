@@ -86,9 +86,6 @@ impl Lock {
     /// another process holds the lock, one store attempt per backoff interval is made for all
     /// of them together.
     ///
-    /// Cancel-safe: dropping the future (for example in `select!` or under a timeout) leaves
-    /// nothing held — a grant that arrives after the caller left is released at once.
-    ///
     /// # Errors
     ///
     /// [`LockError::ShutDown`] after
@@ -97,6 +94,12 @@ impl Lock {
     /// ([`StoreError::Rejected`](crate::StoreError::Rejected) and other non-transient
     /// errors: transient ones are retried); [`LockError::ActorFailed`] if the runtime actor
     /// failed (retrying is safe).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future (for example in `select!` or under a timeout) leaves
+    /// nothing held — a grant that arrives after the caller left is released at once, and one
+    /// whose outcome is unknown is waited for and released.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -131,6 +134,10 @@ impl Lock {
     /// [`LockError::Timeout`] if the lock was not held within `timeout`; otherwise as
     /// [`acquire`](Self::acquire).
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    ///
     /// ```
     /// # use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
     /// # use std::time::Duration;
@@ -157,6 +164,10 @@ impl Lock {
     ///
     /// [`LockError::Store`] if the one attempt failed; [`LockError::ShutDown`] after
     /// shutdown.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a grant whose caller left is released at once.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -185,6 +196,10 @@ impl Lock {
     /// [`LockError::ShutDown`] after
     /// [`LockManager::shutdown`](crate::LockManager::shutdown) (a shut-down manager sends
     /// nothing more to the store).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -218,6 +233,10 @@ impl Lock {
     ///
     /// As [`inspect`](Self::inspect).
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -237,6 +256,10 @@ impl Lock {
     /// # Errors
     ///
     /// As [`inspect`](Self::inspect).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -309,7 +332,7 @@ impl Lock {
             if self.runtime.is_shut_down() {
                 LockError::ShutDown
             } else {
-                LockError::ActorFailed(self.name.to_string())
+                LockError::ActorFailed(self.name.clone())
             }
         })
     }

@@ -100,7 +100,7 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
         let mut by_expiry: BTreeMap<Duration, Vec<Renewal>> = BTreeMap::new();
         for renewal in batch {
             by_expiry
-                .entry(renewal.request.expiry)
+                .entry(renewal.request.lease_duration)
                 .or_default()
                 .push(renewal);
         }

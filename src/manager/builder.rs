@@ -126,6 +126,11 @@ impl LockManagerBuilder {
     /// [`LockError::Store`] if the store cannot be prepared (for MongoDB: unreachable,
     /// older than 5.0, or an invalid namespace).
     ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes leaves no manager running; the store may
+    /// have been prepared (its indexes created), which is harmless.
+    ///
     /// ```
     /// use mongolock::{LockError, LockManager, MemoryStore};
     /// use std::time::Duration;

@@ -49,6 +49,10 @@ impl LockManager {
     /// [`LockError::InvalidOptions`] for invalid defaults; [`LockError::Store`] if the
     /// store cannot be prepared (for MongoDB: unreachable, or older than 5.0).
     ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManagerBuilder::start`].
+    ///
     /// ```
     /// use mongolock::{LockError, LockManager, LockOptions, MemoryStore};
     /// use std::time::Duration;
@@ -172,6 +176,10 @@ impl LockManager {
     /// How many per-name lock actors are alive (locks held, waited for, or idle for less than
     /// their idle timeout). 0 after shutdown.
     ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
@@ -200,6 +208,12 @@ impl LockManager {
     /// a shutdown gives a holder that margin to stop before another process can be granted
     /// its lock. Drop guards when told, and their locks are free at once. Returns without
     /// waiting for that.
+    ///
+    /// # Cancel safety
+    ///
+    /// The shutdown is under way once the future is first polled; dropping it then lets
+    /// the shutdown finish in the background (`shutdown` is idempotent: call it again
+    /// to wait for it).
     ///
     /// ```
     /// # use mongolock::{LockError, LockManager, LockOptions, MemoryStore};

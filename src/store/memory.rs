@@ -268,7 +268,7 @@ impl LockStore for MemoryStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
-        check_lease_length(request.expiry)?;
+        check_lease_length(request.lease_duration)?;
         let now = Instant::now();
         let mut state = self.state();
         if let Some(current) = state.records.get_mut(&request.name)
@@ -291,7 +291,7 @@ impl LockStore for MemoryStore {
                 lease: request.lease,
                 holder: request.holder.clone(),
                 token,
-                expires_at: now + request.expiry,
+                expires_at: now + request.lease_duration,
                 contended_since: None,
             },
         );
@@ -299,12 +299,12 @@ impl LockStore for MemoryStore {
     }
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        check_lease_length(request.expiry)?;
+        check_lease_length(request.lease_duration)?;
         let now = Instant::now();
         let mut state = self.state();
         match state.records.get_mut(&request.key.name) {
             Some(record) if record.lease == request.key.lease && !record.is_expired(now) => {
-                record.expires_at = now + request.expiry;
+                record.expires_at = now + request.lease_duration;
                 Ok(ExtendOutcome::Extended)
             }
             _ => Ok(ExtendOutcome::NotOwner),
@@ -329,7 +329,7 @@ impl LockStore for MemoryStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        check_lease_length(to.expiry)?;
+        check_lease_length(to.lease_duration)?;
         let now = Instant::now();
         let mut state = self.state();
         let MemoryState {
@@ -348,7 +348,7 @@ impl LockStore for MemoryStore {
         record.lease = to.lease;
         record.holder = to.holder.clone();
         record.token = token;
-        record.expires_at = now + to.expiry;
+        record.expires_at = now + to.lease_duration;
         let contended_for = record.contended_since.map(|since| now - since);
         Ok(HandOverOutcome::HandedOver {
             token,

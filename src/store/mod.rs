@@ -11,9 +11,9 @@
 //! This module is for implementing a backend or calling one directly. The backends
 //! themselves are [`MemoryStore`](crate::MemoryStore) (embedded, for tests and
 //! single-process use) and, with the `mongodb` feature,
-//! [`MongoStore`](crate::MongoStore); what a store reports to users —
-//! [`LockRecord`](crate::LockRecord), [`HolderId`](crate::HolderId),
-//! [`StoreError`](crate::StoreError) — lives at the crate root.
+//! `MongoStore`; what a store reports to users —
+//! [`LockRecord`], [`HolderId`](crate::HolderId),
+//! [`StoreError`] — lives at the crate root.
 
 pub(crate) mod memory;
 #[cfg(feature = "mongodb")]

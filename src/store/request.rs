@@ -110,7 +110,7 @@ impl fmt::Display for HolderId {
     }
 }
 
-/// One acquisition attempt: take `name` for `expiry` (measured by the store's clock) if it is
+/// One acquisition attempt: take `name` for `lease_duration` (measured by the store's clock) if it is
 /// free or expired, recording `lease` and `holder`.
 ///
 /// ```
@@ -138,7 +138,7 @@ pub struct AcquireRequest {
     /// The manager instance making the attempt.
     pub holder: HolderId,
     /// How long the lease lasts from the store's "now".
-    pub expiry: Duration,
+    pub lease_duration: Duration,
     /// How long this manager has already been trying to get the lock (zero for a first
     /// attempt). A relative duration, never a client timestamp: a store that finds the lock
     /// held records the longest such wait of the current grant (as its "now" minus
@@ -159,12 +159,12 @@ impl AcquireRequest {
     /// assert_eq!(request.waited, Duration::ZERO);
     /// # Ok::<(), mongolock::LockError>(())
     /// ```
-    pub fn new(name: LockName, lease: LeaseId, holder: HolderId, expiry: Duration) -> Self {
+    pub fn new(name: LockName, lease: LeaseId, holder: HolderId, lease_duration: Duration) -> Self {
         Self {
             name,
             lease,
             holder,
-            expiry,
+            lease_duration,
             waited: Duration::ZERO,
         }
     }
@@ -221,7 +221,7 @@ impl LeaseKey {
     }
 }
 
-/// Push the expiry of a held lease to the store's "now" + `expiry`, only if `key` still owns it.
+/// Push the expiry of a held lease to the store's "now" + `lease_duration`, only if `key` still owns it.
 ///
 /// ```
 /// use mongolock::store::{ExtendRequest, LeaseId, LeaseKey};
@@ -230,7 +230,7 @@ impl LeaseKey {
 ///
 /// let key = LeaseKey::new(LockName::new("orders")?, LeaseId::new());
 /// let request = ExtendRequest::new(key, Duration::from_secs(30));
-/// assert_eq!(request.expiry, Duration::from_secs(30));
+/// assert_eq!(request.lease_duration, Duration::from_secs(30));
 /// # Ok::<(), mongolock::LockError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -239,20 +239,23 @@ pub struct ExtendRequest {
     /// The lease to extend.
     pub key: LeaseKey,
     /// The new lease length, from the store's "now".
-    pub expiry: Duration,
+    pub lease_duration: Duration,
 }
 
 impl ExtendRequest {
-    /// Extend `key`'s lease to `expiry` from the store's "now".
+    /// Extend `key`'s lease to `lease_duration` from the store's "now".
     ///
     /// ```
     /// use mongolock::store::{ExtendRequest, LeaseId, LeaseKey};
     /// use std::time::Duration;
     /// let key = LeaseKey::new(mongolock::LockName::new("a")?, LeaseId::new());
-    /// assert_eq!(ExtendRequest::new(key, Duration::from_secs(9)).expiry, Duration::from_secs(9));
+    /// assert_eq!(ExtendRequest::new(key, Duration::from_secs(9)).lease_duration, Duration::from_secs(9));
     /// # Ok::<(), mongolock::LockError>(())
     /// ```
-    pub fn new(key: LeaseKey, expiry: Duration) -> Self {
-        Self { key, expiry }
+    pub fn new(key: LeaseKey, lease_duration: Duration) -> Self {
+        Self {
+            key,
+            lease_duration,
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! Configuration of a [`MongoStore`]: collection name (validated before any I/O) and write
 //! concern.
 
-use mongodb::Database;
 use mongodb::bson::Document;
 use mongodb::options::{CollectionOptions, ReadPreference, SelectionCriteria, WriteConcern};
+use mongodb::{Collection, Database};
 
 use super::MongoStore;
 use crate::error::StoreError;
@@ -24,8 +24,8 @@ pub(super) const MAX_NAMESPACE_BYTES: usize = 120;
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?;
 /// let store = MongoStore::builder(client.database("app"))
-///     .collection("my_locks")
-///     .write_concern(WriteConcern::majority())
+///     .with_collection("my_locks")
+///     .with_write_concern(WriteConcern::majority())
 ///     .build()?;
 /// assert_eq!(store.collection_name(), "my_locks");
 /// # Ok(()) }
@@ -54,10 +54,10 @@ impl MongoStoreBuilder {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let store = mongolock::MongoStore::builder(db).collection("job_locks").build()?;
+    /// let store = mongolock::MongoStore::builder(db).with_collection("job_locks").build()?;
     /// # Ok(()) }
     /// ```
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
+    pub fn with_collection(mut self, name: impl Into<String>) -> Self {
         self.collection = name.into();
         self
     }
@@ -71,10 +71,10 @@ impl MongoStoreBuilder {
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
     /// let concern = WriteConcern::builder().w(Acknowledgment::Nodes(1)).build();
-    /// let store = mongolock::MongoStore::builder(db).write_concern(concern).build()?;
+    /// let store = mongolock::MongoStore::builder(db).with_write_concern(concern).build()?;
     /// # Ok(()) }
     /// ```
-    pub fn write_concern(mut self, concern: WriteConcern) -> Self {
+    pub fn with_write_concern(mut self, concern: WriteConcern) -> Self {
         self.write_concern = concern;
         self
     }
@@ -92,26 +92,32 @@ impl MongoStoreBuilder {
     /// use mongolock::{MongoStore, StoreError};
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let rejected = MongoStore::builder(db).collection("system.locks").build();
+    /// let rejected = MongoStore::builder(db).with_collection("system.locks").build();
     /// assert!(matches!(rejected, Err(StoreError::InvalidConfig(_))));
     /// # Ok(()) }
     /// ```
     pub fn build(self) -> Result<MongoStore, StoreError> {
         validate_database_name(self.database.name())?;
         validate_collection_name(self.database.name(), &self.collection)?;
-        let options = CollectionOptions::builder()
-            .write_concern(self.write_concern)
-            .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
-            .build();
-        let collection = self
-            .database
-            .collection_with_options::<Document>(&self.collection, options);
+        let collection = lock_collection(&self.database, &self.collection, self.write_concern);
         Ok(MongoStore::from_parts(self.database, collection))
     }
 }
 
-/// Checks a collection name against MongoDB's naming rules, so a bad name fails at
-/// configuration time with a clear message instead of at the first lock call.
+/// The lock collection `name` of `database` as every store call uses it: `concern` for
+/// writes, and every call sent to the primary whatever the database's read preference.
+pub(super) fn lock_collection(
+    database: &Database,
+    name: &str,
+    concern: WriteConcern,
+) -> Collection<Document> {
+    let options = CollectionOptions::builder()
+        .write_concern(concern)
+        .selection_criteria(SelectionCriteria::ReadPreference(ReadPreference::Primary))
+        .build();
+    database.collection_with_options::<Document>(name, options)
+}
+
 /// The characters MongoDB refuses in database names on some platform; refused everywhere so
 /// a configuration that works on one server works on all.
 const DATABASE_FORBIDDEN: &[char] = &[
@@ -121,6 +127,8 @@ const DATABASE_FORBIDDEN: &[char] = &[
 /// The longest database name MongoDB accepts, in bytes.
 const MAX_DATABASE_BYTES: usize = 63;
 
+/// Checks a database name against MongoDB's naming rules, so a bad name fails at
+/// configuration time with a clear message instead of at the first lock call.
 pub(super) fn validate_database_name(name: &str) -> Result<(), StoreError> {
     let reason = if name.is_empty() {
         Some("it is empty".to_owned())
@@ -145,6 +153,7 @@ pub(super) fn validate_database_name(name: &str) -> Result<(), StoreError> {
     }
 }
 
+/// Checks a collection name (and the namespace it makes) against MongoDB's naming rules.
 pub(super) fn validate_collection_name(database: &str, name: &str) -> Result<(), StoreError> {
     let reason = if name.is_empty() {
         Some("it is empty".to_owned())

@@ -52,8 +52,6 @@ pub(super) fn lease_value(lease: LeaseId) -> Bson {
     Bson::from(Uuid::from_bytes(lease.as_uuid().into_bytes()))
 }
 
-/// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
-/// we sent.
 /// The lease id a document carries, if it is one this crate wrote.
 pub(super) fn lease_of(document: &Document) -> Option<LeaseId> {
     match document.get(LEASE_ID) {
@@ -65,6 +63,8 @@ pub(super) fn lease_of(document: &Document) -> Option<LeaseId> {
     }
 }
 
+/// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
+/// we sent.
 pub(super) fn acquire_outcome(
     returned: Option<Document>,
     lease: LeaseId,

@@ -40,7 +40,7 @@ mod ttl_index;
 
 use async_trait::async_trait;
 use mongodb::bson::Document;
-use mongodb::options::ReturnDocument;
+use mongodb::options::{ReturnDocument, WriteConcern};
 use mongodb::{Collection, Database};
 
 pub use builder::MongoStoreBuilder;
@@ -178,7 +178,7 @@ impl MongoStore {
         Ok(held)
     }
 
-    /// The collection used unless [`MongoStoreBuilder::collection`] names another (the
+    /// The collection used unless [`MongoStoreBuilder::with_collection`] names another (the
     /// name the C# DistributedLock.MongoDB library uses, so both can be pointed at one
     /// another's data for inspection).
     ///
@@ -188,7 +188,10 @@ impl MongoStore {
     pub const DEFAULT_COLLECTION: &str = "distributed_locks";
 
     /// A store on the collection `distributed_locks` of `database`, write concern `majority`.
-    /// Does no I/O.
+    /// Does no I/O and checks nothing: a database name MongoDB refuses is reported by
+    /// [`LockManager::start`](crate::LockManager::start) (which calls `prepare`) with
+    /// [`StoreError::InvalidConfig`], before any command is sent. To have it checked here,
+    /// use [`MongoStore::builder`]`(database).build()`.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -198,16 +201,12 @@ impl MongoStore {
     /// # Ok(()) }
     /// ```
     pub fn new(database: Database) -> Self {
-        // The default collection name is valid for every database name the driver accepts
-        // (MongoDB limits database names to 64 bytes); fall back to building without the
-        // check if that ever changes, rather than panicking.
-        match Self::builder(database.clone()).build() {
-            Ok(store) => store,
-            Err(_) => Self::from_parts(
-                database.clone(),
-                database.collection(Self::DEFAULT_COLLECTION),
-            ),
-        }
+        let collection = builder::lock_collection(
+            &database,
+            Self::DEFAULT_COLLECTION,
+            WriteConcern::majority(),
+        );
+        Self::from_parts(database, collection)
     }
 
     /// Configures a store (collection name, write concern); see [`MongoStoreBuilder`].
@@ -215,7 +214,7 @@ impl MongoStore {
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let store = mongolock::MongoStore::builder(db).collection("my_locks").build()?;
+    /// let store = mongolock::MongoStore::builder(db).with_collection("my_locks").build()?;
     /// # Ok(()) }
     /// ```
     pub fn builder(database: Database) -> MongoStoreBuilder {
@@ -267,6 +266,10 @@ impl MongoStore {
     ///
     /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
     /// [`StoreError::Backend`] for a malformed document.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -352,7 +355,7 @@ impl MongoStore {
 #[async_trait]
 impl LockStore for MongoStore {
     async fn prepare(&self) -> Result<(), StoreError> {
-        // `new` cannot fail, so a name it let through is refused here, before any I/O.
+        // `new` checks nothing, so a name it let through is refused here, before any I/O.
         builder::validate_database_name(self.database.name())?;
         builder::validate_collection_name(self.database.name(), self.collection.name())?;
         let server = server_version::check(&self.database).await?;
@@ -361,7 +364,7 @@ impl LockStore for MongoStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
-        check_lease_length(request.expiry)?;
+        check_lease_length(request.lease_duration)?;
         let lease = document::lease_value(request.lease);
         let returned = self
             .collection
@@ -370,7 +373,7 @@ impl LockStore for MongoStore {
                 pipeline::acquire(
                     &lease,
                     request.holder.as_str(),
-                    request.expiry,
+                    request.lease_duration,
                     request.waited,
                 ),
             )
@@ -388,7 +391,7 @@ impl LockStore for MongoStore {
     }
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        check_lease_length(request.expiry)?;
+        check_lease_length(request.lease_duration)?;
         let lease = document::lease_value(request.key.lease);
         // An expired lease matches the owner check but is not modified (MongoDB counts only
         // documents an update changed): modified = extended.
@@ -396,7 +399,7 @@ impl LockStore for MongoStore {
             .collection
             .update_one(
                 pipeline::by_owner(&request.key.name, &lease),
-                pipeline::extend(request.expiry),
+                pipeline::extend(request.lease_duration),
             )
             .await
             .map_err(|error| errors::backend("extend (update)", error))?;
@@ -438,10 +441,12 @@ impl LockStore for MongoStore {
         let Some(first) = requests.first() else {
             return Vec::new();
         };
-        if let Err(refused) = check_lease_length(first.expiry) {
+        if let Err(refused) = check_lease_length(first.lease_duration) {
             return vec![Err(refused); requests.len()];
         }
-        let one_expiry = requests.iter().all(|r| r.expiry == first.expiry);
+        let one_expiry = requests
+            .iter()
+            .all(|r| r.lease_duration == first.lease_duration);
         if requests.len() == 1 || !one_expiry {
             let mut results = Vec::with_capacity(requests.len());
             for request in requests {
@@ -459,7 +464,7 @@ impl LockStore for MongoStore {
             .collection
             .update_many(
                 pipeline::by_leases(&names, &leases),
-                pipeline::extend(first.expiry),
+                pipeline::extend(first.lease_duration),
             )
             .await;
         let extended = match updated {
@@ -502,14 +507,14 @@ impl LockStore for MongoStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        check_lease_length(to.expiry)?;
+        check_lease_length(to.lease_duration)?;
         let old = document::lease_value(from.lease);
         let new = document::lease_value(to.lease);
         let after = self
             .collection
             .find_one_and_update(
                 pipeline::by_unexpired_owner(&from.name, &old),
-                pipeline::hand_over(&new, to.holder.as_str(), to.expiry),
+                pipeline::hand_over(&new, to.holder.as_str(), to.lease_duration),
             )
             .return_document(ReturnDocument::After)
             .await

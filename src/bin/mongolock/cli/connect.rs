@@ -129,7 +129,7 @@ impl Connection {
             selection_timeout,
         };
         let store = MongoStore::builder(client.database(&database))
-            .collection(&args.collection)
+            .with_collection(&args.collection)
             .build()
             .map_err(|error| endpoint.store_error(&error))?;
         if let Err(error) = client
