@@ -7,9 +7,9 @@
 //! while it runs, and a summary closes the run. Exits 0 by itself in about 20 seconds.
 //!
 //! ```text
-//! cargo run --example leader_election
-//! cargo run --example leader_election -- --mongodb-uri mongodb://127.0.0.1:27017
-//! cargo run --example leader_election -- --mongodb-uri URI --join --duration 60   # more processes
+//! cargo run --example leader_election --features prometheus,testing
+//! cargo run --example leader_election --features prometheus,testing -- --mongodb-uri mongodb://127.0.0.1:27017
+//! cargo run --example leader_election --features prometheus,testing -- --mongodb-uri URI --join --duration 60   # more processes
 //! ```
 
 #[path = "support/mod.rs"]

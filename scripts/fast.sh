@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The edit-test loop: formatting, lints, unit tests, the conformance suite on the memory
-# store (paused time), the layering check, a short deterministic simulation and the doc
-# tests. No server, no network; a few
+# store (paused time), the layering check, a short deterministic simulation, the doc tests
+# and the public-API listing. No server, no network; a few
 # seconds once the first build is done. The full suite is scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,3 +12,6 @@ cargo test -q --all-features --lib --bins --test memory_store --test metrics --t
 # The deterministic simulation, a tenth of the schedules scripts/test.sh runs.
 MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}" cargo test -q --all-features --test simulation
 cargo test -q --all-features --doc
+# The public API is what public-api.txt lists: a change to it is a reviewed diff.
+RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --all-features
+python3 scripts/public-api.py --check

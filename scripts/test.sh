@@ -35,12 +35,14 @@ scripts/check-package.sh
 python3 scripts/check-msrv.py
 # Docs build without warnings (broken or private links), with and without the features.
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --all-features
+# The public API is what public-api.txt lists (read from the docs just built).
+python3 scripts/public-api.py --check
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --no-default-features
 # Run every test target and the doc tests even when one fails, then fail if any did.
 status=0
 # The main job (README's first command) must run to completion and exit 0; its summary shows.
-echo "test.sh: running the main job (cargo run --example leader_election --features prometheus)" >&2
-cargo run -q --example leader_election --features prometheus | tail -n 14 || { echo "test.sh: the main job failed" >&2; status=1; }
+echo "test.sh: running the main job (cargo run --example leader_election --features prometheus,testing)" >&2
+cargo run -q --example leader_election --features prometheus,testing | tail -n 14 || { echo "test.sh: the main job failed" >&2; status=1; }
 # Every example builds (the Prometheus end-to-end test runs the contention binary).
 cargo build -q --examples --all-features || status=$?
 cargo test --no-default-features --lib --tests --no-fail-fast || status=$?

@@ -56,8 +56,19 @@
 //!
 //! Types of these crates appear in this crate's API, so they are re-exported: name them as
 //! `mongolock::ractor`, `mongolock::tokio`, `mongolock::mongodb` and `mongolock::uuid` (or
-//! depend on the same major versions: ractor 0.16, tokio 1, mongodb 3, uuid 1) so that the
-//! types match.
+//! depend on the same major versions) so that the types match; with another major version
+//! the types differ and calls do not compile.
+//!
+//! | crate | version | where it shows |
+//! |---|---|---|
+//! | `ractor` | 0.16 | `ActorRef` given to `guard.notify` and `subscribe_actor`; `ActorCell` / `SpawnErr` in `run_while_leader` / `run_while_held` |
+//! | `tokio` | 1 (≥ 1.40) | the runtime everything runs on; `broadcast::Receiver` from `subscribe()` |
+//! | `mongodb` | 3 (≥ 3.2) | `MongoStore::new(Database)`, `MongoStore::builder(Database)`, `with_write_concern(WriteConcern)`, `FencedCollection::new(Collection)` |
+//! | `uuid` | 1 | `LeaseId::as_uuid` / `LeaseId::from_uuid` |
+//! | `metrics` | 0.24 | no type in the API, but metrics are recorded through the `metrics` 0.24 facade: an exporter built on another major version sees none of them |
+//!
+//! Implementing your own [`store::LockStore`] takes the `#[async_trait]` attribute
+//! (`async-trait` 0.1).
 //!
 //! ```
 //! use mongolock::ractor::ActorRef;
@@ -107,6 +118,11 @@ pub use store::memory::MemoryStore;
 pub use store::mongo::{MongoStore, MongoStoreBuilder};
 pub use store::outcome::LockRecord;
 pub use store::request::HolderId;
+
+// The README's examples compile and run as doc tests too.
+#[cfg(all(doctest, feature = "mongodb"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 // Crates whose types appear in the public API (`ActorRef`, `broadcast::Receiver`, `Database`,
 // `WriteConcern`, `Uuid`), re-exported so users can name exactly the versions we were built
