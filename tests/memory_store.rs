@@ -436,3 +436,100 @@ async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
     guard.release().await.unwrap();
     manager.shutdown().await;
 }
+
+/// A deposed leader keeps the loss margin to stop in, as a lock holder does: without a
+/// bound actor (its subscribers cannot say when they have stopped) the next candidate is
+/// elected no earlier than `lease − renew deadline` after `Deposed`; with one, as soon as
+/// that actor is gone. The campaign used to drop the lost guard at once, freeing the lease
+/// while the deposed leader's work still ran.
+#[tokio::test(start_paused = true)]
+async fn a_deposed_leader_keeps_its_margin_until_its_work_has_stopped() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions};
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    struct Quick;
+    impl Actor for Quick {
+        type Msg = ();
+        type State = ();
+        type Arguments = ();
+        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    let options = ElectionOptions::default()
+        .with_lease_duration(Duration::from_millis(3_000))
+        .with_renew_deadline(Duration::from_millis(1_000))
+        .with_retry_period(Duration::from_millis(250));
+    let margin = Duration::from_millis(2_000);
+    for bound in [false, true] {
+        let store = MemoryStore::new();
+        let faulty = FaultyStore::new(store.clone());
+        let a = LockManager::start(faulty.clone(), LockOptions::default())
+            .await
+            .unwrap();
+        let b = LockManager::start(store.clone(), LockOptions::default())
+            .await
+            .unwrap();
+        let leader = a.election("scheduler", options.clone()).unwrap();
+        let mut events = leader.subscribe();
+        if bound {
+            leader
+                .run_while_leader(|_, supervisor| async move {
+                    let (actor, _) = Actor::spawn_linked(None, Quick, (), supervisor).await?;
+                    Ok(actor.get_cell())
+                })
+                .unwrap();
+        }
+        leader.campaign().await.unwrap();
+        // Renewals hang until just before the deadline, then the store answers again.
+        faulty.hang();
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        faulty.heal();
+        let other = b.election("scheduler", options.clone()).unwrap();
+        let mut other_events = other.subscribe();
+        other.campaign_in_background().unwrap();
+        let within = Duration::from_secs(60);
+        tokio::time::timeout(within, async {
+            loop {
+                match events.recv().await {
+                    Ok(ElectionEvent::Deposed { .. }) => break,
+                    Ok(_) => {}
+                    Err(error) => panic!("no Deposed: {error}"),
+                }
+            }
+        })
+        .await
+        .expect("the leader was not deposed");
+        let deposed = Instant::now();
+        // The deposed candidate stops campaigning, so the other one is next.
+        let _ = leader.resign().await;
+        tokio::time::timeout(within, async {
+            loop {
+                if let Ok(ElectionEvent::Elected { .. }) = other_events.recv().await {
+                    break;
+                }
+            }
+        })
+        .await
+        .expect("the other candidate was not elected");
+        let after = deposed.elapsed();
+        if bound {
+            assert!(
+                after < margin,
+                "with its bound actor gone the lease was kept {after:?}"
+            );
+        } else {
+            assert!(
+                after >= margin,
+                "the next leader was elected {after:?} after Deposed; the margin is {margin:?}"
+            );
+        }
+        drop((leader, other));
+        a.shutdown().await;
+        b.shutdown().await;
+    }
+}

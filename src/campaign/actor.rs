@@ -33,11 +33,23 @@ pub(crate) struct CampaignArgs<E> {
     pub(crate) retry_after: Duration,
 }
 
+/// A lost term whose guard the campaign keeps (see `CampaignState::lost`).
+struct LostTerm {
+    _guard: LockGuard,
+    /// The bound actor stopped when the term was lost; its end frees the guard.
+    actor: Option<ractor::ActorId>,
+}
+
 /// The actor's state.
 pub(crate) struct CampaignState<E> {
     lock: Lock,
     campaigning: bool,
     guard: Option<LockGuard>,
+    /// The guard of a lost term, kept while that term's bound actor may still be working:
+    /// its lease stays on the store until the guard is dropped or the loss margin has passed,
+    /// so the next holder cannot start before this term's work has stopped (see
+    /// `lock::hold::LostHold`). Dropped when that actor is gone, or when the next term begins.
+    lost: Option<LostTerm>,
     /// Id of the current acquisition task; results of older ones are stale.
     attempt: u64,
     acquiring: Option<tokio::task::AbortHandle>,
@@ -62,6 +74,7 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             lock: args.lock,
             campaigning: false,
             guard: None,
+            lost: None,
             attempt: 0,
             acquiring: None,
             waiting: Vec::new(),
@@ -124,11 +137,8 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             }
             CampaignMsg::Lost { token, reason } => {
                 if state.guard.as_ref().map(LockGuard::token) == Some(token) {
-                    state.guard = None;
-                    if let Some(binding) = &mut state.binding {
-                        binding.stop();
-                    }
                     state.sinks.publish(E::lost(token, reason));
+                    state.keep_lost_term();
                     state.ensure_acquiring(&myself);
                 }
             }
@@ -156,6 +166,15 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             | SupervisionEvent::ActorFailed(cell, _) => cell.get_id(),
             _ => return Ok(()),
         };
+        if state
+            .lost
+            .as_ref()
+            .is_some_and(|lost| lost.actor == Some(ended))
+        {
+            // The lost term's work has stopped: its lease may go now.
+            state.lost = None;
+            return Ok(());
+        }
         let Some(binding) = &mut state.binding else {
             return Ok(());
         };
@@ -215,12 +234,29 @@ impl<E: CampaignEvent> CampaignState<E> {
         };
         let token = guard.token();
         guard.notify(myself, move |reason| CampaignMsg::Lost { token, reason });
+        // A new term: whatever an older lost term still held is long past its margin.
+        self.lost = None;
         self.guard = Some(guard);
         self.sinks.publish(E::acquired(token));
         for reply in self.waiting.drain(..) {
             let _ = reply.send(Ok(token));
         }
         self.start_bound(myself);
+    }
+
+    /// The current term was lost: stop its bound actor and keep its guard until that actor
+    /// is gone. Without a bound actor the guard is kept until the next term: its lease is
+    /// freed by the runtime once the loss margin has passed, giving the event subscribers,
+    /// who cannot say when they have stopped, that margin.
+    fn keep_lost_term(&mut self) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let actor = self.binding.as_mut().and_then(Binding::stop);
+        self.lost = Some(LostTerm {
+            _guard: guard,
+            actor,
+        });
     }
 
     /// Starts the bound actor if the lock is held and none runs or starts. It starts on its
@@ -294,8 +330,9 @@ impl<E: CampaignEvent> CampaignState<E> {
             tokio::select! {
                 biased;
                 reason = guard.lost() => {
-                    binding.stop();
+                    let actor = binding.stop();
                     self.sinks.publish(E::lost(token, reason.clone()));
+                    self.lost = Some(LostTerm { _guard: guard, actor });
                     return Err(LockError::Lost(reason));
                 }
                 () = binding.drain(longest) => {}

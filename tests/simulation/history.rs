@@ -392,6 +392,15 @@ impl History {
     /// for the intruder) and its grant token.
     pub(crate) fn check_orphans(&mut self, records: Vec<(String, Option<usize>, u64)>) {
         let now = Instant::now();
+        let margin = self.timings.margin();
+        // A lost term's guard is dropped by the campaign by the end of its margin at the
+        // latest (the runtime frees the lease then): it owns nothing after that.
+        self.holders.retain(|who, holder| {
+            !matches!(who, Who::Term(..))
+                || holder
+                    .told
+                    .is_none_or(|told| told + margin + INSTANT >= now)
+        });
         let block = self.timings.block;
         let mut seen = Vec::new();
         let mut problems = Vec::new();
@@ -488,7 +497,12 @@ impl History {
         self.note(format!(
             "candidate {candidate} ends its term in {election} (token {token}): {how}"
         ));
-        self.holders.remove(&Who::Term(candidate, token));
+        if resigned {
+            self.holders.remove(&Who::Term(candidate, token));
+        } else if let Some(holder) = self.holders.get_mut(&Who::Term(candidate, token)) {
+            // A lost term's lease stays until its work has stopped or the margin has passed.
+            holder.told.get_or_insert(now);
+        }
         let term = self.terms.iter_mut().find(|(e, c, t, _, end)| {
             e == election && *c == candidate && *t == token && end.is_none()
         });
