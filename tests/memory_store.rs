@@ -285,71 +285,34 @@ async fn renewals_on_a_store_without_bulk_writes_are_not_batched_into_losses() {
 /// not once the slow start has finished.
 #[tokio::test(start_paused = true)]
 async fn deposed_is_published_on_time_while_the_bound_actor_starts() {
-    use mongolock::testing::FaultyStore;
-    use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions};
-    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    use mongolock::ElectionEvent;
     use std::time::Duration;
     use tokio::time::Instant;
 
-    struct SlowStart;
-    impl Actor for SlowStart {
-        type Msg = ();
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            Ok(())
-        }
-    }
-
-    let options = ElectionOptions::default()
-        .with_lease_duration(Duration::from_millis(1_500))
-        .with_renew_deadline(Duration::from_millis(900))
-        .with_retry_period(Duration::from_millis(250));
-    let store = MemoryStore::new();
-    let faulty = FaultyStore::new(store.clone());
-    let a = LockManager::start(faulty.clone(), LockOptions::default())
-        .await
-        .unwrap();
-    let b = LockManager::start(store.clone(), LockOptions::default())
-        .await
-        .unwrap();
+    let options = short_election();
+    let (faulty, a, b) = two_managers().await;
     let leader = a.election("scheduler", options.clone()).unwrap();
     let mut events = leader.subscribe();
     leader
-        .run_while_leader(|_, supervisor| async move {
-            let (actor, _) = Actor::spawn_linked(None, SlowStart, (), supervisor).await?;
-            Ok(actor.get_cell())
-        })
+        .run_while_leader(bound_actor_starting_in(Duration::from_secs(30)))
         .unwrap();
-    loop {
-        if let Ok(ElectionEvent::Elected { .. }) = events.recv().await {
-            break;
-        }
-    }
+    next(&mut events, |e| matches!(e, ElectionEvent::Elected { .. })).await;
     let elected = Instant::now();
     faulty.hang(); // renewals stop being confirmed
     let other = b.election("scheduler", options.clone()).unwrap();
     let mut other_events = other.subscribe();
     other.campaign_in_background().unwrap();
-    loop {
-        match events.recv().await {
-            Ok(ElectionEvent::Deposed { .. }) => break,
-            Ok(_) => {}
-            Err(error) => panic!("no Deposed event: {error}"),
-        }
-    }
+    next(&mut events, |e| matches!(e, ElectionEvent::Deposed { .. })).await;
     let deposed = elected.elapsed();
     assert!(
         deposed <= options.renew_deadline(),
         "Deposed came {deposed:?} after the election; the renew deadline is {:?}",
         options.renew_deadline()
     );
-    loop {
-        if let Ok(ElectionEvent::Elected { .. }) = other_events.recv().await {
-            break;
-        }
-    }
+    next(&mut other_events, |e| {
+        matches!(e, ElectionEvent::Elected { .. })
+    })
+    .await;
     assert!(
         elected.elapsed() >= deposed,
         "elected before the leader was deposed"
@@ -444,78 +407,37 @@ async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
 /// while the deposed leader's work still ran.
 #[tokio::test(start_paused = true)]
 async fn a_deposed_leader_keeps_its_margin_until_its_work_has_stopped() {
-    use mongolock::testing::FaultyStore;
-    use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions};
-    use ractor::{Actor, ActorProcessingErr, ActorRef};
+    use mongolock::ElectionEvent;
     use std::time::Duration;
     use tokio::time::Instant;
 
-    struct Quick;
-    impl Actor for Quick {
-        type Msg = ();
-        type State = ();
-        type Arguments = ();
-        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
-    }
-
-    let options = ElectionOptions::default()
-        .with_lease_duration(Duration::from_millis(3_000))
-        .with_renew_deadline(Duration::from_millis(1_000))
-        .with_retry_period(Duration::from_millis(250));
-    let margin = Duration::from_millis(2_000);
+    let options = short_election().with_lease_duration(Duration::from_millis(3_000));
+    let margin = options.lease_duration() - options.renew_deadline();
     for bound in [false, true] {
-        let store = MemoryStore::new();
-        let faulty = FaultyStore::new(store.clone());
-        let a = LockManager::start(faulty.clone(), LockOptions::default())
-            .await
-            .unwrap();
-        let b = LockManager::start(store.clone(), LockOptions::default())
-            .await
-            .unwrap();
+        let (faulty, a, b) = two_managers().await;
         let leader = a.election("scheduler", options.clone()).unwrap();
         let mut events = leader.subscribe();
         if bound {
             leader
-                .run_while_leader(|_, supervisor| async move {
-                    let (actor, _) = Actor::spawn_linked(None, Quick, (), supervisor).await?;
-                    Ok(actor.get_cell())
-                })
+                .run_while_leader(bound_actor_starting_in(Duration::ZERO))
                 .unwrap();
         }
         leader.campaign().await.unwrap();
         // Renewals hang until just before the deadline, then the store answers again.
         faulty.hang();
-        tokio::time::sleep(Duration::from_millis(900)).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
         faulty.heal();
         let other = b.election("scheduler", options.clone()).unwrap();
         let mut other_events = other.subscribe();
         other.campaign_in_background().unwrap();
-        let within = Duration::from_secs(60);
-        tokio::time::timeout(within, async {
-            loop {
-                match events.recv().await {
-                    Ok(ElectionEvent::Deposed { .. }) => break,
-                    Ok(_) => {}
-                    Err(error) => panic!("no Deposed: {error}"),
-                }
-            }
-        })
-        .await
-        .expect("the leader was not deposed");
+        next(&mut events, |e| matches!(e, ElectionEvent::Deposed { .. })).await;
         let deposed = Instant::now();
         // The deposed candidate stops campaigning, so the other one is next.
         let _ = leader.resign().await;
-        tokio::time::timeout(within, async {
-            loop {
-                if let Ok(ElectionEvent::Elected { .. }) = other_events.recv().await {
-                    break;
-                }
-            }
+        next(&mut other_events, |e| {
+            matches!(e, ElectionEvent::Elected { .. })
         })
-        .await
-        .expect("the other candidate was not elected");
+        .await;
         let after = deposed.elapsed();
         if bound {
             assert!(
@@ -531,5 +453,89 @@ async fn a_deposed_leader_keeps_its_margin_until_its_work_has_stopped() {
         drop((leader, other));
         a.shutdown().await;
         b.shutdown().await;
+    }
+}
+
+/// Election timings short enough for a test: lease 1.5 s, renew deadline 0.9 s.
+fn short_election() -> mongolock::ElectionOptions {
+    use std::time::Duration;
+    mongolock::ElectionOptions::default()
+        .with_lease_duration(Duration::from_millis(1_500))
+        .with_renew_deadline(Duration::from_millis(900))
+        .with_retry_period(Duration::from_millis(250))
+}
+
+/// Two managers on one memory store, the first behind a fault switch.
+async fn two_managers() -> (
+    mongolock::testing::FaultyStore<MemoryStore>,
+    mongolock::LockManager,
+    mongolock::LockManager,
+) {
+    use mongolock::{LockManager, LockOptions};
+    let store = MemoryStore::new();
+    let faulty = mongolock::testing::FaultyStore::new(store.clone());
+    let a = LockManager::start(faulty.clone(), LockOptions::default())
+        .await
+        .unwrap();
+    let b = LockManager::start(store, LockOptions::default())
+        .await
+        .unwrap();
+    (faulty, a, b)
+}
+
+/// Waits (a minute at most) for the next event that `wanted` accepts.
+async fn next(
+    events: &mut tokio::sync::broadcast::Receiver<mongolock::ElectionEvent>,
+    wanted: fn(&mongolock::ElectionEvent) -> bool,
+) {
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            match events.recv().await {
+                Ok(event) if wanted(&event) => return,
+                Ok(_) => {}
+                Err(error) => panic!("the events ended: {error}"),
+            }
+        }
+    });
+    waited
+        .await
+        .expect("the event did not come within a minute");
+}
+
+/// A `run_while_leader` spawner of an actor whose start takes `delay`.
+fn bound_actor_starting_in(
+    delay: std::time::Duration,
+) -> impl Fn(
+    u64,
+    ractor::ActorCell,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ractor::ActorCell, ractor::SpawnErr>> + Send>,
+> + Send
++ Sync
++ 'static {
+    move |_, supervisor| {
+        Box::pin(async move {
+            let (actor, _) =
+                ractor::Actor::spawn_linked(None, StartingIn, delay, supervisor).await?;
+            Ok(actor.get_cell())
+        })
+    }
+}
+
+/// A bound actor whose `pre_start` takes a while (connecting, loading state).
+struct StartingIn;
+
+impl ractor::Actor for StartingIn {
+    type Msg = ();
+    type State = ();
+    type Arguments = std::time::Duration;
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        delay: std::time::Duration,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        tokio::time::sleep(delay).await;
+        Ok(())
     }
 }

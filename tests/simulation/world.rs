@@ -675,26 +675,25 @@ impl World {
             candidate.events.abort();
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
-        // Left: the store's sweeper (the world still holds the store).
-        let alive = tokio::runtime::Handle::current()
-            .metrics()
-            .num_alive_tasks();
-        if alive > 1 {
-            self.history().violation(format!(
-                "{alive} tasks alive 10 minutes after every manager shut down (expected 1: the memory store's sweeper); election handles still alive"
-            ));
-        }
+        self.check_only_the_sweeper_runs(
+            "10 minutes after every manager shut down, election handles still alive",
+        );
         for candidate in &mut self.candidates {
             candidate.election = None;
         }
         self.managers.clear();
         tokio::time::sleep(Duration::from_secs(1)).await;
+        self.check_only_the_sweeper_runs("after every handle was dropped");
+    }
+
+    /// The only task left is the memory store's sweeper (the world still holds the store).
+    fn check_only_the_sweeper_runs(&self, when: &str) {
         let alive = tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks();
         if alive > 1 {
             self.history().violation(format!(
-                "{alive} tasks alive after every handle was dropped (expected 1: the memory store's sweeper)"
+                "{alive} tasks alive {when} (expected 1: the memory store's sweeper)"
             ));
         }
     }
