@@ -528,14 +528,18 @@ impl World {
         }
     }
 
-    fn resign(&mut self) {
+    /// A candidate whose handle is still held, if any.
+    fn live_candidate(&mut self) -> Option<usize> {
         let live: Vec<usize> = (0..self.candidates.len())
             .filter(|&c| self.candidates[c].election.is_some())
             .collect();
-        if live.is_empty() {
+        (!live.is_empty()).then(|| live[self.rng.random_range(0..live.len())])
+    }
+
+    fn resign(&mut self) {
+        let Some(id) = self.live_candidate() else {
             return;
-        }
-        let id = live[self.rng.random_range(0..live.len())];
+        };
         if let Some(election) = self.candidates[id].election.clone() {
             let mut history = self.history();
             history.note(format!("candidate {id} resigns"));
@@ -548,13 +552,9 @@ impl World {
     }
 
     fn drop_candidate(&mut self) {
-        let live: Vec<usize> = (0..self.candidates.len())
-            .filter(|&c| self.candidates[c].election.is_some())
-            .collect();
-        if live.is_empty() {
+        let Some(id) = self.live_candidate() else {
             return;
-        }
-        let id = live[self.rng.random_range(0..live.len())];
+        };
         let mut history = self.history();
         history.note(format!("candidate {id}'s handle is dropped"));
         history.resigning(id);
