@@ -949,3 +949,73 @@ async fn an_expired_lease_is_not_extended() {
     assert_eq!(outcomes, [NotOwner, Extended]);
     assert_eq!(store.extend(&extend(&held)).await.unwrap(), Extended);
 }
+
+/// The reads that decide or report who holds a lock carry the configured read concern —
+/// `majority` by default, so a primary cut off from the majority cannot report a holder the
+/// majority has replaced; `linearizable` for the read of one document (`inspect`), with
+/// `majority` for the reads of many (`list`), which MongoDB allows no stronger. Also prints
+/// what each costs against `local` (the cost, for the guide).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decision_reads_use_the_configured_read_concern() {
+    use mongodb::options::ReadConcern;
+
+    let seen: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    let handler = {
+        let seen = seen.clone();
+        EventHandler::callback(move |event| {
+            if let CommandEvent::Started(started) = event
+                && started.command_name == "aggregate"
+                && !started.command.to_string().contains("$changeStream")
+            {
+                let level = started
+                    .command
+                    .get_document("readConcern")
+                    .ok()
+                    .and_then(|concern| concern.get_str("level").ok())
+                    .map(str::to_owned);
+                let what = if started.command.to_string().contains("\"$sort\"") {
+                    "list"
+                } else {
+                    "inspect"
+                };
+                seen.lock().unwrap().push((what.to_owned(), level));
+            }
+        })
+    };
+    let client = client_with(None, Some(handler)).await;
+    let collection = unique_collection();
+    let name = LockName::new("read-concern").unwrap();
+    let mut costs = Vec::new();
+    for (label, concern, inspect, list) in [
+        ("default", None, "majority", "majority"),
+        ("local", Some(ReadConcern::local()), "local", "local"),
+        ("linearizable", Some(ReadConcern::linearizable()), "linearizable", "majority"),
+    ] {
+        let mut builder =
+            MongoStore::builder(client.database(DATABASE)).with_collection(collection.clone());
+        if let Some(concern) = concern {
+            builder = builder.with_read_concern(concern);
+        }
+        let store = builder.build().unwrap();
+        store.list().await.unwrap();
+        seen.lock().unwrap().clear();
+        store.inspect(&name).await.unwrap();
+        store.list().await.unwrap();
+        let levels = seen.lock().unwrap().clone();
+        assert_eq!(
+            levels,
+            [
+                ("inspect".to_owned(), Some(inspect.to_owned())),
+                ("list".to_owned(), Some(list.to_owned())),
+            ],
+            "{label}"
+        );
+        let started = std::time::Instant::now();
+        for _ in 0..200 {
+            store.inspect(&name).await.unwrap();
+        }
+        costs.push(format!("{label} {:.0} µs", started.elapsed().as_secs_f64() * 1e6 / 200.0));
+    }
+    eprintln!("inspect, mean of 200: {}", costs.join(", "));
+    raw(&store_on(&client, &collection)).drop().await.unwrap();
+}

@@ -2,7 +2,9 @@
 //! concern.
 
 use mongodb::bson::Document;
-use mongodb::options::{CollectionOptions, ReadPreference, SelectionCriteria, WriteConcern};
+use mongodb::options::{
+    CollectionOptions, ReadConcern, ReadPreference, SelectionCriteria, WriteConcern,
+};
 use mongodb::{Collection, Database};
 
 use super::MongoStore;
@@ -12,10 +14,11 @@ use crate::error::StoreError;
 /// namespaces to 120 bytes; newer servers allow 255. The lower bound works everywhere.
 pub(super) const MAX_NAMESPACE_BYTES: usize = 120;
 
-/// Builds a [`MongoStore`] with a non-default collection or write concern.
+/// Builds a [`MongoStore`] with a non-default collection, write concern or read concern.
 ///
-/// Defaults: collection `"distributed_locks"`, write concern
-/// `majority`, and every call sent to the primary whatever the database's read preference.
+/// Defaults: collection `"distributed_locks"`, write concern `majority`, read concern
+/// `majority` for the reads that decide or report holders, and every call sent to the
+/// primary whatever the database's read preference.
 ///
 /// ```no_run
 /// use mongodb::options::WriteConcern;
@@ -37,6 +40,7 @@ pub struct MongoStoreBuilder {
     database: Database,
     collection: String,
     write_concern: WriteConcern,
+    read_concern: ReadConcern,
 }
 
 impl MongoStoreBuilder {
@@ -45,6 +49,7 @@ impl MongoStoreBuilder {
             database,
             collection: MongoStore::DEFAULT_COLLECTION.to_owned(),
             write_concern: WriteConcern::majority(),
+            read_concern: ReadConcern::majority(),
         }
     }
 
@@ -79,6 +84,33 @@ impl MongoStoreBuilder {
         self
     }
 
+    /// The read concern of the reads that decide or report who holds a lock:
+    /// [`LockStore::inspect`](crate::store::LockStore::inspect) (and so `Lock::inspect`,
+    /// `is_held_by_*`, `Election::leader`), [`MongoStore::list`] (`mongolock status`) and the
+    /// check after a batched renewal of which leases still hold (default `majority`).
+    ///
+    /// A primary cut off from the majority keeps answering reads until it steps down; with
+    /// `majority` it answers only what a majority has acknowledged, so it cannot report a
+    /// holder the majority has already replaced. `linearizable` goes further for the reads
+    /// of one document (`inspect`): the answer reflects every write acknowledged before the
+    /// read began, at the cost of a round trip to a majority; reads of many documents then
+    /// use `majority`, as MongoDB allows `linearizable` only for one. `local` is the fastest
+    /// and may report a holder that a newer primary has replaced.
+    ///
+    /// ```no_run
+    /// use mongodb::options::ReadConcern;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let store = mongolock::MongoStore::builder(db)
+    ///     .with_read_concern(ReadConcern::linearizable())
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_read_concern(mut self, concern: ReadConcern) -> Self {
+        self.read_concern = concern;
+        self
+    }
+
     /// Validates the configuration (no I/O) and creates the store.
     ///
     /// # Errors
@@ -100,7 +132,11 @@ impl MongoStoreBuilder {
         validate_database_name(self.database.name())?;
         validate_collection_name(self.database.name(), &self.collection)?;
         let collection = lock_collection(&self.database, &self.collection, self.write_concern);
-        Ok(MongoStore::from_parts(self.database, collection))
+        Ok(MongoStore::from_parts(
+            self.database,
+            collection,
+            self.read_concern,
+        ))
     }
 }
 

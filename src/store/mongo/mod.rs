@@ -40,7 +40,7 @@ mod ttl_index;
 
 use async_trait::async_trait;
 use mongodb::bson::Document;
-use mongodb::options::{ReturnDocument, WriteConcern};
+use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
 use mongodb::{Collection, Database};
 
 pub use builder::MongoStoreBuilder;
@@ -149,6 +149,8 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 pub struct MongoStore {
     database: Database,
     collection: Collection<Document>,
+    /// The read concern of the reads that decide or report who holds a lock.
+    read_concern: ReadConcern,
 }
 
 impl MongoStore {
@@ -166,6 +168,7 @@ impl MongoStore {
                 pipeline::unexpired(),
                 mongodb::bson::doc! { "$project": { document::LEASE_ID: 1 } },
             ])
+            .read_concern(self.multi_document_read_concern())
             .await
             .map_err(failed)?;
         let mut held = std::collections::HashSet::new();
@@ -206,7 +209,7 @@ impl MongoStore {
             Self::DEFAULT_COLLECTION,
             WriteConcern::majority(),
         );
-        Self::from_parts(database, collection)
+        Self::from_parts(database, collection, ReadConcern::majority())
     }
 
     /// Configures a store (collection name, write concern); see [`MongoStoreBuilder`].
@@ -221,10 +224,25 @@ impl MongoStore {
         MongoStoreBuilder::new(database)
     }
 
-    fn from_parts(database: Database, collection: Collection<Document>) -> Self {
+    fn from_parts(
+        database: Database,
+        collection: Collection<Document>,
+        read_concern: ReadConcern,
+    ) -> Self {
         Self {
             database,
             collection,
+            read_concern,
+        }
+    }
+
+    /// The read concern of a read that may see several documents: the configured one, but
+    /// `majority` in place of `linearizable`, which MongoDB allows only for reads of one
+    /// document.
+    fn multi_document_read_concern(&self) -> ReadConcern {
+        match self.read_concern.level {
+            ReadConcernLevel::Linearizable => ReadConcern::majority(),
+            _ => self.read_concern.clone(),
         }
     }
 
@@ -288,6 +306,7 @@ impl MongoStore {
         let mut cursor = self
             .collection
             .aggregate(pipeline::list())
+            .read_concern(self.multi_document_read_concern())
             .await
             .map_err(failed)?;
         let mut locks = Vec::new();
@@ -526,6 +545,7 @@ impl LockStore for MongoStore {
         let mut cursor = self
             .collection
             .aggregate(pipeline::inspect(name))
+            .read_concern(self.read_concern.clone())
             .await
             .map_err(|error| errors::backend("inspect (aggregate)", error))?;
         if !cursor
