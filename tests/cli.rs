@@ -1018,7 +1018,18 @@ fn renewal_trouble_and_with_v_the_library_events_reach_stderr() {
         }),
         "-v shows the library's events: {text}"
     );
-    // The renewal after it succeeds: the lock is still held.
+    // A progress line warns that the lock is at risk, and another that it recovered: the
+    // renewal after the failed one succeeds, so the lock is still held.
+    holder.wait_until(
+        Stream::Stderr,
+        SHORT,
+        "the at-risk and recovery lines",
+        |text| {
+            text.contains("mongolock: renewals of lock \"renew\" are failing")
+                && text.contains("the lock is lost in")
+                && text.contains("mongolock: renewals of lock \"renew\" succeed again")
+        },
+    );
     holder.signal(Signal::SIGTERM);
     let output = holder.finish(SHORT);
     assert_eq!(code(output.status), Some(143), "{}", stderr(&output));

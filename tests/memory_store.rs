@@ -539,3 +539,79 @@ impl ractor::Actor for StartingIn {
         Ok(())
     }
 }
+
+/// A warning before a loss: when renewals start failing the guard, its loss signal, a
+/// background lock's and an election's events and `Election::health` say the hold is at
+/// risk and how long is left; when a renewal is confirmed again, that it recovered.
+#[tokio::test(start_paused = true)]
+async fn failing_renewals_warn_before_the_loss_and_recover() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{ElectionEvent, ElectionHealth, LockEvent, LockManager};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let guard = manager.lock("orders").unwrap().acquire().await.unwrap();
+    let background = manager.lock("compaction").unwrap().background().unwrap();
+    let mut lock_events = background.subscribe();
+    background.wait_acquired().await.unwrap();
+    let election = manager.election("scheduler", short_election()).unwrap();
+    let mut election_events = election.subscribe();
+    election.campaign().await.unwrap();
+    assert!(guard.risk().is_none());
+
+    store.fail(); // renewals now fail at once
+    let started = Instant::now();
+    let risk = guard.at_risk().await;
+    // The next renewal is due within one interval (plus the renewer's 2 ms of batching).
+    let warned_after = started.elapsed();
+    assert!(
+        warned_after <= options.renew_interval() + Duration::from_millis(10),
+        "warned {warned_after:?} after the store began failing"
+    );
+    assert!(risk.time_left() > Duration::ZERO && risk.time_left() < options.renew_deadline());
+    assert!(
+        risk.last_error()
+            .is_some_and(|error| error.contains("injected failure"))
+    );
+    assert_eq!(guard.loss(), None, "at risk is not lost");
+    let warned = |event: &LockEvent| matches!(event, LockEvent::AtRisk { .. });
+    loop {
+        if warned(&lock_events.recv().await.unwrap()) {
+            break;
+        }
+    }
+    next(&mut election_events, |e| {
+        matches!(e, ElectionEvent::AtRisk { .. })
+    })
+    .await;
+    assert!(matches!(
+        election.health(Duration::from_secs(60)).await.unwrap(),
+        ElectionHealth::AtRisk { .. }
+    ));
+
+    store.heal();
+    tokio::time::timeout(options.renew_deadline(), guard.loss_signal().recovered())
+        .await
+        .expect("no recovery after the store answered again");
+    assert!(guard.risk().is_none());
+    loop {
+        if matches!(
+            lock_events.recv().await.unwrap(),
+            LockEvent::Recovered { .. }
+        ) {
+            break;
+        }
+    }
+    next(&mut election_events, |e| {
+        matches!(e, ElectionEvent::Recovered { .. })
+    })
+    .await;
+    assert_eq!(guard.loss(), None);
+    drop(guard);
+    manager.shutdown().await;
+}

@@ -199,4 +199,25 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         ),
         Some(0.0)
     );
+
+    // A hold whose renewals fail is counted at risk until a renewal is confirmed again.
+    let faulty = mongolock::testing::FaultyStore::new(store.clone());
+    let c = LockManager::start(faulty.clone(), LockOptions::default())
+        .await
+        .unwrap();
+    let guard = c.lock("risky").unwrap().acquire().await.unwrap();
+    faulty.fail();
+    guard.at_risk().await;
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_at_risk_locks", &[]),
+        Some(1.0)
+    );
+    faulty.heal();
+    guard.loss_signal().recovered().await;
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_at_risk_locks", &[]),
+        Some(0.0)
+    );
+    drop(guard);
+    c.shutdown().await;
 }

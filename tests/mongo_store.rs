@@ -959,7 +959,9 @@ async fn an_expired_lease_is_not_extended() {
 async fn decision_reads_use_the_configured_read_concern() {
     use mongodb::options::ReadConcern;
 
-    let seen: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    // Each aggregate seen: what it reads ("inspect" or "list") and its read concern level.
+    type Seen = Vec<(String, Option<String>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
     let handler = {
         let seen = seen.clone();
         EventHandler::callback(move |event| {
@@ -989,7 +991,12 @@ async fn decision_reads_use_the_configured_read_concern() {
     for (label, concern, inspect, list) in [
         ("default", None, "majority", "majority"),
         ("local", Some(ReadConcern::local()), "local", "local"),
-        ("linearizable", Some(ReadConcern::linearizable()), "linearizable", "majority"),
+        (
+            "linearizable",
+            Some(ReadConcern::linearizable()),
+            "linearizable",
+            "majority",
+        ),
     ] {
         let mut builder =
             MongoStore::builder(client.database(DATABASE)).with_collection(collection.clone());
@@ -1014,7 +1021,10 @@ async fn decision_reads_use_the_configured_read_concern() {
         for _ in 0..200 {
             store.inspect(&name).await.unwrap();
         }
-        costs.push(format!("{label} {:.0} µs", started.elapsed().as_secs_f64() * 1e6 / 200.0));
+        costs.push(format!(
+            "{label} {:.0} µs",
+            started.elapsed().as_secs_f64() * 1e6 / 200.0
+        ));
     }
     eprintln!("inspect, mean of 200: {}", costs.join(", "));
     raw(&store_on(&client, &collection)).drop().await.unwrap();

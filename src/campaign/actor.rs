@@ -13,10 +13,10 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::binding::Binding;
 use super::event::CampaignEvent;
-use super::message::CampaignMsg;
+use super::message::{CampaignMsg, TermState};
 use super::sinks::EventSinks;
 use crate::error::LockError;
-use crate::lock::{Lock, LockGuard};
+use crate::lock::{HoldChange, Lock, LockGuard};
 
 pub(crate) struct CampaignActor<E>(PhantomData<fn() -> E>);
 
@@ -135,20 +135,30 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
                 }
                 // A stale result's guard drops here, which releases it.
             }
-            CampaignMsg::Lost { token, reason } => {
-                if state.guard.as_ref().map(LockGuard::token) == Some(token) {
-                    state.sinks.publish(E::lost(token, reason));
-                    state.keep_lost_term();
-                    state.ensure_acquiring(&myself);
+            CampaignMsg::HoldChanged { token, change } => {
+                if state.guard.as_ref().map(LockGuard::token) != Some(token) {
+                    return Ok(()); // an older term's
+                }
+                match change {
+                    HoldChange::AtRisk(risk) => {
+                        state.sinks.publish(E::at_risk(token, risk.time_left()));
+                    }
+                    HoldChange::Recovered => state.sinks.publish(E::recovered(token)),
+                    HoldChange::Lost(reason) => {
+                        state.sinks.publish(E::lost(token, reason));
+                        state.keep_lost_term();
+                        state.ensure_acquiring(&myself);
+                    }
                 }
             }
             CampaignMsg::RetryDue => state.ensure_acquiring(&myself),
             CampaignMsg::Publish(event) => state.sinks.publish(event),
             CampaignMsg::Probe { reply } => {
-                let term = state
-                    .guard
-                    .as_ref()
-                    .map(|guard| (guard.token(), guard.last_renewed()));
+                let term = state.guard.as_ref().map(|guard| TermState {
+                    token: guard.token(),
+                    renewed_at: guard.last_renewed(),
+                    risk: guard.risk(),
+                });
                 let _ = reply.send(term);
             }
         }
@@ -233,7 +243,12 @@ impl<E: CampaignEvent> CampaignState<E> {
             }
         };
         let token = guard.token();
-        guard.notify(myself, move |reason| CampaignMsg::Lost { token, reason });
+        guard
+            .loss_signal()
+            .forward_changes(myself, move |change| CampaignMsg::HoldChanged {
+                token,
+                change,
+            });
         // A new term: whatever an older lost term still held is long past its margin.
         self.lost = None;
         self.guard = Some(guard);

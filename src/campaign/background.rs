@@ -2,6 +2,7 @@
 //! [`LockEvent`]s — the campaign engine's face for plain locks.
 
 use std::future::Future;
+use std::time::Duration;
 
 use ractor::{ActorCell, ActorRef, Message, SpawnErr};
 use tokio::sync::broadcast;
@@ -53,6 +54,19 @@ pub enum LockEvent {
         /// Fencing token of this hold.
         token: u64,
     },
+    /// The hold with this token is at risk: its renewals are failing, and unless one is
+    /// confirmed within `time_left` it is lost (a warning; see [`AtRisk`](crate::AtRisk)).
+    AtRisk {
+        /// Fencing token of the hold.
+        token: u64,
+        /// How long until the loss deadline, when the warning was given.
+        time_left: Duration,
+    },
+    /// The hold with this token was at risk, and a renewal has been confirmed.
+    Recovered {
+        /// Fencing token of the hold.
+        token: u64,
+    },
     /// The hold with this token was lost; the background lock keeps trying.
     Lost {
         /// Fencing token of the lost hold.
@@ -70,6 +84,12 @@ pub enum LockEvent {
 impl CampaignEvent for LockEvent {
     fn acquired(token: u64) -> Self {
         Self::Acquired { token }
+    }
+    fn at_risk(token: u64, time_left: Duration) -> Self {
+        Self::AtRisk { token, time_left }
+    }
+    fn recovered(token: u64) -> Self {
+        Self::Recovered { token }
     }
     fn lost(token: u64, reason: LossReason) -> Self {
         Self::Lost { token, reason }

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::actor::{CampaignActor, CampaignArgs};
 use super::event::CampaignEvent;
-use super::message::CampaignMsg;
+use super::message::{CampaignMsg, TermState};
 use super::sinks::{CHANNEL_CAPACITY, EventSink};
 use crate::error::LockError;
 use crate::lock::{Lock, Runtime, ShutdownHook};
@@ -160,9 +160,8 @@ impl<E: CampaignEvent> Campaign<E> {
         })))
     }
 
-    /// The current term's token and when its last confirmed renewal was sent, if the lock
-    /// is held.
-    pub(crate) async fn probe(&self) -> Result<Option<(u64, tokio::time::Instant)>, LockError> {
+    /// The current term, if the lock is held.
+    pub(crate) async fn probe(&self) -> Result<Option<TermState>, LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(CampaignMsg::Probe { reply })?;
         answer.await.map_err(|_| LockError::ShutDown)

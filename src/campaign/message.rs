@@ -5,8 +5,17 @@ use tokio::time::Instant;
 
 use super::binding::SpawnBound;
 use super::sinks::EventSink;
-use crate::error::{LockError, LossReason};
-use crate::lock::LockGuard;
+use crate::error::LockError;
+use crate::lock::{AtRisk, HoldChange, LockGuard};
+
+/// What a probe sees of the current term.
+pub(crate) struct TermState {
+    pub(crate) token: u64,
+    /// When its last confirmed renewal was sent.
+    pub(crate) renewed_at: Instant,
+    /// Its renewal trouble, if it is at risk.
+    pub(crate) risk: Option<AtRisk>,
+}
 
 pub(crate) enum CampaignMsg<E> {
     /// Start (or keep) campaigning; `reply` gets the token once held.
@@ -26,9 +35,9 @@ pub(crate) enum CampaignMsg<E> {
     Subscribe(EventSink<E>),
     /// Publish an event that comes from outside the engine (a leader change).
     Publish(E),
-    /// The current term's token and when its last confirmed renewal was sent, if held.
+    /// The current term, if the lock is held.
     Probe {
-        reply: oneshot::Sender<Option<(u64, Instant)>>,
+        reply: oneshot::Sender<Option<TermState>>,
     },
     /// Run a user actor only while held (and start campaigning).
     Bind(SpawnBound),
@@ -37,9 +46,10 @@ pub(crate) enum CampaignMsg<E> {
         attempt: u64,
         result: Result<LockGuard, LockError>,
     },
-    Lost {
+    /// The hold of the term with `token` changed: at risk, recovered, or lost.
+    HoldChanged {
         token: u64,
-        reason: LossReason,
+        change: HoldChange,
     },
     RetryDue,
     /// The bound actor of the term with `token` has finished starting.

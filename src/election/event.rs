@@ -66,6 +66,19 @@ pub enum ElectionEvent {
         /// Fencing token of this term.
         token: u64,
     },
+    /// This candidate leads, but its renewals are failing: unless one is confirmed within
+    /// `time_left`, it is deposed then (a warning; see [`AtRisk`](crate::AtRisk)).
+    AtRisk {
+        /// Fencing token of this term.
+        token: u64,
+        /// How long until the loss deadline, when the warning was given.
+        time_left: Duration,
+    },
+    /// This candidate's renewals were failing and one has been confirmed: it still leads.
+    Recovered {
+        /// Fencing token of this term.
+        token: u64,
+    },
     /// This candidate lost leadership without resigning; it keeps campaigning. Delivered
     /// before any other candidate can lead.
     Deposed {
@@ -89,6 +102,12 @@ pub enum ElectionEvent {
 impl CampaignEvent for ElectionEvent {
     fn acquired(token: u64) -> Self {
         Self::Elected { token }
+    }
+    fn at_risk(token: u64, time_left: Duration) -> Self {
+        Self::AtRisk { token, time_left }
+    }
+    fn recovered(token: u64) -> Self {
+        Self::Recovered { token }
     }
     fn lost(token: u64, reason: LossReason) -> Self {
         Self::Deposed { token, reason }

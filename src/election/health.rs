@@ -25,6 +25,17 @@ pub enum ElectionHealth {
         /// Time since the last confirmed renewal was sent.
         renewed_ago: Duration,
     },
+    /// Leading, but renewals are failing: unless one is confirmed within `time_left` this
+    /// candidate is deposed then. Still healthy (within the tolerance): a warning that the
+    /// store is in trouble, not that this process is.
+    AtRisk {
+        /// Fencing token of the term.
+        token: u64,
+        /// Time since the last confirmed renewal was sent.
+        renewed_ago: Duration,
+        /// How long until the loss deadline.
+        time_left: Duration,
+    },
     /// Leading, but the last confirmed renewal was sent longer ago than one renewal period
     /// plus the tolerance: renewals are failing or stuck.
     Unhealthy {
@@ -36,7 +47,8 @@ pub enum ElectionHealth {
 }
 
 impl ElectionHealth {
-    /// `false` only for [`Unhealthy`](Self::Unhealthy).
+    /// `false` only for [`Unhealthy`](Self::Unhealthy) ([`AtRisk`](Self::AtRisk) is a
+    /// warning).
     ///
     /// ```
     /// use mongolock::ElectionHealth;
@@ -77,20 +89,24 @@ impl Election {
     /// # Ok(()) }
     /// ```
     pub async fn health(&self, tolerance: Duration) -> Result<ElectionHealth, LockError> {
-        let Some((token, renewed_at)) = self.engine().probe().await? else {
+        let Some(term) = self.engine().probe().await? else {
             return Ok(ElectionHealth::NotLeading);
         };
-        let renewed_ago = renewed_at.elapsed();
+        let (token, renewed_ago) = (term.token, term.renewed_at.elapsed());
         let allowed = self
             .engine()
             .lock()
             .options()
             .renew_interval()
             .saturating_add(tolerance);
-        Ok(if renewed_ago > allowed {
-            ElectionHealth::Unhealthy { token, renewed_ago }
-        } else {
-            ElectionHealth::Leading { token, renewed_ago }
+        Ok(match term.risk {
+            _ if renewed_ago > allowed => ElectionHealth::Unhealthy { token, renewed_ago },
+            Some(risk) => ElectionHealth::AtRisk {
+                token,
+                renewed_ago,
+                time_left: risk.time_left(),
+            },
+            None => ElectionHealth::Leading { token, renewed_ago },
         })
     }
 }

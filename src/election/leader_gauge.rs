@@ -15,7 +15,9 @@ pub(crate) fn sink(election: &LockName) -> EventSink<ElectionEvent> {
         match event {
             ElectionEvent::Elected { .. } => gauge.set(1.0),
             ElectionEvent::Deposed { .. } | ElectionEvent::Resigned { .. } => gauge.set(0.0),
-            ElectionEvent::LeaderChanged { .. } => {}
+            ElectionEvent::AtRisk { .. }
+            | ElectionEvent::Recovered { .. }
+            | ElectionEvent::LeaderChanged { .. } => {}
         }
         true
     })

@@ -3,7 +3,7 @@ use std::fmt;
 use ractor::ActorRef;
 use tokio::sync::oneshot;
 
-use super::loss_signal::LossSignal;
+use super::loss_signal::{AtRisk, LossSignal};
 use super::message::LockMsg;
 use crate::error::{LockError, LossReason};
 use crate::name::LockName;
@@ -149,6 +149,45 @@ impl LockGuard {
     /// ```
     pub fn loss(&self) -> Option<LossReason> {
         self.loss.loss()
+    }
+
+    /// The renewal trouble of this hold, if it is at risk now: renewals are failing and the
+    /// loss deadline is still ahead (see [`AtRisk`]).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert!(guard.risk().is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn risk(&self) -> Option<AtRisk> {
+        self.loss.risk()
+    }
+
+    /// Resolves when this hold is at risk — a warning before a loss: renewals are failing
+    /// and, unless one is confirmed in [`AtRisk::time_left`], the holder is told of a loss.
+    /// Never resolves once the hold has ended. See [`LossSignal::at_risk`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// tokio::select! {
+    ///     risk = guard.at_risk() => eprintln!("renewals failing; lost in {:?} unless renewed", risk.time_left()),
+    ///     () = tokio::time::sleep(Duration::from_millis(10)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) -> AtRisk {
+        self.loss.at_risk().await
     }
 
     /// An owned, cloneable handle on this hold's loss notification, for other tasks.

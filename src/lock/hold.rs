@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use ractor::ActorRef;
 
 use super::guard::LockGuard;
-use super::loss_signal::HoldStatusSender;
+use super::loss_signal::{AtRisk, HoldStatusSender};
 use super::message::LockMsg;
 use super::orphan;
 use crate::error::{LossReason, StoreError};
@@ -37,9 +37,10 @@ pub(crate) struct Hold {
     /// When the next renewal is due (unless one is in flight).
     next_renewal: Instant,
     renewal_in_flight: bool,
-    /// A renewal came back without confirming the lease (an error, or no answer in time)
-    /// since the last confirmation: the lease may be gone, so only a store call may pass it on.
-    unconfirmed: bool,
+    /// Since when a renewal has come back without confirming the lease (an error, or no
+    /// answer in time), if one has since the last confirmation: the hold is at risk, and as
+    /// the lease may be gone, only a store call may pass it on.
+    at_risk_since: Option<Instant>,
     /// The last renewal error the store reported (not our own timeout), for the loss reason.
     last_error: Option<StoreError>,
     status: HoldStatusSender,
@@ -75,7 +76,7 @@ impl Hold {
             deadline,
             next_renewal,
             renewal_in_flight: false,
-            unconfirmed: false,
+            at_risk_since: None,
             last_error: None,
             status: HoldStatusSender::new(sent_at),
         }
@@ -113,7 +114,7 @@ impl Hold {
     /// reserved token is left, and the waiter's lease terms are this lease's.
     pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
         self.is_valid_at(now)
-            && !self.unconfirmed
+            && self.at_risk_since.is_none()
             && self.token < self.reserved_until
             && options.lease_duration() == self.options.lease_duration()
             && options.renew_interval() == self.options.renew_interval()
@@ -134,7 +135,7 @@ impl Hold {
             deadline: self.deadline,
             next_renewal: self.next_renewal,
             renewal_in_flight: self.renewal_in_flight,
-            unconfirmed: self.unconfirmed,
+            at_risk_since: self.at_risk_since,
             last_error: self.last_error,
             status: self.status.successor(),
         };
@@ -206,18 +207,29 @@ impl Hold {
     pub(crate) fn renewed(&mut self, sent_at: Instant, next_renewal: Instant) {
         self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
         self.last_error = None;
-        self.unconfirmed = false;
+        if self.at_risk_since.take().is_some() {
+            self.metrics.at_risk(-1.0);
+            self.status.recovered();
+        }
         self.status.confirmed(sent_at);
         self.next_renewal = next_renewal;
     }
 
-    /// A renewal failed with `error`: retry a quarter cadence later, never past the deadline
-    /// (the deadline timer decides the loss).
+    /// A renewal failed with `error`: the hold is at risk; retry a quarter cadence later,
+    /// never past the deadline (the deadline timer decides the loss).
     pub(crate) fn renewal_failed(&mut self, error: StoreError) {
-        self.unconfirmed = true;
+        let since = *self.at_risk_since.get_or_insert_with(|| {
+            self.metrics.at_risk(1.0);
+            Instant::now()
+        });
         // A renewal our own timeout cut short went unanswered: that is a silent store, not a
         // failing one.
         self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+        self.status.at_risk(AtRisk::new(
+            since,
+            self.deadline,
+            self.last_error.as_ref().map(StoreError::report),
+        ));
         let retry = (self.options.renew_interval() / 4).max(Duration::from_millis(1));
         self.next_renewal = (Instant::now() + retry).min(self.deadline);
     }
@@ -241,6 +253,7 @@ impl Hold {
     /// returned [`LostHold`]: it must stay on the store while the guard may still act.
     pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostHold {
         self.metrics.loss(reason);
+        self.end_risk();
         self.metrics.hold_ended(self.acquired_at.elapsed());
         self.status.lost(reason.clone());
         // The store keeps the lease at least `expiry` past the last confirmed send, and the
@@ -258,8 +271,16 @@ impl Hold {
         }
     }
 
+    /// A hold at risk that ends counts no more in the at-risk gauge.
+    fn end_risk(&self) {
+        if self.at_risk_since.is_some() {
+            self.metrics.at_risk(-1.0);
+        }
+    }
+
     /// Ends the hold by release: not a loss, so loss watchers never fire.
     pub(crate) fn released(self) {
+        self.end_risk();
         self.metrics.hold_ended(self.acquired_at.elapsed());
         self.status.released();
     }

@@ -1,5 +1,10 @@
 //! The loss protocol, both halves in one place: the runtime's private sending half
-//! ([`HoldStatusSender`]) and the public receiving half ([`LossSignal`]).
+//! ([`HoldStatusSender`]) and the public receiving half ([`LossSignal`]), with the warning
+//! that comes before a loss ([`AtRisk`]).
+//!
+//! While held, a hold may be **at risk**: a renewal came back unconfirmed (an error, or no
+//! answer in time) and the loss deadline is still ahead. It recovers when a renewal is
+//! confirmed, or ends in a loss at the deadline.
 //!
 //! A hold ends in exactly one of two ways. A **release** (by the guard, or by the runtime
 //! for a guard nobody holds) is never a loss: receivers stay pending forever. Anything else —
@@ -8,6 +13,7 @@
 //! actor panicked) reads as [`LossReason::RuntimeFailed`].
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ractor::{ActorRef, Message};
 use tokio::sync::watch;
@@ -18,8 +24,82 @@ use crate::error::LossReason;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum HoldStatus {
     Held,
+    AtRisk(AtRisk),
     Lost(LossReason),
     Released,
+}
+
+impl HoldStatus {
+    fn is_live(&self) -> bool {
+        matches!(self, Self::Held | Self::AtRisk(_))
+    }
+}
+
+/// A held lock whose renewals are failing: the last renewal came back unconfirmed (the
+/// store failed or did not answer in time) and the loss deadline is still ahead. Unless a
+/// renewal is confirmed before [`deadline`](Self::deadline), the holder is told of a loss
+/// then. A warning, not a loss: the lock is still held, and nobody else can be granted it
+/// before the deadline plus the loss margin.
+///
+/// ```
+/// use mongolock::testing::FaultyStore;
+/// use mongolock::{LockManager, LockOptions, MemoryStore};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), mongolock::LockError> {
+/// let store = FaultyStore::new(MemoryStore::new());
+/// let manager = LockManager::start(store.clone(), LockOptions::default()).await?;
+/// let guard = manager.lock("orders")?.acquire().await?;
+/// store.fail(); // the next renewal fails
+/// let risk = guard.at_risk().await;
+/// assert!(risk.time_left() <= LockOptions::default().renew_deadline());
+/// println!("renewals failing ({:?}); lost in {:?} unless the store answers", risk.last_error(), risk.time_left());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtRisk {
+    since: Instant,
+    deadline: Instant,
+    last_error: Option<String>,
+}
+
+impl AtRisk {
+    pub(crate) fn new(since: Instant, deadline: Instant, last_error: Option<String>) -> Self {
+        Self {
+            since,
+            deadline,
+            last_error,
+        }
+    }
+
+    /// When the first unconfirmed renewal came back.
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+
+    /// When the holder will be told of a loss unless a renewal is confirmed first.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// How long until [`deadline`](Self::deadline), from now.
+    pub fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The last error the store reported, if it reported one (a renewal that timed out
+    /// reports none).
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+}
+
+/// How a live hold's state changed, for the campaigns that publish it.
+#[derive(Debug, Clone)]
+pub(crate) enum HoldChange {
+    AtRisk(AtRisk),
+    Recovered,
+    Lost(LossReason),
 }
 
 /// The runtime's half: owned by the hold, it says once how the hold ended.
@@ -63,6 +143,28 @@ impl HoldStatusSender {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *confirmed = (*confirmed).max(sent_at);
+    }
+
+    /// Renewals are failing: the hold is at risk (or still is, with a newer error).
+    pub(crate) fn at_risk(&self, risk: AtRisk) {
+        self.status.send_if_modified(|status| {
+            let live = status.is_live();
+            if live {
+                *status = HoldStatus::AtRisk(risk);
+            }
+            live
+        });
+    }
+
+    /// A renewal was confirmed after the hold was at risk.
+    pub(crate) fn recovered(&self) {
+        self.status.send_if_modified(|status| {
+            let at_risk = matches!(status, HoldStatus::AtRisk(_));
+            if at_risk {
+                *status = HoldStatus::Held;
+            }
+            at_risk
+        });
     }
 
     /// The hold was lost: every receiver resolves with `reason`.
@@ -144,16 +246,125 @@ impl LossSignal {
     async fn ended(&self) -> Option<LossReason> {
         let mut receiver = self.receiver.clone();
         let ended = receiver
-            .wait_for(|status| *status != HoldStatus::Held)
+            .wait_for(|status| !status.is_live())
             .await
             .map(|status| status.clone());
         match ended {
             Ok(HoldStatus::Lost(reason)) => Some(reason),
             Ok(_) => None,
             // The sender is gone while the hold was live: the actor failed.
-            Err(_) if *receiver.borrow() == HoldStatus::Held => Some(LossReason::RuntimeFailed),
+            Err(_) if receiver.borrow().is_live() => Some(LossReason::RuntimeFailed),
             Err(_) => None,
         }
+    }
+
+    /// The renewal trouble of the hold, if it is at risk now (see [`AtRisk`]).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// assert_eq!(guard.loss_signal().risk(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn risk(&self) -> Option<AtRisk> {
+        match &*self.receiver.borrow() {
+            HoldStatus::AtRisk(risk) => Some(risk.clone()),
+            _ => None,
+        }
+    }
+
+    /// Resolves when the hold is at risk — its renewals are failing and the loss deadline
+    /// is still ahead — at once if it is now; never once the hold has ended (a loss without
+    /// a warning first, such as a takeover, resolves only [`lost`](Self::lost)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// let signal = guard.loss_signal();
+    /// tokio::select! {
+    ///     risk = signal.at_risk() => eprintln!("slowing down: lost in {:?} unless renewed", risk.time_left()),
+    ///     reason = signal.lost() => eprintln!("lost: {reason}"),
+    ///     () = tokio::time::sleep(Duration::from_millis(10)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) -> AtRisk {
+        let mut receiver = self.receiver.clone();
+        let seen = receiver
+            .wait_for(|status| matches!(status, HoldStatus::AtRisk(_)) || !status.is_live())
+            .await
+            .map(|status| status.clone());
+        match seen {
+            Ok(HoldStatus::AtRisk(risk)) => risk,
+            _ => std::future::pending().await,
+        }
+    }
+
+    /// Resolves when the hold is held and not at risk — at once if it is now, else when a
+    /// renewal is confirmed after failing ones; never once the hold has ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let guard = manager.lock("orders")?.acquire().await?;
+    /// guard.loss_signal().recovered().await; // not at risk: at once
+    /// # Ok(()) }
+    /// ```
+    pub async fn recovered(&self) {
+        let mut receiver = self.receiver.clone();
+        let seen = receiver
+            .wait_for(|status| !matches!(status, HoldStatus::AtRisk(_)))
+            .await
+            .map(|status| status.clone());
+        if !matches!(seen, Ok(HoldStatus::Held)) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Sends `to_message(change)` to `actor` for every change of a live hold — at risk,
+    /// recovered, lost — until it ends; for the campaigns that publish them as events.
+    pub(crate) fn forward_changes<M: Message>(
+        &self,
+        actor: &ActorRef<M>,
+        to_message: impl Fn(HoldChange) -> M + Send + 'static,
+    ) {
+        let (mut receiver, actor) = (self.receiver.clone(), actor.clone());
+        tokio::spawn(async move {
+            let mut was_at_risk = false;
+            loop {
+                let changed = receiver.changed().await;
+                let status = receiver.borrow_and_update().clone();
+                let change = match (changed, status) {
+                    (Err(_), status) if status.is_live() => {
+                        HoldChange::Lost(LossReason::RuntimeFailed)
+                    }
+                    (Err(_), _) | (Ok(()), HoldStatus::Released) => return,
+                    (Ok(()), HoldStatus::Lost(reason)) => HoldChange::Lost(reason),
+                    (Ok(()), HoldStatus::AtRisk(risk)) => HoldChange::AtRisk(risk),
+                    (Ok(()), HoldStatus::Held) if was_at_risk => HoldChange::Recovered,
+                    (Ok(()), HoldStatus::Held) => continue,
+                };
+                was_at_risk = matches!(change, HoldChange::AtRisk(_));
+                let ended = matches!(change, HoldChange::Lost(_));
+                if actor.send_message(to_message(change)).is_err() || ended {
+                    return;
+                }
+            }
+        });
     }
 
     /// The loss reason if the hold is already lost, without waiting.
@@ -170,7 +381,7 @@ impl LossSignal {
         match &*self.receiver.borrow() {
             HoldStatus::Lost(reason) => Some(reason.clone()),
             HoldStatus::Released => None,
-            HoldStatus::Held => self
+            HoldStatus::Held | HoldStatus::AtRisk(_) => self
                 .receiver
                 .has_changed()
                 .is_err()

@@ -7,7 +7,7 @@
 //! | `handle.rs` | [`Lock`]: acquire, try, inspect; the first request goes through the supervisor, later ones straight to the actor |
 //! | `guard.rs` | [`LockGuard`]: token, loss, release on drop |
 //! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
-//! | `loss_signal.rs` | the loss protocol: the runtime's sending half and [`LossSignal`] |
+//! | `loss_signal.rs` | the loss protocol: the runtime's sending half, [`LossSignal`] and the warning before a loss, [`AtRisk`] |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation |
 //! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
@@ -42,5 +42,6 @@ mod waiters;
 
 pub use guard::LockGuard;
 pub use handle::Lock;
-pub use loss_signal::LossSignal;
+pub(crate) use loss_signal::HoldChange;
+pub use loss_signal::{AtRisk, LossSignal};
 pub(crate) use runtime::{Runtime, ShutdownHook};

@@ -13,6 +13,7 @@
 //! | `mongolock_hold_seconds` | histogram | | from lock held to release or loss |
 //! | `mongolock_waiters` | gauge | | local tasks waiting for a lock |
 //! | `mongolock_held_locks` | gauge | | locks this process holds |
+//! | `mongolock_at_risk_locks` | gauge | | held locks whose renewals are failing, deadline still ahead (see [`AtRisk`](crate::AtRisk)) |
 //! | `mongolock_renewals_total` | counter | `result` = extended, lost, error | lease renewals |
 //! | `mongolock_losses_total` | counter | `reason` (see [`LossReason::as_str`](crate::LossReason::as_str)) | held locks lost |
 //! | `mongolock_store_operation_seconds` | histogram | `op` = acquire, extend, release, hand_over, inspect | store call latency |
@@ -44,6 +45,8 @@ pub const HOLD_TIME: &str = "mongolock_hold_seconds";
 pub const WAITERS: &str = "mongolock_waiters";
 /// Gauge: locks currently held by this process.
 pub const HELD_LOCKS: &str = "mongolock_held_locks";
+/// Gauge: held locks whose renewals are failing while the loss deadline is still ahead.
+pub const AT_RISK_LOCKS: &str = "mongolock_at_risk_locks";
 /// Counter: lease renewals, by `result`.
 pub const RENEWALS: &str = "mongolock_renewals_total";
 /// Counter: held locks lost, by `reason`.
@@ -82,6 +85,10 @@ pub fn describe() {
     );
     describe_gauge!(WAITERS, "Local tasks waiting for a lock.");
     describe_gauge!(HELD_LOCKS, "Locks held by this process.");
+    describe_gauge!(
+        AT_RISK_LOCKS,
+        "Held locks whose renewals are failing, loss deadline still ahead."
+    );
     describe_counter!(RENEWALS, "Lease renewals, by result.");
     describe_counter!(LOSSES, "Held locks lost, by reason.");
     describe_histogram!(
@@ -170,6 +177,10 @@ impl LockMetrics {
 
     pub(crate) fn held(&self, delta: f64) {
         metrics::gauge!(HELD_LOCKS, self.base.clone()).increment(delta);
+    }
+
+    pub(crate) fn at_risk(&self, delta: f64) {
+        metrics::gauge!(AT_RISK_LOCKS, self.base.clone()).increment(delta);
     }
 
     pub(crate) fn hold_ended(&self, held_for: Duration) {

@@ -118,6 +118,19 @@ impl Candidate<'_> {
                             let _ = running.terminate().await;
                         }
                     }
+                    Ok(ElectionEvent::AtRisk { time_left, .. }) => {
+                        self.progress.say(format_args!(
+                            "renewals of the leadership of {:?} are failing; deposed in {} unless the store answers",
+                            self.name.as_str(),
+                            duration::show(time_left)
+                        ));
+                    }
+                    Ok(ElectionEvent::Recovered { .. }) => {
+                        self.progress.say(format_args!(
+                            "renewals of the leadership of {:?} succeed again",
+                            self.name.as_str()
+                        ));
+                    }
                     Ok(ElectionEvent::Resigned { .. }) => {
                         self.campaigning_since = Instant::now();
                         if let Some(running) = child.take() {

@@ -9,7 +9,7 @@ use super::connect::Endpoint;
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
 use super::{CliError, RunArgs, duration, exit_code};
-use mongolock::{Lock, LockError, LockGuard, LockManager, LockName, LockOptions};
+use mongolock::{AtRisk, Lock, LockError, LockGuard, LockManager, LockName, LockOptions};
 
 /// How often a waiting `run` says it is still waiting.
 const WAIT_REPORT_EVERY: Duration = Duration::from_secs(10);
@@ -178,6 +178,18 @@ async fn report_waiting(
     progress.say(line);
 }
 
+/// The progress line for a hold at risk.
+fn at_risk_line(name: &LockName, risk: &AtRisk) -> String {
+    let cause = risk
+        .last_error()
+        .map_or_else(|| "no answer in time".to_owned(), str::to_owned);
+    format!(
+        "renewals of lock {:?} are failing ({cause}); the lock is lost in {} unless the store answers",
+        name.as_str(),
+        duration::show(risk.time_left())
+    )
+}
+
 /// Holds the lock while the command runs: passes signals on, stops the command if the lock
 /// is lost, releases when it exits.
 async fn supervise(
@@ -190,8 +202,20 @@ async fn supervise(
 ) -> Result<u8, CliError> {
     let loss = guard.loss_signal();
     let held_since = Instant::now();
+    let mut warned = false;
     loop {
         tokio::select! {
+            risk = loss.at_risk(), if !warned => {
+                warned = true;
+                progress.say(at_risk_line(name, &risk));
+            }
+            () = loss.recovered(), if warned => {
+                warned = false;
+                progress.say(format_args!(
+                    "renewals of lock {:?} succeed again",
+                    name.as_str()
+                ));
+            }
             status = child.wait() => {
                 let code = exit_code::of_status(status?);
                 return match guard.release().await {
