@@ -3,9 +3,10 @@
 # (`secantusd-rs`, crate secantus-mdb, GPL-2.0, a test-time tool only; the library never
 # depends on it).
 #
-#   source scripts/test-server.sh   start it in the background, export MONGODB_URI, and stop it
-#                                   (and delete its data) when the sourcing shell exits
-#   scripts/test-server.sh          start it in the foreground and print MONGODB_URI; Ctrl-C stops it
+#   source scripts/test-server.sh   start it in the background, export MONGODB_URI (and
+#                                   MONGODB_STANDALONE_URI, SECANTUS_BIN: see secantus_start),
+#                                   and stop it (deleting its data) when the sourcing shell exits
+#   scripts/test-server.sh          start it in the foreground and print the exports; Ctrl-C stops it
 #   scripts/test-server.sh --build  only build/install the server binary
 #
 # The binary is built once into the git-ignored folder .tools/secantus (about 6 minutes on two
@@ -55,26 +56,31 @@ secantus_build() {
     mkdir -p "$(dirname "$_secantus_cached")" 2>/dev/null && cp "$SECANTUS_BIN" "$_secantus_cached" 2>/dev/null || true
 }
 
+# Every server this shell started: "pid data-directory" per entry.
+SECANTUS_STARTED=()
+
 secantus_stop() {
-    if [[ -n "${SECANTUS_PID:-}" ]]; then
-        kill "$SECANTUS_PID" 2>/dev/null || true
-        wait "$SECANTUS_PID" 2>/dev/null || true
-        SECANTUS_PID=""
-    fi
-    if [[ -n "${SECANTUS_DATA:-}" ]]; then
-        rm -rf "$SECANTUS_DATA"
-        SECANTUS_DATA=""
-    fi
+    local entry pid data
+    for entry in "${SECANTUS_STARTED[@]}"; do
+        read -r pid data <<<"$entry"
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        rm -rf "$data"
+    done
+    SECANTUS_STARTED=()
+    SECANTUS_PID=""
 }
 
-# Starts the server in the background and exports MONGODB_URI; returns non-zero on failure.
-secantus_start() {
-    secantus_build || return 1
-    SECANTUS_DATA="$(mktemp -d "${TMPDIR:-/tmp}/secantus-data.XXXXXX")" || return 1
-    local log="$SECANTUS_DATA/server.log"
-    "$SECANTUS_BIN" --host 127.0.0.1 --port 0 --storage-path "$SECANTUS_DATA/db" \
-        --enable-test-commands >"$log" 2>&1 &
+# Starts one server in the background with the given extra flags and sets SECANTUS_PID and
+# SECANTUS_URI; returns non-zero on failure.
+_secantus_launch() {
+    local data
+    data="$(mktemp -d "${TMPDIR:-/tmp}/secantus-data.XXXXXX")" || return 1
+    local log="$data/server.log"
+    "$SECANTUS_BIN" --host 127.0.0.1 --port 0 --storage-path "$data/db" \
+        --enable-test-commands "$@" >"$log" 2>&1 &
     SECANTUS_PID=$!
+    SECANTUS_STARTED+=("$SECANTUS_PID $data")
 
     # The first line is "secantusd-rs listening on 127.0.0.1:PORT".
     local port="" i
@@ -102,8 +108,27 @@ secantus_start() {
     done
     # The server advertises a one-node replica set under the address it bound; a direct
     # connection skips replica-set discovery, so the URI works whatever it advertises.
-    export MONGODB_URI="mongodb://127.0.0.1:$port/?directConnection=true"
-    echo "test-server: secantusd-rs (pid $SECANTUS_PID) listening; MONGODB_URI=$MONGODB_URI" >&2
+    SECANTUS_URI="mongodb://127.0.0.1:$port/?directConnection=true"
+}
+
+# Starts what the tests need and is not configured already, and exports it:
+#   MONGODB_URI             a one-node replica set (change streams work)
+#   MONGODB_STANDALONE_URI  a standalone server (`--standalone`: no change streams), for the
+#                           tests of waiters without a release feed
+#   SECANTUS_BIN            the server binary, for tests that run (and restart) their own
+secantus_start() {
+    secantus_build || return 1
+    export SECANTUS_BIN
+    if [[ -z "${MONGODB_URI:-}" ]]; then
+        _secantus_launch || return 1
+        export MONGODB_URI="$SECANTUS_URI"
+        echo "test-server: secantusd-rs (pid $SECANTUS_PID) listening; MONGODB_URI=$MONGODB_URI" >&2
+    fi
+    if [[ -z "${MONGODB_STANDALONE_URI:-}" ]]; then
+        _secantus_launch --standalone --cache-size 256M || return 1
+        export MONGODB_STANDALONE_URI="$SECANTUS_URI"
+        echo "test-server: standalone secantusd-rs (pid $SECANTUS_PID) listening; MONGODB_STANDALONE_URI=$MONGODB_STANDALONE_URI" >&2
+    fi
 }
 
 if [[ "${BASH_SOURCE[0]}" != "$0" ]]; then
@@ -122,6 +147,6 @@ else
     trap 'exit 130' INT
     trap 'exit 143' TERM
     secantus_start
-    echo "export MONGODB_URI='$MONGODB_URI'"
-    wait "$SECANTUS_PID"
+    echo "export MONGODB_URI='$MONGODB_URI' MONGODB_STANDALONE_URI='$MONGODB_STANDALONE_URI' SECANTUS_BIN='$SECANTUS_BIN'"
+    wait
 fi

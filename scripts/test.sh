@@ -3,7 +3,9 @@
 #
 # Without MONGODB_URI it starts a throw-away SecantusDB server (scripts/test-server.sh) for
 # the MongoDB tests and stops it on exit; with MONGODB_URI set (a real replica set, Atlas…)
-# it uses that server instead. The MongoDB tests fail, never skip, without a server.
+# it uses that server instead. Likewise a standalone server (no change streams) unless
+# MONGODB_STANDALONE_URI is set, and the tests that restart a server run their own SecantusDB.
+# The MongoDB tests fail, never skip, without a server.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,10 +19,8 @@ if ! command -v prometheus >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
-if [[ -z "${MONGODB_URI:-}" ]]; then
-    # shellcheck source=scripts/test-server.sh
-    source scripts/test-server.sh
-fi
+# shellcheck source=scripts/test-server.sh
+source scripts/test-server.sh
 
 cargo fmt --all -- --check
 # The feature matrix: the library alone (no MongoDB), the defaults, and everything. Targets

@@ -23,6 +23,7 @@ use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use support::fail_point::FailPoint;
 use support::{eventually, uri};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mongolock");
@@ -429,51 +430,6 @@ impl Drop for Running {
 /// `word` quoted for `sh`.
 fn shell_quoted(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
-}
-
-/// The server keeps one `failCommand` configuration at a time: tests that set one take turns.
-static FAIL_POINT_TURN: Mutex<()> = Mutex::new(());
-
-/// An active `failCommand` fail point, turned off when dropped (also when the test fails).
-struct FailPoint {
-    uri: String,
-    _turn: std::sync::MutexGuard<'static, ()>,
-}
-
-impl FailPoint {
-    /// `configureFailPoint: failCommand` with `mode` and `data` (which should name an
-    /// `appName`, so that only the test's own `mongolock` is affected).
-    fn on(uri: &str, mode: Bson, data: Document) -> Self {
-        let turn = FAIL_POINT_TURN
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        block_on(async {
-            client(uri)
-                .await
-                .database("admin")
-                .run_command(
-                    doc! { "configureFailPoint": "failCommand", "mode": mode, "data": data },
-                )
-                .await
-                .expect("configureFailPoint (the server must run with test commands enabled)");
-        });
-        Self {
-            uri: uri.to_owned(),
-            _turn: turn,
-        }
-    }
-}
-
-impl Drop for FailPoint {
-    fn drop(&mut self) {
-        let uri = self.uri.clone();
-        block_on(async move {
-            if let Ok(client) = Client::with_uri_str(&uri).await {
-                let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
-                let _ = client.database("admin").run_command(off).await;
-            }
-        });
-    }
 }
 
 /// A name for this test's `mongolock` processes, for fail points.

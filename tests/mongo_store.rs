@@ -6,6 +6,7 @@
 //! without a reachable server every test here fails (on purpose: never skipped silently).
 
 mod common;
+mod mongo;
 mod support;
 
 use std::collections::HashMap;
@@ -15,23 +16,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use common::{Backend, SLACK, fast_options};
+use common::{SLACK, fast_options};
+use mongo::{DATABASE, MongoBackend, raw, store_on, unique_collection};
+use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::event::EventHandler;
 use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
-use mongodb::{Client, Collection};
 use mongolock::HolderId;
 use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId};
 use mongolock::{
     LockManager, LockName, LockOptions, LossReason, MongoStore, StoreError, store::LockStore,
 };
+use support::commands::CommandLog;
+use support::fail_point::FailPoint;
 use support::uri;
 use tokio::time::{Instant, sleep, timeout};
-
-/// The database every test uses; each test works in its own collection.
-const DATABASE: &str = "mongolock_tests";
 
 /// Set (to a collection name) when this test binary runs as the child holder process.
 const CHILD_ENV: &str = "MONGOLOCK_TEST_CHILD_COLLECTION";
@@ -48,93 +48,21 @@ async fn client() -> Client {
     client_with(None, None).await
 }
 
-fn unique_collection() -> String {
-    format!("locks_{}", uuid::Uuid::new_v4().simple())
-}
-
-fn store_on(client: &Client, collection: &str) -> MongoStore {
-    MongoStore::builder(client.database(DATABASE))
-        .with_collection(collection)
-        .build()
-        .expect("valid collection name")
-}
-
 /// Another process on `store`'s collection: its own client.
 async fn peer_of(store: &MongoStore) -> MongoStore {
     store_on(&client().await, store.collection_name())
 }
 
-fn raw(store: &MongoStore) -> Collection<Document> {
-    store.database().collection(store.collection_name())
-}
-
-struct MongoBackend;
-
-#[async_trait]
-impl Backend for MongoBackend {
-    type Store = MongoStore;
-
-    async fn fresh(&self) -> MongoStore {
-        store_on(&client().await, &unique_collection())
-    }
-
-    async fn peer(&self, store: &MongoStore) -> MongoStore {
-        peer_of(store).await
-    }
-
-    async fn delete_record(&self, store: &MongoStore, name: &LockName) {
-        raw(store)
-            .delete_one(doc! { "_id": name.as_str() })
-            .await
-            .expect("deleteOne");
-    }
-}
-
-conformance_suite!(MongoBackend, flavor = "multi_thread", worker_threads = 2);
+conformance_suite!(
+    MongoBackend { uri },
+    flavor = "multi_thread",
+    worker_threads = 2
+);
 
 async fn start(store: MongoStore, options: LockOptions) -> LockManager {
     LockManager::start(store, options)
         .await
         .unwrap_or_else(|e| panic!("starting a manager failed: {e}"))
-}
-
-/// Records the name of every command a client sends; the release change stream's apart.
-#[derive(Clone, Default)]
-struct CommandLog(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<String>>>);
-
-impl CommandLog {
-    fn handler(&self) -> EventHandler<CommandEvent> {
-        let (log, change_stream_log) = (self.0.clone(), self.1.clone());
-        EventHandler::callback(move |event| {
-            if let CommandEvent::Started(started) = event {
-                // The manager's release change stream (opened while it has waiters, then
-                // long-polled with getMore) is background traffic, not part of any lock
-                // operation.
-                let change_stream = started.command_name == "getMore"
-                    || (started.command_name == "aggregate"
-                        && started.command.to_string().contains("$changeStream"));
-                let log = if change_stream {
-                    &change_stream_log
-                } else {
-                    &log
-                };
-                log.lock().unwrap().push(started.command_name);
-            }
-        })
-    }
-
-    /// The release change stream's commands so far.
-    fn change_stream(&self) -> Vec<String> {
-        self.1.lock().unwrap().clone()
-    }
-
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap())
-    }
-
-    fn count(&self, name: &str) -> usize {
-        self.0.lock().unwrap().iter().filter(|c| *c == name).count()
-    }
 }
 
 /// A manager on a fresh collection whose commands are logged, once its background index
@@ -479,55 +407,12 @@ async fn operator_like_names_are_stored_as_plain_ids() {
     other.shutdown().await;
 }
 
-/// An active `failCommand` failpoint scoped to one client's `appName`. The server keeps one
-/// `failCommand` configuration at a time, so failpoint tests take turns; dropping this turns
-/// the failpoint off (also when the test fails), from a client and runtime of its own so it
-/// works while the test's runtime unwinds.
-struct FailPoint {
-    _turn: tokio::sync::MutexGuard<'static, ()>,
-}
-
-static FAIL_POINT_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-impl FailPoint {
-    /// Makes the server apply `data` to `findAndModify` and `update` from clients named `app`.
-    async fn on(app: &str, mut data: Document) -> Self {
-        let turn = FAIL_POINT_TURN.lock().await;
-        data.insert("failCommands", vec!["findAndModify", "update"]);
-        data.insert("appName", app);
-        client()
-            .await
-            .database("admin")
-            .run_command(doc! {
-                "configureFailPoint": "failCommand",
-                "mode": "alwaysOn",
-                "data": data,
-            })
-            .await
-            .expect("configureFailPoint (the server must run with test commands enabled)");
-        Self { _turn: turn }
-    }
-
-    async fn off() {
-        let off = doc! { "configureFailPoint": "failCommand", "mode": "off" };
-        if let Ok(client) = Client::with_uri_str(uri()).await {
-            let _ = client.database("admin").run_command(off).await;
-        }
-    }
-}
-
-impl Drop for FailPoint {
-    fn drop(&mut self) {
-        let off = std::thread::spawn(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build();
-            if let Ok(runtime) = runtime {
-                runtime.block_on(Self::off());
-            }
-        });
-        let _ = off.join();
-    }
+/// Makes the server apply `data` to `findAndModify` and `update` (lock operations) from
+/// clients named `app`, until the returned fail point is dropped.
+fn fail_lock_operations(app: &str, mut data: Document) -> FailPoint {
+    data.insert("failCommands", vec!["findAndModify", "update"]);
+    data.insert("appName", app);
+    FailPoint::on(&uri(), "alwaysOn".into(), data)
 }
 
 /// A holder whose client is named `app` (for failpoints), a peer observer, and a held guard.
@@ -560,11 +445,10 @@ async fn stalled_server_is_reported_by_local_deadline_before_the_lease_expires()
     let (holder, observer, guard) = holder_with_app(&app).await;
     let options = fast_options();
     let blocked_ms = i64::try_from((options.lease_duration() * 3).as_millis()).unwrap_or(i64::MAX);
-    let fail_point = FailPoint::on(
+    let fail_point = fail_lock_operations(
         &app,
         doc! { "blockConnection": true, "blockTimeMS": blocked_ms },
-    )
-    .await;
+    );
     let stalled_at = Instant::now();
 
     let reason = timeout(options.lease_duration(), guard.lost())
@@ -594,7 +478,7 @@ async fn dropped_connections_are_reported_before_the_lease_expires() {
     let app = format!("dropped-{}", uuid::Uuid::new_v4().simple());
     let (holder, observer, guard) = holder_with_app(&app).await;
     let options = fast_options();
-    let fail_point = FailPoint::on(&app, doc! { "closeConnection": true }).await;
+    let fail_point = fail_lock_operations(&app, doc! { "closeConnection": true });
     let cut_at = Instant::now();
 
     let reason = timeout(options.lease_duration(), guard.lost())

@@ -105,8 +105,8 @@ impl ReleaseDemand {
         }
     }
 
-    /// Says the feed (re)started watching: every waiter tries once more, for releases that
-    /// happened while nothing watched.
+    /// Says the feed (re)started watching, or may have missed releases (everything was
+    /// freed at once, as when the lock collection is dropped): every waiter tries once more.
     ///
     /// ```
     /// mongolock::store::ReleaseDemand::always().watching();

@@ -1,7 +1,9 @@
-//! Helpers the integration test binaries share: the test server's URI and a checked
-//! client, polling for a condition, and free ports.
+//! Helpers the integration test binaries share: the test servers' URIs and a checked
+//! client, command monitoring, fail points, polling for a condition, and free ports.
 #![allow(dead_code)]
 
+pub(crate) mod commands;
+pub(crate) mod fail_point;
 pub(crate) mod net;
 
 use std::time::{Duration, Instant};
@@ -20,6 +22,36 @@ pub(crate) fn uri() -> String {
             "MONGODB_URI is not set. The MongoDB tests need a server: run `scripts/test.sh` \
              (it starts a throw-away SecantusDB test server) or set MONGODB_URI to a MongoDB 5.0+ \
              server, e.g. MONGODB_URI=mongodb://127.0.0.1:27017/?directConnection=true"
+        ),
+    }
+}
+
+/// A standalone server (no replica set, so no change streams), for the tests of what
+/// waiters do without a release feed; fails naming the fix when there is none.
+pub(crate) fn standalone_uri() -> String {
+    match std::env::var("MONGODB_STANDALONE_URI") {
+        Ok(uri) if !uri.trim().is_empty() => uri,
+        _ => panic!(
+            "MONGODB_STANDALONE_URI is not set. These tests need a standalone server (no change \
+             streams): run `scripts/test.sh` (it starts one, SecantusDB with --standalone) or set \
+             MONGODB_STANDALONE_URI to a standalone mongod"
+        ),
+    }
+}
+
+/// The SecantusDB server binary, for tests that run (kill, restart) a server of their own;
+/// fails naming the fix when there is none.
+pub(crate) fn secantus_binary() -> std::path::PathBuf {
+    let configured = std::env::var_os("SECANTUS_BIN").map(std::path::PathBuf::from);
+    let built =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/secantus/bin/secantusd-rs");
+    match configured.filter(|path| path.is_file()) {
+        Some(path) => path,
+        None if built.is_file() => built,
+        None => panic!(
+            "no SecantusDB binary: this test restarts a server of its own. Run `scripts/test.sh` \
+             (it builds one into .tools/secantus and exports SECANTUS_BIN) or \
+             `scripts/test-server.sh --build`"
         ),
     }
 }

@@ -1,12 +1,22 @@
 //! The release feed: one change stream on the lock collection per manager, reporting the
 //! names of locks that became free (a release sets `leaseId` to null; an operator or the TTL
 //! monitor deletes the document), so waiting managers try again at once instead of at their
-//! next poll. Hints only: when the stream is unavailable (a standalone server) or breaks,
-//! waiters keep polling with backoff and the stream is reopened with growing pauses.
+//! next poll. Hints only: waiters keep polling with backoff whatever the stream does.
 //!
 //! An open stream costs a `getMore` per release of any lock, so it is open only while this
 //! manager has waiters for another process's release (and [`LINGER`] after the last one
 //! left); each time it opens the waiters retry once, for releases nothing watched.
+//!
+//! What the stream meets, and what each case costs:
+//! - *No change streams* (a standalone server, or no privilege to open one): waiters wake by
+//!   their backoff only; the feed tries again every [`LONGEST_PAUSE`] while there are waiters
+//!   (one failed `aggregate`), so a server that becomes a replica set is picked up.
+//! - *Invalidated* (the collection dropped or renamed, its database dropped): every lock in it
+//!   is gone, so every waiter retries at once; the stream is reopened after a pause.
+//! - *Broken* (`getMore` fails, the server restarts): the driver resumes the stream itself
+//!   after errors it knows to be resumable; otherwise it is reopened after a pause that starts
+//!   at [`FIRST_PAUSE`] and doubles, up to [`LONGEST_PAUSE`], while streams keep breaking
+//!   before delivering anything, so a stream that cannot stay open is never a busy loop.
 
 use std::time::Duration;
 
@@ -15,6 +25,7 @@ use mongodb::Collection;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::document::{ID, LEASE_ID};
 use super::errors;
@@ -33,6 +44,7 @@ pub(super) async fn run(
     demand: ReleaseDemand,
 ) {
     let mut pause = FIRST_PAUSE;
+    let mut told_unavailable = false;
     loop {
         tokio::select! {
             () = feed.closed() => return,
@@ -40,35 +52,66 @@ pub(super) async fn run(
         }
         match collection.watch().pipeline(releases()).await {
             Ok(mut stream) => {
-                pause = FIRST_PAUSE;
+                told_unavailable = false;
                 demand.watching();
+                let opened_at = Instant::now();
+                let mut delivered = false;
+                let mut unwanted = false;
                 loop {
                     let event = tokio::select! {
                         () = feed.closed() => return,
-                        () = demand.unwanted_for(LINGER) => break,
+                        () = demand.unwanted_for(LINGER) => {
+                            unwanted = true;
+                            break;
+                        }
                         event = stream.next() => event,
                     };
                     match event {
                         Some(Ok(event)) => {
-                            if let Some(name) = released_name(&event)
-                                && let Err(mpsc::error::TrySendError::Closed(_)) =
-                                    feed.try_send(name)
-                            {
-                                return;
+                            delivered = true;
+                            match released(&event) {
+                                Released::One(name) => {
+                                    if let Err(mpsc::error::TrySendError::Closed(_)) =
+                                        feed.try_send(name)
+                                    {
+                                        return;
+                                    }
+                                }
+                                Released::All => {
+                                    tracing::info!(
+                                        operation = ?event.operation_type,
+                                        "the lock collection was dropped or renamed; waiters retry"
+                                    );
+                                    demand.watching();
+                                }
+                                Released::Nothing => {}
                             }
                         }
                         Some(Err(error)) => {
                             tracing::debug!(%error, "the release change stream broke; reopening it");
                             break;
                         }
-                        None => break,
+                        None => {
+                            tracing::debug!("the release change stream ended; reopening it");
+                            break;
+                        }
                     }
                 }
-                continue;
+                if unwanted {
+                    // Closed for lack of waiters, not broken: open again as soon as needed.
+                    pause = FIRST_PAUSE;
+                    continue;
+                }
+                if delivered || opened_at.elapsed() >= pause {
+                    pause = FIRST_PAUSE;
+                }
             }
             Err(error) if errors::is_permanent(&error) => {
-                tracing::info!(%error, "change streams are unavailable; waiters poll for released locks");
-                return;
+                if !told_unavailable {
+                    tracing::info!(%error, "change streams are unavailable; waiters poll for released locks");
+                    told_unavailable = true;
+                }
+                pause = LONGEST_PAUSE;
             }
             Err(error) => {
                 tracing::debug!(%error, "could not open the release change stream; retrying");
@@ -82,11 +125,12 @@ pub(super) async fn run(
     }
 }
 
-/// Deletions, and updates that set the lease id to null (releases).
+/// Deletions, updates that set the lease id to null (releases), and the events that end a
+/// collection's stream (the collection or its database dropped, the collection renamed).
 fn releases() -> Vec<Document> {
     vec![
         doc! { "$match": { "$or": [
-            { "operationType": "delete" },
+            { "operationType": { "$in": ["delete", "drop", "rename", "dropDatabase", "invalidate"] } },
             {
                 "operationType": "update",
                 format!("updateDescription.updatedFields.{LEASE_ID}"): { "$type": "null" },
@@ -96,15 +140,27 @@ fn releases() -> Vec<Document> {
     ]
 }
 
-fn released_name(event: &ChangeStreamEvent<Document>) -> Option<LockName> {
-    if !matches!(
-        event.operation_type,
-        OperationType::Delete | OperationType::Update
-    ) {
-        return None;
-    }
-    match event.document_key.as_ref()?.get(ID)? {
-        Bson::String(name) => LockName::new(name).ok(),
-        _ => None,
+/// What one change-stream event freed.
+enum Released {
+    One(LockName),
+    /// Every lock in the collection (it is gone).
+    All,
+    Nothing,
+}
+
+fn released(event: &ChangeStreamEvent<Document>) -> Released {
+    match event.operation_type {
+        OperationType::Delete | OperationType::Update => {
+            let name = match event.document_key.as_ref().and_then(|key| key.get(ID)) {
+                Some(Bson::String(name)) => LockName::new(name).ok(),
+                _ => None,
+            };
+            name.map_or(Released::Nothing, Released::One)
+        }
+        OperationType::Drop
+        | OperationType::Rename
+        | OperationType::DropDatabase
+        | OperationType::Invalidate => Released::All,
+        _ => Released::Nothing,
     }
 }
