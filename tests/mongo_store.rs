@@ -913,3 +913,42 @@ async fn decision_reads_use_the_configured_read_concern() {
     eprintln!("inspect, mean of 200: {}", costs.join(", "));
     raw(&store_on(&client, &collection)).drop().await.unwrap();
 }
+
+/// A lock collection sharded on another key than `_id` is refused at start with a typed
+/// error; one sharded on `_id` (hashed) is accepted. The sharding record is planted in
+/// `config.collections` as `mongos` would have it; the test server is no sharded cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_collection_sharded_on_another_key_is_refused() {
+    let client = client().await;
+    let collection = unique_collection();
+    let namespace = format!("{DATABASE}.{collection}");
+    let sharding: mongodb::Collection<Document> =
+        client.database("config").collection("collections");
+    for (key, accepted) in [
+        (doc! { "tenant": 1 }, false),
+        (doc! { "_id": "hashed" }, true),
+    ] {
+        sharding
+            .replace_one(
+                doc! { "_id": &namespace },
+                doc! { "_id": &namespace, "key": key.clone() },
+            )
+            .upsert(true)
+            .await
+            .expect("plant a sharding record in config.collections");
+        let started = LockManager::start(store_on(&client, &collection), fast_options()).await;
+        match (started, accepted) {
+            (Ok(manager), true) => manager.shutdown().await,
+            (Err(mongolock::LockError::Store(StoreError::Unsupported(message))), false) => {
+                assert!(message.contains(&namespace), "{message}");
+                assert!(message.contains("tenant"), "{message}");
+            }
+            (Ok(_), false) => panic!("a collection sharded on {key} was accepted"),
+            (Err(error), _) => panic!("{key}: {error}"),
+        }
+    }
+    sharding
+        .delete_one(doc! { "_id": &namespace })
+        .await
+        .expect("remove the planted record");
+}

@@ -36,6 +36,7 @@ pub(crate) mod errors;
 mod pipeline;
 mod release_feed;
 mod server_version;
+mod shard_key;
 mod ttl_index;
 
 use async_trait::async_trait;
@@ -122,7 +123,9 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 /// # Housekeeping
 ///
 /// [`prepare`](LockStore::prepare) (called by `LockManager::start`) checks the server version
-/// and starts creating the TTL index `expiresAt_ttl` (`{expiresAt: 1}`,
+/// and, on a sharded cluster, the lock collection's shard key (it must be unsharded or
+/// sharded on `_id`, ranged or hashed: a collection sharded on another key is refused with
+/// [`StoreError::Unsupported`]), and starts creating the TTL index `expiresAt_ttl` (`{expiresAt: 1}`,
 /// `expireAfterSeconds: 0`) in the background, once per deployment, database and collection
 /// per process. Without permission to create it a warning is logged and locks still work:
 /// correctness never depends on the index.
@@ -378,6 +381,8 @@ impl LockStore for MongoStore {
         builder::validate_database_name(self.database.name())?;
         builder::validate_collection_name(self.database.name(), self.collection.name())?;
         let server = server_version::check(&self.database).await?;
+        let namespace = format!("{}.{}", self.database.name(), self.collection.name());
+        shard_key::check(self.database.client(), &namespace).await?;
         ttl_index::ensure_in_background(self.collection.clone(), &server.deployment);
         Ok(())
     }
