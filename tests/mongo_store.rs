@@ -834,6 +834,59 @@ async fn an_expired_lease_is_not_extended() {
     assert_eq!(store.extend(&extend(&held)).await.unwrap(), Extended);
 }
 
+/// A renewal that reaches the server in the millisecond of the lease's last write leaves
+/// the expiry as it was (`$$NOW + lease` is unchanged), so the update modifies nothing: that
+/// is still an extension, not a loss. Renewed back to back, some renewals land in the same
+/// millisecond as the one before; every one must report `Extended`, alone or in a batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_in_the_millisecond_of_the_last_write_is_not_a_loss() {
+    use mongolock::store::ExtendOutcome::Extended;
+    use mongolock::store::{ExtendRequest, LeaseKey};
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let keys: Vec<LeaseKey> = ["quick-a", "quick-b"]
+        .into_iter()
+        .map(|name| LeaseKey::new(LockName::new(name).unwrap(), LeaseId::new()))
+        .collect();
+    let lease = Duration::from_secs(30);
+    for key in &keys {
+        let request = AcquireRequest::new(key.name.clone(), key.lease, HolderId::generate(), lease);
+        assert!(matches!(
+            store.try_acquire(&request).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ));
+    }
+    let requests: Vec<ExtendRequest> = keys
+        .iter()
+        .map(|key| ExtendRequest::new(key.clone(), lease))
+        .collect();
+    // Until a few renewals have landed in the millisecond of the last write (a few in a
+    // hundred do on the test server), and at least 100 rounds.
+    let mut rounds = 0;
+    while rounds < 100 || log.count("aggregate") < 3 {
+        assert!(
+            rounds < 20_000,
+            "no renewal landed in the millisecond of the last write"
+        );
+        assert_eq!(
+            store.extend(&requests[0]).await.unwrap(),
+            Extended,
+            "round {rounds}"
+        );
+        let batch = store.extend_many(&requests).await;
+        let outcomes: Vec<_> = batch.into_iter().map(Result::unwrap).collect();
+        assert_eq!(outcomes, [Extended, Extended], "round {rounds}");
+        rounds += 1;
+    }
+    println!(
+        "{rounds} rounds of back-to-back renewals: {} needed the second round trip",
+        log.count("aggregate")
+    );
+}
+
 /// The reads that decide or report who holds a lock carry the configured read concern —
 /// `majority` by default, so a primary cut off from the majority cannot report a holder the
 /// majority has replaced; `linearizable` for the read of one document (`inspect`), with

@@ -21,9 +21,10 @@
 //! `release_feed.rs`); without one they poll.
 //!
 //! Every operation is one round trip and reads time only from the server (`$$NOW`):
-//! acquire is one `findAndModify` (upsert, pipeline update), a batch of renewals one `update`
-//! (plus one `find` when a lease in it was lost), release and a hand-over to a local waiter
-//! one `findAndModify` each, inspect one `aggregate`.
+//! acquire is one `findAndModify` (upsert, pipeline update), a renewal or a batch of them one
+//! `update` (plus one `aggregate` when a lease in it was not modified: lost, or renewed in the
+//! server millisecond of its last write), release and a hand-over to a local waiter one
+//! `findAndModify` each, inspect one `aggregate`.
 //!
 //! **Recommended client setting:** `heartbeatFrequencyMS=500` in the connection string.
 //! After a primary steps down (errors 91, 10107, 11600…) the driver keeps the server
@@ -275,6 +276,34 @@ impl MongoStore {
         &self.database
     }
 
+    /// The write concern of the store's writes ([`MongoStoreBuilder::with_write_concern`];
+    /// `majority` unless configured otherwise).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let store = mongolock::MongoStore::new(db);
+    /// assert_eq!(store.write_concern(), Some(&mongodb::options::WriteConcern::majority()));
+    /// # Ok(()) }
+    /// ```
+    pub fn write_concern(&self) -> Option<&WriteConcern> {
+        self.collection.write_concern()
+    }
+
+    /// The read concern of the reads that decide or report holders
+    /// ([`MongoStoreBuilder::with_read_concern`]; `majority` unless configured otherwise).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
+    /// let store = mongolock::MongoStore::new(db);
+    /// assert_eq!(store.read_concern(), &mongodb::options::ReadConcern::majority());
+    /// # Ok(()) }
+    /// ```
+    pub fn read_concern(&self) -> &ReadConcern {
+        &self.read_concern
+    }
+
     /// Every lock in the collection, sorted by name, read in one `aggregate` with the
     /// server's `$$NOW`: a record's holder and time left are set only while its lease is
     /// unexpired by the server's clock. For dashboards and `mongolock status`; the
@@ -418,7 +447,9 @@ impl LockStore for MongoStore {
         check_lease_length(request.lease_duration)?;
         let lease = document::lease_value(request.key.lease);
         // An expired lease matches the owner check but is not modified (MongoDB counts only
-        // documents an update changed): modified = extended.
+        // documents an update changed). So is a lease renewed in the same server millisecond
+        // as its last write ($$NOW + lease is the expiry it already has): only then is a
+        // second round trip needed, to tell the two apart.
         let result = self
             .collection
             .update_one(
@@ -427,10 +458,19 @@ impl LockStore for MongoStore {
             )
             .await
             .map_err(|error| errors::backend("extend (update)", error))?;
-        Ok(if result.modified_count == 0 {
-            ExtendOutcome::NotOwner
-        } else {
+        if result.modified_count > 0 {
+            return Ok(ExtendOutcome::Extended);
+        }
+        if result.matched_count == 0 {
+            return Ok(ExtendOutcome::NotOwner);
+        }
+        let held = self
+            .held_leases(&[request.key.name.as_str()], &[lease])
+            .await?;
+        Ok(if held.contains(&request.key.lease) {
             ExtendOutcome::Extended
+        } else {
+            ExtendOutcome::NotOwner
         })
     }
 
