@@ -67,6 +67,17 @@ pub(crate) enum Command {
     /// it only shows who holds the lock.
     #[command(after_help = exit_code::RELEASE_HELP)]
     Release(ReleaseArgs),
+    /// Say whether a deployment is fit for locks, and why.
+    ///
+    /// Checks the server version, the topology, change streams, the store's write concern and
+    /// its measured round trip, journaling, the lock collection's indexes and shard key,
+    /// whether a lock manager would start, every member's clock against the primary's
+    /// ($$NOW), the driver's heartbeat, failover timing and the renewal headroom, against the
+    /// lease the application will use (--lease). Each finding is ok, warning or problem, with
+    /// the fix. It acquires, renews and releases a scratch lock of its own and deletes it;
+    /// like a starting lock manager it creates the lock collection and its TTL index.
+    #[command(after_help = exit_code::DOCTOR_HELP)]
+    Doctor(DoctorArgs),
     /// Internal: the guardian process between mongolock and the command.
     #[command(name = "__guard", hide = true)]
     Guard(GuardArgs),
@@ -174,6 +185,30 @@ pub(crate) struct StatusArgs {
     /// `{"time", "database", "collection", "locks": [{"name", "state", "holder", "token",
     /// "expires_in_ms", "contended_for_ms"}]}`, one line per refresh with --watch (a failed
     /// refresh prints `{"time", "error"}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mongolock doctor`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DoctorArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    /// The lease the application uses, to judge renewal headroom, clock offsets and failover
+    /// timing against (renewed every third of it; a loss told after two thirds).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = duration::parse_lease
+    )]
+    pub lease: Duration,
+    /// Round trips to measure of each kind (acquire/release, renewal).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub samples: u16,
+    /// Print one JSON object for scripts instead of a table: `{"time", "uri", "database",
+    /// "collection", "lease_ms", "findings": [{"check", "status", "seen", "fix"}], "worst"}`.
     #[arg(long)]
     pub json: bool,
 }

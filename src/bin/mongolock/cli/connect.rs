@@ -34,6 +34,11 @@ pub(crate) struct Connection {
     pub store: MongoStore,
     /// The server, for messages.
     pub endpoint: Endpoint,
+    /// The client's options (the URI's, with mongolock's defaults), for connections of
+    /// `mongolock doctor` to each member.
+    pub options: ClientOptions,
+    /// `heartbeatFrequencyMS` as the URI itself sets it (`None`: not set).
+    pub uri_heartbeat: Option<Duration>,
 }
 
 /// The server as messages name it.
@@ -109,6 +114,7 @@ impl Connection {
         options
             .server_selection_timeout
             .get_or_insert(SERVER_SELECTION_TIMEOUT);
+        let uri_heartbeat = options.heartbeat_freq;
         options.heartbeat_freq.get_or_insert(HEARTBEAT);
         let selection_timeout = options
             .server_selection_timeout
@@ -122,7 +128,7 @@ impl Connection {
             .or_else(|| options.default_database.clone())
             .unwrap_or_else(|| DEFAULT_DATABASE.to_owned());
         check_database_name(&database)?;
-        let client = Client::with_options(options)
+        let client = Client::with_options(options.clone())
             .map_err(|error| invalid(describe(&error, selection_timeout)))?;
         let endpoint = Endpoint {
             shown_uri,
@@ -142,7 +148,12 @@ impl Connection {
                 reason: describe(&error, selection_timeout),
             });
         }
-        Ok(Self { store, endpoint })
+        Ok(Self {
+            store,
+            endpoint,
+            options,
+            uri_heartbeat,
+        })
     }
 
     /// `database.collection`, for messages.

@@ -6,7 +6,9 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `release --force`: released, or nothing held the lock |
+//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `release --force`: released, or nothing held the lock; `doctor`: every finding ok |
+//! | 1 | `doctor`: the worst finding is a warning |
+//! | 2 | `doctor`: some finding is a problem |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | `run`/`elect`: the command was killed by signal N (`sh` convention); any subcommand: `mongolock` got signal N before it was done (130 for Ctrl-C) |
 //! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration, a lease under 1s, `release` without `--force` |
@@ -43,7 +45,9 @@ Exit codes:
   <command's>  run/elect: the command's own exit code
   128+N        run/elect: the command was killed by signal N;
                any subcommand: mongolock got signal N first (130: Ctrl-C)
-  0            status: done; release --force: released, or not held
+  0            status: done; release --force: released, or not held;
+               doctor: every finding ok
+  1 / 2        doctor: the worst finding is a warning / a problem
   64           usage error: bad flag or value, missing URI, invalid lock name,
                release without --force
   69           MongoDB unreachable, failing, or older than 5.0
@@ -89,6 +93,17 @@ Exit codes:
   0            released (its holder was printed), or nothing held the lock
   64           usage error: no --force (the holder is shown), invalid lock name
   69           MongoDB unreachable or failing
+  70           internal error
+  128+N        interrupted by signal N (130: Ctrl-C)";
+
+/// The exit codes of `mongolock doctor`.
+pub(crate) const DOCTOR_HELP: &str = "\
+Exit codes:
+  0            every finding is ok: fit for locks
+  1            the worst finding is a warning (locks work; see the fixes)
+  2            some finding is a problem (locks are unsafe or will not work)
+  64           usage error: bad flag or value, missing URI, invalid collection
+  69           MongoDB unreachable
   70           internal error
   128+N        interrupted by signal N (130: Ctrl-C)";
 

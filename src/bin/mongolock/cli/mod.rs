@@ -10,6 +10,7 @@
 //! - `mongolock status` prints the locks of a collection (`--watch` refreshes, `--json` for
 //!   scripts).
 //! - `mongolock release --force NAME` frees a lock whose holder is stuck.
+//! - `mongolock doctor` says whether a deployment is fit for locks, and why.
 //!
 //! The command runs under a [guardian] process, so nothing it starts outlives the lock, even
 //! when `mongolock` is killed with SIGKILL; [`child`] says how terminals and signals are handled.
@@ -21,6 +22,7 @@
 mod args;
 pub(crate) mod child;
 pub(crate) mod connect;
+mod doctor;
 pub(crate) mod duration;
 mod elect;
 mod error;
@@ -36,7 +38,8 @@ mod status;
 use std::time::Duration;
 
 pub(crate) use args::{
-    Cli, Command, ConnectionArgs, ElectArgs, GuardArgs, ReleaseArgs, RunArgs, StatusArgs,
+    Cli, Command, ConnectionArgs, DoctorArgs, ElectArgs, GuardArgs, ReleaseArgs, RunArgs,
+    StatusArgs,
 };
 pub(crate) use error::CliError;
 use progress::{Progress, Verbosity};
@@ -67,6 +70,7 @@ pub(crate) fn execute(cli: Cli) -> Result<u8, CliError> {
             Command::Elect(args) => elect::elect(args, &mut signals, progress).await,
             Command::Status(args) => status::status(args, &mut signals, progress).await,
             Command::Release(args) => release::release(args, &mut signals, progress).await,
+            Command::Doctor(args) => doctor::doctor(args, &mut signals, progress).await,
             Command::Guard(_) => Err(CliError::Internal("the guardian runs apart".to_owned())),
         }
     });
