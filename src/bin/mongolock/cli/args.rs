@@ -78,6 +78,23 @@ pub(crate) enum Command {
     /// like a starting lock manager it creates the lock collection and its TTL index.
     #[command(after_help = exit_code::DOCTOR_HELP)]
     Doctor(DoctorArgs),
+    /// Verify locks on this deployment: processes contend for scratch locks and check the
+    /// guarantees.
+    ///
+    /// Starts --processes worker processes of this program, each running --tasks tasks that
+    /// for --duration take random scratch locks (of --locks), write to a protected record per
+    /// lock with their fencing token and once more with an older token, and report every
+    /// critical section. Then checks that no two holders overlapped unless the earlier had
+    /// been told of its loss, that tokens increased in entry order, that every stale write
+    /// was refused and that the records count exactly the applied writes; prints the
+    /// throughput, the hand-over latency to a waiting holder and the commands per
+    /// acquisition. The scratch locks (in the lock collection) and the protected records
+    /// (collection `mongolock_check_RUN`) are deleted at the end.
+    #[command(after_help = exit_code::CHECK_HELP)]
+    Check(CheckArgs),
+    /// Internal: one worker process of `mongolock check`.
+    #[command(name = "__check-worker", hide = true)]
+    CheckWorker(CheckWorkerArgs),
     /// Internal: the guardian process between mongolock and the command.
     #[command(name = "__guard", hide = true)]
     Guard(GuardArgs),
@@ -211,6 +228,72 @@ pub(crate) struct DoctorArgs {
     /// "collection", "lease_ms", "findings": [{"check", "status", "seen", "fix"}], "worst"}`.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `mongolock check`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    /// Worker processes.
+    #[arg(long, value_name = "P", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub processes: u32,
+    /// Contending tasks in each process.
+    #[arg(long, value_name = "K", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub tasks: u32,
+    /// Scratch locks the tasks contend for.
+    #[arg(long, value_name = "L", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub locks: u32,
+    /// How long they contend.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "20s",
+        value_parser = duration::parse_positive
+    )]
+    pub duration: Duration,
+    /// The scratch locks' lease.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = duration::parse_lease
+    )]
+    pub lease: Duration,
+    /// Print one JSON object for scripts instead of the report: the figures, `"checks":
+    /// [{"check", "cases", "passed", "violations"}]` and `"passed"`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mongolock __check-worker` (internal; see `check`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CheckWorkerArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    /// The run's id, part of every scratch name.
+    #[arg(long)]
+    pub run: String,
+    /// This worker's index.
+    #[arg(long)]
+    pub worker: u32,
+    /// Contending tasks.
+    #[arg(long)]
+    pub tasks: u32,
+    /// Scratch locks.
+    #[arg(long)]
+    pub locks: u32,
+    /// When to start contending, on the machine's monotonic clock (nanoseconds).
+    #[arg(long)]
+    pub from: u64,
+    /// When to stop, on the same clock.
+    #[arg(long)]
+    pub until: u64,
+    /// The scratch locks' lease.
+    #[arg(long, value_parser = duration::parse_lease)]
+    pub lease: Duration,
 }
 
 /// `mongolock release`.

@@ -8,6 +8,8 @@ use std::time::Duration;
 use mongodb::Client;
 use mongodb::bson::doc;
 use mongodb::error::{Error, ErrorKind};
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
 
 use super::{CliError, ConnectionArgs};
@@ -97,6 +99,14 @@ impl Connection {
     /// [`CliError::InvalidUri`] when it does not parse, [`CliError::Usage`] for a bad
     /// database or collection name, [`CliError::Unavailable`] when the ping fails.
     pub(crate) async fn open(args: &ConnectionArgs) -> Result<Self, CliError> {
+        Self::open_monitored(args, None).await
+    }
+
+    /// [`open`](Self::open), with `commands` told of every command the client sends.
+    pub(crate) async fn open_monitored(
+        args: &ConnectionArgs,
+        commands: Option<EventHandler<CommandEvent>>,
+    ) -> Result<Self, CliError> {
         let uri = args
             .uri
             .as_deref()
@@ -122,6 +132,7 @@ impl Connection {
         options
             .app_name
             .get_or_insert_with(|| "mongolock".to_owned());
+        options.command_event_handler = commands;
         let database = args
             .database
             .clone()

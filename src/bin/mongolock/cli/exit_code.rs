@@ -7,7 +7,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `release --force`: released, or nothing held the lock; `doctor`: every finding ok |
-//! | 1 | `doctor`: the worst finding is a warning |
+//! | 1 | `doctor`: the worst finding is a warning; `check`: a check failed |
 //! | 2 | `doctor`: some finding is a problem |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | `run`/`elect`: the command was killed by signal N (`sh` convention); any subcommand: `mongolock` got signal N before it was done (130 for Ctrl-C) |
@@ -47,7 +47,8 @@ Exit codes:
                any subcommand: mongolock got signal N first (130: Ctrl-C)
   0            status: done; release --force: released, or not held;
                doctor: every finding ok
-  1 / 2        doctor: the worst finding is a warning / a problem
+  1 / 2        doctor: the worst finding is a warning / a problem;
+               check: 1 when a check failed
   64           usage error: bad flag or value, missing URI, invalid lock name,
                release without --force
   69           MongoDB unreachable, failing, or older than 5.0
@@ -106,6 +107,16 @@ Exit codes:
   69           MongoDB unreachable
   70           internal error
   128+N        interrupted by signal N (130: Ctrl-C)";
+
+/// The exit codes of `mongolock check`.
+pub(crate) const CHECK_HELP: &str = "\
+Exit codes:
+  0            every check passed
+  1            a check failed (the report lists the violations)
+  64           usage error: bad flag or value, missing URI, invalid collection
+  69           MongoDB unreachable, or the check could not run (a worker failed)
+  70           internal error
+  128+N        interrupted by signal N (130: Ctrl-C); the scratch data is deleted";
 
 /// `128 + signal`, the shell's code for a process killed by `signal`.
 pub(crate) fn for_signal(signal: i32) -> u8 {

@@ -11,6 +11,8 @@
 //!   scripts).
 //! - `mongolock release --force NAME` frees a lock whose holder is stuck.
 //! - `mongolock doctor` says whether a deployment is fit for locks, and why.
+//! - `mongolock check` verifies the guarantees on a deployment: processes contend for
+//!   scratch locks, and the runs are checked.
 //!
 //! The command runs under a [guardian] process, so nothing it starts outlives the lock, even
 //! when `mongolock` is killed with SIGKILL; [`child`] says how terminals and signals are handled.
@@ -20,6 +22,7 @@
 //! codes are listed in [`exit_code`].
 
 mod args;
+mod check;
 pub(crate) mod child;
 pub(crate) mod connect;
 mod doctor;
@@ -38,8 +41,8 @@ mod status;
 use std::time::Duration;
 
 pub(crate) use args::{
-    Cli, Command, ConnectionArgs, DoctorArgs, ElectArgs, GuardArgs, ReleaseArgs, RunArgs,
-    StatusArgs,
+    CheckArgs, CheckWorkerArgs, Cli, Command, ConnectionArgs, DoctorArgs, ElectArgs, GuardArgs,
+    ReleaseArgs, RunArgs, StatusArgs,
 };
 pub(crate) use error::CliError;
 use progress::{Progress, Verbosity};
@@ -71,6 +74,8 @@ pub(crate) fn execute(cli: Cli) -> Result<u8, CliError> {
             Command::Status(args) => status::status(args, &mut signals, progress).await,
             Command::Release(args) => release::release(args, &mut signals, progress).await,
             Command::Doctor(args) => doctor::doctor(args, &mut signals, progress).await,
+            Command::Check(args) => check::check(args, &mut signals, progress).await,
+            Command::CheckWorker(args) => check::worker::run(args).await,
             Command::Guard(_) => Err(CliError::Internal("the guardian runs apart".to_owned())),
         }
     });
