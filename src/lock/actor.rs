@@ -530,15 +530,15 @@ impl LockActorState {
         let Phase::Held(hold) = &mut self.phase else {
             return;
         };
-        // Bounded by the time left before the deadline: a later answer is useless anyway.
-        let within = hold.renewal_sent(Instant::now());
+        // Bounded by the deadline: a later answer is useless anyway.
+        let deadline = hold.renewal_sent();
         let request = ExtendRequest {
             key: hold.key(&self.name),
             lease_duration: hold.options().lease_duration(),
         };
         self.renewer.renew(Renewal {
             request,
-            within,
+            deadline,
             actor: myself.clone(),
         });
     }

@@ -189,10 +189,10 @@ impl Hold {
         }
     }
 
-    /// A renewal goes out now; returns how long its answer is still useful.
-    pub(crate) fn renewal_sent(&mut self, now: Instant) -> Duration {
+    /// A renewal goes out now; returns until when its answer is useful (the loss deadline).
+    pub(crate) fn renewal_sent(&mut self) -> Instant {
         self.renewal_in_flight = true;
-        self.deadline.saturating_duration_since(now)
+        self.deadline
     }
 
     /// The renewal sent at `sent_at` was answered (`failed`: with an error); returns whether

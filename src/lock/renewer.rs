@@ -8,16 +8,19 @@
 //! Actors schedule renewals on a grid of an eighth of their cadence (a renewal is never
 //! sent later than one cadence after the last, and at most an eighth earlier), so renewals
 //! of thousands of leases fall due at a few instants per cadence and go out in a few
-//! commands instead of one per lease.
+//! commands instead of one per lease. How many go in one command is learnt from how long
+//! commands take ([`BatchSize`]); at most [`IN_FLIGHT`] bulk commands run at once, so
+//! renewals leave the connection pool to acquisitions and do not pile up on a slow server.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ractor::ActorRef;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 
+use super::batch_size::BatchSize;
 use super::message::LockMsg;
 use super::store_call::bounded;
 use crate::error::StoreError;
@@ -26,6 +29,9 @@ use crate::store::{ExtendRequest, LockStore};
 /// The most renewals in one store call.
 const MAX_BATCH: usize = 10_000;
 
+/// Bulk renewal commands in flight at once: enough to overlap round trips.
+const IN_FLIGHT: usize = 4;
+
 /// How long the renewer waits after the first renewal of a batch for others due at the same
 /// instant (their actors' timers fired together but their messages are still on the way).
 const COALESCE: Duration = Duration::from_millis(2);
@@ -33,8 +39,8 @@ const COALESCE: Duration = Duration::from_millis(2);
 /// A renewal an actor wants sent.
 pub(crate) struct Renewal {
     pub(crate) request: ExtendRequest,
-    /// The time left before the holder's loss deadline: a later answer is useless.
-    pub(crate) within: Duration,
+    /// The holder's loss deadline: a later answer is useless.
+    pub(crate) deadline: Instant,
     pub(crate) actor: ActorRef<LockMsg>,
 }
 
@@ -86,7 +92,30 @@ impl Renewer {
     }
 }
 
+/// What the sending tasks share: the store, the learnt batch size, and the slots for bulk
+/// commands (none for a store without bulk writes: each lease's call runs on its own, so
+/// one that hangs holds up no other).
+struct Sender {
+    store: Arc<dyn LockStore>,
+    batch_size: Mutex<BatchSize>,
+    slots: Option<Semaphore>,
+}
+
+impl Sender {
+    fn batch_size(&self) -> std::sync::MutexGuard<'_, BatchSize> {
+        self.batch_size
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Renewal>) {
+    let most = store.max_extend_batch().clamp(1, MAX_BATCH);
+    let sender = Arc::new(Sender {
+        store,
+        batch_size: Mutex::new(BatchSize::new(most)),
+        slots: (most > 1).then(|| Semaphore::new(IN_FLIGHT)),
+    });
     while let Some(first) = incoming.recv().await {
         let mut batch = vec![first];
         let until = Instant::now() + COALESCE;
@@ -104,27 +133,35 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 .or_default()
                 .push(renewal);
         }
-        let most = store.max_extend_batch().clamp(1, MAX_BATCH);
+        let most = sender.batch_size().limit();
         for mut group in by_expiry.into_values() {
             while group.len() > most {
                 let rest = group.split_off(most);
-                tokio::spawn(send(store.clone(), group));
+                tokio::spawn(send(sender.clone(), group));
                 group = rest;
             }
-            tokio::spawn(send(store.clone(), group));
+            tokio::spawn(send(sender.clone(), group));
         }
     }
 }
 
-/// Sends one group (one lease length, at most the store's batch size) and answers each actor.
-async fn send(store: Arc<dyn LockStore>, group: Vec<Renewal>) {
-    let within = group
-        .iter()
-        .map(|renewal| renewal.within)
-        .min()
-        .unwrap_or_default();
+/// Sends one group (one lease length, at most the current batch size) once a slot is free,
+/// answers each actor, and tells the batch size how long it took.
+async fn send(sender: Arc<Sender>, group: Vec<Renewal>) {
+    let _slot = match &sender.slots {
+        Some(slots) => slots.acquire().await.ok(),
+        None => None,
+    };
+    let store = &sender.store;
     let requests: Vec<ExtendRequest> = group.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
+    let within = group
+        .iter()
+        .map(|renewal| renewal.deadline)
+        .min()
+        .map_or(Duration::ZERO, |deadline| {
+            deadline.saturating_duration_since(sent_at)
+        });
     let answered = bounded(within, async {
         if let [request] = requests.as_slice() {
             return Ok(vec![store.extend(request).await]);
@@ -141,6 +178,11 @@ async fn send(store: Arc<dyn LockStore>, group: Vec<Renewal>) {
         }
     })
     .await;
+    let took = sent_at.elapsed();
+    // A quick failure says nothing about what a batch costs; a timeout says it was too big.
+    if answered.is_ok() || took >= within {
+        sender.batch_size().record(group.len(), took, within);
+    }
     match answered {
         Ok(results) => {
             for (renewal, result) in group.into_iter().zip(results) {
