@@ -108,7 +108,7 @@ pub mod testing;
 pub use campaign::{BackgroundLock, LockEvent};
 pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, LeaderInfo};
 pub use error::{BackendCause, LockError, LossReason, StoreError};
-pub use lock::{AtRisk, Lock, LockGuard, LossSignal};
+pub use lock::{AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal};
 pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{LockName, MAX_LOCK_NAME_BYTES};
 pub use options::{LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_STEP};

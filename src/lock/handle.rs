@@ -12,6 +12,7 @@ use super::route::CachedRoute;
 use super::runtime::Runtime;
 use super::store_call::bounded;
 use super::supervisor::SupervisorMsg;
+use super::watch::LockWatch;
 use crate::error::LockError;
 use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
@@ -225,6 +226,24 @@ impl Lock {
             result.is_err(),
         );
         Ok(result?)
+    }
+
+    /// Watches this lock: what happens to it from now on, from every process (see
+    /// [`LockWatch`]). It starts with the lock's current state. After
+    /// [`LockManager::shutdown`](crate::LockManager::shutdown) the watch ends at once.
+    ///
+    /// ```
+    /// # use mongolock::{LockChange, LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let mut changes = manager.lock("orders")?.watch();
+    /// if let Some(LockChange::Current { holder, .. }) = changes.recv().await {
+    ///     println!("held by {holder:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self) -> LockWatch {
+        self.runtime.watch(vec![self.name.clone()])
     }
 
     /// Whether the store says this manager holds the lock (an unexpired lease of ours).

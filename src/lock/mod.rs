@@ -22,6 +22,7 @@
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
+//! | `watch.rs` | [`LockWatch`]: what happens to some locks, from the store's record feed or by polling |
 
 mod actor;
 mod backoff;
@@ -41,9 +42,11 @@ mod store_call;
 mod supervisor;
 mod timer;
 mod waiters;
+mod watch;
 
 pub use guard::LockGuard;
 pub use handle::Lock;
 pub(crate) use loss_signal::HoldChange;
 pub use loss_signal::{AtRisk, LossSignal};
 pub(crate) use runtime::{Runtime, ShutdownHook};
+pub use watch::{LockChange, LockWatch};

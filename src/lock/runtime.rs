@@ -15,6 +15,7 @@ use super::handle::Lock;
 use super::renewer::Renewer;
 use super::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 use super::timer::Timers;
+use super::watch::LockWatch;
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
 use crate::options::LockOptions;
@@ -34,6 +35,8 @@ pub(crate) struct Runtime {
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
     shut_down: AtomicBool,
+    /// Turns true at shutdown: watches end.
+    closed: watch::Sender<bool>,
     /// Work that must finish before the locks are released at shutdown (campaigns draining
     /// their bound actors), by registration id (in that order).
     before_shutdown: Mutex<BTreeMap<u64, ShutdownHook>>,
@@ -118,6 +121,7 @@ impl Runtime {
             store,
             holder,
             shut_down: AtomicBool::new(false),
+            closed: watch::Sender::new(false),
             before_shutdown: Mutex::default(),
             next_hook: AtomicU64::new(0),
         }))
@@ -147,6 +151,11 @@ impl Runtime {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Watches `names` until the watch is dropped or the manager shuts down.
+    pub(crate) fn watch(&self, names: Vec<LockName>) -> LockWatch {
+        LockWatch::start(self.store.clone(), names, self.closed.subscribe())
+    }
+
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }
@@ -172,6 +181,7 @@ impl Runtime {
         let hooks: Vec<ShutdownHook> = std::mem::take(&mut *self.hooks()).into_values().collect();
         futures::future::join_all(hooks.into_iter().map(|hook| hook())).await;
         self.shut_down.store(true, Ordering::Release);
+        self.closed.send_replace(true);
         let (reply, done) = oneshot::channel();
         if self
             .supervisor

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::election::{Election, ElectionOptions};
 use crate::error::LockError;
-use crate::lock::{Lock, Runtime};
+use crate::lock::{Lock, LockWatch, Runtime};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::LockStore;
@@ -158,6 +158,41 @@ impl LockManager {
     ) -> Result<Election, LockError> {
         let lock = self.lock_with(name, options.lock_options(&self.defaults)?)?;
         Election::new(lock, &options)
+    }
+
+    /// Watches the locks `names`: what happens to them from now on, from every process, in
+    /// one stream (see [`LockWatch`]). It starts with each lock's current state, in the order
+    /// given (duplicates once).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidName`] for a name that cannot be used (nothing is watched).
+    ///
+    /// ```
+    /// # use mongolock::{LockChange, LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let mut changes = manager.watch(["orders", "payments"])?;
+    /// while let Some(change) = changes.recv().await {
+    ///     println!("{}: {change:?}", change.name());
+    /// #   break;
+    /// }
+    /// assert!(manager.watch(["ok", ""]).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn watch<I, N>(&self, names: I) -> Result<LockWatch, LockError>
+    where
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        let mut unique = Vec::new();
+        for name in names {
+            let name = LockName::new(name)?;
+            if !unique.contains(&name) {
+                unique.push(name);
+            }
+        }
+        Ok(self.runtime.watch(unique))
     }
 
     /// This manager's identity as stored with the locks it holds.

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -10,8 +10,8 @@ use super::outcome::LockRecord;
 use super::request::HolderId;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
-    LeaseKey, LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_lease_length,
+    LeaseKey, LockStore, RECORD_FEED_CAPACITY, RELEASE_FEED_CAPACITY, RecordEvent, ReleaseDemand,
+    ReleaseOutcome, TOKENS_PER_GRANT, check_lease_length,
 };
 use crate::error::StoreError;
 use crate::name::LockName;
@@ -67,6 +67,8 @@ struct MemoryState {
     records: HashMap<LockName, Record>,
     /// Managers watching for released locks.
     watchers: Vec<mpsc::Sender<LockName>>,
+    /// Watchers of records ([`LockStore::watch_records`]).
+    record_watchers: Vec<RecordWatcher>,
     /// The last token reserved, for any name.
     last_token: u64,
     sweeper_started: bool,
@@ -83,7 +85,44 @@ struct Record {
     contended_since: Option<Instant>,
 }
 
+/// One [`LockStore::watch_records`] feed: the names it watches and whether it dropped events
+/// (it then owes its reader a [`RecordEvent::Resync`]).
+#[derive(Debug)]
+struct RecordWatcher {
+    names: BTreeSet<LockName>,
+    sender: mpsc::Sender<RecordEvent>,
+    overflowed: bool,
+}
+
+impl RecordWatcher {
+    /// Sends `event`; returns false once the reader is gone.
+    fn send(&mut self, event: &RecordEvent) -> bool {
+        if self.overflowed {
+            match self.sender.try_send(RecordEvent::Resync) {
+                Ok(()) => self.overflowed = false,
+                Err(mpsc::error::TrySendError::Full(_)) => return true,
+                Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            }
+        }
+        match self.sender.try_send(event.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.overflowed = true;
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
 impl MemoryState {
+    /// Tells the record watchers of the event's name; drops those whose reader is gone.
+    fn recorded(&mut self, event: &RecordEvent) {
+        let Some(name) = event.name() else { return };
+        self.record_watchers
+            .retain_mut(|watcher| !watcher.names.contains(name) || watcher.send(event));
+    }
+
     /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
     /// watcher polls), a closed one is dropped.
     fn freed(&mut self, name: &LockName) {
@@ -206,6 +245,7 @@ impl MemoryStore {
         let removed = state.records.remove(name).is_some();
         if removed {
             state.freed(name);
+            state.recorded(&RecordEvent::Deleted { name: name.clone() });
         }
         removed
     }
@@ -219,11 +259,20 @@ impl MemoryStore {
     pub fn sweep_expired(&self) -> usize {
         let now = Instant::now();
         let mut state = self.state();
-        let before = state.records.len();
         // The expiry check and the removal happen under one lock: a record re-taken since the
         // last look is unexpired again and stays: a compare-and-remove, never a blind delete.
-        state.records.retain(|_, record| !record.is_expired(now));
-        before - state.records.len()
+        let mut swept = Vec::new();
+        state.records.retain(|name, record| {
+            let expired = record.is_expired(now);
+            if expired {
+                swept.push(name.clone());
+            }
+            !expired
+        });
+        for name in &swept {
+            state.recorded(&RecordEvent::Deleted { name: name.clone() });
+        }
+        swept.len()
     }
 
     fn state(&self) -> MutexGuard<'_, MemoryState> {
@@ -295,6 +344,12 @@ impl LockStore for MemoryStore {
                 contended_since: None,
             },
         );
+        state.recorded(&RecordEvent::Granted {
+            name: request.name.clone(),
+            holder: Some(request.holder.clone()),
+            token,
+            lease_left: request.lease_duration,
+        });
         Ok(AcquireOutcome::Acquired { token })
     }
 
@@ -305,6 +360,10 @@ impl LockStore for MemoryStore {
         match state.records.get_mut(&request.key.name) {
             Some(record) if record.lease == request.key.lease && !record.is_expired(now) => {
                 record.expires_at = now + request.lease_duration;
+                state.recorded(&RecordEvent::Renewed {
+                    name: request.key.name.clone(),
+                    lease_left: request.lease_duration,
+                });
                 Ok(ExtendOutcome::Extended)
             }
             _ => Ok(ExtendOutcome::NotOwner),
@@ -318,6 +377,10 @@ impl LockStore for MemoryStore {
                 let contended_for = record.contended_since.map(|since| Instant::now() - since);
                 state.records.remove(&key.name);
                 state.freed(&key.name);
+                state.recorded(&RecordEvent::Released {
+                    name: key.name.clone(),
+                    forced: false,
+                });
                 Ok(ReleaseOutcome::Released { contended_for })
             }
             _ => Ok(ReleaseOutcome::NotOwner),
@@ -350,6 +413,12 @@ impl LockStore for MemoryStore {
         record.token = token;
         record.expires_at = now + to.lease_duration;
         let contended_for = record.contended_since.map(|since| now - since);
+        state.recorded(&RecordEvent::Granted {
+            name: to.name.clone(),
+            holder: Some(to.holder.clone()),
+            token,
+            lease_left: to.lease_duration,
+        });
         Ok(HandOverOutcome::HandedOver {
             token,
             contended_for,
@@ -370,6 +439,17 @@ impl LockStore for MemoryStore {
         drop(demand);
         let (sender, receiver) = mpsc::channel(RELEASE_FEED_CAPACITY);
         self.state().watchers.push(sender);
+        Some(receiver)
+    }
+
+    /// Every change, exactly as applied, at no cost.
+    async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {
+        let (sender, receiver) = mpsc::channel(RECORD_FEED_CAPACITY);
+        self.state().record_watchers.push(RecordWatcher {
+            names: names.iter().cloned().collect(),
+            sender,
+            overflowed: false,
+        });
         Some(receiver)
     }
 

@@ -3,8 +3,8 @@
 //! A [`LockStore`] is what the runtime needs from a database to run leases, each call one
 //! round trip, owner-checked by [`LeaseId`] and timed by the store's own clock so client
 //! clocks never matter: four required calls (`try_acquire`, `extend`, `release`,
-//! `inspect`) and six with defaults (`prepare`, `extend_many` and its `max_extend_batch`,
-//! `hand_over`, `tokens_per_grant`, `watch_releases`). Like `deadpool`'s
+//! `inspect`) and seven with defaults (`prepare`, `extend_many` and its `max_extend_batch`,
+//! `hand_over`, `tokens_per_grant`, `watch_releases`, `watch_records`). Like `deadpool`'s
 //! `Manager`, it is the one small trait a backend implements; the actors do everything else
 //! (waiting, backoff, renewal cadence, loss deadlines, timeouts, metrics).
 //!
@@ -19,6 +19,7 @@ pub(crate) mod memory;
 #[cfg(feature = "mongodb")]
 pub(crate) mod mongo;
 pub(crate) mod outcome;
+mod record_event;
 mod release_demand;
 pub(crate) mod request;
 
@@ -26,6 +27,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, ReleaseOutcome};
+pub use record_event::{RECORD_FEED_CAPACITY, RecordEvent};
 pub use release_demand::ReleaseDemand;
 pub(crate) use release_demand::{ReleaseWaiters, WaitingForRelease};
 pub(crate) use request::check_lease_length;
@@ -186,6 +188,17 @@ pub trait LockStore: Send + Sync + 'static {
         let _ = demand;
         None
     }
+
+    /// What happens to the records of `names`, as the store applies it (grants, renewals,
+    /// releases, deletions; see [`RecordEvent`]), from every process, for
+    /// [`Lock::watch`](crate::Lock::watch) and [`LockManager::watch`](crate::LockManager::watch).
+    /// The feed runs until the receiver is dropped; it says [`RecordEvent::Resync`] when it
+    /// may have missed events, and ends (drops its sender) when it cannot go on. `None` (the
+    /// default): the store cannot tell, and watchers poll [`inspect`](Self::inspect).
+    async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {
+        let _ = names;
+        None
+    }
 }
 
 /// A shared store is a store: lets one code path hold any backend as `Arc<dyn LockStore>`.
@@ -246,5 +259,9 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
 
     async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
         (**self).watch_releases(demand).await
+    }
+
+    async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {
+        (**self).watch_records(names).await
     }
 }

@@ -250,4 +250,11 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
     ) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
         self.inner.watch_releases(demand).await
     }
+
+    async fn watch_records(
+        &self,
+        names: &[LockName],
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::store::RecordEvent>> {
+        self.inner.watch_records(names).await
+    }
 }

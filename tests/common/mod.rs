@@ -7,6 +7,7 @@ pub(crate) mod election;
 pub(crate) mod embedding;
 pub(crate) mod guarantees;
 pub(crate) mod scenarios;
+pub(crate) mod watching;
 
 use std::time::Duration;
 
@@ -86,6 +87,7 @@ macro_rules! conformance_suite {
             embedding::bound_actor_runs_only_while_leading,
             embedding::resign_waits_for_bound_work_to_stop,
             embedding::shutdown_waits_for_bound_work_to_stop,
+            watching::watch_reports_grants_releases_expiry_takeover_and_deletion,
         );
     };
 }

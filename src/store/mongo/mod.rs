@@ -18,7 +18,8 @@
 //! ```
 //!
 //! Waiting managers learn that a lock became free from one change stream per manager (see
-//! `release_feed.rs`); without one they poll.
+//! `release_feed.rs`), watches what happens to their locks from one per watch
+//! (`record_feed.rs`); without change streams both poll.
 //!
 //! Every operation is one round trip and reads time only from the server (`$$NOW`):
 //! acquire is one `findAndModify` (upsert, pipeline update), a renewal or a batch of them one
@@ -35,6 +36,7 @@ mod builder;
 mod document;
 pub(crate) mod errors;
 mod pipeline;
+mod record_feed;
 mod release_feed;
 mod server_version;
 mod shard_key;
@@ -494,6 +496,15 @@ impl LockStore for MongoStore {
         let (feed, released) = tokio::sync::mpsc::channel(RELEASE_FEED_CAPACITY);
         tokio::spawn(release_feed::run(self.collection.clone(), feed, demand));
         Some(released)
+    }
+
+    /// A change stream on the watched names (see `record_feed.rs`), open as soon as this
+    /// returns; `None` on a server without change streams.
+    async fn watch_records(
+        &self,
+        names: &[LockName],
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::store::RecordEvent>> {
+        record_feed::start(self.collection.clone(), names.to_vec()).await
     }
 
     /// One `update` for the whole batch (by names and lease ids, served by the `_id` index);

@@ -67,6 +67,14 @@ pub(crate) enum Command {
     /// it only shows who holds the lock.
     #[command(after_help = exit_code::RELEASE_HELP)]
     Release(ReleaseArgs),
+    /// Print what happens to locks, as it happens, from every process.
+    ///
+    /// One line per change to the named locks: acquired (by whom, with which fencing token),
+    /// released, expired (its holder stopped renewing), force-released, deleted; it starts
+    /// with each lock's current state and runs until Ctrl-C or SIGTERM. Follows a change
+    /// stream; on a server without change streams it reads the locks every second instead.
+    #[command(after_help = exit_code::WATCH_HELP)]
+    Watch(WatchArgs),
     /// Say whether a deployment is fit for locks, and why.
     ///
     /// Checks the server version, the topology, change streams, the store's write concern and
@@ -202,6 +210,22 @@ pub(crate) struct StatusArgs {
     /// `{"time", "database", "collection", "locks": [{"name", "state", "holder", "token",
     /// "expires_in_ms", "contended_for_ms"}]}`, one line per refresh with --watch (a failed
     /// refresh prints `{"time", "error"}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mongolock watch`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct WatchArgs {
+    /// The locks to watch.
+    #[arg(value_name = "NAME", required = true, num_args = 1..)]
+    pub names: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub connection: ConnectionArgs,
+    /// Print one JSON object per change for scripts: `{"time", "name", "change"
+    /// (current|acquired|released|force_released|expired|deleted), "holder", "token",
+    /// "expires_in_ms"}`.
     #[arg(long)]
     pub json: bool,
 }

@@ -6,7 +6,7 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `release --force`: released, or nothing held the lock; `doctor`: every finding ok |
+//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `watch`: stopped with Ctrl-C; `release --force`: released, or nothing held the lock; `doctor`: every finding ok |
 //! | 1 | `doctor`: the worst finding is a warning; `check`: a check failed |
 //! | 2 | `doctor`: some finding is a problem |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
@@ -96,6 +96,15 @@ Exit codes:
   69           MongoDB unreachable or failing
   70           internal error
   128+N        interrupted by signal N (130: Ctrl-C)";
+
+/// The exit codes of `mongolock watch`.
+pub(crate) const WATCH_HELP: &str = "\
+Exit codes:
+  0            stopped with Ctrl-C or SIGTERM (or its output was closed)
+  64           usage error: bad flag or value, missing URI, invalid lock name
+  69           MongoDB unreachable or failing
+  70           internal error
+  128+N        interrupted by signal N before watching began (130: Ctrl-C)";
 
 /// The exit codes of `mongolock doctor`.
 pub(crate) const DOCTOR_HELP: &str = "\

@@ -10,6 +10,7 @@
 //! - `mongolock status` prints the locks of a collection (`--watch` refreshes, `--json` for
 //!   scripts).
 //! - `mongolock release --force NAME` frees a lock whose holder is stuck.
+//! - `mongolock watch NAME…` prints what happens to locks as it happens.
 //! - `mongolock doctor` says whether a deployment is fit for locks, and why.
 //! - `mongolock check` verifies the guarantees on a deployment: processes contend for
 //!   scratch locks, and the runs are checked.
@@ -37,12 +38,13 @@ mod release;
 mod run;
 pub(crate) mod signals;
 mod status;
+mod watch;
 
 use std::time::Duration;
 
 pub(crate) use args::{
     CheckArgs, CheckWorkerArgs, Cli, Command, ConnectionArgs, DoctorArgs, ElectArgs, GuardArgs,
-    ReleaseArgs, RunArgs, StatusArgs,
+    ReleaseArgs, RunArgs, StatusArgs, WatchArgs,
 };
 pub(crate) use error::CliError;
 use progress::{Progress, Verbosity};
@@ -73,6 +75,7 @@ pub(crate) fn execute(cli: Cli) -> Result<u8, CliError> {
             Command::Elect(args) => elect::elect(args, &mut signals, progress).await,
             Command::Status(args) => status::status(args, &mut signals, progress).await,
             Command::Release(args) => release::release(args, &mut signals, progress).await,
+            Command::Watch(args) => watch::watch(args, &mut signals, progress).await,
             Command::Doctor(args) => doctor::doctor(args, &mut signals, progress).await,
             Command::Check(args) => check::check(args, &mut signals, progress).await,
             Command::CheckWorker(args) => check::worker::run(args).await,

@@ -188,7 +188,7 @@ fn one_line(text: &str) -> String {
 
 /// Writes `text` to stdout at once. An error means nobody reads any more (`| head` exited):
 /// the caller stops.
-fn print_flushed(text: &str) -> std::io::Result<()> {
+pub(super) fn print_flushed(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
     out.flush()
