@@ -8,6 +8,7 @@
 //! | [`elections`] | leader election, and embedding in actor applications |
 //! | [`operations`] | operators: the `mongolock` command-line tool, metrics, the dashboard, tracing |
 //! | [`mongodb`] | running against MongoDB: versions, commands, documents, failover, the test server's differences |
+//! | [`production`] | operators: replica sets, Atlas, sharding, `mongolock doctor` and `check`, capacity |
 //! | [`fairness`] | how waiters in several processes get their turn |
 //! | [`performance`] | measured figures and capacity arithmetic |
 //! | [`architecture`] | contributors: the actors, the layers, how the pieces keep the guarantees |
@@ -27,6 +28,9 @@ pub mod operations {}
 
 #[doc = include_str!("mongodb.md")]
 pub mod mongodb {}
+
+#[doc = include_str!("production.md")]
+pub mod production {}
 
 #[doc = include_str!("fairness.md")]
 pub mod fairness {}
