@@ -1477,25 +1477,6 @@ fn doctor_finds_a_collection_sharded_on_the_wrong_key_a_problem() {
     }
 }
 
-#[test]
-fn doctor_help_lists_its_checks_and_exit_codes() {
-    let output = Command::new(BIN)
-        .args(["doctor", "--help"])
-        .output()
-        .expect("help");
-    assert_eq!(code(output.status), Some(0));
-    let help = stdout(&output);
-    for text in [
-        "fit for locks",
-        "--lease <DURATION>",
-        "--json",
-        "0            every finding is ok",
-        "2            some finding is a problem",
-    ] {
-        assert!(help.contains(text), "{text:?} missing from:\n{help}");
-    }
-}
-
 /// `mongolock check` on the test server: every check passes with real contention (hand-overs
 /// between processes, stale writes refused), the figures are reported, and nothing of the
 /// run is left behind.
@@ -1561,24 +1542,6 @@ fn check_verifies_the_test_server_and_cleans_up() {
 }
 
 #[test]
-fn check_help_lists_what_it_checks_and_its_exit_codes() {
-    let output = Command::new(BIN)
-        .args(["check", "--help"])
-        .output()
-        .expect("help");
-    assert_eq!(code(output.status), Some(0));
-    let help = stdout(&output);
-    for text in [
-        "stale write",
-        "--processes <P>",
-        "--duration <DURATION>",
-        "1            a check failed",
-    ] {
-        assert!(help.contains(text), "{text:?} missing from:\n{help}");
-    }
-}
-
-#[test]
 fn watch_prints_what_happens_to_a_lock_from_any_process() {
     let fixture = Fixture::new();
     let watch = Running::spawn(fixture.mongolock("watch").args(["--json", "watched"]));
@@ -1626,20 +1589,50 @@ fn watch_prints_what_happens_to_a_lock_from_any_process() {
     assert_eq!(lines[2]["token"], token);
 }
 
+/// `doctor`, `check` and `watch --help` say what they do and list their exit codes.
 #[test]
-fn watch_help_lists_its_changes_and_exit_codes() {
-    let output = Command::new(BIN)
-        .args(["watch", "--help"])
-        .output()
-        .expect("help");
-    assert_eq!(code(output.status), Some(0));
-    let help = stdout(&output);
-    for text in [
-        "expired",
-        "force-released",
-        "--json",
-        "0            stopped with Ctrl-C",
+fn help_of_watch_doctor_and_check_lists_what_they_do_and_their_exit_codes() {
+    for (subcommand, texts) in [
+        (
+            "watch",
+            &[
+                "expired",
+                "force-released",
+                "--json",
+                "0            stopped with Ctrl-C",
+            ][..],
+        ),
+        (
+            "doctor",
+            &[
+                "fit for locks",
+                "--lease <DURATION>",
+                "--json",
+                "0            every finding is ok",
+                "2            some finding is a problem",
+            ],
+        ),
+        (
+            "check",
+            &[
+                "stale write",
+                "--processes <P>",
+                "--duration <DURATION>",
+                "1            a check failed",
+            ],
+        ),
     ] {
-        assert!(help.contains(text), "{text:?} missing from:\n{help}");
+        let output = Command::new(BIN)
+            .args([subcommand, "--help"])
+            .output()
+            .expect("help");
+        assert_eq!(code(output.status), Some(0), "{subcommand}");
+        let help = stdout(&output);
+        for text in texts {
+            assert!(
+                help.contains(text),
+                "{text:?} missing from {subcommand} --help:\n{help}"
+            );
+        }
     }
 }

@@ -85,19 +85,24 @@ pub(super) async fn check(
             reason: format!("the check could not run: {}", reports.errors.join("; ")),
         });
     }
-    let checks = verdict::checks(&reports.sections, &records);
-    let figures = verdict::figures(&reports.sections);
-    let span = span_of(&reports.sections);
+    let outcome = Outcome {
+        checks: verdict::checks(&reports.sections, &records),
+        figures: verdict::figures(&reports.sections),
+        span: span_of(&reports.sections),
+        args: &args,
+        connection: &connection,
+        reports: &reports,
+    };
     let text = if args.json {
-        format!(
-            "{}\n",
-            report_json(&args, &connection, &reports, &checks, &figures, span)
-        )
+        format!("{}\n", outcome.json())
     } else {
-        report_table(&args, &connection, &reports, &checks, &figures, span)
+        outcome.table()
     };
     print!("{text}");
-    let passed = checks.iter().all(|check| check.violations.is_empty());
+    let passed = outcome
+        .checks
+        .iter()
+        .all(|check| check.violations.is_empty());
     Ok(if passed { 0 } else { 1 })
 }
 
@@ -286,134 +291,151 @@ fn per_acquisition(commands: &BTreeMap<String, u64>, acquisitions: usize) -> f64
     ratio
 }
 
-fn report_table(
-    args: &CheckArgs,
-    connection: &Connection,
-    reports: &Reports,
-    checks: &[Check],
-    figures: &verdict::Figures,
+/// What a run found, for the report.
+struct Outcome<'a> {
+    args: &'a CheckArgs,
+    connection: &'a Connection,
+    reports: &'a Reports,
+    checks: Vec<Check>,
+    figures: verdict::Figures,
+    /// From the first entry to the last exit, in nanoseconds.
     span: u64,
-) -> String {
-    let hand_overs = |latencies: &verdict::Latencies| match (
-        latencies.percentile(50),
-        latencies.percentile(99),
-        latencies.percentile(100),
-    ) {
-        (Some(p50), Some(p99), Some(max)) => format!(
-            "{}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-            latencies.count(),
-            verdict::ms(p50),
-            verdict::ms(p99),
-            verdict::ms(max)
-        ),
-        _ => "none".to_owned(),
-    };
-    let commands: Vec<String> = reports
-        .commands
-        .iter()
-        .map(|(name, count)| format!("{name} {count}"))
-        .collect();
-    let mut out = format!(
-        "mongolock check: {} processes × {} tasks on {} locks for {} · {} · locks in {} (lease {})\n\n",
-        args.processes,
-        args.tasks,
-        args.locks,
-        duration::show(args.duration),
-        connection.endpoint.shown_uri,
-        connection.namespace(),
-        duration::show(args.lease)
-    );
-    out.push_str(&format!(
-        "acquisitions    {} in {:.1} s ({:.1}/s)\n",
-        figures.acquisitions,
-        verdict::ms(span) / 1000.0,
-        per_second(figures.acquisitions, span)
-    ));
-    out.push_str(&format!(
-        "hand-overs      to a waiter in another process {}; in the same process {}\n",
-        hand_overs(&figures.remote_hand_overs),
-        hand_overs(&figures.local_hand_overs)
-    ));
-    out.push_str(&format!(
-        "commands        {:.2} per acquisition ({})\n",
-        per_acquisition(&reports.commands, figures.acquisitions),
-        commands.join(", ")
-    ));
-    out.push_str(&format!("losses          {}\n", figures.losses));
-    out.push_str(&format!(
-        "fenced writes   {} applied, {} failed; {} stale writes refused\n\n",
-        figures.writes_applied, figures.writes_failed, figures.stale_refused
-    ));
-    for check in checks {
-        let status = if check.violations.is_empty() {
-            "ok    "
-        } else {
-            "FAILED"
-        };
-        out.push_str(&format!(
-            "{status}  {} ({} cases)\n",
-            check.name, check.cases
-        ));
-        for violation in check.violations.iter().take(20) {
-            out.push_str(&format!("        {violation}\n"));
-        }
-        if check.violations.len() > 20 {
-            out.push_str(&format!("        … {} more\n", check.violations.len() - 20));
-        }
-    }
-    let failed = checks
-        .iter()
-        .filter(|check| !check.violations.is_empty())
-        .count();
-    out.push_str(&match failed {
-        0 => "\nverdict: passed\n".to_owned(),
-        n => format!("\nverdict: FAILED ({n} check(s))\n"),
-    });
-    out
 }
 
-fn report_json(
-    args: &CheckArgs,
-    connection: &Connection,
-    reports: &Reports,
-    checks: &[Check],
-    figures: &verdict::Figures,
-    span: u64,
-) -> serde_json::Value {
-    let checks: Vec<serde_json::Value> = checks
-        .iter()
-        .map(|check| {
-            json!({
-                "check": check.name,
-                "cases": check.cases,
-                "passed": check.violations.is_empty(),
-                "violations": check.violations,
+impl Outcome<'_> {
+    fn table(&self) -> String {
+        let Self {
+            args,
+            connection,
+            reports,
+            checks,
+            figures,
+            span,
+        } = self;
+        let (figures, span) = (figures, *span);
+        let hand_overs = |latencies: &verdict::Latencies| match (
+            latencies.percentile(50),
+            latencies.percentile(99),
+            latencies.percentile(100),
+        ) {
+            (Some(p50), Some(p99), Some(max)) => format!(
+                "{}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                latencies.count(),
+                verdict::ms(p50),
+                verdict::ms(p99),
+                verdict::ms(max)
+            ),
+            _ => "none".to_owned(),
+        };
+        let commands: Vec<String> = reports
+            .commands
+            .iter()
+            .map(|(name, count)| format!("{name} {count}"))
+            .collect();
+        let mut out = format!(
+            "mongolock check: {} processes × {} tasks on {} locks for {} · {} · locks in {} (lease {})\n\n",
+            args.processes,
+            args.tasks,
+            args.locks,
+            duration::show(args.duration),
+            connection.endpoint.shown_uri,
+            connection.namespace(),
+            duration::show(args.lease)
+        );
+        out.push_str(&format!(
+            "acquisitions    {} in {:.1} s ({:.1}/s)\n",
+            figures.acquisitions,
+            verdict::ms(span) / 1000.0,
+            per_second(figures.acquisitions, span)
+        ));
+        out.push_str(&format!(
+            "hand-overs      to a waiter in another process {}; in the same process {}\n",
+            hand_overs(&figures.remote_hand_overs),
+            hand_overs(&figures.local_hand_overs)
+        ));
+        out.push_str(&format!(
+            "commands        {:.2} per acquisition ({})\n",
+            per_acquisition(&reports.commands, figures.acquisitions),
+            commands.join(", ")
+        ));
+        out.push_str(&format!("losses          {}\n", figures.losses));
+        out.push_str(&format!(
+            "fenced writes   {} applied, {} failed; {} stale writes refused\n\n",
+            figures.writes_applied, figures.writes_failed, figures.stale_refused
+        ));
+        for check in checks {
+            let status = if check.violations.is_empty() {
+                "ok    "
+            } else {
+                "FAILED"
+            };
+            out.push_str(&format!(
+                "{status}  {} ({} cases)\n",
+                check.name, check.cases
+            ));
+            for violation in check.violations.iter().take(20) {
+                out.push_str(&format!("        {violation}\n"));
+            }
+            if check.violations.len() > 20 {
+                out.push_str(&format!("        … {} more\n", check.violations.len() - 20));
+            }
+        }
+        let failed = checks
+            .iter()
+            .filter(|check| !check.violations.is_empty())
+            .count();
+        out.push_str(&match failed {
+            0 => "\nverdict: passed\n".to_owned(),
+            n => format!("\nverdict: FAILED ({n} check(s))\n"),
+        });
+        out
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let Self {
+            args,
+            connection,
+            reports,
+            checks,
+            figures,
+            span,
+        } = self;
+        let span = *span;
+        let checks: Vec<serde_json::Value> = checks
+            .iter()
+            .map(|check| {
+                json!({
+                    "check": check.name,
+                    "cases": check.cases,
+                    "passed": check.violations.is_empty(),
+                    "violations": check.violations,
+                })
             })
+            .collect();
+        let passed = checks.iter().all(|check| check["passed"] == true);
+        json!({
+            "uri": connection.endpoint.shown_uri,
+            "database": connection.store.database().name(),
+            "collection": connection.store.collection_name(),
+            "processes": args.processes,
+            "tasks": args.tasks,
+            "locks": args.locks,
+            "duration_ms": u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX),
+            "lease_ms": u64::try_from(args.lease.as_millis()).unwrap_or(u64::MAX),
+            "acquisitions": figures.acquisitions,
+            "acquisitions_per_second": per_second(figures.acquisitions, span),
+            "remote_hand_overs": latencies_json(&figures.remote_hand_overs),
+            "local_hand_overs": latencies_json(&figures.local_hand_overs),
+            "commands": reports.commands,
+            "commands_per_acquisition": per_acquisition(&reports.commands, figures.acquisitions),
+            "losses": figures.losses,
+            "writes_applied": figures.writes_applied,
+            "writes_failed": figures.writes_failed,
+            "stale_writes_refused": figures.stale_refused,
+            "checks": checks,
+            "passed": passed,
         })
-        .collect();
-    let passed = checks.iter().all(|check| check["passed"] == true);
-    json!({
-        "uri": connection.endpoint.shown_uri,
-        "database": connection.store.database().name(),
-        "collection": connection.store.collection_name(),
-        "processes": args.processes,
-        "tasks": args.tasks,
-        "locks": args.locks,
-        "duration_ms": u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX),
-        "lease_ms": u64::try_from(args.lease.as_millis()).unwrap_or(u64::MAX),
-        "acquisitions": figures.acquisitions,
-        "acquisitions_per_second": per_second(figures.acquisitions, span),
-        "remote_hand_overs": latencies_json(&figures.remote_hand_overs),
-        "local_hand_overs": latencies_json(&figures.local_hand_overs),
-        "commands": reports.commands,
-        "commands_per_acquisition": per_acquisition(&reports.commands, figures.acquisitions),
-        "losses": figures.losses,
-        "writes_applied": figures.writes_applied,
-        "writes_failed": figures.writes_failed,
-        "stale_writes_refused": figures.stale_refused,
-        "checks": checks,
-        "passed": passed,
-    })
+    }
 }
 
 fn latencies_json(latencies: &verdict::Latencies) -> serde_json::Value {

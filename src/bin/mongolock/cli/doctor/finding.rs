@@ -47,12 +47,7 @@ pub(crate) struct Finding {
 
 impl Finding {
     pub(crate) fn ok(check: &'static str, seen: impl Into<String>) -> Self {
-        Self {
-            check,
-            status: Status::Ok,
-            seen: seen.into(),
-            fix: String::new(),
-        }
+        Self::new(check, Status::Ok, seen.into(), String::new())
     }
 
     pub(crate) fn warning(
@@ -60,12 +55,7 @@ impl Finding {
         seen: impl Into<String>,
         fix: impl Into<String>,
     ) -> Self {
-        Self {
-            check,
-            status: Status::Warning,
-            seen: seen.into(),
-            fix: fix.into(),
-        }
+        Self::new(check, Status::Warning, seen.into(), fix.into())
     }
 
     pub(crate) fn problem(
@@ -73,11 +63,15 @@ impl Finding {
         seen: impl Into<String>,
         fix: impl Into<String>,
     ) -> Self {
+        Self::new(check, Status::Problem, seen.into(), fix.into())
+    }
+
+    fn new(check: &'static str, status: Status, seen: String, fix: String) -> Self {
         Self {
             check,
-            status: Status::Problem,
-            seen: seen.into(),
-            fix: fix.into(),
+            status,
+            seen,
+            fix,
         }
     }
 }
