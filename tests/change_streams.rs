@@ -16,7 +16,7 @@ mod support;
 
 use std::time::Duration;
 
-use common::{SLACK, fast_options};
+use common::{SLACK, fast_options, start_with};
 use mongo::{MongoBackend, raw, store_on, unique_collection};
 use mongodb::bson::doc;
 use mongolock::{LockGuard, LockManager, LockOptions, MongoStore};
@@ -28,7 +28,8 @@ use tokio::time::{Instant, sleep, timeout};
 
 conformance_suite!(
     MongoBackend {
-        uri: standalone_uri
+        uri: standalone_uri,
+        standalone: true,
     },
     flavor = "multi_thread",
     worker_threads = 2
@@ -43,12 +44,6 @@ fn slow_polls() -> LockOptions {
 
 /// How soon after a release a waiter woken by the feed must hold the lock.
 const WOKEN_WITHIN: Duration = Duration::from_secs(2);
-
-async fn start(store: MongoStore, options: LockOptions) -> LockManager {
-    LockManager::start(store, options)
-        .await
-        .unwrap_or_else(|e| panic!("starting a manager failed: {e}"))
-}
 
 /// Two processes on one collection of the server at `uri`: a holder, and a waiter whose
 /// client's commands are logged and named `app` (for fail points).
@@ -72,10 +67,10 @@ impl Pair {
     ) -> Self {
         let collection = unique_collection();
         let store = store_on(&support::client_for(uri, None, None).await, &collection);
-        let holder = start(store.clone(), holder_options).await;
+        let holder = start_with(store.clone(), holder_options).await;
         let log = CommandLog::default();
         let waiter_client = support::client_for(uri, Some(app.to_owned()), Some(log.handler()));
-        let waiter = start(store_on(&waiter_client.await, &collection), waiter_options).await;
+        let waiter = start_with(store_on(&waiter_client.await, &collection), waiter_options).await;
         Self {
             holder,
             waiter,

@@ -1335,6 +1335,15 @@ fn usage_papercuts_have_clear_messages() {
     assert!(help("elect").contains("--lease"));
 }
 
+/// Fails naming each of `expected` that `text` lacks.
+fn assert_contains_all(text: &str, expected: &[&str]) {
+    let missing: Vec<&&str> = expected
+        .iter()
+        .filter(|line| !text.contains(**line))
+        .collect();
+    assert!(missing.is_empty(), "{missing:?} missing from:\n{text}");
+}
+
 /// `mongolock doctor --json` on the test server: each finding's status, pinned, and the
 /// scratch lock gone afterwards.
 fn doctor_statuses(output: &Output) -> Vec<(String, String)> {
@@ -1393,15 +1402,15 @@ fn doctor_pins_its_findings_on_the_test_server() {
     // window, and the driver's heartbeat is slow. The table says so, with the fixes.
     let output = fixture.mongolock("doctor").output().expect("doctor");
     assert_eq!(code(output.status), Some(1), "{}", stderr(&output));
-    let table = stdout(&output);
-    for line in [
-        "driver heartbeat  warning  heartbeatFrequencyMS not set",
-        "failover          warning  a failover takes up to about 20s",
-        "fix: add heartbeatFrequencyMS=500",
-        "verdict: fit for locks, with 3 warning(s)",
-    ] {
-        assert!(table.contains(line), "{line:?} missing from:\n{table}");
-    }
+    assert_contains_all(
+        &stdout(&output),
+        &[
+            "driver heartbeat  warning  heartbeatFrequencyMS not set",
+            "failover          warning  a failover takes up to about 20s",
+            "fix: add heartbeatFrequencyMS=500",
+            "verdict: fit for locks, with 3 warning(s)",
+        ],
+    );
     let scratch = block_on(async {
         client(&fixture.uri)
             .await
@@ -1466,15 +1475,15 @@ fn doctor_finds_a_collection_sharded_on_the_wrong_key_a_problem() {
     let output = fixture.mongolock("doctor").output().expect("doctor");
     plant(false);
     assert_eq!(code(output.status), Some(2), "{}", stderr(&output));
-    let table = stdout(&output);
-    for line in [
-        "shard key         problem  sharded on { \"tenant\": 1 }",
-        "reshardCollection",
-        "manager start     problem",
-        "verdict: NOT fit for locks: 2 problem(s)",
-    ] {
-        assert!(table.contains(line), "{line:?} missing from:\n{table}");
-    }
+    assert_contains_all(
+        &stdout(&output),
+        &[
+            "shard key         problem  sharded on { \"tenant\": 1 }",
+            "reshardCollection",
+            "manager start     problem",
+            "verdict: NOT fit for locks: 2 problem(s)",
+        ],
+    );
 }
 
 /// `mongolock check` on the test server: every check passes with real contention (hand-overs
@@ -1627,12 +1636,6 @@ fn help_of_watch_doctor_and_check_lists_what_they_do_and_their_exit_codes() {
             .output()
             .expect("help");
         assert_eq!(code(output.status), Some(0), "{subcommand}");
-        let help = stdout(&output);
-        for text in texts {
-            assert!(
-                help.contains(text),
-                "{text:?} missing from {subcommand} --help:\n{help}"
-            );
-        }
+        assert_contains_all(&stdout(&output), texts);
     }
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{SLACK, fast_options};
+use common::{SLACK, fast_options, start, start_with};
 use mongo::{DATABASE, MongoBackend, raw, store_on, unique_collection};
 use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
@@ -54,16 +54,13 @@ async fn peer_of(store: &MongoStore) -> MongoStore {
 }
 
 conformance_suite!(
-    MongoBackend { uri },
+    MongoBackend {
+        uri,
+        standalone: false
+    },
     flavor = "multi_thread",
     worker_threads = 2
 );
-
-async fn start(store: MongoStore, options: LockOptions) -> LockManager {
-    LockManager::start(store, options)
-        .await
-        .unwrap_or_else(|e| panic!("starting a manager failed: {e}"))
-}
 
 /// A manager on a fresh collection whose commands are logged, once its background index
 /// build (not part of any count) is done.
@@ -73,7 +70,7 @@ async fn counted_manager(options: LockOptions) -> (CommandLog, LockManager) {
         &client_with(None, Some(log.handler())).await,
         &unique_collection(),
     );
-    let manager = start(store.clone(), options).await;
+    let manager = start_with(store.clone(), options).await;
     wait_for_ttl_index(&store).await;
     (log, manager)
 }
@@ -114,7 +111,7 @@ async fn many_clients_contending_never_overlap() {
     let collection = unique_collection();
     let mut managers = Vec::new();
     for _ in 0..5 {
-        managers.push(start(store_on(&client().await, &collection), fast_options()).await);
+        managers.push(start(store_on(&client().await, &collection)).await);
     }
     let inside = Arc::new(AtomicBool::new(false));
     let tokens = Arc::new(Mutex::new(Vec::new()));
@@ -189,8 +186,8 @@ async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_delete_is_reported_within_one_cadence_and_tokens_still_grow() {
     let store = store_on(&client().await, &unique_collection());
-    let holder = start(store.clone(), fast_options()).await;
-    let other = start(peer_of(&store).await, fast_options()).await;
+    let holder = start(store.clone()).await;
+    let other = start(peer_of(&store).await).await;
     let guard = holder.lock("deleted").unwrap().acquire().await.unwrap();
     // An operator with their own connection deletes the document.
     let operator = peer_of(&store).await;
@@ -225,7 +222,7 @@ async fn assert_next_token_is_larger(manager: &LockManager, name: &str, previous
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow() {
     let store = store_on(&client().await, &unique_collection());
-    let holder = start(store.clone(), fast_options()).await;
+    let holder = start(store.clone()).await;
     let guard = holder.lock("$wedged").unwrap().acquire().await.unwrap();
     let operator = peer_of(&store).await;
     let name = LockName::new("$wedged").unwrap();
@@ -269,7 +266,7 @@ async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow
     assert_eq!(operator.force_release(&never_used).await.unwrap(), None);
     assert_eq!(raw(&operator).count_documents(doc! {}).await.unwrap(), 1);
 
-    let other = start(peer_of(&store).await, fast_options()).await;
+    let other = start(peer_of(&store).await).await;
     assert_next_token_is_larger(&other, "$wedged", guard.token()).await;
     holder.shutdown().await;
     other.shutdown().await;
@@ -282,7 +279,7 @@ async fn ttl_index_is_created_once_with_expire_after_zero() {
     let store = store_on(&client, &unique_collection());
     store.prepare().await.expect("first prepare");
     store.prepare().await.expect("second prepare is harmless");
-    let manager = start(store.clone(), fast_options()).await;
+    let manager = start(store.clone()).await;
     let index = wait_for_ttl_index(&store).await;
     assert_eq!(index.get_document("key").unwrap(), &doc! { "expiresAt": 1 });
     let expire = index.get("expireAfterSeconds").expect("a TTL index");
@@ -338,8 +335,8 @@ async fn collection_names_are_validated_before_any_io() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_like_names_are_stored_as_plain_ids() {
     let store = store_on(&client().await, &unique_collection());
-    let manager = start(store.clone(), fast_options()).await;
-    let other = start(peer_of(&store).await, fast_options()).await;
+    let manager = start(store.clone()).await;
+    let other = start(peer_of(&store).await).await;
     let long = "é".repeat(500); // 1000 bytes
     let names = [
         "$gt",
@@ -419,7 +416,7 @@ fn fail_lock_operations(app: &str, mut data: Document) -> FailPoint {
 async fn holder_with_app(app: &str) -> (LockManager, MongoStore, mongolock::LockGuard) {
     let client = client_with(Some(app.to_owned()), None).await;
     let store = store_on(&client, &unique_collection());
-    let holder = start(store.clone(), fast_options()).await;
+    let holder = start(store.clone()).await;
     let observer = peer_of(&store).await;
     let guard = holder.lock("cut-off").unwrap().acquire().await.unwrap();
     (holder, observer, guard)
@@ -505,7 +502,7 @@ async fn child_holder_process() {
     let Ok(collection) = std::env::var(CHILD_ENV) else {
         return; // a normal test run: nothing to do
     };
-    let manager = start(store_on(&client().await, &collection), child_options()).await;
+    let manager = start_with(store_on(&client().await, &collection), child_options()).await;
     let guard = manager.lock("crash").unwrap().acquire().await.unwrap();
     println!("HELD {}", guard.token());
     std::future::pending::<()>().await;
@@ -565,7 +562,7 @@ async fn sigkilled_holder_process_is_taken_over_after_expiry() {
         .unwrap()
         .expect("the child exited before holding the lock");
 
-    let manager = start(peer_of(&store).await, options.clone()).await;
+    let manager = start_with(peer_of(&store).await, options.clone()).await;
     let lock = manager.lock("crash").unwrap();
     // Let the child renew at least once, then kill it without any chance to release.
     sleep(options.renew_interval() * 2).await;
@@ -708,11 +705,11 @@ async fn a_batched_renewal_reports_each_lease_separately() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_a_remote_waiter_at_once() {
     let collection = unique_collection();
-    let holder = start(store_on(&client().await, &collection), fast_options()).await;
+    let holder = start(store_on(&client().await, &collection)).await;
     let slow_polls =
         fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(6));
     let log = CommandLog::default();
-    let waiter = start(
+    let waiter = start_with(
         store_on(&client_with(None, Some(log.handler())).await, &collection),
         slow_polls,
     )

@@ -100,7 +100,9 @@ pub enum LockChange {
         /// The expired grant's token.
         token: u64,
     },
-    /// The lock's record was deleted (an operator, or a store's clean-up of expired records).
+    /// The record of a held lock was deleted (by an operator): its holder learns of it at
+    /// its next renewal. The clean-up of a free lock's record (a TTL index, a sweeper) is
+    /// not reported.
     Deleted {
         /// The lock.
         name: LockName,
@@ -136,8 +138,9 @@ impl LockChange {
 /// It starts with a [`LockChange::Current`] per name. With a store that reports its changes
 /// (MongoDB through a change stream, the memory store) every grant and release is seen;
 /// otherwise (a MongoDB server without change streams) the records are read every second,
-/// so a grant that begins and ends between two reads is not seen, and a lease that was
-/// let go is reported as released or expired by whether its end had passed.
+/// so a grant that begins and ends between two reads is not seen, a lease that was let go
+/// is reported as released or expired by whether its end had passed, a force-release as a
+/// release, and a release whose record is cleaned up before the next read as a deletion.
 ///
 /// Watching costs nothing on the locks themselves; on MongoDB it holds one change stream
 /// (a `getMore` per write to a watched name, renewals included). It ends (`recv` returns
@@ -525,16 +528,15 @@ impl Watcher {
                 .await
             }
             RecordEvent::Deleted { name } => {
-                let unseen = self
-                    .known
-                    .get(&name)
-                    .is_none_or(|known| known.token == 0 && known.ends_at.is_none());
-                if unseen {
-                    return Ok(()); // nothing to delete (a dropped collection's other names)
-                }
                 // Forgotten, as the store forgot it: its next grant is new whatever its token.
-                self.known.insert(name.clone(), Known::default());
-                self.emit(LockChange::Deleted { name }).await
+                let known = self.known.insert(name.clone(), Known::default());
+                // Only a held lock's deletion is news; a free lock's record being cleaned up
+                // (a TTL index, a sweeper) changes nothing for anyone.
+                if known.is_some_and(|known| known.ends_at.is_some()) {
+                    self.emit(LockChange::Deleted { name }).await
+                } else {
+                    Ok(())
+                }
             }
             // Resync, and variants a newer store may add: read everything again.
             _ => self.resync().await,

@@ -7,16 +7,8 @@ use std::time::Duration;
 use mongolock::LossReason;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::{Backend, SLACK, fast_options};
+use super::{Backend, SLACK, fast_options, start};
 use mongolock::testing::FaultyStore;
-use mongolock::{LockManager, store::LockStore};
-
-async fn start(store: impl LockStore) -> LockManager {
-    match LockManager::start(store, fast_options()).await {
-        Ok(manager) => manager,
-        Err(error) => panic!("starting a manager failed: {error}"),
-    }
-}
 
 /// A renewal hangs and the store answers again shortly before the holder's deadline: the
 /// holder is told at the deadline, and the lease it may still be working under stays on the

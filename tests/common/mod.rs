@@ -12,7 +12,7 @@ pub(crate) mod watching;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mongolock::{LockName, LockOptions, store::LockStore};
+use mongolock::{LockManager, LockName, LockOptions, store::LockStore};
 
 /// What a scenario needs from a storage backend beyond the [`LockStore`] trait.
 #[async_trait]
@@ -30,6 +30,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Deletes the record of `name` behind the runtime's back, as an operator or a TTL
     /// monitor would.
     async fn delete_record(&self, store: &Self::Store, name: &LockName);
+
+    /// Whether watches on this store read the records periodically instead of following a
+    /// feed of changes (a MongoDB server without change streams): they then see less.
+    fn watches_by_polling(&self) -> bool {
+        false
+    }
 }
 
 /// Short timings so the real-time (MongoDB) run stays quick; under paused time they are free.
@@ -39,6 +45,19 @@ pub(crate) fn fast_options() -> LockOptions {
         .with_renew_interval(Duration::from_millis(300))
         .with_renew_deadline(Duration::from_millis(900))
         .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(25))
+}
+
+/// A manager on `store` with [`fast_options`].
+pub(crate) async fn start(store: impl LockStore) -> LockManager {
+    start_with(store, fast_options()).await
+}
+
+/// A manager on `store` with `options`; a failure to start fails the test.
+pub(crate) async fn start_with(store: impl LockStore, options: LockOptions) -> LockManager {
+    match LockManager::start(store, options).await {
+        Ok(manager) => manager,
+        Err(error) => panic!("starting a manager failed: {error}"),
+    }
 }
 
 /// Slack allowed on time bounds for scheduling and a store round trip.

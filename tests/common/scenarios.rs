@@ -10,16 +10,9 @@ use std::time::Duration;
 use mongolock::{LockError, LockGuard, LockManager, LockName, LockOptions, LossReason};
 use tokio::time::{Instant, sleep, timeout};
 
-use super::{Backend, SLACK, fast_options};
+use super::{Backend, SLACK, fast_options, start};
 use mongolock::store::LockStore;
 use mongolock::testing::FaultyStore;
-
-async fn start(store: impl mongolock::store::LockStore) -> LockManager {
-    match LockManager::start(store, fast_options()).await {
-        Ok(manager) => manager,
-        Err(error) => panic!("starting a manager failed: {error}"),
-    }
-}
 
 /// Two managers on one namespace, like two processes sharing a database.
 async fn two_managers<B: Backend>(backend: &B) -> (LockManager, LockManager, B::Store) {

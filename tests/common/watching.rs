@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
-use mongolock::{HolderId, LockChange, LockManager, LockName, LockWatch};
+use mongolock::{HolderId, LockChange, LockName, LockWatch};
 use tokio::time::timeout;
 
-use super::{Backend, fast_options};
+use super::{Backend, start};
 
 /// Longer than a poll (1 s) plus a store round trip.
 const WITHIN: Duration = Duration::from_secs(5);
@@ -19,13 +19,6 @@ async fn next(changes: &mut LockWatch, step: &str) -> LockChange {
         Ok(Some(change)) => change,
         Ok(None) => panic!("{step}: the watch ended"),
         Err(_) => panic!("{step}: no change within {WITHIN:?}"),
-    }
-}
-
-async fn start(store: impl LockStore) -> LockManager {
-    match LockManager::start(store, fast_options()).await {
-        Ok(manager) => manager,
-        Err(error) => panic!("starting a manager failed: {error}"),
     }
 }
 
@@ -54,14 +47,17 @@ pub(crate) async fn watch_reports_grants_releases_expiry_takeover_and_deletion<B
         }
     );
     guard.release().await.unwrap();
-    assert_eq!(
-        next(&mut changes, "release").await,
-        LockChange::Released {
-            name: name.clone(),
-            holder: Some(a.holder_id().clone()),
-            token: first,
-        }
-    );
+    let released = LockChange::Released {
+        name: name.clone(),
+        holder: Some(a.holder_id().clone()),
+        token: first,
+    };
+    match next(&mut changes, "release").await {
+        change if change == released => {}
+        // Polling: a TTL index may clean the released record up before the next read.
+        LockChange::Deleted { .. } if backend.watches_by_polling() => {}
+        other => panic!("release: {other:?}"),
+    }
 
     // A holder that never renews: its lease runs out, then another process takes over.
     let stalled = HolderId::from_string("stalled-holder".to_owned());

@@ -29,9 +29,11 @@ pub(crate) fn raw(store: &MongoStore) -> Collection<Document> {
     store.database().collection(store.collection_name())
 }
 
-/// The conformance suite's backend on the server at `uri()`.
+/// The conformance suite's backend on the server at `uri()`, which has change streams
+/// unless `standalone`.
 pub(crate) struct MongoBackend {
     pub(crate) uri: fn() -> String,
+    pub(crate) standalone: bool,
 }
 
 impl MongoBackend {
@@ -58,5 +60,9 @@ impl Backend for MongoBackend {
             .delete_one(doc! { "_id": name.as_str() })
             .await
             .expect("deleteOne");
+    }
+
+    fn watches_by_polling(&self) -> bool {
+        self.standalone
     }
 }
