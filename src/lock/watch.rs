@@ -142,6 +142,10 @@ impl LockChange {
 /// is reported as released or expired by whether its end had passed, a force-release as a
 /// release, and a release whose record is cleaned up before the next read as a deletion.
 ///
+/// A watch sees what reaches the store: a lock passed between tasks of one manager without
+/// a store call (within the block of fencing tokens its grant reserved) stays one grant to
+/// it.
+///
 /// Watching costs nothing on the locks themselves; on MongoDB it holds one change stream
 /// (a `getMore` per write to a watched name, renewals included). It ends (`recv` returns
 /// `None`) when the manager shuts down; dropping it stops it.
