@@ -117,6 +117,13 @@ fn run_child(args: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let args = Args::parse(rest);
+    // `RUST_LOG=mongolock=debug` shows the library's events, for looking into a run.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = support::runtime();
     let outcome = match name.as_str() {
         "s1" => runtime.block_on(latency::s1(&args)),
