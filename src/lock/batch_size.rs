@@ -1,227 +1,295 @@
-//! How many renewals go in one store call, learnt from how long the calls take.
+//! How many renewals go in one store call, from how long the calls take.
 //!
-//! The right size depends on the server. MongoDB looks each `_id` of a batch up in its index,
-//! so a batch's cost is a round trip plus a little per lease and bigger batches are cheaper
-//! per lease; another server (the test server's `$in`) may cost more per lease the longer the
-//! list, so that past some size bigger batches are slower per lease and, at tens of thousands
-//! of leases, slower than the cadence allows. No constant suits both, so the size is found by
-//! hill climbing on the measured time per lease:
+//! The renewer sends everything that is due at once, up to this size, so the size bounds
+//! what one command costs, not how many renewals go out. Two limits, both measured:
 //!
-//! - every [`SAMPLES`] batches that filled at least three quarters of the current size, the
-//!   mean time per lease is compared with that of the size before: better by more than
-//!   [`TOLERANCE`], the size keeps moving the same way (× or ÷ [`STEP`]); worse, it turns
-//!   back; about the same, it grows (fewer commands for the same cost);
-//! - a batch that took more than a [`LATENCY_SHARE`] of the time its leases had left before
-//!   their loss deadlines halves the size at once, whatever the climb says: a renewal must
-//!   come back well before the deadline it is racing.
+//! - **Deadlines.** A renewal must come back well before the loss deadline it is racing:
+//!   a batch holds no more leases than the measured time per lease says can be renewed
+//!   within a [`LATENCY_SHARE`] of the time its leases have left. A batch that took longer
+//!   than that (a timeout counts as its whole time) replaces what was measured before: the
+//!   server has changed, and the next batches shrink at once.
+//! - **Cost.** A batch takes about `a + b·n + c·n²` for `n` leases: a round trip, a cost
+//!   per lease, and on some servers a cost per lease that grows with the list (the test
+//!   server matches lease ids against the whole list for each document; MongoDB looks each
+//!   up in a sorted set). The three are fitted to recent batches by least squares, and where
+//!   the time per lease, `a/n + b + c·n`, is lowest (`√(a/c)`) caps the size: past it,
+//!   bigger batches renew fewer leases per second. It caps only where the fit says it is
+//!   clearly cheaper per lease than the size the deadlines allow; where the fit finds no
+//!   such minimum (MongoDB: `c` about 0), a flat curve, or too few distinct sizes to go
+//!   on, only the deadlines cap.
 //!
-//! Partly filled batches say little about the cost of a full one and are not counted.
+//! Recent batches count for more: each new one keeps [`DECAY`] of what was measured.
 
 use std::time::Duration;
 
-/// The size the climb starts from.
+/// The size before anything has been measured.
 const START: usize = 1_000;
-/// The smallest size the climb goes down to.
+/// The smallest size: below it the round trip, not the leases, is what a command costs.
 const MIN: usize = 16;
-/// The factor of one step of the climb.
-const STEP: f64 = 1.5;
-/// Full batches measured at one size before the next step.
-const SAMPLES: u32 = 4;
-/// Differences in time per lease smaller than this share are noise.
-const TOLERANCE: f64 = 0.05;
+/// The smallest size the cost fit may ask for: a fit that puts the cheapest size below it
+/// is more likely noise than a server that renews a hundred leases faster one by one.
+const COST_FLOOR: usize = 128;
 /// The share of its leases' time left that one batch may take.
 const LATENCY_SHARE: u32 = 4;
+/// How much of the measurements so far survive each new one.
+const DECAY: f64 = 0.95;
+/// How much cheaper per lease a smaller size must be, by the fit, to be chosen over the
+/// size the deadlines allow: less, and noise on a flat curve would decide.
+const CLEARLY_CHEAPER: f64 = 1.25;
+/// Sizes are fitted in thousands of leases, which keeps the sums of the fit well scaled.
+const SCALE: f64 = 1_000.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Direction {
-    Grow,
-    Shrink,
-}
-
-/// The current batch size and what the climb has measured.
+/// What the manager has measured of its renewal commands.
 #[derive(Debug, Clone)]
 pub(crate) struct BatchSize {
-    limit: usize,
     max: usize,
-    direction: Direction,
-    /// Seconds per lease at the size before the current one.
-    previous_cost: Option<f64>,
-    /// Full batches at the current size: their count, leases and total time.
-    samples: u32,
-    leases: usize,
-    took: Duration,
+    /// Decayed sums of leases renewed and seconds taken: the mean time per lease.
+    leases: f64,
+    seconds: f64,
+    /// Decayed sums for the least-squares fit of seconds against `x` = leases / [`SCALE`]:
+    /// `Σxᵏ` for k = 0..=4 and `Σt·xᵏ` for k = 0..=2.
+    x_powers: [f64; 5],
+    t_x_powers: [f64; 3],
 }
 
 impl BatchSize {
-    /// A climb between [`MIN`] and `max` (the store's largest batch; at least 1).
+    /// Sizes between [`MIN`] and `max` (the store's largest batch; at least 1).
     pub(crate) fn new(max: usize) -> Self {
-        let max = max.max(1);
         Self {
-            limit: START.clamp(MIN.min(max), max),
-            max,
-            direction: Direction::Grow,
-            previous_cost: None,
-            samples: 0,
-            leases: 0,
-            took: Duration::ZERO,
+            max: max.max(1),
+            leases: 0.0,
+            seconds: 0.0,
+            x_powers: [0.0; 5],
+            t_x_powers: [0.0; 3],
         }
     }
 
-    /// The most renewals to put in the next store call.
-    pub(crate) fn limit(&self) -> usize {
-        self.limit
+    /// The most renewals to put in a store call whose leases have `time_left` before
+    /// their loss deadlines.
+    pub(crate) fn limit(&self, time_left: Duration) -> usize {
+        let floor = MIN.min(self.max);
+        if self.leases <= 0.0 || self.seconds <= 0.0 {
+            return START.clamp(floor, self.max);
+        }
+        let per_lease = self.seconds / self.leases;
+        let budget = (time_left / LATENCY_SHARE).as_secs_f64();
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let in_time = ((budget / per_lease).min(usize::MAX as f64) as usize).clamp(floor, self.max);
+        self.cheaper_than(in_time)
+            .unwrap_or(in_time)
+            .clamp(floor, self.max)
     }
 
-    /// A batch of `leases` renewals was answered after `took`; its leases had at least
-    /// `time_left` before their loss deadlines when it was sent.
-    pub(crate) fn record(&mut self, leases: usize, took: Duration, time_left: Duration) {
-        if took > time_left / LATENCY_SHARE {
-            let halved = (leases.min(self.limit) / 2).max(MIN.min(self.max));
-            if halved < self.limit {
-                tracing::debug!(
-                    from = self.limit,
-                    to = halved,
-                    ?took,
-                    ?time_left,
-                    "renewal batches take too long for their deadlines; halving them"
-                );
-                self.limit = halved;
-                self.direction = Direction::Shrink;
-                self.restart_samples(None);
-            }
-            return;
+    /// A smaller size than `size` at which the fitted time per lease is clearly lower (by
+    /// [`CLEARLY_CHEAPER`]): on a curve that is flat within the noise, more leases per
+    /// command is better.
+    fn cheaper_than(&self, size: usize) -> Option<usize> {
+        let [a, b, c] = self.fit()?;
+        if a <= 0.0 || c <= 0.0 {
+            return None;
         }
-        if leases.saturating_mul(4) < self.limit.saturating_mul(3) {
-            return;
-        }
-        self.samples += 1;
-        self.leases += leases;
-        self.took += took;
-        if self.samples < SAMPLES {
-            return;
-        }
-        #[allow(clippy::cast_precision_loss)]
-        let cost = self.took.as_secs_f64() / self.leases as f64;
-        if let Some(previous) = self.previous_cost {
-            if cost > previous * (1.0 + TOLERANCE) {
-                self.direction = match self.direction {
-                    Direction::Grow => Direction::Shrink,
-                    Direction::Shrink => Direction::Grow,
-                };
-            } else if cost >= previous * (1.0 - TOLERANCE) {
-                self.direction = Direction::Grow;
-            }
-        }
-        self.step();
-        self.restart_samples(Some(cost));
-    }
-
-    fn step(&mut self) {
-        #[allow(
-            clippy::cast_precision_loss,
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss
-        )]
-        let next = match self.direction {
-            Direction::Grow => (self.limit as f64 * STEP).ceil() as usize,
-            Direction::Shrink => (self.limit as f64 / STEP).floor() as usize,
+        let per_lease = |n: usize| {
+            #[allow(clippy::cast_precision_loss)]
+            let x = n as f64 / SCALE;
+            a / x + b + c * x
         };
-        self.limit = next.clamp(MIN.min(self.max), self.max);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let cheapest = (((a / c).sqrt() * SCALE).min(usize::MAX as f64) as usize)
+            .max(COST_FLOOR.min(self.max));
+        (cheapest < size && per_lease(cheapest) * CLEARLY_CHEAPER < per_lease(size))
+            .then_some(cheapest)
     }
 
-    fn restart_samples(&mut self, cost: Option<f64>) {
-        self.previous_cost = cost;
-        self.samples = 0;
-        self.leases = 0;
-        self.took = Duration::ZERO;
+    /// `[a, b, c]` of `t ≈ a + b·x + c·x²` by least squares, if the sizes measured are
+    /// spread enough to say.
+    fn fit(&self) -> Option<[f64; 3]> {
+        let s = &self.x_powers;
+        let matrix = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]];
+        let det = determinant(&matrix);
+        // Relative to the scale of its entries: near zero when the sizes barely differ
+        // (and NaN, never a usable fit, fails the comparison too).
+        let spread = det.abs() > 1e-9 * s[0] * s[2] * s[4];
+        if !spread {
+            return None;
+        }
+        let mut solution = [0.0; 3];
+        for (column, value) in solution.iter_mut().enumerate() {
+            let mut replaced = matrix;
+            for (row, t) in replaced.iter_mut().zip(self.t_x_powers) {
+                row[column] = t;
+            }
+            *value = determinant(&replaced) / det;
+        }
+        Some(solution)
     }
+
+    /// A batch of `leases` renewals, sent with `time_left` before the first of their loss
+    /// deadlines, was answered (or timed out) after `took`.
+    pub(crate) fn record(&mut self, leases: usize, took: Duration, time_left: Duration) {
+        if leases == 0 {
+            return;
+        }
+        let late = took > time_left / LATENCY_SHARE;
+        let kept = if late { 0.0 } else { DECAY };
+        let seconds = took.as_secs_f64();
+        #[allow(clippy::cast_precision_loss)]
+        let count = leases as f64;
+        self.leases = self.leases * kept + count;
+        self.seconds = self.seconds * kept + seconds;
+        // A late batch says the server changed, but one point fits no curve: the fit keeps
+        // its history and learns from the late batch like any other.
+        let x = count / SCALE;
+        let mut power = 1.0;
+        for (k, sum) in self.x_powers.iter_mut().enumerate() {
+            *sum = *sum * DECAY + power;
+            if let Some(t_sum) = self.t_x_powers.get_mut(k) {
+                *t_sum = *t_sum * DECAY + seconds * power;
+            }
+            power *= x;
+        }
+        tracing::trace!(
+            leases,
+            ?took,
+            ?time_left,
+            micros_per_lease = self.seconds / self.leases * 1e6,
+            limit_for_time_left = self.limit(time_left),
+            "renewal batch measured"
+        );
+    }
+}
+
+fn determinant(m: &[[f64; 3]; 3]) -> f64 {
+    m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+        + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Feeds full batches costing `cost(size)` until the size settles; returns the sizes.
-    fn climb(sizer: &mut BatchSize, rounds: usize, cost: impl Fn(usize) -> Duration) -> Vec<usize> {
-        let mut sizes = Vec::new();
-        for _ in 0..rounds {
-            let size = sizer.limit();
-            sizer.record(size, cost(size), Duration::from_secs(60));
-            sizes.push(sizer.limit());
-        }
-        sizes
-    }
-
     fn micros(us: f64) -> Duration {
         Duration::from_secs_f64(us / 1e6)
     }
 
-    #[test]
-    fn a_round_trip_plus_a_little_per_lease_grows_to_the_store_limit() {
-        // MongoDB-like: 1 ms per command, 5 µs per lease.
-        let mut sizer = BatchSize::new(10_000);
-        #[allow(clippy::cast_precision_loss)]
-        let sizes = climb(&mut sizer, 200, |n| micros(1_000.0 + 5.0 * n as f64));
-        assert_eq!(sizer.limit(), 10_000, "{sizes:?}");
+    /// Sends batches as the renewer does: as many as are queued (`queued(round)`) up to the
+    /// size allowed for `time_left`, each costing `cost(size)`; returns the sizes sent.
+    fn run(
+        sizer: &mut BatchSize,
+        rounds: usize,
+        time_left: Duration,
+        queued: impl Fn(usize) -> usize,
+        cost: impl Fn(usize) -> Duration,
+    ) -> Vec<usize> {
+        (0..rounds)
+            .map(|round| {
+                let size = sizer.limit(time_left).min(queued(round).max(1));
+                sizer.record(size, cost(size), time_left);
+                size
+            })
+            .collect()
+    }
+
+    /// Backlogs that vary as they do under load: between 100 and 10,000.
+    fn varied(round: usize) -> usize {
+        [100, 2_500, 10_000, 700, 6_000, 300, 10_000, 1_500][round % 8]
+    }
+
+    /// Fitted to the test server's renewals of uuid lease ids: 1 ms a command, 20 µs a
+    /// lease, and 0.02 µs more per lease for each lease in the list.
+    #[allow(clippy::cast_precision_loss)]
+    fn test_server(n: usize) -> Duration {
+        micros(1_000.0 + 20.0 * n as f64 + 0.02 * (n * n) as f64)
     }
 
     #[test]
-    fn a_cost_per_lease_growing_with_the_list_settles_near_the_cheapest_size() {
-        // Fitted to the test server's renewals (250 leases 9.6 ms, 1,000 61 ms): 1 ms per
-        // command and a per-lease cost growing with the list; cheapest per lease near 170.
+    fn a_round_trip_plus_a_little_per_lease_reaches_the_store_limit() {
+        // MongoDB-like: 1 ms per command, 5 µs per lease; a quarter of 2 s fits 10,000.
         let mut sizer = BatchSize::new(10_000);
         #[allow(clippy::cast_precision_loss)]
-        let cost = |n: usize| micros(1_000.0 + 26.0 * n as f64 + 0.034 * (n * n) as f64);
-        let sizes = climb(&mut sizer, 400, cost);
-        let settled = &sizes[sizes.len() - 40..];
-        assert!(
-            settled.iter().all(|size| (60..=600).contains(size)),
-            "{settled:?}"
+        run(&mut sizer, 40, Duration::from_secs(2), varied, |n| {
+            micros(1_000.0 + 5.0 * n as f64)
+        });
+        assert_eq!(sizer.limit(Duration::from_secs(2)), 10_000);
+    }
+
+    #[test]
+    fn a_cost_per_lease_growing_with_the_list_caps_at_the_cheapest_size() {
+        // √(a/c) = √(1,000 / 0.02) ≈ 224.
+        let mut sizer = BatchSize::new(10_000);
+        run(&mut sizer, 60, Duration::from_secs(2), varied, test_server);
+        let limit = sizer.limit(Duration::from_secs(2));
+        assert!((128..=400).contains(&limit), "{limit}");
+    }
+
+    #[test]
+    fn batches_stay_within_a_quarter_of_the_time_left() {
+        // 200 µs a lease: a quarter of 2 s fits 2,500.
+        let mut sizer = BatchSize::new(10_000);
+        let time_left = Duration::from_secs(2);
+        #[allow(clippy::cast_precision_loss)]
+        let cost = |n: usize| micros(200.0 * n as f64);
+        let sizes = run(&mut sizer, 40, time_left, |_| 10_000, cost);
+        for &size in &sizes[5..] {
+            assert!(cost(size) <= time_left / LATENCY_SHARE, "{size}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn a_stall_shrinks_the_next_batches_at_once() {
+        let mut sizer = BatchSize::new(10_000);
+        let time_left = Duration::from_secs(2);
+        #[allow(clippy::cast_precision_loss)]
+        run(
+            &mut sizer,
+            10,
+            time_left,
+            |_| 10_000,
+            |n| micros(20.0 * n as f64),
         );
+        let before = sizer.limit(time_left);
+        // One batch timed out: it took all of its time left.
+        sizer.record(before, time_left, time_left);
+        let after = sizer.limit(time_left);
+        assert!(after * 2 < before, "{before} -> {after}");
     }
 
     #[test]
-    fn a_batch_too_slow_for_its_deadlines_halves_the_size_at_once() {
+    fn less_time_left_means_smaller_batches() {
         let mut sizer = BatchSize::new(10_000);
-        let start = sizer.limit();
-        sizer.record(start, Duration::from_millis(600), Duration::from_secs(2));
-        assert_eq!(sizer.limit(), start / 2);
-        sizer.record(
-            start / 2,
-            Duration::from_millis(400),
+        #[allow(clippy::cast_precision_loss)]
+        run(
+            &mut sizer,
+            10,
             Duration::from_secs(2),
+            |_| 10_000,
+            |n| micros(50.0 * n as f64),
         );
-        assert_eq!(
-            sizer.limit(),
-            start / 2,
-            "within a quarter of the time left"
-        );
-        for _ in 0..20 {
-            sizer.record(
-                sizer.limit(),
-                Duration::from_secs(5),
-                Duration::from_secs(2),
-            );
-        }
-        assert_eq!(sizer.limit(), MIN, "never below the floor");
+        let relaxed = sizer.limit(Duration::from_secs(2));
+        let pressed = sizer.limit(Duration::from_millis(200));
+        assert!(pressed * 5 < relaxed, "{relaxed} vs {pressed}");
+        assert_eq!(sizer.limit(Duration::ZERO), MIN);
     }
 
     #[test]
-    fn partial_batches_do_not_move_the_size() {
+    fn one_size_only_fits_no_curve() {
         let mut sizer = BatchSize::new(10_000);
-        for _ in 0..100 {
-            sizer.record(10, Duration::from_millis(1), Duration::from_secs(60));
-        }
-        assert_eq!(sizer.limit(), START);
+        run(
+            &mut sizer,
+            20,
+            Duration::from_secs(60),
+            |_| 500,
+            test_server,
+        );
+        assert_eq!(sizer.fit(), None);
+        assert_eq!(sizer.cheaper_than(10_000), None);
     }
 
     #[test]
     fn a_store_without_bulk_writes_stays_at_one() {
         let mut sizer = BatchSize::new(1);
-        assert_eq!(sizer.limit(), 1);
-        climb(&mut sizer, 50, |_| Duration::from_millis(1));
-        assert_eq!(sizer.limit(), 1);
+        assert_eq!(sizer.limit(Duration::from_secs(2)), 1);
         sizer.record(1, Duration::from_secs(5), Duration::from_secs(1));
-        assert_eq!(sizer.limit(), 1);
+        assert_eq!(sizer.limit(Duration::from_secs(2)), 1);
     }
 }

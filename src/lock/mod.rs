@@ -15,7 +15,7 @@
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
 //! | `renewer.rs` | batched renewals: one store call for the leases due together |
-//! | `batch_size.rs` | how many renewals go in one store call, learnt from how long calls take |
+//! | `batch_size.rs` | how many renewals go in one store call, from the measured time of recent calls |
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
 //! | `starvation.rs` | when local waiters step back for other processes |

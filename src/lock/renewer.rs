@@ -8,16 +8,19 @@
 //! Actors schedule renewals on a grid of an eighth of their cadence (a renewal is never
 //! sent later than one cadence after the last, and at most an eighth earlier), so renewals
 //! of thousands of leases fall due at a few instants per cadence and go out in a few
-//! commands instead of one per lease. How many go in one command is learnt from how long
-//! commands take ([`BatchSize`]); at most [`IN_FLIGHT`] bulk commands run at once, so
-//! renewals leave the connection pool to acquisitions and do not pile up on a slow server.
+//! commands instead of one per lease. At most [`IN_FLIGHT`] bulk commands run at once;
+//! renewals that fall due meanwhile queue, and the next command takes all of them, earliest
+//! deadline first, up to the size that can come back in time by the cost per lease the
+//! manager has measured ([`BatchSize`]). Batches thus grow with the load, without
+//! renewals piling up on a slow server or taking the connection pool from acquisitions.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::ActorRef;
-use tokio::sync::{Semaphore, mpsc};
+use ractor::{ActorRef, ActorStatus};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::batch_size::BatchSize;
@@ -29,8 +32,13 @@ use crate::store::{ExtendRequest, LockStore};
 /// The most renewals in one store call.
 const MAX_BATCH: usize = 10_000;
 
-/// Bulk renewal commands in flight at once: enough to overlap round trips.
-const IN_FLIGHT: usize = 4;
+/// Bulk renewal commands in flight at once. One: renewals that fall due while it is out
+/// wait and go together in the next, so batches grow with the load and the server renews
+/// leases in a few large commands instead of many small ones competing with each other
+/// (on the test server, four at once cost seven times as much per lease as one); a
+/// command's time is its own, which is what the batch size is measured from; and renewals
+/// never take more than one of the driver's connections from acquisitions.
+const IN_FLIGHT: usize = 1;
 
 /// How long the renewer waits after the first renewal of a batch for others due at the same
 /// instant (their actors' timers fired together but their messages are still on the way).
@@ -92,77 +100,150 @@ impl Renewer {
     }
 }
 
-/// What the sending tasks share: the store, the learnt batch size, and the slots for bulk
-/// commands (none for a store without bulk writes: each lease's call runs on its own, so
-/// one that hangs holds up no other).
-struct Sender {
-    store: Arc<dyn LockStore>,
-    batch_size: Mutex<BatchSize>,
-    slots: Option<Semaphore>,
-}
-
-impl Sender {
-    fn batch_size(&self) -> std::sync::MutexGuard<'_, BatchSize> {
-        self.batch_size
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Renewal>) {
     let most = store.max_extend_batch().clamp(1, MAX_BATCH);
-    let sender = Arc::new(Sender {
-        store,
-        batch_size: Mutex::new(BatchSize::new(most)),
-        slots: (most > 1).then(|| Semaphore::new(IN_FLIGHT)),
-    });
-    while let Some(first) = incoming.recv().await {
-        let mut batch = vec![first];
-        let until = Instant::now() + COALESCE;
-        while batch.len() < MAX_BATCH {
-            match tokio::time::timeout_at(until, incoming.recv()).await {
-                Ok(Some(renewal)) => batch.push(renewal),
-                Ok(None) | Err(_) => break,
+    if most == 1 {
+        // No bulk write: each lease's call runs on its own, so one that hangs holds up no
+        // other.
+        while let Some(renewal) = incoming.recv().await {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                let sent_at = Instant::now();
+                let within = renewal.deadline.saturating_duration_since(sent_at);
+                let result = bounded(within, store.extend(&renewal.request)).await;
+                answer(&renewal, sent_at, result);
+            });
+        }
+        return;
+    }
+    let mut queue = Queue::default();
+    let mut batch_size = BatchSize::new(most);
+    let mut in_flight = JoinSet::new();
+    let mut open = true;
+    while open || !in_flight.is_empty() {
+        tokio::select! {
+            received = incoming.recv(), if open => match received {
+                Some(renewal) => {
+                    let idle = queue.is_empty() && in_flight.len() < IN_FLIGHT;
+                    queue.push(renewal);
+                    if idle {
+                        // Its neighbours on the grid are on their way: wait for them.
+                        let until = Instant::now() + COALESCE;
+                        while let Ok(Some(renewal)) =
+                            tokio::time::timeout_at(until, incoming.recv()).await
+                        {
+                            queue.push(renewal);
+                        }
+                    }
+                }
+                None => open = false,
+            },
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                if let Ok(Some(sent)) = done {
+                    let Sent { leases, took, time_left } = sent;
+                    batch_size.record(leases, took, time_left);
+                }
             }
         }
-        // One store call per lease length: a bulk extend sets one expiry for all.
-        let mut by_expiry: BTreeMap<Duration, Vec<Renewal>> = BTreeMap::new();
-        for renewal in batch {
-            by_expiry
-                .entry(renewal.request.lease_duration)
-                .or_default()
-                .push(renewal);
+        while let Ok(renewal) = incoming.try_recv() {
+            queue.push(renewal);
         }
-        let most = sender.batch_size().limit();
-        for mut group in by_expiry.into_values() {
-            while group.len() > most {
-                let rest = group.split_off(most);
-                tokio::spawn(send(sender.clone(), group));
-                group = rest;
+        while in_flight.len() < IN_FLIGHT {
+            let Some(batch) = queue.take(|time_left| batch_size.limit(time_left)) else {
+                break;
+            };
+            let batch = still_needed(batch);
+            if !batch.is_empty() {
+                in_flight.spawn(send(Arc::clone(&store), batch));
             }
-            tokio::spawn(send(sender.clone(), group));
         }
     }
 }
 
-/// Sends one group (one lease length, at most the current batch size) once a slot is free,
-/// answers each actor, and tells the batch size how long it took.
-async fn send(sender: Arc<Sender>, group: Vec<Renewal>) {
-    let _slot = match &sender.slots {
-        Some(slots) => slots.acquire().await.ok(),
-        None => None,
-    };
-    let store = &sender.store;
-    let requests: Vec<ExtendRequest> = group.iter().map(|r| r.request.clone()).collect();
+/// Renewals waiting for a bulk command, one queue per lease length (a bulk extend sets one
+/// expiry for all); each queue in the order the renewals arrived, which is their deadlines'
+/// order to within a grid step.
+#[derive(Default)]
+struct Queue {
+    by_expiry: BTreeMap<Duration, VecDeque<Renewal>>,
+}
+
+impl Queue {
+    fn is_empty(&self) -> bool {
+        self.by_expiry.is_empty()
+    }
+
+    fn push(&mut self, renewal: Renewal) {
+        self.by_expiry
+            .entry(renewal.request.lease_duration)
+            .or_default()
+            .push_back(renewal);
+    }
+
+    /// The next batch: from the queue whose first renewal's deadline is nearest, as many as
+    /// `limit` allows for the time that renewal has left.
+    fn take(&mut self, limit: impl Fn(Duration) -> usize) -> Option<Vec<Renewal>> {
+        let (&expiry, first) = self
+            .by_expiry
+            .iter()
+            .filter_map(|(expiry, queue)| Some((expiry, queue.front()?)))
+            .min_by_key(|(_, first)| first.deadline)?;
+        let most = limit(first.deadline.saturating_duration_since(Instant::now()));
+        let queue = self.by_expiry.get_mut(&expiry)?;
+        let batch: Vec<Renewal> = queue.drain(..most.min(queue.len())).collect();
+        if queue.is_empty() {
+            self.by_expiry.remove(&expiry);
+        }
+        Some(batch)
+    }
+}
+
+/// The renewals of a batch still worth a store call. Those whose lock actor has stopped
+/// while they queued (released, shut down) go nowhere: once a manager's shutdown returns it
+/// makes no more store calls. Those whose loss deadline passed are answered at once (their
+/// holders are being told of the loss; a call for them would only take the server's time
+/// from leases still held).
+fn still_needed(batch: Vec<Renewal>) -> Vec<Renewal> {
+    let now = Instant::now();
+    let mut needed = Vec::with_capacity(batch.len());
+    for renewal in batch {
+        if matches!(
+            renewal.actor.get_status(),
+            ActorStatus::Stopping | ActorStatus::Stopped
+        ) {
+            continue;
+        }
+        if renewal.deadline <= now {
+            answer(&renewal, now, Err(StoreError::Timeout(Duration::ZERO)));
+        } else {
+            needed.push(renewal);
+        }
+    }
+    needed
+}
+
+/// How a bulk command went, for the batch size: how many leases, how long it took, and the
+/// time its leases had left when it was sent.
+struct Sent {
+    leases: usize,
+    took: Duration,
+    time_left: Duration,
+}
+
+/// Sends one batch (one lease length), answers each actor, and says how long it took; a
+/// quick failure says nothing about what a batch costs (`None`), a timeout that it was
+/// too big.
+async fn send(store: Arc<dyn LockStore>, batch: Vec<Renewal>) -> Option<Sent> {
+    let requests: Vec<ExtendRequest> = batch.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
-    let within = group
+    let time_left = batch
         .iter()
         .map(|renewal| renewal.deadline)
         .min()
         .map_or(Duration::ZERO, |deadline| {
             deadline.saturating_duration_since(sent_at)
         });
-    let answered = bounded(within, async {
+    let answered = bounded(time_left, async {
         if let [request] = requests.as_slice() {
             return Ok(vec![store.extend(request).await]);
         }
@@ -179,22 +260,24 @@ async fn send(sender: Arc<Sender>, group: Vec<Renewal>) {
     })
     .await;
     let took = sent_at.elapsed();
-    // A quick failure says nothing about what a batch costs; a timeout says it was too big.
-    if answered.is_ok() || took >= within {
-        sender.batch_size().record(group.len(), took, within);
-    }
+    let sent = (answered.is_ok() || took >= time_left).then_some(Sent {
+        leases: batch.len(),
+        took,
+        time_left,
+    });
     match answered {
         Ok(results) => {
-            for (renewal, result) in group.into_iter().zip(results) {
-                answer(&renewal, sent_at, result);
+            for (renewal, result) in batch.iter().zip(results) {
+                answer(renewal, sent_at, result);
             }
         }
         Err(error) => {
-            for renewal in &group {
+            for renewal in &batch {
                 answer(renewal, sent_at, Err(error.clone()));
             }
         }
     }
+    sent
 }
 
 fn answer(
@@ -231,5 +314,159 @@ mod tests {
             let due = start + cadence + Duration::from_millis(ms * 5);
             assert!(*at <= due && due - *at <= cadence / 8, "{ms}");
         }
+    }
+}
+
+/// The bulk path, on a store whose renewals take a while.
+#[cfg(test)]
+mod batching_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use ractor::{Actor, ActorProcessingErr};
+    use tokio::sync::mpsc::UnboundedSender;
+
+    use super::*;
+    use crate::name::LockName;
+    use crate::store::outcome::LockRecord;
+    use crate::store::{
+        AcquireOutcome, AcquireRequest, ExtendOutcome, LeaseId, LeaseKey, ReleaseOutcome,
+    };
+
+    /// Answers every renewal after [`SlowRenewals::TAKES`] (that the lease is gone, which
+    /// does not matter here) and counts the calls; has nothing else.
+    #[derive(Default)]
+    struct SlowRenewals {
+        calls: AtomicUsize,
+    }
+
+    impl SlowRenewals {
+        const TAKES: Duration = Duration::from_millis(100);
+    }
+
+    #[async_trait]
+    impl LockStore for SlowRenewals {
+        async fn try_acquire(&self, _: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+            Err(StoreError::backend("not in this test"))
+        }
+
+        async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+            self.extend_many(std::slice::from_ref(request))
+                .await
+                .pop()
+                .unwrap_or(Ok(ExtendOutcome::NotOwner))
+        }
+
+        async fn extend_many(
+            &self,
+            requests: &[ExtendRequest],
+        ) -> Vec<Result<ExtendOutcome, StoreError>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Self::TAKES).await;
+            vec![Ok(ExtendOutcome::NotOwner); requests.len()]
+        }
+
+        fn max_extend_batch(&self) -> usize {
+            MAX_BATCH
+        }
+
+        async fn release(&self, _: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+            Err(StoreError::backend("not in this test"))
+        }
+
+        async fn inspect(&self, _: &LockName) -> Result<Option<LockRecord>, StoreError> {
+            Ok(None)
+        }
+    }
+
+    /// Stands in for lock actors: passes on each renewal's answer (when the command it went
+    /// in was sent, and whether it failed).
+    struct Holder;
+
+    impl Actor for Holder {
+        type Msg = LockMsg;
+        type State = UnboundedSender<(Instant, bool)>;
+        type Arguments = UnboundedSender<(Instant, bool)>;
+
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<LockMsg>,
+            answers: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(answers)
+        }
+
+        async fn handle(
+            &self,
+            _myself: ActorRef<LockMsg>,
+            message: LockMsg,
+            answers: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            if let LockMsg::RenewDone {
+                sent_at, result, ..
+            } = message
+            {
+                let _ = answers.send((sent_at, result.is_err()));
+            }
+            Ok(())
+        }
+    }
+
+    fn renewal(actor: &ActorRef<LockMsg>, i: usize, deadline: Instant) -> Renewal {
+        let name = LockName::new(format!("lock-{i}")).expect("a valid name");
+        Renewal {
+            request: ExtendRequest::new(
+                LeaseKey::new(name, LeaseId::new()),
+                Duration::from_secs(6),
+            ),
+            deadline,
+            actor: actor.clone(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_due_while_a_command_is_out_go_together_in_the_next_and_late_ones_in_none() {
+        let store = Arc::new(SlowRenewals::default());
+        let renewer = Renewer::start(store.clone());
+        let (answers, mut answered) = mpsc::unbounded_channel();
+        let (holder, _) = Actor::spawn(None, Holder, answers).await.expect("spawned");
+        let deadline = Instant::now() + Duration::from_secs(2);
+
+        renewer.renew(renewal(&holder, 0, deadline));
+        // The first command is out (stalled); the next three fall due one by one meanwhile.
+        for i in 1..=3 {
+            tokio::time::sleep(COALESCE * 2).await;
+            renewer.renew(renewal(&holder, i, deadline));
+        }
+        // One whose holder's deadline passed while it queued.
+        renewer.renew(renewal(&holder, 4, Instant::now()));
+
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            seen.push(answered.recv().await.expect("every renewal is answered"));
+        }
+        assert_eq!(
+            store.calls.load(Ordering::SeqCst),
+            2,
+            "one command for the first, one for the next three"
+        );
+        let late: Vec<_> = seen.iter().filter(|(_, failed)| *failed).collect();
+        assert_eq!(
+            late.len(),
+            1,
+            "the late renewal is answered without a call: {seen:?}"
+        );
+        let mut sent: Vec<Instant> = seen
+            .iter()
+            .filter(|(_, failed)| !*failed)
+            .map(|(at, _)| *at)
+            .collect();
+        sent.dedup();
+        assert_eq!(sent.len(), 2, "{seen:?}");
+        assert!(
+            sent[1] - sent[0] >= Duration::from_millis(100),
+            "after the first came back"
+        );
+        holder.stop(None);
     }
 }
