@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::name::LockName;
+use crate::name::{InvalidName, LockName};
 
 /// A backend's own error, shared so that [`StoreError`] stays `Clone`.
 pub type BackendCause = Arc<dyn std::error::Error + Send + Sync>;
@@ -287,5 +287,12 @@ impl StoreError {
             next = cause.source();
         }
         text
+    }
+}
+
+impl From<InvalidName> for LockError {
+    fn from(invalid: InvalidName) -> Self {
+        let (name, reason) = invalid.into_parts();
+        LockError::InvalidName { name, reason }
     }
 }

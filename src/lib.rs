@@ -110,7 +110,7 @@ pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, Lea
 pub use error::{BackendCause, LockError, LossReason, StoreError};
 pub use lock::{AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal};
 pub use manager::{LockManager, LockManagerBuilder};
-pub use name::{LockName, MAX_LOCK_NAME_BYTES};
+pub use name::{InvalidName, LockName, MAX_LOCK_NAME_BYTES};
 pub use options::{LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_STEP};
 pub use store::memory::MemoryStore;
 #[cfg(feature = "mongodb")]

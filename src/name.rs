@@ -2,8 +2,6 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::LockError;
-
 /// The longest lock name accepted, in UTF-8 bytes. Names are stored as document ids; a bound
 /// keeps them indexable on every MongoDB version and keeps metrics labels sane.
 pub const MAX_LOCK_NAME_BYTES: usize = 1024;
@@ -19,8 +17,9 @@ pub const MAX_LOCK_NAME_BYTES: usize = 1024;
 ///
 /// assert_eq!(LockName::new("$gt")?.as_str(), "$gt");
 /// assert_eq!(LockName::new("注文")?.as_str(), "注文");
-/// assert!(matches!(LockName::new(""), Err(LockError::InvalidName { .. })));
-/// assert!(matches!(LockName::new("a\0b"), Err(LockError::InvalidName { .. })));
+/// // Calls that take a name report a bad one as `LockError::InvalidName`.
+/// assert!(matches!(LockName::new("").map_err(LockError::from), Err(LockError::InvalidName { .. })));
+/// assert!(matches!(LockName::new("a\0b").map_err(LockError::from), Err(LockError::InvalidName { .. })));
 /// # Ok::<(), LockError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,7 +30,7 @@ impl LockName {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidName`] for an empty name, a name with NUL, or one longer than
+    /// [`InvalidName`] for an empty name, a name with NUL, or one longer than
     /// [`MAX_LOCK_NAME_BYTES`].
     ///
     /// ```
@@ -39,7 +38,7 @@ impl LockName {
     /// assert_eq!(name.to_string(), "orders");
     /// # Ok::<(), mongolock::LockError>(())
     /// ```
-    pub fn new(name: impl AsRef<str>) -> Result<Self, LockError> {
+    pub fn new(name: impl AsRef<str>) -> Result<Self, InvalidName> {
         let name = name.as_ref();
         let reason = if name.is_empty() {
             Some("it is empty".to_owned())
@@ -54,7 +53,7 @@ impl LockName {
             None
         };
         match reason {
-            Some(reason) => Err(LockError::InvalidName {
+            Some(reason) => Err(InvalidName {
                 name: preview(name),
                 reason,
             }),
@@ -109,7 +108,7 @@ impl Borrow<str> for LockName {
 }
 
 impl TryFrom<&str> for LockName {
-    type Error = LockError;
+    type Error = InvalidName;
 
     fn try_from(name: &str) -> Result<Self, Self::Error> {
         Self::new(name)
@@ -117,9 +116,48 @@ impl TryFrom<&str> for LockName {
 }
 
 impl TryFrom<String> for LockName {
-    type Error = LockError;
+    type Error = InvalidName;
 
     fn try_from(name: String) -> Result<Self, Self::Error> {
         Self::new(name)
+    }
+}
+
+/// A lock name that cannot be used: empty, too long, or containing NUL. Every call that
+/// takes a name reports it as [`LockError::InvalidName`](crate::LockError::InvalidName).
+///
+/// ```
+/// let invalid = mongolock::LockName::new("").unwrap_err();
+/// assert_eq!(invalid.reason(), "it is empty");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid lock name {name:?}: {reason}")]
+pub struct InvalidName {
+    name: String,
+    reason: String,
+}
+
+impl InvalidName {
+    /// The name (shortened if long).
+    ///
+    /// ```
+    /// assert_eq!(mongolock::LockName::new("").unwrap_err().name(), "");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What is wrong with it.
+    ///
+    /// ```
+    /// assert_eq!(mongolock::LockName::new("a\0b").unwrap_err().reason(), "it contains a NUL character");
+    /// ```
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Both, for [`LockError::InvalidName`](crate::LockError::InvalidName).
+    pub(crate) fn into_parts(self) -> (String, String) {
+        (self.name, self.reason)
     }
 }

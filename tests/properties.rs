@@ -130,7 +130,7 @@ proptest! {
 
     #[test]
     fn lock_names_are_accepted_exactly_when_usable(name in names()) {
-        let parsed = LockName::new(&name);
+        let parsed = LockName::new(&name).map_err(LockError::from);
         prop_assert_eq!(parsed.is_ok(), name_is_valid(&name), "{:?}", name);
         match parsed {
             Ok(parsed) => prop_assert_eq!(parsed.as_str(), name.as_str()),
