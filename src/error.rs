@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kind::LockKind;
 use crate::name::{InvalidName, LockName};
 
 /// A backend's own error, shared so that [`StoreError`] stays `Clone`.
@@ -55,9 +56,35 @@ pub enum LockError {
     /// released.
     #[error("the lock was lost: {0}")]
     Lost(LossReason),
+    /// The name is already in use as another kind of lock (or as a semaphore of another
+    /// count) while its record exists: nothing was written. Use the kind the record has,
+    /// change a semaphore's count with
+    /// [`Semaphore::set_permits`](crate::Semaphore::set_permits), or pick another name.
+    ///
+    /// ```
+    /// use mongolock::{LockError, LockKind, LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
+    /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let _permit = manager.semaphore("imports", 3)?.acquire().await?;
+    /// let asked_for_five = manager.semaphore("imports", 5)?.try_acquire().await;
+    /// assert!(matches!(
+    ///     asked_for_five,
+    ///     Err(LockError::KindMismatch { found: LockKind::Semaphore { permits: 3 }, .. })
+    /// ));
+    /// # Ok(()) }
+    /// ```
+    #[error("lock {name:?} is {found}, not {asked}; nothing was written")]
+    KindMismatch {
+        /// The lock name.
+        name: String,
+        /// What the name's record is.
+        found: LockKind,
+        /// What the call asked for.
+        asked: LockKind,
+    },
     /// The store failed (for a one-shot call such as `try_acquire`, `release` or `inspect`).
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// A fenced write was refused and nothing was written: the protected document already
     /// records a larger fencing token, so a newer holder of the lock has written it since
     /// `token` was issued. Whatever this holder was told so far, it no longer holds the lock
@@ -203,6 +230,18 @@ pub enum StoreError {
     /// The store was configured with a value it cannot use (for example a bad collection name).
     #[error("invalid store configuration: {0}")]
     InvalidConfig(String),
+    /// The name's record is another kind of lock than the request asked for (or a semaphore
+    /// of another count); nothing was written. The runtime reports it as
+    /// [`LockError::KindMismatch`].
+    #[error("lock {name:?} is {found}, not {asked}")]
+    KindMismatch {
+        /// The lock name.
+        name: String,
+        /// What the record is.
+        found: LockKind,
+        /// What the request asked for.
+        asked: LockKind,
+    },
 }
 
 impl StoreError {
@@ -215,7 +254,10 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         !matches!(
             self,
-            Self::Rejected { .. } | Self::Unsupported(_) | Self::InvalidConfig(_)
+            Self::Rejected { .. }
+                | Self::Unsupported(_)
+                | Self::InvalidConfig(_)
+                | Self::KindMismatch { .. }
         )
     }
 
@@ -294,5 +336,18 @@ impl From<InvalidName> for LockError {
     fn from(invalid: InvalidName) -> Self {
         let (name, reason) = invalid.into_parts();
         LockError::InvalidName { name, reason }
+    }
+}
+
+impl From<StoreError> for LockError {
+    /// A kind mismatch is the caller's to fix, so it becomes [`LockError::KindMismatch`];
+    /// every other store error stays [`LockError::Store`].
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::KindMismatch { name, found, asked } => {
+                LockError::KindMismatch { name, found, asked }
+            }
+            other => LockError::Store(other),
+        }
     }
 }

@@ -94,6 +94,7 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub mod fence;
 pub mod guide;
+mod kind;
 mod lock;
 mod manager;
 pub mod metrics;
@@ -108,6 +109,7 @@ pub mod testing;
 pub use campaign::{BackgroundLock, LockEvent};
 pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, LeaderInfo};
 pub use error::{BackendCause, LockError, LossReason, StoreError};
+pub use kind::{Access, LockKind, MAX_PERMITS};
 pub use lock::{AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal};
 pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{InvalidName, LockName, MAX_LOCK_NAME_BYTES};
@@ -116,7 +118,7 @@ pub use store::memory::MemoryStore;
 #[cfg(feature = "mongodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub use store::mongo::{MongoStore, MongoStoreBuilder};
-pub use store::outcome::LockRecord;
+pub use store::outcome::{Holding, LockRecord};
 pub use store::request::HolderId;
 
 // The README's examples compile and run as doc tests too.

@@ -7,7 +7,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `error`, `name`, `random` |
+//! | 0 | `error`, `name`, `kind`, `random` |
 //! | 2 | `options` |
 //! | 3 | `store`, `metrics` |
 //! | 4 | `lock`, `fence` |
@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("random", 0),
     ("name", 0),
+    ("kind", 0),
     ("options", 2),
     ("store", 3),
     ("metrics", 3),

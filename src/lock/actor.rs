@@ -50,7 +50,7 @@ use crate::options::LockOptions;
 use crate::store::request::HolderId;
 use crate::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
-    LeaseKey, LockStore, ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
+    LockStore, ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
 };
 
 /// The actor behaviour; all state lives in [`LockActorState`].
@@ -335,10 +335,7 @@ impl LockActorState {
             orphan::late_answer_limit(&next.options),
         );
         self.phase = Phase::Attempting(Attempt::new(lease, next, for_try));
-        let orphan = LeaseKey {
-            name: request.name.clone(),
-            lease,
-        };
+        let orphan = request.key();
         let store = self.store.clone();
         orphan::run_granting_call(
             myself,
@@ -361,13 +358,13 @@ impl LockActorState {
     }
 
     fn acquire_request(&self, lease: LeaseId, next: &NextWaiter) -> AcquireRequest {
-        AcquireRequest {
-            name: self.name.clone(),
+        AcquireRequest::new(
+            self.name.clone(),
             lease,
-            holder: self.holder.clone(),
-            lease_duration: next.options.lease_duration(),
-            waited: next.waited,
-        }
+            self.holder.clone(),
+            next.options.lease_duration(),
+        )
+        .with_waited(next.waited)
     }
 
     fn on_attempt_done(
@@ -698,10 +695,7 @@ impl LockActorState {
             to: Attempt::new(to, next, None),
             reply,
         };
-        let new = LeaseKey {
-            name: from.name.clone(),
-            lease: to,
-        };
+        let new = request.key();
         let store = self.store.clone();
         let orphans = vec![new, from.clone()];
         orphan::run_granting_call(

@@ -155,10 +155,7 @@ impl Hold {
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
-        LeaseKey {
-            name: name.clone(),
-            lease: self.lease,
-        }
+        LeaseKey::new(name.clone(), self.lease)
     }
 
     /// Schedules the first renewal (see [`Hold::renewed`]).

@@ -3,8 +3,9 @@
 //! A [`LockStore`] is what the runtime needs from a database to run leases, each call one
 //! round trip, owner-checked by [`LeaseId`] and timed by the store's own clock so client
 //! clocks never matter: four required calls (`try_acquire`, `extend`, `release`,
-//! `inspect`) and seven with defaults (`prepare`, `extend_many` and its `max_extend_batch`,
-//! `hand_over`, `tokens_per_grant`, `watch_releases`, `watch_records`). Like `deadpool`'s
+//! `inspect`) and nine with defaults (`prepare`, `extend_many` and its `max_extend_batch`,
+//! `release_many`, `set_permits`, `hand_over`, `tokens_per_grant`, `watch_releases`,
+//! `watch_records`). Like `deadpool`'s
 //! `Manager`, it is the one small trait a backend implements; the actors do everything else
 //! (waiting, backoff, renewal cadence, loss deadlines, timeouts, metrics).
 //!
@@ -34,6 +35,8 @@ pub(crate) use request::check_lease_length;
 pub use request::{AcquireRequest, ExtendRequest, LeaseId, LeaseKey};
 
 use crate::error::StoreError;
+#[cfg(doc)]
+use crate::kind::{Access, LockKind, MAX_PERMITS};
 use crate::name::LockName;
 use outcome::LockRecord;
 
@@ -63,6 +66,26 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// - A grant with token `t` reserves the tokens `t .. t + tokens_per_grant()`: the next grant
 ///   of that name returns a token of at least `t + tokens_per_grant()`; the record
 ///   ([`LockRecord::token`]) shows `t`.
+///
+/// Shared kinds ([`AcquireRequest::access`] other than [`Access::Exclusive`]) keep one record
+/// per name listing its holders, each with its own lease, token and expiry; their
+/// [`LeaseKey`]s have `shared` set. On top of the rules above:
+/// - The record's kind ([`LockKind`], with a semaphore's count) is fixed by the grant that
+///   creates it and stays while the record exists; a request of another kind or count gets
+///   [`StoreError::KindMismatch`] and writes nothing. So does a mutex request on a shared
+///   record, and the reverse. Only [`set_permits`](LockStore::set_permits) changes a count.
+/// - `Permit { permits: n }` is granted iff fewer than `n` unexpired holders remain.
+/// - `Write` is granted iff no unexpired holder remains and the readers' turn (below) is
+///   not on; `Read` iff no unexpired writer holds it, fewer than [`MAX_PERMITS`] readers
+///   do, and no writer waits — unless the readers' turn is on.
+/// - A refused `Write` marks "a writer waits" until the store's now + `retry_within` (the
+///   later of that and any mark already there); a refused `Read` marks "readers wait" the
+///   same way; a granted `Write` clears the writers' mark. Releasing a write while readers
+///   wait turns the readers' turn on until their mark ends: readers waiting when a writer
+///   leaves go before the next writer, and a writer waiting holds new readers back, each
+///   for no longer than a waiter's retry interval after its last attempt.
+/// - Every grant's token is larger than every token issued for the name before (shared
+///   grants included), and each reserves a block as above.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need
@@ -133,6 +156,36 @@ pub trait LockStore: Send + Sync + 'static {
 
     /// Releases a held lease, only if the record still carries it.
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError>;
+
+    /// Releases several held leases (of different names, any kinds), answering each in order
+    /// with what [`release`](Self::release) would have: for a multi-lock letting go of all
+    /// its members. The default releases one after another; a backend with a bulk write
+    /// should use one round trip.
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        let mut results = Vec::with_capacity(keys.len());
+        for key in keys {
+            results.push(self.release(key).await);
+        }
+        results
+    }
+
+    /// Sets the count of the semaphore `name` to `permits` (creating its record if there is
+    /// none), returning the count it had (`None`: no record). Holders keep their permits: a
+    /// lower count admits nobody new until fewer than `permits` hold one; a higher count
+    /// admits waiters at their next attempt. Handles asking for the old count get
+    /// [`StoreError::KindMismatch`] from then on.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::KindMismatch`] if `name` is a lock of another kind;
+    /// [`StoreError::Rejected`] for a count of 0 or above [`MAX_PERMITS`]; the default,
+    /// [`StoreError::Unsupported`].
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        let _ = (name, permits);
+        Err(StoreError::Unsupported(
+            "this store cannot change a semaphore's count".to_owned(),
+        ))
+    }
 
     /// Passes the lock from the held lease `from` straight to `to.lease` (another of this
     /// manager's waiters), so it is never free in between: owner-checked like
@@ -239,6 +292,14 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         (**self).release(key).await
+    }
+
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        (**self).release_many(keys).await
+    }
+
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        (**self).set_permits(name, permits).await
     }
 
     async fn hand_over(

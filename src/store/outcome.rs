@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::request::HolderId;
+use crate::kind::{Access, LockKind};
 
 /// The answer to an acquisition attempt.
 ///
@@ -113,6 +114,53 @@ pub struct LockRecord {
     /// How long other managers have been trying to take the held lock (since their first
     /// failed attempt during the current grant), `None` when free or uncontended.
     pub contended_for: Option<Duration>,
+    /// What kind of lock the name is.
+    pub kind: LockKind,
+    /// Every unexpired holding, earliest grant first: the one holder of a held mutex, a
+    /// semaphore's permit holders, a reader/writer lock's readers or its writer. For a shared
+    /// kind, [`holder`](Self::holder) is the first of these, [`expires_in`](Self::expires_in)
+    /// the longest time left and [`token`](Self::token) the last grant's.
+    pub holders: Vec<Holding>,
+}
+
+/// One unexpired holding of a lock, as [`LockRecord::holders`] lists it.
+///
+/// ```
+/// use mongolock::{Access, HolderId, Holding};
+/// use std::time::Duration;
+/// let holding = Holding::new(HolderId::from_string("web-1".into()), 41, Access::Read, Duration::from_secs(9));
+/// assert_eq!(holding.access, Access::Read);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holding {
+    /// The manager instance holding it.
+    pub holder: HolderId,
+    /// The fencing token of its grant.
+    pub token: u64,
+    /// What it holds.
+    pub access: Access,
+    /// Time left on its lease by the store's clock.
+    pub expires_in: Duration,
+}
+
+impl Holding {
+    /// A holding of `access` by `holder` under `token`, with `expires_in` left.
+    ///
+    /// ```
+    /// use mongolock::{Access, HolderId, Holding};
+    /// use std::time::Duration;
+    /// let holding = Holding::new(HolderId::from_string("a".into()), 7, Access::Exclusive, Duration::from_secs(1));
+    /// assert_eq!(holding.token, 7);
+    /// ```
+    pub fn new(holder: HolderId, token: u64, access: Access, expires_in: Duration) -> Self {
+        Self {
+            holder,
+            token,
+            access,
+            expires_in,
+        }
+    }
 }
 
 impl LockRecord {
@@ -128,6 +176,8 @@ impl LockRecord {
             token,
             expires_in: None,
             contended_for: None,
+            kind: LockKind::Mutex,
+            holders: Vec::new(),
         }
     }
 
@@ -144,11 +194,52 @@ impl LockRecord {
     /// ```
     pub fn held(holder: HolderId, token: u64, expires_in: Duration) -> Self {
         Self {
+            holders: vec![Holding::new(
+                holder.clone(),
+                token,
+                Access::Exclusive,
+                expires_in,
+            )],
             holder: Some(holder),
             token,
             expires_in: Some(expires_in),
             contended_for: None,
+            kind: LockKind::Mutex,
         }
+    }
+
+    /// The record of a shared lock of `kind` (a semaphore or a reader/writer lock) whose last
+    /// grant had `token`, held by `holders` (unexpired, earliest grant first).
+    ///
+    /// ```
+    /// use mongolock::{Access, HolderId, Holding, LockKind, LockRecord};
+    /// use std::time::Duration;
+    /// let reader = |id: &str, token, secs| {
+    ///     Holding::new(HolderId::from_string(id.into()), token, Access::Read, Duration::from_secs(secs))
+    /// };
+    /// let record = LockRecord::shared(LockKind::ReadWrite, 12, vec![reader("a", 9, 3), reader("b", 12, 7)]);
+    /// assert_eq!(record.holder.as_ref().map(|h| h.as_str()), Some("a"));
+    /// assert_eq!(record.expires_in, Some(Duration::from_secs(7)));
+    /// assert!(!LockRecord::shared(LockKind::ReadWrite, 12, vec![]).is_held());
+    /// ```
+    pub fn shared(kind: LockKind, token: u64, holders: Vec<Holding>) -> Self {
+        Self {
+            holder: holders.first().map(|first| first.holder.clone()),
+            token,
+            expires_in: holders.iter().map(|holding| holding.expires_in).max(),
+            contended_for: None,
+            kind,
+            holders,
+        }
+    }
+
+    /// How many permits (or, for a reader/writer lock, read or write holdings) are held.
+    ///
+    /// ```
+    /// assert_eq!(mongolock::LockRecord::free(1).held_count(), 0);
+    /// ```
+    pub fn held_count(&self) -> usize {
+        self.holders.len()
     }
 
     /// Sets how long other managers have been trying to take the held lock.

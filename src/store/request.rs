@@ -4,6 +4,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::StoreError;
+use crate::kind::Access;
 use crate::name::LockName;
 use crate::options::MAX_LEASE_DURATION;
 
@@ -144,6 +145,14 @@ pub struct AcquireRequest {
     /// held records the longest such wait of the current grant (as its "now" minus
     /// `waited`), so the holder can tell when others are starving.
     pub waited: Duration,
+    /// What the attempt asks for: the whole of a mutex (the default), a semaphore's permit,
+    /// or a reader/writer lock's read or write side.
+    pub access: Access,
+    /// How soon this requester tries again if refused (a relative duration). A refused
+    /// reader or writer of a reader/writer lock marks the record as waited for by its side
+    /// until the store's "now" plus this, which holds the other side back (see the
+    /// contract); zero leaves no mark.
+    pub retry_within: Duration,
 }
 
 impl AcquireRequest {
@@ -166,6 +175,65 @@ impl AcquireRequest {
             holder,
             lease_duration,
             waited: Duration::ZERO,
+            access: Access::Exclusive,
+            retry_within: Duration::ZERO,
+        }
+    }
+
+    /// Sets what the attempt asks for (see [`Access`]).
+    ///
+    /// ```
+    /// use mongolock::store::{AcquireRequest, LeaseId};
+    /// use mongolock::{Access, HolderId, LockName};
+    /// use std::time::Duration;
+    ///
+    /// let request = AcquireRequest::new(LockName::new("imports")?, LeaseId::new(), HolderId::generate(), Duration::from_secs(5))
+    ///     .with_access(Access::Permit { permits: 3 });
+    /// assert_eq!(request.access, Access::Permit { permits: 3 });
+    /// assert!(request.key().shared);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// Sets how soon this requester tries again if refused.
+    ///
+    /// ```
+    /// use mongolock::store::{AcquireRequest, LeaseId};
+    /// use mongolock::{Access, HolderId, LockName};
+    /// use std::time::Duration;
+    ///
+    /// let request = AcquireRequest::new(LockName::new("schema")?, LeaseId::new(), HolderId::generate(), Duration::from_secs(5))
+    ///     .with_access(Access::Write)
+    ///     .with_retry_within(Duration::from_secs(1));
+    /// assert_eq!(request.retry_within, Duration::from_secs(1));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn with_retry_within(mut self, retry_within: Duration) -> Self {
+        self.retry_within = retry_within;
+        self
+    }
+
+    /// The key the lease this attempt writes will have once granted.
+    ///
+    /// ```
+    /// use mongolock::store::{AcquireRequest, LeaseId};
+    /// use mongolock::{HolderId, LockName};
+    /// use std::time::Duration;
+    ///
+    /// let lease = LeaseId::new();
+    /// let request = AcquireRequest::new(LockName::new("jobs")?, lease, HolderId::generate(), Duration::from_secs(5));
+    /// assert_eq!(request.key().lease, lease);
+    /// assert!(!request.key().shared);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn key(&self) -> LeaseKey {
+        LeaseKey {
+            name: self.name.clone(),
+            lease: self.lease,
+            shared: self.access.kind().is_shared(),
         }
     }
 
@@ -205,6 +273,9 @@ pub struct LeaseKey {
     pub name: LockName,
     /// The lease id the holder was granted.
     pub lease: LeaseId,
+    /// Whether the lease is one holder of a shared record (a semaphore's or a reader/writer
+    /// lock's) rather than a mutex's one lease.
+    pub shared: bool,
 }
 
 impl LeaseKey {
@@ -217,7 +288,28 @@ impl LeaseKey {
     /// # Ok::<(), mongolock::LockError>(())
     /// ```
     pub fn new(name: LockName, lease: LeaseId) -> Self {
-        Self { name, lease }
+        Self {
+            name,
+            lease,
+            shared: false,
+        }
+    }
+
+    /// The key of `lease` among the holders of the shared record `name` (a semaphore or a
+    /// reader/writer lock).
+    ///
+    /// ```
+    /// use mongolock::store::{LeaseId, LeaseKey};
+    /// let key = LeaseKey::shared(mongolock::LockName::new("imports")?, LeaseId::new());
+    /// assert!(key.shared);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn shared(name: LockName, lease: LeaseId) -> Self {
+        Self {
+            name,
+            lease,
+            shared: true,
+        }
     }
 }
 

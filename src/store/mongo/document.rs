@@ -195,12 +195,16 @@ pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError>
         Some(Bson::DateTime(since)) if held => Some(now.saturating_sub(since.timestamp_millis())),
         _ => None,
     };
-    Ok(LockRecord {
-        holder: if held { holder(document) } else { None },
-        token,
-        expires_in: held.then(|| Duration::from_millis(remaining_ms.unsigned_abs())),
-        contended_for: contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs())),
-    })
+    let mut record = match holder(document).filter(|_| held) {
+        Some(holder) => LockRecord::held(
+            holder,
+            token,
+            Duration::from_millis(remaining_ms.unsigned_abs()),
+        ),
+        None => LockRecord::free(token),
+    };
+    record.contended_for = contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs()));
+    Ok(record)
 }
 
 fn holder(document: &Document) -> Option<HolderId> {

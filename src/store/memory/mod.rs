@@ -1,3 +1,5 @@
+mod shared;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -14,8 +16,10 @@ use super::{
     ReleaseOutcome, TOKENS_PER_GRANT, check_lease_length,
 };
 use crate::error::StoreError;
+use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::options::MAX_LEASE_DURATION;
+use shared::{SharedGrant, SharedRecord, check_permits, mismatch};
 
 /// How often the sweeper removes expired records unless configured otherwise.
 const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
@@ -65,6 +69,8 @@ struct Shared {
 #[derive(Debug, Default)]
 struct MemoryState {
     records: HashMap<LockName, Record>,
+    /// Semaphores' and reader/writer locks' records (a name is in at most one of the maps).
+    shared: HashMap<LockName, SharedRecord>,
     /// Managers watching for released locks.
     watchers: Vec<mpsc::Sender<LockName>>,
     /// Watchers of records ([`LockStore::watch_records`]).
@@ -121,6 +127,69 @@ impl MemoryState {
         let Some(name) = event.name() else { return };
         self.record_watchers
             .retain_mut(|watcher| !watcher.names.contains(name) || watcher.send(event));
+    }
+
+    /// The owner-checked release of `key`, under the store's lock.
+    fn release(&mut self, key: &LeaseKey) -> ReleaseOutcome {
+        let now = Instant::now();
+        let contended_for = if key.shared {
+            match self
+                .shared
+                .get_mut(&key.name)
+                .and_then(|record| record.release(key.lease, now))
+            {
+                Some(contended_for) => contended_for,
+                None => return ReleaseOutcome::NotOwner,
+            }
+        } else {
+            match self.records.get(&key.name) {
+                Some(record) if record.lease == key.lease => {
+                    let contended_for = record.contended_since.map(|since| now - since);
+                    self.records.remove(&key.name);
+                    contended_for
+                }
+                _ => return ReleaseOutcome::NotOwner,
+            }
+        };
+        self.freed(&key.name);
+        self.recorded(&RecordEvent::Released {
+            name: key.name.clone(),
+            forced: false,
+        });
+        ReleaseOutcome::Released { contended_for }
+    }
+
+    /// `try_acquire` of a shared kind, under the store's lock.
+    fn try_acquire_shared(
+        &mut self,
+        request: &AcquireRequest,
+        now: Instant,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let asked = request.access.kind();
+        if self.records.contains_key(&request.name) {
+            return Err(mismatch(&request.name, LockKind::Mutex, asked));
+        }
+        let Self {
+            shared, last_token, ..
+        } = self;
+        let record = shared
+            .entry(request.name.clone())
+            .or_insert_with(|| SharedRecord::new(asked));
+        if record.kind() != asked {
+            return Err(mismatch(&request.name, record.kind(), asked));
+        }
+        match record.try_acquire(request, now, || reserve_tokens(last_token)) {
+            SharedGrant::Granted(token) => {
+                self.recorded(&RecordEvent::Granted {
+                    name: request.name.clone(),
+                    holder: Some(request.holder.clone()),
+                    token,
+                    lease_left: request.lease_duration,
+                });
+                Ok(AcquireOutcome::Acquired { token })
+            }
+            SharedGrant::Busy(holder) => Ok(AcquireOutcome::Busy { holder }),
+        }
     }
 
     /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
@@ -189,7 +258,8 @@ impl MemoryStore {
     /// assert_eq!(mongolock::MemoryStore::new().len(), 0);
     /// ```
     pub fn len(&self) -> usize {
-        self.state().records.len()
+        let state = self.state();
+        state.records.len() + state.shared.len()
     }
 
     /// Whether the store keeps no record at all.
@@ -211,10 +281,15 @@ impl MemoryStore {
     /// ```
     pub fn is_locked_by(&self, name: &LockName, lease: LeaseId) -> bool {
         let now = Instant::now();
-        self.state()
+        let state = self.state();
+        state
             .records
             .get(name)
             .is_some_and(|record| record.lease == lease && !record.is_expired(now))
+            || state
+                .shared
+                .get(name)
+                .is_some_and(|record| record.is_held_by(lease, now))
     }
 
     /// Whether `name` has no unexpired lease (also true when there is no record).
@@ -226,10 +301,15 @@ impl MemoryStore {
     /// ```
     pub fn is_expired(&self, name: &LockName) -> bool {
         let now = Instant::now();
-        self.state()
+        let state = self.state();
+        state
             .records
             .get(name)
             .is_none_or(|record| record.is_expired(now))
+            && state
+                .shared
+                .get(name)
+                .is_none_or(|record| record.is_expired(now))
     }
 
     /// Deletes the record of `name` whoever holds it, as an operator deleting a document would.
@@ -242,7 +322,7 @@ impl MemoryStore {
     /// ```
     pub fn remove(&self, name: &LockName) -> bool {
         let mut state = self.state();
-        let removed = state.records.remove(name).is_some();
+        let removed = state.records.remove(name).is_some() | state.shared.remove(name).is_some();
         if removed {
             state.freed(name);
             state.recorded(&RecordEvent::Deleted { name: name.clone() });
@@ -263,6 +343,13 @@ impl MemoryStore {
         // last look is unexpired again and stays: a compare-and-remove, never a blind delete.
         let mut swept = Vec::new();
         state.records.retain(|name, record| {
+            let expired = record.is_expired(now);
+            if expired {
+                swept.push(name.clone());
+            }
+            !expired
+        });
+        state.shared.retain(|name, record| {
             let expired = record.is_expired(now);
             if expired {
                 swept.push(name.clone());
@@ -318,8 +405,17 @@ impl LockStore for MemoryStore {
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         check_lease_length(request.lease_duration)?;
+        if let Access::Permit { permits } = request.access {
+            check_permits(permits)?;
+        }
         let now = Instant::now();
         let mut state = self.state();
+        if request.access.kind().is_shared() {
+            return state.try_acquire_shared(request, now);
+        }
+        if let Some(shared) = state.shared.get(&request.name) {
+            return Err(mismatch(&request.name, shared.kind(), LockKind::Mutex));
+        }
         if let Some(current) = state.records.get_mut(&request.name)
             && !current.is_expired(now)
         {
@@ -357,6 +453,22 @@ impl LockStore for MemoryStore {
         check_lease_length(request.lease_duration)?;
         let now = Instant::now();
         let mut state = self.state();
+        if request.key.shared {
+            let extended = state
+                .shared
+                .get_mut(&request.key.name)
+                .is_some_and(|record| {
+                    record.extend(request.key.lease, request.lease_duration, now)
+                });
+            if !extended {
+                return Ok(ExtendOutcome::NotOwner);
+            }
+            state.recorded(&RecordEvent::Renewed {
+                name: request.key.name.clone(),
+                lease_left: request.lease_duration,
+            });
+            return Ok(ExtendOutcome::Extended);
+        }
         match state.records.get_mut(&request.key.name) {
             Some(record) if record.lease == request.key.lease && !record.is_expired(now) => {
                 record.expires_at = now + request.lease_duration;
@@ -371,19 +483,36 @@ impl LockStore for MemoryStore {
     }
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+        Ok(self.state().release(key))
+    }
+
+    /// All under one lock: as one round trip would be.
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
         let mut state = self.state();
-        match state.records.get(&key.name) {
-            Some(record) if record.lease == key.lease => {
-                let contended_for = record.contended_since.map(|since| Instant::now() - since);
-                state.records.remove(&key.name);
-                state.freed(&key.name);
-                state.recorded(&RecordEvent::Released {
-                    name: key.name.clone(),
-                    forced: false,
-                });
-                Ok(ReleaseOutcome::Released { contended_for })
+        keys.iter().map(|key| Ok(state.release(key))).collect()
+    }
+
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        check_permits(permits)?;
+        let asked = LockKind::Semaphore { permits };
+        let mut state = self.state();
+        if state.records.contains_key(name) {
+            return Err(mismatch(name, LockKind::Mutex, asked));
+        }
+        match state.shared.get_mut(name) {
+            Some(record) => match record.set_permits(permits) {
+                Some(old) => {
+                    if permits > old {
+                        state.freed(name);
+                    }
+                    Ok(Some(old))
+                }
+                None => Err(mismatch(name, record.kind(), asked)),
+            },
+            None => {
+                state.shared.insert(name.clone(), SharedRecord::new(asked));
+                Ok(None)
             }
-            _ => Ok(ReleaseOutcome::NotOwner),
         }
     }
 
@@ -456,17 +585,20 @@ impl LockStore for MemoryStore {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         let now = Instant::now();
         let state = self.state();
+        if let Some(record) = state.shared.get(name) {
+            return Ok(Some(record.record(now)));
+        }
         Ok(state.records.get(name).map(|record| {
-            let held = !record.is_expired(now);
-            LockRecord {
-                holder: held.then(|| record.holder.clone()),
-                token: record.token,
-                expires_in: held.then(|| record.expires_at - now),
-                contended_for: record
-                    .contended_since
-                    .filter(|_| held)
-                    .map(|since| now - since),
-            }
+            let mut inspected = if record.is_expired(now) {
+                LockRecord::free(record.token)
+            } else {
+                LockRecord::held(record.holder.clone(), record.token, record.expires_at - now)
+            };
+            inspected.contended_for = record
+                .contended_since
+                .filter(|_| inspected.is_held())
+                .map(|since| now - since);
+            inspected
         }))
     }
 }

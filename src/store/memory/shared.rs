@@ -1,0 +1,235 @@
+//! The memory store's shared records: a semaphore's or a reader/writer lock's holders, and
+//! the rules that decide a grant (the contract's rules for shared kinds, applied under the
+//! store's one mutex).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+use crate::kind::{Access, LockKind, MAX_PERMITS};
+use crate::name::LockName;
+use crate::store::outcome::{Holding, LockRecord};
+use crate::store::request::HolderId;
+use crate::store::{AcquireRequest, LeaseId};
+
+/// One holder of a shared record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SharedHolder {
+    lease: LeaseId,
+    holder: HolderId,
+    token: u64,
+    access: Access,
+    expires_at: Instant,
+}
+
+/// A semaphore's or reader/writer lock's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SharedRecord {
+    kind: LockKind,
+    /// Earliest grant first; expired ones are pruned by the next write.
+    holders: Vec<SharedHolder>,
+    /// The last grant's token.
+    last_token: u64,
+    /// A refused writer will try again before this.
+    writer_waiting_until: Option<Instant>,
+    /// A refused reader will try again before this.
+    readers_waiting_until: Option<Instant>,
+    /// Readers go before writers until this (set when a writer leaves while readers wait).
+    readers_turn_until: Option<Instant>,
+    /// When another holder first failed to get in since the last grant.
+    contended_since: Option<Instant>,
+}
+
+/// What an acquisition found.
+pub(super) enum SharedGrant {
+    Granted(u64),
+    Busy(Option<HolderId>),
+}
+
+fn live(until: Option<Instant>, now: Instant) -> bool {
+    until.is_some_and(|until| until > now)
+}
+
+/// Refuses a semaphore count no record can have.
+pub(super) fn check_permits(permits: u32) -> Result<(), StoreError> {
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(StoreError::Rejected {
+            message: format!(
+                "a semaphore of {permits} permits cannot be created: it must have 1 to {MAX_PERMITS}"
+            ),
+            source: None,
+        });
+    }
+    Ok(())
+}
+
+/// The error for a request of `asked` on a record of `found`.
+pub(super) fn mismatch(name: &LockName, found: LockKind, asked: LockKind) -> StoreError {
+    StoreError::KindMismatch {
+        name: name.as_str().to_owned(),
+        found,
+        asked,
+    }
+}
+
+impl SharedRecord {
+    /// An empty record of `kind`.
+    pub(super) fn new(kind: LockKind) -> Self {
+        Self {
+            kind,
+            holders: Vec::new(),
+            last_token: 0,
+            writer_waiting_until: None,
+            readers_waiting_until: None,
+            readers_turn_until: None,
+            contended_since: None,
+        }
+    }
+
+    pub(super) fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// Changes a semaphore's count; returns the old one.
+    pub(super) fn set_permits(&mut self, permits: u32) -> Option<u32> {
+        match self.kind {
+            LockKind::Semaphore { permits: old } => {
+                self.kind = LockKind::Semaphore { permits };
+                Some(old)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether anybody holds an unexpired lease or a waiting mark is live: a record that is
+    /// neither may be swept.
+    pub(super) fn is_expired(&self, now: Instant) -> bool {
+        !self.holders.iter().any(|holder| holder.expires_at > now)
+            && !live(self.writer_waiting_until, now)
+            && !live(self.readers_waiting_until, now)
+            && !live(self.readers_turn_until, now)
+    }
+
+    /// Whether `lease` holds an unexpired place.
+    pub(super) fn is_held_by(&self, lease: LeaseId, now: Instant) -> bool {
+        self.holders
+            .iter()
+            .any(|holder| holder.lease == lease && holder.expires_at > now)
+    }
+
+    /// Applies the contract's grant rules to `request` at `now`; a grant takes the token
+    /// `reserve` gives (called only for a grant).
+    pub(super) fn try_acquire(
+        &mut self,
+        request: &AcquireRequest,
+        now: Instant,
+        reserve: impl FnOnce() -> u64,
+    ) -> SharedGrant {
+        self.holders.retain(|holder| holder.expires_at > now);
+        let writer_holds = self
+            .holders
+            .iter()
+            .any(|holder| holder.access.excludes_all());
+        let readers_turn = live(self.readers_turn_until, now);
+        let free = match (request.access, self.kind) {
+            (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
+            (Access::Write, _) => self.holders.is_empty() && !readers_turn,
+            (Access::Read, _) => {
+                !writer_holds
+                    && self.holders.len() < MAX_PERMITS as usize
+                    && (readers_turn || !live(self.writer_waiting_until, now))
+            }
+            (Access::Exclusive, _) => false,
+        };
+        if !free {
+            let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
+            self.contended_since = Some(
+                self.contended_since
+                    .map_or(waiting_since, |since| since.min(waiting_since)),
+            );
+            let mark = now + request.retry_within;
+            let waiting = match request.access {
+                Access::Write => Some(&mut self.writer_waiting_until),
+                Access::Read => Some(&mut self.readers_waiting_until),
+                _ => None,
+            };
+            if let Some(until) = waiting.filter(|_| !request.retry_within.is_zero()) {
+                *until = Some(until.map_or(mark, |until| until.max(mark)));
+            }
+            return SharedGrant::Busy(self.holders.first().map(|first| first.holder.clone()));
+        }
+        let token = reserve();
+        self.last_token = token;
+        self.contended_since = None;
+        if request.access == Access::Write {
+            self.writer_waiting_until = None;
+        }
+        self.holders.push(SharedHolder {
+            lease: request.lease,
+            holder: request.holder.clone(),
+            token,
+            access: request.access,
+            expires_at: now + request.lease_duration,
+        });
+        SharedGrant::Granted(token)
+    }
+
+    /// Extends `lease` if it still holds an unexpired place.
+    pub(super) fn extend(
+        &mut self,
+        lease: LeaseId,
+        lease_duration: Duration,
+        now: Instant,
+    ) -> bool {
+        match self
+            .holders
+            .iter_mut()
+            .find(|holder| holder.lease == lease && holder.expires_at > now)
+        {
+            Some(holder) => {
+                holder.expires_at = now + lease_duration;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes `lease`'s place; returns how long others had been waiting, or `None` if it
+    /// held none.
+    pub(super) fn release(&mut self, lease: LeaseId, now: Instant) -> Option<Option<Duration>> {
+        let at = self
+            .holders
+            .iter()
+            .position(|holder| holder.lease == lease)?;
+        let released = self.holders.remove(at);
+        if released.access == Access::Write && live(self.readers_waiting_until, now) {
+            self.readers_turn_until = self.readers_waiting_until;
+        }
+        Some(self.contended_since.map(|since| now - since))
+    }
+
+    /// The record as inspection shows it.
+    pub(super) fn record(&self, now: Instant) -> LockRecord {
+        let holders = self
+            .holders
+            .iter()
+            .filter(|holder| holder.expires_at > now)
+            .map(|holder| {
+                Holding::new(
+                    holder.holder.clone(),
+                    holder.token,
+                    holder.access,
+                    holder.expires_at - now,
+                )
+            })
+            .collect::<Vec<_>>();
+        let contended_for = self
+            .contended_since
+            .filter(|_| !holders.is_empty())
+            .map(|since| now - since);
+        let mut record = LockRecord::shared(self.kind, self.last_token, holders);
+        record.contended_for = contended_for;
+        record
+    }
+}
