@@ -110,7 +110,10 @@ pub use campaign::{BackgroundLock, LockEvent};
 pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, LeaderInfo};
 pub use error::{BackendCause, LockError, LossReason, StoreError};
 pub use kind::{Access, LockKind, MAX_PERMITS};
-pub use lock::{AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal};
+pub use lock::{
+    AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal, MultiLock, MultiLockGuard, RwLock,
+    Semaphore,
+};
 pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{InvalidName, LockName, MAX_LOCK_NAME_BYTES};
 pub use options::{LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_STEP};

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::backoff::Backoff;
 use super::hold::{Hold, HoldDue};
-use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
+use super::message::{DetachReply, GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan::{self, GrantClaim};
 use super::renewer::{Renewal, Renewer};
 use super::route::RouteGate;
@@ -44,6 +44,7 @@ use super::supervisor::SupervisorMsg;
 use super::timer::{Timer, Timers};
 use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
+use crate::kind::{Access, LockKind};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
@@ -195,11 +196,28 @@ impl Actor for LockActor {
         }
         match message {
             LockMsg::Acquire {
+                access: Access::Exclusive,
                 options,
                 requested_at,
                 reply,
             } => state.on_acquire(&myself, options, requested_at, reply),
-            LockMsg::TryAcquire { options, reply } => state.on_try_acquire(&myself, options, reply),
+            LockMsg::TryAcquire {
+                access: Access::Exclusive,
+                options,
+                reply,
+            } => state.on_try_acquire(&myself, options, reply),
+            // This process uses the name as a mutex: another kind cannot share it.
+            LockMsg::Acquire { access, reply, .. } => {
+                let _ = reply.send(Err(state.mismatch(access)));
+            }
+            LockMsg::TryAcquire { access, reply, .. } => {
+                let _ = reply.send(Err(state.mismatch(access)));
+            }
+            LockMsg::Detach {
+                lease,
+                token,
+                reply,
+            } => state.on_detach(&myself, lease, token, reply),
             #[cfg(feature = "testing")]
             LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", state.name),
             LockMsg::Release {
@@ -280,6 +298,7 @@ impl LockActorState {
         reply: GuardReply,
     ) {
         self.waiters.push(Waiter {
+            access: Access::Exclusive,
             metrics: LockMetrics::new(&self.name, options.lock_name_label()),
             options,
             requested_at,
@@ -317,6 +336,7 @@ impl LockActorState {
             Some((options, reply)) => {
                 let metrics = LockMetrics::new(&self.name, options.lock_name_label());
                 let next = NextWaiter {
+                    access: Access::Exclusive,
                     options,
                     metrics,
                     waited: Duration::ZERO,
@@ -620,6 +640,55 @@ impl LockActorState {
         if let Some(reply) = reply {
             let _ = reply.send(answer);
         }
+    }
+
+    /// The error for a request of `access` to this mutex.
+    fn mismatch(&self, access: Access) -> LockError {
+        LockError::KindMismatch {
+            name: self.name.as_str().to_owned(),
+            found: LockKind::Mutex,
+            asked: access.kind(),
+        }
+    }
+
+    /// A multi-lock takes this hold's lease to release it with its other members in one
+    /// store call: the hold ends here as a release (never passed on locally: the lease is
+    /// the multi-lock's to free), and the call's answer comes back as `ReleaseDone`.
+    fn on_detach(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        token: u64,
+        reply: DetachReply,
+    ) {
+        let now = Instant::now();
+        let answer = match &self.phase {
+            Phase::Held(hold) if hold.is(lease, token) && hold.is_valid_at(now) => {
+                let Some(Phase::Held(hold)) =
+                    self.take_phase_if(|phase| matches!(phase, Phase::Held(_)))
+                else {
+                    return;
+                };
+                self.hold_timer.cancel();
+                let key = hold.key(&self.name);
+                self.phase = Phase::Releasing {
+                    lease,
+                    reply: None,
+                    options: hold.options().clone(),
+                    metrics: hold.metrics().clone(),
+                };
+                hold.released();
+                Ok(key)
+            }
+            Phase::Held(hold) if hold.is(lease, token) => {
+                // Past its deadline: a loss, exactly as a late release is.
+                let reason = hold.deadline_reason();
+                self.lose(myself, reason.clone(), LeaseLeft::OnStore);
+                Err(LockError::Lost(reason))
+            }
+            _ => Err(LockError::Lost(LossReason::Superseded)),
+        };
+        let _ = reply.send(answer);
     }
 
     /// The held lock's guard let go: pass it to the next local waiter (without a store call
@@ -959,6 +1028,7 @@ mod tests {
         // Both messages wait in the mailbox before the actor runs.
         let (reply, answer) = oneshot::channel();
         let acquire = LockMsg::Acquire {
+            access: crate::kind::Access::Exclusive,
             options,
             requested_at: Instant::now(),
             reply,

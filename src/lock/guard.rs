@@ -61,6 +61,18 @@ impl LockGuard {
         }
     }
 
+    /// Takes the guard apart without releasing, for a multi-lock that releases its members
+    /// in one store call: the lease, its token and the actor that holds it.
+    pub(crate) fn into_parts(mut self) -> (LockName, LeaseId, u64, ActorRef<LockMsg>) {
+        self.armed = false;
+        (
+            self.name.clone(),
+            self.lease,
+            self.token,
+            self.actor.clone(),
+        )
+    }
+
     /// Drops the guard without releasing: for a guard that never reached its caller.
     pub(crate) fn disarm(mut self) {
         self.armed = false;

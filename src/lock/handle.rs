@@ -14,6 +14,7 @@ use super::store_call::bounded;
 use super::supervisor::SupervisorMsg;
 use super::watch::LockWatch;
 use crate::error::LockError;
+use crate::kind::Access;
 use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
@@ -111,10 +112,21 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {
-        let span = tracing::info_span!("mongolock.acquire", lock = %self.name, token = tracing::field::Empty);
+        self.acquire_as(Access::Exclusive).await
+    }
+
+    /// [`acquire`](Self::acquire) for `access` (a mutex, a permit, a read or the write).
+    pub(crate) async fn acquire_as(&self, access: Access) -> Result<LockGuard, LockError> {
+        let span = tracing::info_span!(
+            "mongolock.acquire",
+            lock = %self.name,
+            access = access.as_str(),
+            token = tracing::field::Empty
+        );
         async {
             let (reply, answer) = oneshot::channel();
             self.send(LockMsg::Acquire {
+                access,
                 options: self.options.clone(),
                 requested_at: Instant::now(),
                 reply,
@@ -151,7 +163,16 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<LockGuard, LockError> {
-        tokio::time::timeout(timeout, self.acquire())
+        self.acquire_timeout_as(Access::Exclusive, timeout).await
+    }
+
+    /// [`acquire_timeout`](Self::acquire_timeout) for `access`.
+    pub(crate) async fn acquire_timeout_as(
+        &self,
+        access: Access,
+        timeout: Duration,
+    ) -> Result<LockGuard, LockError> {
+        tokio::time::timeout(timeout, self.acquire_as(access))
             .await
             .map_err(|_| LockError::Timeout(timeout))?
     }
@@ -181,8 +202,17 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
+        self.try_acquire_as(Access::Exclusive).await
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for `access`.
+    pub(crate) async fn try_acquire_as(
+        &self,
+        access: Access,
+    ) -> Result<Option<LockGuard>, LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(LockMsg::TryAcquire {
+            access,
             options: self.options.clone(),
             reply,
         })?;
@@ -226,6 +256,20 @@ impl Lock {
             result.is_err(),
         );
         Ok(result?)
+    }
+
+    /// Sets the count of the semaphore of this name in the store (see
+    /// [`Semaphore::set_permits`](super::semaphore::Semaphore::set_permits)).
+    pub(crate) async fn set_permits(&self, permits: u32) -> Result<Option<u32>, LockError> {
+        if self.runtime.is_shut_down() {
+            return Err(LockError::ShutDown);
+        }
+        let store = &self.runtime.store;
+        Ok(bounded(
+            self.options.renew_deadline(),
+            store.set_permits(&self.name, permits),
+        )
+        .await?)
     }
 
     /// Watches this lock: what happens to it from now on, from every process (see

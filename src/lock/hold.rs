@@ -22,6 +22,9 @@ use crate::store::{LeaseId, LeaseKey, LockStore};
 
 pub(crate) struct Hold {
     lease: LeaseId,
+    /// One holder of a shared record (a semaphore's or reader/writer lock's), not a mutex's
+    /// one lease: its key says so to the store.
+    shared: bool,
     token: u64,
     /// The last fencing token the store reserved for this lease's grant: local holders after
     /// this one take the tokens up to it, with no store call.
@@ -68,6 +71,7 @@ impl Hold {
         let next_renewal = sent_at + options.renew_interval();
         Self {
             lease,
+            shared: false,
             token,
             reserved_until,
             options,
@@ -80,6 +84,12 @@ impl Hold {
             last_error: None,
             status: HoldStatusSender::new(sent_at),
         }
+    }
+
+    /// Marks the hold as one holder of a shared record.
+    pub(crate) fn in_shared_record(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     pub(crate) fn lease(&self) -> LeaseId {
@@ -127,6 +137,7 @@ impl Hold {
         self.metrics.hold_ended(self.acquired_at.elapsed());
         let next = Self {
             lease: self.lease,
+            shared: self.shared,
             token: self.token + 1,
             reserved_until: self.reserved_until,
             options,
@@ -155,7 +166,11 @@ impl Hold {
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
-        LeaseKey::new(name.clone(), self.lease)
+        if self.shared {
+            LeaseKey::shared(name.clone(), self.lease)
+        } else {
+            LeaseKey::new(name.clone(), self.lease)
+        }
     }
 
     /// Schedules the first renewal (see [`Hold::renewed`]).

@@ -179,6 +179,18 @@ impl HoldStatusSender {
         self.status.closed().await;
     }
 
+    /// Ends a live status as released, for a sender that is shared (a multi-lock's, which
+    /// a forwarding task may also end with a loss): whichever comes first stays.
+    pub(crate) fn release_shared(&self) {
+        self.status.send_if_modified(|status| {
+            let live = status.is_live();
+            if live {
+                *status = HoldStatus::Released;
+            }
+            live
+        });
+    }
+
     /// The hold was released: receivers never resolve.
     pub(crate) fn released(self) {
         self.status.send_replace(HoldStatus::Released);

@@ -8,8 +8,11 @@ use tokio::time::Instant;
 use super::guard::LockGuard;
 use super::orphan::GrantClaim;
 use crate::error::{LockError, StoreError};
+use crate::kind::Access;
 use crate::options::LockOptions;
-use crate::store::{AcquireOutcome, ExtendOutcome, HandOverOutcome, LeaseId, ReleaseOutcome};
+use crate::store::{
+    AcquireOutcome, ExtendOutcome, HandOverOutcome, LeaseId, LeaseKey, ReleaseOutcome,
+};
 
 /// Where the guard for a blocking acquisition goes.
 pub(crate) type GuardReply = oneshot::Sender<Result<LockGuard, LockError>>;
@@ -17,6 +20,8 @@ pub(crate) type GuardReply = oneshot::Sender<Result<LockGuard, LockError>>;
 pub(crate) type TryReply = oneshot::Sender<Result<Option<LockGuard>, LockError>>;
 /// Where the answer of a release goes (`None` when a guard was dropped).
 pub(crate) type ReleaseReply = Option<oneshot::Sender<Result<(), LockError>>>;
+/// Where a detached lease's key goes (`Err`: the hold was lost, or is not this actor's).
+pub(crate) type DetachReply = oneshot::Sender<Result<LeaseKey, LockError>>;
 
 /// Messages of the per-name lock actor.
 pub(crate) enum LockMsg {
@@ -24,12 +29,14 @@ pub(crate) enum LockMsg {
     // route, for idle shutdown) ---
     /// Wait until the lock is held (FIFO among this process' waiters).
     Acquire {
+        access: Access,
         options: Arc<LockOptions>,
         requested_at: Instant,
         reply: GuardReply,
     },
     /// Exactly one store attempt, unless this process already holds or waits for the lock.
     TryAcquire {
+        access: Access,
         options: Arc<LockOptions>,
         reply: TryReply,
     },
@@ -44,6 +51,14 @@ pub(crate) enum LockMsg {
         lease: LeaseId,
         token: u64,
         reply: ReleaseReply,
+    },
+    /// A multi-lock releases its members in one store call: the hold of `lease` under
+    /// `token` ends as if released, and its key goes to `reply` for that call, whose
+    /// answer comes back as [`LockMsg::ReleaseDone`].
+    Detach {
+        lease: LeaseId,
+        token: u64,
+        reply: DetachReply,
     },
     /// Release what is held, fail waiters, stop.
     Shutdown {
@@ -91,6 +106,15 @@ pub(crate) enum LockMsg {
 }
 
 impl LockMsg {
+    /// The kind of lock a request asks for (`None` for other messages): the supervisor
+    /// starts the actor that serves it.
+    pub(crate) fn asked_kind(&self) -> Option<crate::kind::LockKind> {
+        match self {
+            Self::Acquire { access, .. } | Self::TryAcquire { access, .. } => Some(access.kind()),
+            _ => None,
+        }
+    }
+
     /// Whether this is a request its sender counted on the actor's route (see `route`).
     pub(crate) fn is_counted_request(&self) -> bool {
         match self {

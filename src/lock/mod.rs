@@ -5,13 +5,17 @@
 //! | file | holds |
 //! |---|---|
 //! | `handle.rs` | [`Lock`]: acquire, try, inspect; the first request goes through the supervisor, later ones straight to the actor |
-//! | `guard.rs` | [`LockGuard`]: token, loss, release on drop |
+//! | `guard.rs` | [`LockGuard`]: token, loss, release on drop (for every kind) |
+//! | `semaphore.rs` | [`Semaphore`]: up to N holders of a name |
+//! | `rw_lock.rs` | [`RwLock`]: readers or one writer, fair to both |
+//! | `multi_lock.rs` | [`MultiLock`], [`MultiLockGuard`]: several locks all or nothing, released in one call |
 //! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
 //! | `loss_signal.rs` | the loss protocol: the runtime's sending half, [`LossSignal`] and the warning before a loss, [`AtRisk`] |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation |
 //! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
-//! | `actor.rs` | the per-name state machine `idle → attempting → held → releasing` |
+//! | `actor.rs` | the per-name state machine of a mutex: `idle → attempting → held → releasing` |
+//! | `shared_actor.rs` | the per-name actor of a semaphore or reader/writer lock: one acquisition at a time, many holds |
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
 //! | `renewer.rs` | batched renewals: one store call for the leases due together |
@@ -32,11 +36,15 @@ mod handle;
 mod hold;
 mod loss_signal;
 mod message;
+mod multi_lock;
 mod orphan;
 mod renewer;
 mod route;
 mod run;
 mod runtime;
+mod rw_lock;
+mod semaphore;
+mod shared_actor;
 mod starvation;
 mod store_call;
 mod supervisor;
@@ -48,5 +56,8 @@ pub use guard::LockGuard;
 pub use handle::Lock;
 pub(crate) use loss_signal::HoldChange;
 pub use loss_signal::{AtRisk, LossSignal};
+pub use multi_lock::{MultiLock, MultiLockGuard};
 pub(crate) use runtime::{Runtime, ShutdownHook};
+pub use rw_lock::RwLock;
+pub use semaphore::Semaphore;
 pub use watch::{LockChange, LockWatch};

@@ -16,7 +16,9 @@ use super::actor::{LockActor, LockActorArgs};
 use super::message::LockMsg;
 use super::renewer::Renewer;
 use super::route::{CachedRoute, Route, RouteGate};
+use super::shared_actor::{SharedActorArgs, SharedLockActor};
 use super::timer::Timers;
+use crate::kind::LockKind;
 use crate::name::LockName;
 use crate::store::request::HolderId;
 use crate::store::{LockStore, ReleaseWaiters};
@@ -178,7 +180,8 @@ impl SupervisorState {
         // Two tries: a child that retired or died but whose end the supervisor has not heard
         // of yet refuses the request, and a fresh child takes it.
         for _ in 0..2 {
-            let Some(child) = self.child(myself, &name).await else {
+            let kind = message.asked_kind().unwrap_or(LockKind::Mutex);
+            let Some(child) = self.child(myself, &name, kind).await else {
                 return; // spawn failed: the caller's reply channel closes, it gets an error
             };
             match child.send_request(message) {
@@ -194,7 +197,14 @@ impl SupervisorState {
         }
     }
 
-    async fn child(&mut self, myself: &ActorRef<SupervisorMsg>, name: &LockName) -> Option<&Route> {
+    /// The actor of `name`, started for `kind` if there is none: a mutex's, or a shared
+    /// kind's (an actor serves one kind; a request of another is refused by it).
+    async fn child(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        name: &LockName,
+        kind: LockKind,
+    ) -> Option<&Route> {
         if !self.children.contains_key(name) {
             let gate = Arc::new(RouteGate::default());
             let args = LockActorArgs {
@@ -208,7 +218,13 @@ impl SupervisorState {
                 timers: self.timers.clone(),
                 gate: gate.clone(),
             };
-            match Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await {
+            let spawned = if kind.is_shared() {
+                let args = SharedActorArgs { base: args, kind };
+                Actor::spawn_linked(None, SharedLockActor, args, myself.get_cell()).await
+            } else {
+                Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await
+            };
+            match spawned {
                 Ok((actor, _)) => {
                     self.children.insert(name.clone(), Route { actor, gate });
                 }

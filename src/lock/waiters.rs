@@ -9,10 +9,13 @@ use tokio::time::Instant;
 use super::guard::LockGuard;
 use super::message::GuardReply;
 use crate::error::LockError;
+use crate::kind::Access;
 use crate::metrics::LockMetrics;
 use crate::options::LockOptions;
 
 pub(crate) struct Waiter {
+    /// What the waiter asks for.
+    pub(crate) access: Access,
     pub(crate) options: Arc<LockOptions>,
     /// This acquisition's metrics (its handle's label policy).
     pub(crate) metrics: LockMetrics,
@@ -23,9 +26,37 @@ pub(crate) struct Waiter {
 /// What the next acquisition is made for: the first waiter's lease terms, its metrics, and
 /// how long it has waited (the longest wait here, reported to the store for fairness).
 pub(crate) struct NextWaiter {
+    pub(crate) access: Access,
     pub(crate) options: Arc<LockOptions>,
     pub(crate) metrics: LockMetrics,
     pub(crate) waited: Duration,
+}
+
+impl Waiter {
+    fn next(&self) -> NextWaiter {
+        NextWaiter {
+            access: self.access,
+            options: self.options.clone(),
+            metrics: self.metrics.clone(),
+            waited: self.requested_at.elapsed(),
+        }
+    }
+
+    /// Sends this waiter a guard; a guard it can no longer take is disarmed.
+    fn deliver(self, make_guard: &mut impl FnMut() -> LockGuard) -> bool {
+        self.metrics.waiters(-1.0);
+        match self.reply.send(Ok(make_guard())) {
+            Ok(()) => {
+                self.metrics.acquire_wait(self.requested_at.elapsed());
+                true
+            }
+            Err(Ok(guard)) => {
+                guard.disarm();
+                false
+            }
+            Err(Err(_)) => false,
+        }
+    }
 }
 
 /// Waiters in arrival order, with the waiters gauge kept in step (each waiter counted under
@@ -56,11 +87,46 @@ impl Waiters {
 
     /// The first waiter, if any.
     pub(crate) fn front(&self) -> Option<NextWaiter> {
-        self.queue.front().map(|waiter| NextWaiter {
-            options: waiter.options.clone(),
-            metrics: waiter.metrics.clone(),
-            waited: waiter.requested_at.elapsed(),
-        })
+        self.queue.front().map(Waiter::next)
+    }
+
+    /// The first waiter asking for `access`, if any (after dropping those who left): how a
+    /// reader/writer lock lets the readers waiting when a writer leaves go first.
+    pub(crate) fn first_live_for(&mut self, access: Access) -> Option<NextWaiter> {
+        self.prune();
+        self.queue
+            .iter()
+            .find(|waiter| waiter.access == access)
+            .map(Waiter::next)
+    }
+
+    /// Hands a guard to the first waiter asking for `access` still listening (see
+    /// [`deliver`](Self::deliver)).
+    pub(crate) fn deliver_for(
+        &mut self,
+        access: Access,
+        mut make_guard: impl FnMut() -> LockGuard,
+    ) -> bool {
+        while let Some(at) = self.queue.iter().position(|waiter| waiter.access == access) {
+            let Some(waiter) = self.queue.remove(at) else {
+                return false;
+            };
+            if waiter.deliver(&mut make_guard) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Answers the first waiter asking for `access` with `error` (a request the store
+    /// refused for good, such as a kind mismatch, fails only those who asked for it).
+    pub(crate) fn fail_first_for(&mut self, access: Access, error: LockError) {
+        if let Some(at) = self.queue.iter().position(|waiter| waiter.access == access)
+            && let Some(waiter) = self.queue.remove(at)
+        {
+            waiter.metrics.waiters(-1.0);
+            let _ = waiter.reply.send(Err(error));
+        }
     }
 
     /// The first waiter still listening, after dropping those whose caller went away.
@@ -73,14 +139,8 @@ impl Waiters {
     /// for its caller). Returns whether a waiter took it.
     pub(crate) fn deliver(&mut self, mut make_guard: impl FnMut() -> LockGuard) -> bool {
         while let Some(waiter) = self.queue.pop_front() {
-            waiter.metrics.waiters(-1.0);
-            match waiter.reply.send(Ok(make_guard())) {
-                Ok(()) => {
-                    waiter.metrics.acquire_wait(waiter.requested_at.elapsed());
-                    return true;
-                }
-                Err(Ok(guard)) => guard.disarm(),
-                Err(Err(_)) => {}
+            if waiter.deliver(&mut make_guard) {
+                return true;
             }
         }
         false

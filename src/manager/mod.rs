@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::election::{Election, ElectionOptions};
 use crate::error::LockError;
-use crate::lock::{Lock, LockWatch, Runtime};
+use crate::lock::{Lock, LockWatch, MultiLock, Runtime, RwLock, Semaphore};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::LockStore;
@@ -134,6 +134,150 @@ impl LockManager {
     ) -> Result<Lock, LockError> {
         options.validate()?;
         Ok(self.runtime.lock(LockName::new(name)?, Arc::new(options)))
+    }
+
+    /// A semaphore `name` of `permits` with the manager's default options: up to `permits`
+    /// holders at once, across processes (see [`Semaphore`]). Validates; does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidName`] for a bad name; [`LockError::InvalidOptions`] for a count
+    /// of 0 or above [`MAX_PERMITS`](crate::MAX_PERMITS).
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let imports = manager.semaphore("nightly-import", 3)?;
+    /// let _permit = imports.acquire().await?;
+    /// assert!(manager.semaphore("nightly-import", 0).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: impl AsRef<str>, permits: u32) -> Result<Semaphore, LockError> {
+        Semaphore::new(self.lock(name)?, permits)
+    }
+
+    /// A semaphore with its own options (see [`semaphore`](Self::semaphore)).
+    ///
+    /// # Errors
+    ///
+    /// As [`semaphore`](Self::semaphore), and [`LockError::InvalidOptions`] for bad options.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let options = LockOptions::default().with_lease_duration(Duration::from_secs(60));
+    /// let imports = manager.semaphore_with("nightly-import", 3, options)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore_with(
+        &self,
+        name: impl AsRef<str>,
+        permits: u32,
+        options: LockOptions,
+    ) -> Result<Semaphore, LockError> {
+        Semaphore::new(self.lock_with(name, options)?, permits)
+    }
+
+    /// A reader/writer lock `name` with the manager's default options (see [`RwLock`]).
+    /// Validates the name; does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidName`] for a bad name.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let schema = manager.rw_lock("schema")?;
+    /// let _reading = schema.read().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rw_lock(&self, name: impl AsRef<str>) -> Result<RwLock, LockError> {
+        Ok(RwLock::new(self.lock(name)?))
+    }
+
+    /// A reader/writer lock with its own options (see [`rw_lock`](Self::rw_lock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`rw_lock`](Self::rw_lock), and [`LockError::InvalidOptions`] for bad options.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let schema = manager.rw_lock_with("schema", LockOptions::default().with_lock_name_label(true))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rw_lock_with(
+        &self,
+        name: impl AsRef<str>,
+        options: LockOptions,
+    ) -> Result<RwLock, LockError> {
+        Ok(RwLock::new(self.lock_with(name, options)?))
+    }
+
+    /// The locks `names` taken all or nothing, with the manager's default options (see
+    /// [`MultiLock`]): in one canonical order whatever order `names` has (duplicates
+    /// once). Validates the names; does no I/O.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidName`] for a bad name; [`LockError::InvalidOptions`] if `names`
+    /// is empty.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let both = manager.lock_all(["account-a", "account-b"])?.acquire().await?;
+    /// assert!(manager.lock_all(Vec::<&str>::new()).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_all<I, N>(&self, names: I) -> Result<MultiLock, LockError>
+    where
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        self.lock_all_with(names, (*self.defaults).clone())
+    }
+
+    /// [`lock_all`](Self::lock_all) with options of its own for every member.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), and [`LockError::InvalidOptions`] for bad options.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let options = LockOptions::default().with_lease_duration(Duration::from_secs(60));
+    /// let both = manager.lock_all_with(["a", "b"], options)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_all_with<I, N>(
+        &self,
+        names: I,
+        options: LockOptions,
+    ) -> Result<MultiLock, LockError>
+    where
+        I: IntoIterator<Item = N>,
+        N: AsRef<str>,
+    {
+        options.validate()?;
+        let options = Arc::new(options);
+        let members = names
+            .into_iter()
+            .map(|name| Ok(self.runtime.lock(LockName::new(name)?, options.clone())))
+            .collect::<Result<Vec<_>, LockError>>()?;
+        MultiLock::new(members)
     }
 
     /// A candidate in the leader election `name` (a lock of that name with the election's

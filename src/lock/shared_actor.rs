@@ -1,0 +1,832 @@
+//! The per-name actor of a shared kind — a semaphore or a reader/writer lock — whose name
+//! this process may hold several times at once: one lease per holder, each with its own
+//! token, renewals, loss deadline and timer, beside one acquisition at a time for the
+//! queue of local waiters.
+//!
+//! Two state machines run side by side in one actor:
+//!
+//! | part | states | moves on |
+//! |---|---|---|
+//! | acquisition | `Idle` → `Attempting` → `BackingOff` | a waiter, a grant (next waiter at once), busy (backoff), a release seen here or on the store (attempt now) |
+//! | each hold | held → renewing → released or lost | its timer, its renewal's answer, its guard |
+//!
+//! A hold obeys exactly the mutex's rules (see `hold.rs`): it is only used while its loss
+//! deadline is ahead, a release past it is a loss, and a lost lease stays on the store for
+//! the loss margin unless its guard lets go first. A semaphore's permit passes to the next
+//! local waiter without a store call on the same terms as a mutex (deadline ahead, no
+//! unconfirmed renewal, a reserved token left); a reader/writer lock never passes locally,
+//! because a new reader admitted here would overtake a writer waiting elsewhere.
+//!
+//! Fairness here mirrors the store's: local waiters are served first come, first served,
+//! except that when this process's writer leaves, the readers waiting here go before the
+//! next writer (the store does the same across processes with its readers' turn).
+//!
+//! Store calls run off the message loop as in the mutex actor (`store_call`, `orphan`), so
+//! deadlines fire on time while a call hangs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::time::Instant;
+
+use super::actor::LockActorArgs;
+use super::backoff::Backoff;
+use super::hold::{Hold, HoldDue};
+use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
+use super::orphan::{self, GrantClaim};
+use super::renewer::{Renewal, Renewer};
+use super::route::RouteGate;
+use super::starvation;
+use super::store_call::spawn_store_call;
+use super::supervisor::SupervisorMsg;
+use super::timer::{Timer, Timers};
+use super::waiters::{NextWaiter, Waiter, Waiters};
+use crate::error::{LockError, LossReason, StoreError};
+use crate::kind::{Access, LockKind};
+use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
+use crate::name::LockName;
+use crate::options::LockOptions;
+use crate::store::request::HolderId;
+use crate::store::{
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LockStore,
+    ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
+};
+
+/// The actor behaviour; all state lives in [`SharedActorState`].
+pub(crate) struct SharedLockActor;
+
+/// The acquisition for the local waiters: at most one attempt in flight.
+enum Acquisition {
+    Idle,
+    Attempting(Attempt),
+    BackingOff {
+        /// Stepping back so other processes get a turn: a release does not cut it short.
+        yielding: bool,
+        _waiting: Option<WaitingForRelease>,
+    },
+}
+
+struct Attempt {
+    lease: LeaseId,
+    access: Access,
+    options: Arc<LockOptions>,
+    metrics: LockMetrics,
+    for_try: Option<TryReply>,
+}
+
+/// One lease this process holds on the name, with its own timer.
+struct SharedHold {
+    hold: Hold,
+    access: Access,
+    timer: Timer<LockMsg>,
+}
+
+/// A release in flight.
+struct Releasing {
+    reply: ReleaseReply,
+    options: Arc<LockOptions>,
+    metrics: LockMetrics,
+}
+
+pub(crate) struct SharedActorState {
+    name: LockName,
+    store: Arc<dyn LockStore>,
+    holder: HolderId,
+    supervisor: ActorRef<SupervisorMsg>,
+    /// The kind the first request asked for (reported when a mutex request comes).
+    kind: LockKind,
+    waiters: Waiters,
+    acquisition: Acquisition,
+    holds: HashMap<LeaseId, SharedHold>,
+    releasing: HashMap<LeaseId, Releasing>,
+    backoff: Backoff,
+    /// This process's writer left with readers waiting here: they go first.
+    readers_first: bool,
+    woken_while_attempting: bool,
+    release_waiters: ReleaseWaiters,
+    generation: u64,
+    requests_seen: u64,
+    gate: Arc<RouteGate>,
+    idle_timeout: Duration,
+    renewer: Renewer,
+    timers: Timers,
+    wake_timer: Timer<LockMsg>,
+}
+
+/// What a shared actor is started with: the mutex actor's arguments and the kind of the
+/// request that started it.
+pub(crate) struct SharedActorArgs {
+    pub(crate) base: LockActorArgs,
+    pub(crate) kind: LockKind,
+}
+
+impl Actor for SharedLockActor {
+    type Msg = LockMsg;
+    type State = SharedActorState;
+    type Arguments = SharedActorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        args: SharedActorArgs,
+    ) -> Result<SharedActorState, ActorProcessingErr> {
+        let base = args.base;
+        Ok(SharedActorState {
+            wake_timer: base.timers.timer(),
+            name: base.name,
+            store: base.store,
+            holder: base.holder,
+            supervisor: base.supervisor,
+            kind: args.kind,
+            waiters: Waiters::default(),
+            acquisition: Acquisition::Idle,
+            holds: HashMap::new(),
+            releasing: HashMap::new(),
+            backoff: Backoff::new(&LockOptions::default()),
+            readers_first: false,
+            woken_while_attempting: false,
+            release_waiters: base.release_waiters,
+            generation: 0,
+            requests_seen: 0,
+            gate: base.gate,
+            idle_timeout: base.idle_timeout,
+            renewer: base.renewer,
+            timers: base.timers,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<LockMsg>,
+        message: LockMsg,
+        state: &mut SharedActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        if message.is_counted_request() {
+            state.requests_seen += 1;
+        }
+        match message {
+            LockMsg::Acquire { access, reply, .. } if !access.kind().is_shared() => {
+                let _ = reply.send(Err(state.mismatch(access)));
+            }
+            LockMsg::TryAcquire { access, reply, .. } if !access.kind().is_shared() => {
+                let _ = reply.send(Err(state.mismatch(access)));
+            }
+            LockMsg::Acquire {
+                access,
+                options,
+                requested_at,
+                reply,
+            } => state.on_acquire(&myself, access, options, requested_at, reply),
+            LockMsg::TryAcquire {
+                access,
+                options,
+                reply,
+            } => state.on_try_acquire(&myself, access, options, reply),
+            #[cfg(feature = "testing")]
+            LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", state.name),
+            LockMsg::Release {
+                lease,
+                token,
+                reply,
+            } => state.on_release(&myself, lease, token, reply),
+            LockMsg::Detach { reply, .. } => {
+                // Multi-locks are made of mutexes only.
+                let _ = reply.send(Err(state.mismatch(Access::Exclusive)));
+            }
+            LockMsg::Shutdown { reply } => {
+                state.shut_down();
+                let _ = reply.send(());
+                myself.stop(Some("manager shut down".to_owned()));
+            }
+            LockMsg::AttemptDone {
+                lease,
+                sent_at,
+                result,
+                claim,
+            } => state.on_attempt_done(&myself, lease, sent_at, result, claim),
+            LockMsg::RetryDue { generation } => {
+                if generation == state.generation
+                    && matches!(state.acquisition, Acquisition::BackingOff { .. })
+                {
+                    state.start_attempt(&myself, None);
+                }
+            }
+            LockMsg::Wake => match state.acquisition {
+                Acquisition::BackingOff {
+                    yielding: false, ..
+                } => {
+                    state.next_generation();
+                    state.start_attempt(&myself, None);
+                }
+                Acquisition::Attempting(_) => state.woken_while_attempting = true,
+                _ => {}
+            },
+            LockMsg::HoldDue { lease } => state.on_hold_due(&myself, lease),
+            LockMsg::RenewDone {
+                lease,
+                sent_at,
+                result,
+            } => state.on_renew_done(&myself, lease, sent_at, result),
+            LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            } => state.on_release_done(&myself, lease, sent_at, result),
+            // Shared kinds never hand over in the store.
+            LockMsg::HandOverDone { .. } => {}
+            LockMsg::IdleDue { generation } => state.on_idle_due(&myself, generation),
+        }
+        Ok(())
+    }
+}
+
+impl SharedActorState {
+    fn mismatch(&self, access: Access) -> LockError {
+        LockError::KindMismatch {
+            name: self.name.as_str().to_owned(),
+            found: self.kind,
+            asked: access.kind(),
+        }
+    }
+
+    fn on_acquire(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        access: Access,
+        options: Arc<LockOptions>,
+        requested_at: Instant,
+        reply: GuardReply,
+    ) {
+        self.waiters.push(Waiter {
+            access,
+            metrics: LockMetrics::new(&self.name, options.lock_name_label()),
+            options,
+            requested_at,
+            reply,
+        });
+        if matches!(self.acquisition, Acquisition::Idle) {
+            self.start_attempt(myself, None);
+        }
+    }
+
+    fn on_try_acquire(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        access: Access,
+        options: Arc<LockOptions>,
+        reply: TryReply,
+    ) {
+        if matches!(self.acquisition, Acquisition::Idle) && self.waiters.next_live().is_none() {
+            let metrics = LockMetrics::new(&self.name, options.lock_name_label());
+            let next = NextWaiter {
+                access,
+                options,
+                metrics,
+                waited: Duration::ZERO,
+            };
+            self.send_attempt(myself, next, Some(reply));
+        } else {
+            // Tasks of this process wait for the name: a newcomer does not jump their queue.
+            let _ = reply.send(Ok(None));
+        }
+    }
+
+    /// The waiter the next attempt is for: the first in line, or, while this process's
+    /// writer has just left, the first reader.
+    fn next_waiter(&mut self) -> Option<NextWaiter> {
+        if self.readers_first {
+            match self.waiters.first_live_for(Access::Read) {
+                Some(reader) => return Some(reader),
+                None => self.readers_first = false,
+            }
+        }
+        self.waiters.next_live()
+    }
+
+    /// Sends one attempt for the next waiter, or becomes idle if nothing is left to do.
+    fn start_attempt(&mut self, myself: &ActorRef<LockMsg>, for_try: Option<TryReply>) {
+        self.wake_timer.cancel();
+        self.woken_while_attempting = false;
+        match self.next_waiter() {
+            Some(next) => self.send_attempt(myself, next, for_try),
+            None => {
+                self.acquisition = Acquisition::Idle;
+                self.idle_if_unused(myself);
+            }
+        }
+    }
+
+    fn send_attempt(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        next: NextWaiter,
+        for_try: Option<TryReply>,
+    ) {
+        self.wake_timer.cancel();
+        let lease = LeaseId::new();
+        let (_, longest_backoff) = next.options.retry_backoff();
+        let request = AcquireRequest::new(
+            self.name.clone(),
+            lease,
+            self.holder.clone(),
+            next.options.lease_duration(),
+        )
+        .with_waited(next.waited)
+        .with_access(next.access)
+        // A refused reader or writer is back within its longest backoff (sooner when a
+        // release wakes it): its mark outlives that, and no longer. A single try comes
+        // back only if its caller asks again: it marks nothing.
+        .with_retry_within(if for_try.is_some() {
+            Duration::ZERO
+        } else {
+            longest_backoff * 2
+        });
+        let limits = (
+            next.options.renew_deadline(),
+            orphan::late_answer_limit(&next.options),
+        );
+        let orphan = request.key();
+        self.acquisition = Acquisition::Attempting(Attempt {
+            lease,
+            access: next.access,
+            options: next.options,
+            metrics: next.metrics,
+            for_try,
+        });
+        let store = self.store.clone();
+        orphan::run_granting_call(
+            myself,
+            &self.store,
+            async move { store.try_acquire(&request).await },
+            limits,
+            |result| match result {
+                Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
+                Err(error) => !matches!(error, StoreError::Timeout(_)),
+            },
+            vec![orphan],
+            move |sent_at, result, claim| LockMsg::AttemptDone {
+                lease,
+                sent_at,
+                result,
+                claim,
+            },
+        );
+    }
+
+    fn on_attempt_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<AcquireOutcome, StoreError>,
+        claim: GrantClaim,
+    ) {
+        if !matches!(&self.acquisition, Acquisition::Attempting(attempt) if attempt.lease == lease)
+        {
+            return; // a stale answer: dropping its claim releases what it granted
+        }
+        let Acquisition::Attempting(attempt) =
+            std::mem::replace(&mut self.acquisition, Acquisition::Idle)
+        else {
+            return;
+        };
+        attempt
+            .metrics
+            .store_call(StoreOp::Acquire, sent_at.elapsed(), result.is_err());
+        let deadline = sent_at + attempt.options.renew_deadline();
+        match result {
+            Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
+                attempt.metrics.attempt(AttemptResult::Acquired);
+                self.backoff.reset();
+                self.grant(myself, attempt, token, sent_at, claim);
+                // Another place may be free: serve the next waiter at once.
+                self.start_attempt(myself, None);
+            }
+            Ok(AcquireOutcome::Acquired { .. }) => {
+                tracing::warn!(lock = %self.name, "acquisition answered too late to use; releasing it");
+                attempt.metrics.attempt(AttemptResult::Error);
+                self.attempt_failed(myself, attempt, None);
+            }
+            Ok(AcquireOutcome::Busy { .. }) => {
+                attempt.metrics.attempt(AttemptResult::Contended);
+                self.attempt_failed(myself, attempt, None);
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
+                attempt.metrics.attempt(AttemptResult::Error);
+                self.attempt_failed(myself, attempt, Some(error));
+            }
+        }
+    }
+
+    fn attempt_failed(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        attempt: Attempt,
+        error: Option<StoreError>,
+    ) {
+        if let Some(reply) = attempt.for_try {
+            let _ = reply.send(match error {
+                Some(error) => Err(error.into()),
+                None => Ok(None),
+            });
+            return self.start_attempt(myself, None);
+        }
+        let held_elsewhere = error.is_none();
+        if let Some(error) = error.filter(|error| !error.is_transient()) {
+            // Refused for good (a kind or count mismatch, a bad count): only those who
+            // asked for this access fail; the others' requests may be fine.
+            self.waiters.fail_first_for(attempt.access, error.into());
+            return self.start_attempt(myself, None);
+        }
+        if !self.waiters.prune() {
+            self.acquisition = Acquisition::Idle;
+            return self.idle_if_unused(myself);
+        }
+        if held_elsewhere && std::mem::take(&mut self.woken_while_attempting) {
+            return self.start_attempt(myself, None);
+        }
+        self.back_off(myself, &attempt.options, false, held_elsewhere);
+    }
+
+    fn back_off(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        options: &LockOptions,
+        yielding: bool,
+        held_elsewhere: bool,
+    ) {
+        self.backoff.follow(options);
+        let delay = crate::random::with_rng(|rng| self.backoff.next_delay(rng));
+        self.retry_after(myself, delay, yielding, held_elsewhere);
+    }
+
+    fn retry_after(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        delay: Duration,
+        yielding: bool,
+        held_elsewhere: bool,
+    ) {
+        let generation = self.next_generation();
+        self.wake_timer
+            .set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
+                generation,
+            });
+        self.acquisition = Acquisition::BackingOff {
+            yielding,
+            _waiting: held_elsewhere.then(|| self.release_waiters.waiting()),
+        };
+    }
+
+    /// The attempt won: a guard for its caller (or, if it left, for the next waiter with
+    /// the same access), and renewals from now on.
+    fn grant(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        attempt: Attempt,
+        token: u64,
+        sent_at: Instant,
+        claim: GrantClaim,
+    ) {
+        claim.keep();
+        let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
+        let access = attempt.access;
+        let mut hold = Hold::new(
+            attempt.lease,
+            (token, reserved_until),
+            attempt.options,
+            attempt.metrics,
+            sent_at,
+        )
+        .in_shared_record();
+        let make_guard = || hold.guard(&self.name, myself);
+        let delivered = match attempt.for_try {
+            Some(reply) => match reply.send(Ok(Some(make_guard()))) {
+                Ok(()) => true,
+                Err(Ok(Some(guard))) => {
+                    guard.disarm();
+                    false
+                }
+                Err(_) => false,
+            },
+            None => self.waiters.deliver_for(access, make_guard),
+        };
+        tracing::debug!(lock = %self.name, token, access = access.as_str(), delivered, "acquired");
+        let first_renewal = self.renewer.align(
+            hold.next_renewal_after(sent_at),
+            hold.options().renew_interval(),
+        );
+        hold.granted(first_renewal);
+        let lease = hold.lease();
+        self.holds.insert(
+            lease,
+            SharedHold {
+                hold,
+                access,
+                timer: self.timers.timer(),
+            },
+        );
+        self.arm_hold_timer(myself, lease);
+        if !delivered {
+            self.release_hold(myself, lease, None);
+        }
+    }
+
+    fn arm_hold_timer(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        if let Some(held) = self.holds.get_mut(&lease) {
+            let at = held.hold.timer_at();
+            held.timer
+                .set(myself, at, move || LockMsg::HoldDue { lease });
+        }
+    }
+
+    fn on_hold_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        let Some(held) = self.holds.get_mut(&lease) else {
+            return;
+        };
+        match held.hold.due(Instant::now()) {
+            HoldDue::Deadline => {
+                let reason = held.hold.deadline_reason();
+                return self.lose(myself, lease, reason, true);
+            }
+            HoldDue::Renewal => {
+                let deadline = held.hold.renewal_sent();
+                let request = ExtendRequest::new(
+                    held.hold.key(&self.name),
+                    held.hold.options().lease_duration(),
+                );
+                self.renewer.renew(Renewal {
+                    request,
+                    deadline,
+                    actor: myself.clone(),
+                });
+            }
+            HoldDue::Nothing => {}
+        }
+        self.arm_hold_timer(myself, lease);
+    }
+
+    fn on_renew_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ExtendOutcome, StoreError>,
+    ) {
+        let Some(held) = self.holds.get_mut(&lease) else {
+            return;
+        };
+        let hold = &mut held.hold;
+        hold.renewal_answered(sent_at, result.is_err());
+        match result {
+            Ok(ExtendOutcome::Extended) => {
+                hold.metrics().renewal(RenewalResult::Extended);
+                let next = self.renewer.align(
+                    hold.next_renewal_after(sent_at),
+                    hold.options().renew_interval(),
+                );
+                hold.renewed(sent_at, next);
+                self.arm_hold_timer(myself, lease);
+            }
+            Ok(ExtendOutcome::NotOwner) => {
+                hold.metrics().renewal(RenewalResult::Lost);
+                self.lose(myself, lease, LossReason::Superseded, false);
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, token = hold.token(), %error, "lease renewal failed; retrying until the renew deadline");
+                hold.metrics().renewal(RenewalResult::Error);
+                hold.renewal_failed(error);
+                self.arm_hold_timer(myself, lease);
+            }
+        }
+    }
+
+    /// Ends the hold of `lease` with a loss signal; a lease possibly `on_store` is freed
+    /// once its guard lets go or after the loss margin.
+    fn lose(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        reason: LossReason,
+        on_store: bool,
+    ) {
+        let Some(mut held) = self.holds.remove(&lease) else {
+            return;
+        };
+        held.timer.cancel();
+        tracing::warn!(lock = %self.name, token = held.hold.token(), %reason, "lost");
+        let lost = held.hold.lose(&self.name, &reason);
+        if on_store {
+            lost.spawn_release(&self.store);
+        }
+        self.place_freed(myself);
+    }
+
+    fn on_release(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        token: u64,
+        reply: ReleaseReply,
+    ) {
+        let answer = match self.holds.get(&lease) {
+            Some(held) if held.hold.is(lease, token) => {
+                if held.hold.is_valid_at(Instant::now()) {
+                    return self.release_hold(myself, lease, reply);
+                }
+                // Past its deadline: the place may be somebody else's by now — a loss.
+                let reason = held.hold.deadline_reason();
+                self.lose(myself, lease, reason.clone(), true);
+                Err(LockError::Lost(reason))
+            }
+            _ => Ok(()),
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// The guard of `lease` let go: a semaphore's permit passes to the next local waiter
+    /// for a permit without a store call when the hold allows it; anything else is released
+    /// in the store.
+    fn release_hold(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
+        let Some(mut held) = self.holds.remove(&lease) else {
+            return;
+        };
+        if matches!(held.access, Access::Permit { .. })
+            && let Some(next) = self.waiters.first_live_for(held.access)
+            && held.hold.can_pass_locally(&next.options, Instant::now())
+        {
+            let hold = held.hold.pass_locally(next.options, next.metrics);
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(()));
+            }
+            let delivered = self
+                .waiters
+                .deliver_for(held.access, || hold.guard(&self.name, myself));
+            hold.metrics().attempt(AttemptResult::Acquired);
+            hold.metrics().held(1.0);
+            tracing::debug!(lock = %self.name, token = hold.token(), delivered, "permit passed to a local waiter");
+            let lease = hold.lease();
+            held.hold = hold;
+            self.holds.insert(lease, held);
+            if !delivered {
+                self.release_hold(myself, lease, None);
+            }
+            return;
+        }
+        held.timer.cancel();
+        if held.access == Access::Write {
+            self.readers_first = true;
+        }
+        let key = held.hold.key(&self.name);
+        let timeout = held.hold.options().renew_deadline();
+        self.releasing.insert(
+            lease,
+            Releasing {
+                reply,
+                options: held.hold.options().clone(),
+                metrics: held.hold.metrics().clone(),
+            },
+        );
+        held.hold.released();
+        let store = self.store.clone();
+        spawn_store_call(
+            myself,
+            timeout,
+            async move { store.release(&key).await },
+            move |sent_at, result| LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            },
+        );
+    }
+
+    fn on_release_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ReleaseOutcome, StoreError>,
+    ) {
+        let Some(Releasing {
+            reply,
+            options,
+            metrics,
+        }) = self.releasing.remove(&lease)
+        else {
+            return;
+        };
+        metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        let (_, longest_backoff) = options.retry_backoff();
+        let step_back = starvation::step_back(&result, longest_backoff);
+        let answer = match result {
+            Ok(ReleaseOutcome::Released { .. }) => Ok(()),
+            Ok(ReleaseOutcome::NotOwner) => {
+                metrics.loss(&LossReason::Superseded);
+                Err(LockError::Lost(LossReason::Superseded))
+            }
+            Err(error) => {
+                tracing::warn!(lock = %self.name, %lease, %error, "release failed; the lease will expire on the store");
+                Err(LockError::Store(error))
+            }
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+        match step_back {
+            // Others have waited long: let them have the freed place before we retry.
+            Some(delay)
+                if self.waiters.prune()
+                    && !matches!(self.acquisition, Acquisition::Attempting(_)) =>
+            {
+                self.retry_after(myself, delay, true, false);
+            }
+            _ => self.place_freed(myself),
+        }
+    }
+
+    /// A place this process held is free again: a waiter backing off (not yielding) tries
+    /// now; with nothing left to do, the actor idles.
+    fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
+        match self.acquisition {
+            Acquisition::Idle
+            | Acquisition::BackingOff {
+                yielding: false, ..
+            } => {
+                self.next_generation();
+                self.start_attempt(myself, None);
+            }
+            Acquisition::Attempting(_) => self.woken_while_attempting = true,
+            Acquisition::BackingOff { yielding: true, .. } => {}
+        }
+    }
+
+    /// Arms the idle stop when nothing is held, released, attempted or waited for.
+    fn idle_if_unused(&mut self, myself: &ActorRef<LockMsg>) {
+        if !self.holds.is_empty()
+            || !self.releasing.is_empty()
+            || !matches!(self.acquisition, Acquisition::Idle)
+        {
+            return;
+        }
+        let generation = self.next_generation();
+        self.wake_timer
+            .set(myself, Instant::now() + self.idle_timeout, move || {
+                LockMsg::IdleDue { generation }
+            });
+    }
+
+    fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
+        if generation != self.generation
+            || !self.holds.is_empty()
+            || !self.releasing.is_empty()
+            || !matches!(self.acquisition, Acquisition::Idle)
+        {
+            return;
+        }
+        if self.gate.try_retire(self.requests_seen) {
+            let _ = self.supervisor.send_message(SupervisorMsg::ChildIdle {
+                name: self.name.clone(),
+                actor: myself.get_id(),
+            });
+            myself.stop(Some("idle".to_owned()));
+        } else {
+            self.idle_if_unused(myself);
+        }
+    }
+
+    /// Fails waiters, tells every live holder of its loss (each lease freed once its guard
+    /// lets go, or after the loss margin) and answers what is in flight.
+    fn shut_down(&mut self) {
+        self.waiters.fail_all(LockError::ShutDown);
+        self.wake_timer.cancel();
+        for (_, mut held) in self.holds.drain() {
+            held.timer.cancel();
+            held.hold
+                .lose(&self.name, &LossReason::Shutdown)
+                .spawn_release(&self.store);
+        }
+        for (_, releasing) in self.releasing.drain() {
+            if let Some(reply) = releasing.reply {
+                let _ = reply.send(Err(LockError::ShutDown));
+            }
+        }
+        if let Acquisition::Attempting(Attempt {
+            for_try: Some(reply),
+            ..
+        }) = std::mem::replace(&mut self.acquisition, Acquisition::Idle)
+        {
+            let _ = reply.send(Err(LockError::ShutDown));
+        }
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+}
