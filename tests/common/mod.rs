@@ -7,6 +7,7 @@ pub(crate) mod election;
 pub(crate) mod embedding;
 pub(crate) mod guarantees;
 pub(crate) mod scenarios;
+pub(crate) mod shared_records;
 pub(crate) mod watching;
 
 use std::time::Duration;
@@ -107,6 +108,18 @@ macro_rules! conformance_suite {
             embedding::resign_waits_for_bound_work_to_stop,
             embedding::shutdown_waits_for_bound_work_to_stop,
             watching::watch_reports_grants_releases_expiry_takeover_and_deletion,
+            shared_records::shared_records_semaphore_grants_exactly_its_permits,
+            shared_records::shared_records_shared_extend_is_owner_checked,
+            shared_records::shared_records_expired_permit_comes_back,
+            shared_records::shared_records_kind_mismatches_change_nothing,
+            shared_records::shared_records_set_permits_changes_the_count,
+            shared_records::shared_records_readers_share_and_writers_exclude,
+            shared_records::shared_records_waiting_writer_holds_back_new_readers,
+            shared_records::shared_records_readers_go_first_after_a_write,
+            shared_records::shared_records_shared_tokens_strictly_increase,
+            shared_records::shared_records_release_many_spans_names_and_kinds,
+            shared_records::shared_records_inspect_shows_shared_holders,
+            shared_records::shared_records_operator_like_names_are_values_for_shared_kinds,
         );
     };
 }

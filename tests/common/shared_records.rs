@@ -1,0 +1,893 @@
+//! Store-level conformance scenarios for the shared kinds (semaphores and reader/writer
+//! locks): each calls the [`LockStore`] of a [`Backend`] directly, pinning the contract's
+//! "Shared kinds" rules — capacity, owner checks, expiry, kind mismatches that write
+//! nothing, `set_permits`, the readers' and writers' waiting marks, fencing tokens across
+//! every grant of a name, `release_many`, inspection, and names as plain values. Each is
+//! named `shared_records_…`, so that `cargo test shared_records` runs them all.
+//!
+//! Leases that must run out are [`SHORT`] and waits are a little longer, so the real-time
+//! (MongoDB) run stays quick; under the memory store's paused clock they cost nothing. Every
+//! other lease is [`LONG`], so nothing expires by accident on a slow machine.
+
+use std::time::Duration;
+
+use mongolock::store::{
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore,
+    ReleaseOutcome,
+};
+use mongolock::{Access, HolderId, LockKind, LockName, LockRecord, MAX_PERMITS, StoreError};
+use tokio::time::sleep;
+
+use super::Backend;
+
+/// A lease that outlives every scenario.
+const LONG: Duration = Duration::from_secs(30);
+/// A lease a scenario lets run out.
+const SHORT: Duration = Duration::from_millis(300);
+/// How long past [`SHORT`] (or a waiting mark) a scenario waits before counting on its end:
+/// room for scheduling and a round trip on a busy machine.
+const MARGIN: Duration = Duration::from_millis(200);
+
+/// One would-be holder: its own manager identity and a fresh lease per attempt.
+#[derive(Clone)]
+struct Caller {
+    holder: HolderId,
+}
+
+impl Caller {
+    fn new() -> Self {
+        Self {
+            holder: HolderId::generate(),
+        }
+    }
+
+    /// An attempt on `name` for `access` with a lease of `lease` and no waiting mark.
+    fn request(&self, name: &LockName, access: Access, lease: Duration) -> AcquireRequest {
+        AcquireRequest::new(name.clone(), LeaseId::new(), self.holder.clone(), lease)
+            .with_access(access)
+    }
+}
+
+fn name(text: &str) -> LockName {
+    LockName::new(text).unwrap_or_else(|error| panic!("{text:?} is a valid name: {error}"))
+}
+
+/// Runs `request`: `Some(token)` if granted, `None` if busy; an error fails the test.
+async fn attempt(store: &impl LockStore, request: &AcquireRequest) -> Option<u64> {
+    match store.try_acquire(request).await {
+        Ok(AcquireOutcome::Acquired { token }) => Some(token),
+        Ok(AcquireOutcome::Busy { .. }) => None,
+        Ok(other) => panic!("{:?}: unexpected outcome {other:?}", request.access),
+        Err(error) => panic!("{:?} on {}: {error}", request.access, request.name),
+    }
+}
+
+/// Runs `request`, which must be granted; returns its key and token.
+async fn granted(store: &impl LockStore, request: &AcquireRequest) -> (LeaseKey, u64) {
+    match attempt(store, request).await {
+        Some(token) => (request.key(), token),
+        None => panic!(
+            "{:?} on {} was refused, expected a grant",
+            request.access, request.name
+        ),
+    }
+}
+
+/// Runs `request`, which must be refused as busy.
+async fn refused(store: &impl LockStore, request: &AcquireRequest) {
+    if let Some(token) = attempt(store, request).await {
+        panic!(
+            "{:?} on {} was granted (token {token}), expected busy",
+            request.access, request.name
+        );
+    }
+}
+
+async fn release(store: &impl LockStore, key: &LeaseKey) -> ReleaseOutcome {
+    store
+        .release(key)
+        .await
+        .unwrap_or_else(|error| panic!("release of {}: {error}", key.name))
+}
+
+async fn released(store: &impl LockStore, key: &LeaseKey) {
+    let outcome = release(store, key).await;
+    assert!(
+        matches!(outcome, ReleaseOutcome::Released { .. }),
+        "release of a held lease of {}: {outcome:?}",
+        key.name
+    );
+}
+
+async fn extend(store: &impl LockStore, key: &LeaseKey, lease: Duration) -> ExtendOutcome {
+    store
+        .extend(&ExtendRequest::new(key.clone(), lease))
+        .await
+        .unwrap_or_else(|error| panic!("extend of {}: {error}", key.name))
+}
+
+async fn inspect(store: &impl LockStore, name: &LockName) -> Option<LockRecord> {
+    store
+        .inspect(name)
+        .await
+        .unwrap_or_else(|error| panic!("inspect of {name}: {error}"))
+}
+
+/// What a record says about who holds what, without the times (which move on between two
+/// reads): kind, last token and each holding's holder, token and access, in order.
+type Snapshot = (LockKind, u64, Vec<(HolderId, u64, Access)>);
+
+async fn snapshot(store: &impl LockStore, name: &LockName) -> Option<Snapshot> {
+    inspect(store, name).await.map(|record| {
+        let holders = record
+            .holders
+            .iter()
+            .map(|holding| (holding.holder.clone(), holding.token, holding.access))
+            .collect();
+        (record.kind, record.token, holders)
+    })
+}
+
+/// Asserts `result` is a kind mismatch naming `found` and `asked`.
+fn assert_mismatch<T: std::fmt::Debug>(
+    result: Result<T, StoreError>,
+    on: &LockName,
+    found: LockKind,
+    asked: LockKind,
+) {
+    match result {
+        Err(StoreError::KindMismatch {
+            name,
+            found: was,
+            asked: wanted,
+        }) => {
+            assert_eq!(name, on.as_str(), "the mismatch names the lock");
+            assert_eq!((was, wanted), (found, asked), "mismatch on {on}");
+        }
+        other => panic!("{asked} on {on} ({found}): expected a kind mismatch, got {other:?}"),
+    }
+}
+
+fn assert_rejected<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+    assert!(
+        matches!(result, Err(StoreError::Rejected { .. })),
+        "{what}: expected Rejected, got {result:?}"
+    );
+}
+
+/// A semaphore of N admits exactly N distinct leases, each with its own token; the next is
+/// busy (told the first holder); a release frees exactly one place.
+pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backend>(backend: &B) {
+    const PERMITS: u32 = 3;
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let sem = name("permits");
+    let access = Access::Permit { permits: PERMITS };
+    let callers: Vec<Caller> = (0..5).map(|_| Caller::new()).collect();
+    let mut held = Vec::new();
+    for (i, caller) in callers.iter().take(PERMITS as usize).enumerate() {
+        // Alternate the two "processes": they share one record.
+        let on: &B::Store = if i % 2 == 0 { &store } else { &peer };
+        held.push(granted(on, &caller.request(&sem, access, LONG)).await);
+    }
+    let leases: std::collections::HashSet<_> = held.iter().map(|(key, _)| key.lease).collect();
+    assert_eq!(leases.len(), PERMITS as usize, "distinct leases");
+    assert!(
+        held.iter().all(|(key, _)| key.shared),
+        "permit keys are shared keys"
+    );
+    let tokens: Vec<u64> = held.iter().map(|(_, token)| *token).collect();
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "each grant its own, larger token: {tokens:?}"
+    );
+    match store
+        .try_acquire(&callers[3].request(&sem, access, LONG))
+        .await
+    {
+        Ok(AcquireOutcome::Busy { holder }) => assert_eq!(
+            holder.as_ref(),
+            Some(&callers[0].holder),
+            "a full semaphore names its first holder"
+        ),
+        other => panic!("a fourth permit of three: {other:?}"),
+    }
+    assert_eq!(
+        inspect(&store, &sem)
+            .await
+            .map(|record| record.held_count()),
+        Some(PERMITS as usize),
+        "the refused attempt took no place"
+    );
+    released(&peer, &held[1].0).await;
+    let (fourth, _) = granted(&peer, &callers[3].request(&sem, access, LONG)).await;
+    refused(&store, &callers[4].request(&sem, access, LONG)).await;
+    assert!(
+        matches!(release(&store, &held[1].0).await, ReleaseOutcome::NotOwner),
+        "a released permit cannot be released twice"
+    );
+    for key in [&held[0].0, &held[2].0, &fourth] {
+        released(&store, key).await;
+    }
+    let record = inspect(&store, &sem).await.expect("the record stays");
+    assert!(!record.is_held() && record.holders.is_empty(), "{record:?}");
+    granted(&store, &callers[4].request(&sem, access, LONG)).await;
+}
+
+/// Extending a permit pushes its own expiry only; a foreign lease, a mutex key for a shared
+/// lease and an expired lease are NotOwner; a batch mixing mutex and shared keys answers
+/// each in order.
+pub(crate) async fn shared_records_shared_extend_is_owner_checked<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let sem = name("extended");
+    let access = Access::Permit { permits: 4 };
+    let (renewed, _) = granted(&store, &Caller::new().request(&sem, access, SHORT)).await;
+    let (lapsing, _) = granted(&store, &Caller::new().request(&sem, access, SHORT)).await;
+    let (batched, _) = granted(&store, &Caller::new().request(&sem, access, LONG)).await;
+    let mutex = name("extended-mutex");
+    let (mutex_key, _) = granted(
+        &store,
+        &Caller::new().request(&mutex, Access::Exclusive, LONG),
+    )
+    .await;
+    assert!(!mutex_key.shared);
+
+    assert_eq!(
+        extend(&store, &renewed, LONG).await,
+        ExtendOutcome::Extended
+    );
+    let foreign = LeaseKey::shared(sem.clone(), LeaseId::new());
+    assert_eq!(
+        extend(&store, &foreign, LONG).await,
+        ExtendOutcome::NotOwner
+    );
+    let as_mutex = LeaseKey::new(sem.clone(), renewed.lease);
+    assert_eq!(
+        extend(&store, &as_mutex, LONG).await,
+        ExtendOutcome::NotOwner,
+        "a shared lease is not a mutex's lease"
+    );
+    let as_shared = LeaseKey::shared(mutex.clone(), mutex_key.lease);
+    assert_eq!(
+        extend(&store, &as_shared, LONG).await,
+        ExtendOutcome::NotOwner,
+        "a mutex's lease is not a shared holder"
+    );
+
+    sleep(SHORT + MARGIN).await;
+    assert_eq!(
+        extend(&store, &lapsing, LONG).await,
+        ExtendOutcome::NotOwner,
+        "an expired permit cannot be renewed"
+    );
+    let record = inspect(&store, &sem).await.expect("record");
+    assert_eq!(
+        record.held_count(),
+        2,
+        "the renewed permit outlived its first lease"
+    );
+    assert!(
+        record
+            .holders
+            .iter()
+            .all(|holding| holding.expires_in > SHORT),
+        "{record:?}"
+    );
+
+    let batch = [
+        ExtendRequest::new(mutex_key.clone(), LONG),
+        ExtendRequest::new(renewed.clone(), LONG),
+        ExtendRequest::new(lapsing.clone(), LONG),
+        ExtendRequest::new(batched.clone(), LONG),
+        ExtendRequest::new(foreign.clone(), LONG),
+    ];
+    let outcomes: Vec<_> = store
+        .extend_many(&batch)
+        .await
+        .into_iter()
+        .map(|result| result.unwrap_or_else(|error| panic!("extend_many: {error}")))
+        .collect();
+    use ExtendOutcome::{Extended, NotOwner};
+    assert_eq!(outcomes, [Extended, Extended, NotOwner, Extended, NotOwner]);
+    let all_held = [
+        ExtendRequest::new(mutex_key, LONG),
+        ExtendRequest::new(renewed, LONG),
+        ExtendRequest::new(batched, LONG),
+    ];
+    let outcomes: Vec<_> = store
+        .extend_many(&all_held)
+        .await
+        .into_iter()
+        .map(|result| result.unwrap_or_else(|error| panic!("extend_many: {error}")))
+        .collect();
+    assert_eq!(outcomes, [Extended, Extended, Extended]);
+}
+
+/// A permit whose holder went silent comes back once its lease ends: the next grant gets a
+/// larger token, and the old lease can neither be renewed nor released.
+pub(crate) async fn shared_records_expired_permit_comes_back<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let sem = name("lapsed");
+    let access = Access::Permit { permits: 1 };
+    let (silent, first) = granted(&store, &Caller::new().request(&sem, access, SHORT)).await;
+    let next = Caller::new();
+    refused(&peer, &next.request(&sem, access, LONG)).await;
+    sleep(SHORT + MARGIN).await;
+    let record = inspect(&store, &sem).await.expect("record");
+    assert!(
+        record.holders.is_empty(),
+        "an expired holder is not shown: {record:?}"
+    );
+    let (taken, second) = granted(&peer, &next.request(&sem, access, LONG)).await;
+    assert!(second > first, "token {second} after {first}");
+    assert_eq!(extend(&store, &silent, LONG).await, ExtendOutcome::NotOwner);
+    assert!(matches!(
+        release(&store, &silent).await,
+        ReleaseOutcome::NotOwner
+    ));
+    let record = inspect(&store, &sem).await.expect("record");
+    assert_eq!(record.holder.as_ref(), Some(&next.holder));
+    assert_eq!(record.token, second);
+    released(&peer, &taken).await;
+}
+
+/// A request of another kind (or another count) than the record's is refused with
+/// `KindMismatch` and changes nothing, in every direction.
+pub(crate) async fn shared_records_kind_mismatches_change_nothing<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let caller = Caller::new();
+    let mutex = name("a-mutex");
+    let sem = name("a-semaphore");
+    let rw = name("a-rwlock");
+    let three = LockKind::Semaphore { permits: 3 };
+    let (mutex_key, _) = granted(&store, &caller.request(&mutex, Access::Exclusive, LONG)).await;
+    let (sem_key, _) = granted(
+        &store,
+        &caller.request(&sem, Access::Permit { permits: 3 }, LONG),
+    )
+    .await;
+    let (rw_key, _) = granted(&store, &caller.request(&rw, Access::Read, LONG)).await;
+    let mut before = Vec::new();
+    for on in [&mutex, &sem, &rw] {
+        before.push(snapshot(&store, on).await);
+    }
+
+    let other = Caller::new();
+    let asks = [
+        (&mutex, Access::Permit { permits: 3 }, LockKind::Mutex),
+        (&mutex, Access::Read, LockKind::Mutex),
+        (&mutex, Access::Write, LockKind::Mutex),
+        (&sem, Access::Exclusive, three),
+        (&sem, Access::Permit { permits: 4 }, three),
+        (&sem, Access::Permit { permits: 2 }, three),
+        (&sem, Access::Read, three),
+        (&sem, Access::Write, three),
+        (&rw, Access::Exclusive, LockKind::ReadWrite),
+        (&rw, Access::Permit { permits: 3 }, LockKind::ReadWrite),
+    ];
+    for (on, access, found) in asks {
+        let request = other
+            .request(on, access, LONG)
+            .with_retry_within(Duration::from_secs(5));
+        assert_mismatch(store.try_acquire(&request).await, on, found, access.kind());
+    }
+    assert_mismatch(
+        store.set_permits(&mutex, 2).await,
+        &mutex,
+        LockKind::Mutex,
+        LockKind::Semaphore { permits: 2 },
+    );
+    assert_mismatch(
+        store.set_permits(&rw, 2).await,
+        &rw,
+        LockKind::ReadWrite,
+        LockKind::Semaphore { permits: 2 },
+    );
+
+    for (on, was) in [&mutex, &sem, &rw].into_iter().zip(before) {
+        assert_eq!(snapshot(&store, on).await, was, "{on} changed");
+    }
+    // A refused read with a waiting mark would hold writers back, and a refused write
+    // readers; the mismatched attempts above left neither.
+    granted(&store, &other.request(&rw, Access::Read, LONG)).await;
+    for key in [&mutex_key, &sem_key, &rw_key] {
+        assert_eq!(extend(&store, key, LONG).await, ExtendOutcome::Extended);
+    }
+}
+
+/// `set_permits` creates a semaphore or changes its count: a raise admits more at once, a
+/// cut admits nobody new until fewer hold than the new count, the old count is a mismatch
+/// from then on; a count of 0 or above `MAX_PERMITS` is rejected and writes nothing.
+pub(crate) async fn shared_records_set_permits_changes_the_count<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let caller = Caller::new();
+    let fresh = name("created-by-count");
+    assert_eq!(
+        store.set_permits(&fresh, 2).await.expect("set_permits"),
+        None
+    );
+    let (kind, _, holders) = snapshot(&store, &fresh).await.expect("a record");
+    assert_eq!(kind, LockKind::Semaphore { permits: 2 });
+    assert!(holders.is_empty());
+    assert_mismatch(
+        store
+            .try_acquire(&caller.request(&fresh, Access::Exclusive, LONG))
+            .await,
+        &fresh,
+        LockKind::Semaphore { permits: 2 },
+        LockKind::Mutex,
+    );
+    granted(
+        &store,
+        &caller.request(&fresh, Access::Permit { permits: 2 }, LONG),
+    )
+    .await;
+
+    let sem = name("recounted");
+    let two = Access::Permit { permits: 2 };
+    let (a, _) = granted(&store, &caller.request(&sem, two, LONG)).await;
+    let (b, _) = granted(&store, &caller.request(&sem, two, LONG)).await;
+    refused(&store, &caller.request(&sem, two, LONG)).await;
+    assert_eq!(store.set_permits(&sem, 3).await.expect("raise"), Some(2));
+    let three = Access::Permit { permits: 3 };
+    let (c, _) = granted(&store, &caller.request(&sem, three, LONG)).await;
+    refused(&store, &caller.request(&sem, three, LONG)).await;
+    assert_mismatch(
+        store.try_acquire(&caller.request(&sem, two, LONG)).await,
+        &sem,
+        LockKind::Semaphore { permits: 3 },
+        LockKind::Semaphore { permits: 2 },
+    );
+
+    assert_eq!(store.set_permits(&sem, 1).await.expect("cut"), Some(3));
+    let one = Access::Permit { permits: 1 };
+    assert_eq!(
+        inspect(&store, &sem)
+            .await
+            .map(|record| record.held_count()),
+        Some(3),
+        "holders keep their permits after a cut"
+    );
+    refused(&store, &caller.request(&sem, one, LONG)).await;
+    released(&store, &a).await;
+    released(&store, &b).await;
+    refused(&store, &caller.request(&sem, one, LONG)).await;
+    released(&store, &c).await;
+    granted(&store, &caller.request(&sem, one, LONG)).await;
+
+    let before = snapshot(&store, &sem).await;
+    assert_rejected(store.set_permits(&sem, 0).await, "a count of 0");
+    assert_rejected(
+        store.set_permits(&sem, MAX_PERMITS + 1).await,
+        "a count above MAX_PERMITS",
+    );
+    assert_rejected(
+        store
+            .try_acquire(&caller.request(&sem, Access::Permit { permits: 0 }, LONG))
+            .await,
+        "a permit of a semaphore of 0",
+    );
+    assert_rejected(
+        store
+            .try_acquire(&caller.request(
+                &sem,
+                Access::Permit {
+                    permits: MAX_PERMITS + 1,
+                },
+                LONG,
+            ))
+            .await,
+        "a permit of a semaphore above MAX_PERMITS",
+    );
+    assert_eq!(snapshot(&store, &sem).await, before, "a rejection wrote");
+    let untouched = name("never-counted");
+    assert_rejected(store.set_permits(&untouched, 0).await, "a new count of 0");
+    assert_eq!(
+        inspect(&store, &untouched).await,
+        None,
+        "a rejection created a record"
+    );
+    assert_eq!(
+        store
+            .set_permits(&sem, MAX_PERMITS)
+            .await
+            .expect("the largest count"),
+        Some(1)
+    );
+}
+
+/// Readers share a reader/writer lock; a writer is refused while any reader holds, and
+/// readers and other writers while a writer holds.
+pub(crate) async fn shared_records_readers_share_and_writers_exclude<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let rw = name("shared-data");
+    let (reader, writer) = (Caller::new(), Caller::new());
+    let mut readers = Vec::new();
+    for i in 0..3 {
+        let on: &B::Store = if i % 2 == 0 { &store } else { &peer };
+        readers.push(
+            granted(on, &reader.request(&rw, Access::Read, LONG))
+                .await
+                .0,
+        );
+    }
+    refused(&peer, &writer.request(&rw, Access::Write, LONG)).await;
+    // A refused writer without a waiting mark holds nobody back.
+    readers.push(
+        granted(&store, &reader.request(&rw, Access::Read, LONG))
+            .await
+            .0,
+    );
+    assert_eq!(
+        inspect(&store, &rw).await.map(|record| record.held_count()),
+        Some(4)
+    );
+    for key in &readers[1..] {
+        released(&store, key).await;
+    }
+    refused(&peer, &writer.request(&rw, Access::Write, LONG)).await;
+    released(&peer, &readers[0]).await;
+    let (written, _) = granted(&peer, &writer.request(&rw, Access::Write, LONG)).await;
+    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    refused(&store, &Caller::new().request(&rw, Access::Write, LONG)).await;
+    released(&peer, &written).await;
+    granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+}
+
+/// A writer refused with `retry_within` holds back new readers until its mark ends; a
+/// second refusal within the mark pushes it to the later end; once it ends readers come in
+/// again (the reader already in keeps its place throughout).
+pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Backend>(backend: &B) {
+    const MARK: Duration = Duration::from_millis(500);
+    let store = backend.fresh().await;
+    let rw = name("writer-waits");
+    let (reader, writer) = (Caller::new(), Caller::new());
+    let (first, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    let waiting = || {
+        writer
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(MARK)
+    };
+    refused(&store, &waiting()).await;
+    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    sleep(MARK * 3 / 5).await;
+    refused(&store, &waiting()).await; // the mark now ends MARK after this
+    sleep(MARK * 3 / 5).await;
+    // The first mark has ended, the second has not.
+    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    sleep(MARK * 2 / 5 + MARGIN).await;
+    let (second, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    assert_eq!(
+        inspect(&store, &rw).await.map(|record| record.held_count()),
+        Some(2)
+    );
+    // A writer that gets in clears its mark: a long one (which would hold readers back for
+    // the whole test) is gone with its grant, and after its release readers come in at once.
+    released(&store, &first).await;
+    let long_wait = || {
+        writer
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(LONG)
+    };
+    refused(&store, &long_wait()).await;
+    released(&store, &second).await;
+    let (written, _) = granted(&store, &long_wait()).await;
+    released(&store, &written).await;
+    granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+}
+
+/// Readers refused while a writer held (with `retry_within`) go before a waiting writer once
+/// that writer releases: the readers' turn, which lasts until their mark ends. Without
+/// waiting readers a release lets the waiting writer in at once, and a reader refused with
+/// no `retry_within` leaves no mark.
+pub(crate) async fn shared_records_readers_go_first_after_a_write<B: Backend>(backend: &B) {
+    const MARK: Duration = Duration::from_millis(500);
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let (reader, first_writer, next_writer) = (Caller::new(), Caller::new(), Caller::new());
+
+    // No reader waits: the waiting writer is next.
+    let plain = name("writer-next");
+    let (held, _) = granted(&store, &first_writer.request(&plain, Access::Write, LONG)).await;
+    refused(&peer, &reader.request(&plain, Access::Read, LONG)).await; // no mark
+    let next = || {
+        next_writer
+            .request(&plain, Access::Write, LONG)
+            .with_retry_within(MARK)
+    };
+    refused(&peer, &next()).await;
+    released(&store, &held).await;
+    let (held, _) = granted(&peer, &next()).await;
+    released(&peer, &held).await;
+
+    // Readers wait: they go first.
+    let rw = name("readers-turn");
+    let (held, _) = granted(&store, &first_writer.request(&rw, Access::Write, LONG)).await;
+    let waiting_reader = || {
+        reader
+            .request(&rw, Access::Read, LONG)
+            .with_retry_within(MARK)
+    };
+    let waiting_writer = || {
+        next_writer
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(MARK)
+    };
+    refused(&peer, &waiting_reader()).await;
+    refused(&peer, &waiting_writer()).await;
+    released(&store, &held).await;
+    refused(&peer, &waiting_writer()).await;
+    let (read, _) = granted(&peer, &waiting_reader()).await;
+    // A reader that did not wait comes in during the turn too, writer waiting or not.
+    let (late, _) = granted(&store, &Caller::new().request(&rw, Access::Read, LONG)).await;
+    released(&peer, &read).await;
+    released(&store, &late).await;
+    refused(&peer, &waiting_writer()).await; // the turn outlasts the readers
+    sleep(MARK + MARGIN).await;
+    granted(&peer, &waiting_writer()).await;
+}
+
+/// Tokens strictly increase across every grant of a shared name — reads and writes mixed,
+/// after releases, after a holder's expiry and after the record's deletion — each at least
+/// a reserved block past the one before; the record shows the last grant's.
+pub(crate) async fn shared_records_shared_tokens_strictly_increase<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let block = store.tokens_per_grant();
+    let caller = Caller::new();
+    let mut tokens = Vec::new();
+
+    let rw = name("fenced-rw");
+    let (r1, t) = granted(&store, &caller.request(&rw, Access::Read, LONG)).await;
+    tokens.push(t);
+    let (r2, t) = granted(&peer, &caller.request(&rw, Access::Read, LONG)).await;
+    tokens.push(t);
+    released(&store, &r1).await;
+    refused(&store, &caller.request(&rw, Access::Write, LONG)).await;
+    released(&peer, &r2).await;
+    let (w, t) = granted(&store, &caller.request(&rw, Access::Write, LONG)).await;
+    tokens.push(t);
+    released(&store, &w).await;
+    let (_silent, t) = granted(&peer, &caller.request(&rw, Access::Write, SHORT)).await;
+    tokens.push(t);
+    sleep(SHORT + MARGIN).await;
+    let (r3, t) = granted(&store, &caller.request(&rw, Access::Read, LONG)).await;
+    tokens.push(t);
+    released(&store, &r3).await;
+    backend.delete_record(&store, &rw).await;
+    let (_r4, t) = granted(&peer, &caller.request(&rw, Access::Read, LONG)).await;
+    tokens.push(t);
+    let last = *tokens.last().unwrap_or(&0);
+    assert_eq!(
+        inspect(&store, &rw).await.map(|record| record.token),
+        Some(last)
+    );
+
+    let sem = name("fenced-semaphore");
+    let two = Access::Permit { permits: 2 };
+    let (p1, t) = granted(&store, &caller.request(&sem, two, LONG)).await;
+    let mut sem_tokens = vec![t];
+    let (_p2, t) = granted(&peer, &caller.request(&sem, two, LONG)).await;
+    sem_tokens.push(t);
+    released(&store, &p1).await;
+    let (_p3, t) = granted(&store, &caller.request(&sem, two, SHORT)).await;
+    sem_tokens.push(t);
+    backend.delete_record(&store, &sem).await;
+    let (_p4, t) = granted(&peer, &caller.request(&sem, two, LONG)).await;
+    sem_tokens.push(t);
+
+    for tokens in [&tokens, &sem_tokens] {
+        assert!(
+            tokens.windows(2).all(|pair| pair[1] >= pair[0] + block),
+            "tokens must increase by at least a block of {block}: {tokens:?}"
+        );
+    }
+}
+
+/// What a release answered, for comparing lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    Yes,
+    NotOwner,
+}
+
+async fn release_all(store: &impl LockStore, keys: &[LeaseKey]) -> Vec<Released> {
+    store
+        .release_many(keys)
+        .await
+        .into_iter()
+        .map(|result| match result {
+            Ok(ReleaseOutcome::Released { .. }) => Released::Yes,
+            Ok(ReleaseOutcome::NotOwner) => Released::NotOwner,
+            Ok(other) => panic!("release_many: unexpected {other:?}"),
+            Err(error) => panic!("release_many: {error}"),
+        })
+        .collect()
+}
+
+/// `release_many` over keys of several names and kinds releases each held one (applying
+/// the readers' turn to a released write), answers NotOwner for a foreign or already
+/// released one, and leaves other holders alone.
+pub(crate) async fn shared_records_release_many_spans_names_and_kinds<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let (ours, theirs) = (Caller::new(), Caller::new());
+    let mutex = name("many-mutex");
+    let sem = name("many-semaphore");
+    let rw = name("many-rwlock");
+    let three = Access::Permit { permits: 3 };
+    let (mutex_key, _) = granted(&store, &ours.request(&mutex, Access::Exclusive, LONG)).await;
+    let (permit_a, _) = granted(&store, &ours.request(&sem, three, LONG)).await;
+    let (_kept, kept_token) = granted(&peer, &theirs.request(&sem, three, LONG)).await;
+    let (permit_b, _) = granted(&store, &ours.request(&sem, three, LONG)).await;
+    let (write_key, _) = granted(&store, &ours.request(&rw, Access::Write, LONG)).await;
+    // Readers and a writer wait for the write lock, with marks.
+    let waiting_reader = theirs
+        .request(&rw, Access::Read, LONG)
+        .with_retry_within(LONG);
+    refused(&peer, &waiting_reader).await;
+    refused(
+        &peer,
+        &theirs
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(LONG),
+    )
+    .await;
+
+    let keys = [
+        mutex_key.clone(),
+        permit_a.clone(),
+        LeaseKey::new(mutex.clone(), LeaseId::new()),
+        write_key.clone(),
+        permit_b.clone(),
+        LeaseKey::shared(sem.clone(), LeaseId::new()),
+    ];
+    use Released::{NotOwner, Yes};
+    assert_eq!(
+        release_all(&store, &keys).await,
+        [Yes, Yes, NotOwner, Yes, Yes, NotOwner]
+    );
+    assert_eq!(
+        release_all(&store, &keys).await,
+        [NotOwner; 6],
+        "released keys cannot be released again"
+    );
+    granted(&peer, &theirs.request(&mutex, Access::Exclusive, LONG)).await;
+    let (_, _, holders) = snapshot(&store, &sem).await.expect("record");
+    assert_eq!(
+        holders,
+        [(theirs.holder.clone(), kept_token, three)],
+        "only our permits were released"
+    );
+    // The released write let the waiting readers' turn begin, ahead of the waiting writer.
+    granted(&peer, &waiting_reader).await;
+
+    let (x, _) = granted(
+        &store,
+        &ours.request(&name("many-x"), Access::Exclusive, LONG),
+    )
+    .await;
+    let (y, _) = granted(&store, &ours.request(&name("many-y"), Access::Read, LONG)).await;
+    assert_eq!(release_all(&store, &[x, y]).await, [Yes, Yes]);
+    assert!(release_all(&store, &[]).await.is_empty());
+}
+
+/// Inspection of a shared record shows its kind and every unexpired holding in grant order
+/// (holder, token, access, time left); `holder` is the first, `token` the last grant's,
+/// `expires_in` the longest time left.
+pub(crate) async fn shared_records_inspect_shows_shared_holders<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (first, second) = (Caller::new(), Caller::new());
+    let sem = name("seen-semaphore");
+    let three = Access::Permit { permits: 3 };
+    let (a, ta) = granted(&store, &first.request(&sem, three, LONG)).await;
+    let (_b, tb) = granted(&store, &second.request(&sem, three, LONG / 2)).await;
+    let record = inspect(&store, &sem).await.expect("record");
+    assert_eq!(record.kind, LockKind::Semaphore { permits: 3 });
+    assert_eq!(record.holder.as_ref(), Some(&first.holder));
+    assert_eq!(record.token, tb);
+    let seen: Vec<_> = record
+        .holders
+        .iter()
+        .map(|holding| (holding.holder.clone(), holding.token, holding.access))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (first.holder.clone(), ta, three),
+            (second.holder.clone(), tb, three)
+        ]
+    );
+    let window = |lease: Duration| lease - Duration::from_secs(5)..=lease;
+    assert!(
+        window(LONG).contains(&record.holders[0].expires_in),
+        "{record:?}"
+    );
+    assert!(
+        window(LONG / 2).contains(&record.holders[1].expires_in),
+        "{record:?}"
+    );
+    assert_eq!(record.expires_in, Some(record.holders[0].expires_in));
+    released(&store, &a).await;
+    let record = inspect(&store, &sem).await.expect("record");
+    assert_eq!(record.holder.as_ref(), Some(&second.holder), "{record:?}");
+    assert_eq!(record.held_count(), 1);
+
+    let rw = name("seen-rwlock");
+    let (r1, t1) = granted(&store, &first.request(&rw, Access::Read, LONG)).await;
+    let (r2, t2) = granted(&store, &second.request(&rw, Access::Read, LONG)).await;
+    assert_eq!(
+        snapshot(&store, &rw).await,
+        Some((
+            LockKind::ReadWrite,
+            t2,
+            vec![
+                (first.holder.clone(), t1, Access::Read),
+                (second.holder.clone(), t2, Access::Read)
+            ]
+        ))
+    );
+    released(&store, &r1).await;
+    released(&store, &r2).await;
+    let (_w, tw) = granted(&store, &second.request(&rw, Access::Write, LONG)).await;
+    assert_eq!(
+        snapshot(&store, &rw).await,
+        Some((
+            LockKind::ReadWrite,
+            tw,
+            vec![(second.holder.clone(), tw, Access::Write)]
+        ))
+    );
+    assert_eq!(inspect(&store, &name("seen-nothing")).await, None);
+}
+
+/// Names that look like operators or paths are plain values for the shared kinds too: each
+/// is its own record, and none touches another.
+pub(crate) async fn shared_records_operator_like_names_are_values_for_shared_kinds<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let caller = Caller::new();
+    let two = Access::Permit { permits: 2 };
+    let gt = name("$gt");
+    granted(&store, &caller.request(&gt, two, LONG)).await;
+    granted(&store, &caller.request(&gt, two, LONG)).await;
+    refused(&store, &caller.request(&gt, two, LONG)).await;
+    let dotted = name("a.b");
+    granted(&store, &caller.request(&dotted, Access::Read, LONG)).await;
+    refused(&store, &caller.request(&dotted, Access::Write, LONG)).await;
+    let path = name("holders.0");
+    let (written, _) = granted(&store, &caller.request(&path, Access::Write, LONG)).await;
+    let counted = name("{\"$ne\": 1}");
+    assert_eq!(
+        store.set_permits(&counted, 4).await.expect("set_permits"),
+        None
+    );
+    let where_ = name("$where");
+    granted(&store, &caller.request(&where_, Access::Read, LONG)).await;
+    for (on, kind) in [
+        (&gt, LockKind::Semaphore { permits: 2 }),
+        (&dotted, LockKind::ReadWrite),
+        (&path, LockKind::ReadWrite),
+        (&counted, LockKind::Semaphore { permits: 4 }),
+        (&where_, LockKind::ReadWrite),
+    ] {
+        let record = inspect(&store, on).await.expect("its own record");
+        assert_eq!(record.kind, kind, "{on}");
+    }
+    for plain in ["a", "holders", "gt", "$ne"] {
+        assert_eq!(
+            inspect(&store, &name(plain)).await,
+            None,
+            "{plain:?} was touched"
+        );
+    }
+    granted(&store, &caller.request(&name("a"), Access::Exclusive, LONG)).await;
+    assert_eq!(
+        extend(&store, &written, LONG).await,
+        ExtendOutcome::Extended
+    );
+    released(&store, &written).await;
+}
