@@ -47,7 +47,7 @@ use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
-use crate::options::LockOptions;
+use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
 use crate::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LockStore,
@@ -97,6 +97,9 @@ pub(crate) struct SharedActorState {
     supervisor: ActorRef<SupervisorMsg>,
     /// The kind the first request asked for (reported when a mutex request comes).
     kind: LockKind,
+    /// The semaphore capacity this actor added to the permits gauge, taken back when it
+    /// stops.
+    reported_permits: Option<(LockNameLabel, f64)>,
     waiters: Waiters,
     acquisition: Acquisition,
     holds: HashMap<LeaseId, SharedHold>,
@@ -140,6 +143,7 @@ impl Actor for SharedLockActor {
             holder: base.holder,
             supervisor: base.supervisor,
             kind: args.kind,
+            reported_permits: None,
             waiters: Waiters::default(),
             acquisition: Acquisition::Idle,
             holds: HashMap::new(),
@@ -155,6 +159,17 @@ impl Actor for SharedLockActor {
             renewer: base.renewer,
             timers: base.timers,
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        state: &mut SharedActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some((policy, permits)) = state.reported_permits.take() {
+            LockMetrics::semaphore_permits(&state.name, &policy, -permits);
+        }
+        Ok(())
     }
 
     async fn handle(
@@ -259,9 +274,14 @@ impl SharedActorState {
         requested_at: Instant,
         reply: GuardReply,
     ) {
+        if let (Access::Permit { permits }, None) = (access, &self.reported_permits) {
+            let policy = options.lock_name_label().clone();
+            LockMetrics::semaphore_permits(&self.name, &policy, f64::from(permits));
+            self.reported_permits = Some((policy, f64::from(permits)));
+        }
         self.waiters.push(Waiter {
             access,
-            metrics: LockMetrics::new(&self.name, options.lock_name_label()),
+            metrics: LockMetrics::for_access(&self.name, options.lock_name_label(), access),
             options,
             requested_at,
             reply,
@@ -279,7 +299,7 @@ impl SharedActorState {
         reply: TryReply,
     ) {
         if matches!(self.acquisition, Acquisition::Idle) && self.waiters.next_live().is_none() {
-            let metrics = LockMetrics::new(&self.name, options.lock_name_label());
+            let metrics = LockMetrics::for_access(&self.name, options.lock_name_label(), access);
             let next = NextWaiter {
                 access,
                 options,

@@ -28,6 +28,7 @@ use std::time::Duration;
 use metrics::Label;
 
 use crate::error::LossReason;
+use crate::kind::Access;
 use crate::name::LockName;
 
 use crate::options::LockNameLabel;
@@ -84,7 +85,14 @@ pub fn describe() {
         "How long locks were held, until release or loss."
     );
     describe_gauge!(WAITERS, "Local tasks waiting for a lock.");
-    describe_gauge!(HELD_LOCKS, "Locks held by this process.");
+    describe_gauge!(
+        HELD_LOCKS,
+        "Locks held by this process (semaphore permits, reads and writes by `access`)."
+    );
+    describe_gauge!(
+        SEMAPHORE_PERMITS,
+        "Permits of the semaphores this process uses: the capacity permits in use fill."
+    );
     describe_gauge!(
         AT_RISK_LOCKS,
         "Held locks whose renewals are failing, loss deadline still ahead."
@@ -140,6 +148,10 @@ impl StoreOp {
     }
 }
 
+/// The permits of the semaphores this process uses (gauge; with the `lock` label per
+/// semaphore, else their sum): the capacity `mongolock_held_locks{access="permit"}` fills.
+pub const SEMAPHORE_PERMITS: &str = "mongolock_semaphore_permits";
+
 /// The metric handles of one lock actor: the base labels are computed once, not per event.
 #[derive(Debug, Clone)]
 pub(crate) struct LockMetrics {
@@ -154,6 +166,25 @@ impl LockMetrics {
             Vec::new()
         };
         Self { base }
+    }
+
+    /// The handles for acquisitions of `access`: a shared kind's series also carry an
+    /// `access` label (`permit`, `read`, `write`), so permits in use, readers and writers
+    /// show apart; a mutex's series keep exactly the labels they always had.
+    pub(crate) fn for_access(name: &LockName, policy: &LockNameLabel, access: Access) -> Self {
+        let mut metrics = Self::new(name, policy);
+        if access.kind().is_shared() {
+            metrics
+                .base
+                .push(Label::from_static_parts("access", access.as_str()));
+        }
+        metrics
+    }
+
+    /// This process started (positive) or stopped (negative) using a semaphore of
+    /// `permits`.
+    pub(crate) fn semaphore_permits(name: &LockName, policy: &LockNameLabel, permits: f64) {
+        metrics::gauge!(SEMAPHORE_PERMITS, Self::new(name, policy).base).increment(permits);
     }
 
     fn with(&self, key: &'static str, value: &'static str) -> Vec<Label> {

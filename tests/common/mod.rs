@@ -6,6 +6,7 @@
 pub(crate) mod election;
 pub(crate) mod embedding;
 pub(crate) mod guarantees;
+pub(crate) mod primitives;
 pub(crate) mod scenarios;
 pub(crate) mod shared_records;
 pub(crate) mod watching;
@@ -108,6 +109,14 @@ macro_rules! conformance_suite {
             embedding::resign_waits_for_bound_work_to_stop,
             embedding::shutdown_waits_for_bound_work_to_stop,
             watching::watch_reports_grants_releases_expiry_takeover_and_deletion,
+            primitives::semaphore_admits_its_count_and_gets_crashed_permits_back,
+            primitives::semaphore_counts_are_fixed_by_the_record,
+            primitives::rw_lock_readers_share_and_the_writer_excludes,
+            primitives::rw_lock_waiting_writer_holds_new_readers_back,
+            primitives::permit_loss_is_told_before_the_place_is_given,
+            primitives::multi_lock_is_all_or_nothing,
+            primitives::multi_locks_in_opposite_orders_never_deadlock,
+            primitives::multi_lock_reports_any_member_loss,
             shared_records::shared_records_semaphore_grants_exactly_its_permits,
             shared_records::shared_records_shared_extend_is_owner_checked,
             shared_records::shared_records_expired_permit_comes_back,

@@ -1,0 +1,339 @@
+//! Conformance scenarios for the primitives beside the mutex — [`Semaphore`], [`RwLock`] and
+//! [`MultiLock`] — through the public API, on every store: each keeps the mutex's
+//! guarantees (a bounded number of holders, loss told before anyone else can take the
+//! place, cancel-safe acquisition, tokens that only increase) and its own rules (counts
+//! fixed by the record, fairness between readers and writers, all-or-nothing members).
+//!
+//! [`Semaphore`]: mongolock::Semaphore
+//! [`RwLock`]: mongolock::RwLock
+//! [`MultiLock`]: mongolock::MultiLock
+
+use std::time::Duration;
+
+use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+use mongolock::testing::FaultyStore;
+use mongolock::{Access, HolderId, LockError, LockKind, LockName, LossReason};
+use tokio::time::{Instant, timeout};
+
+use super::{Backend, SLACK, fast_options, start};
+
+/// Waits until `condition` holds or `within` passes (a store seen from outside has no signal
+/// to wait on).
+async fn eventually(within: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A semaphore of 2 admits two holders across processes and no third; a release lets the
+/// waiting third in, and a holder whose process vanished (a grant nobody renews) gives its
+/// permit back when its lease runs out — never before.
+pub(crate) async fn semaphore_admits_its_count_and_gets_crashed_permits_back<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let pair_a = a.semaphore("pair", 2).unwrap();
+    let pair_b = b.semaphore("pair", 2).unwrap();
+    let first = pair_a.acquire().await.unwrap();
+    let second = pair_b.acquire().await.unwrap();
+    assert!(second.token() > first.token());
+    assert!(
+        pair_a.try_acquire().await.unwrap().is_none(),
+        "a third permit of two was granted"
+    );
+    let waiting = {
+        let pair = pair_b.clone();
+        tokio::spawn(async move { pair.acquire().await })
+    };
+    first.release().await.unwrap();
+    let third = timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("a released permit did not reach the waiter")
+        .unwrap()
+        .unwrap();
+    assert!(third.token() > second.token());
+    drop((second, third));
+
+    // A process that took a permit and crashed: its lease is never renewed.
+    let crashed_lease = fast_options().lease_duration();
+    let crashed = AcquireRequest::new(
+        LockName::new("crashed").unwrap(),
+        LeaseId::new(),
+        HolderId::from_string("crashed-process".into()),
+        crashed_lease,
+    )
+    .with_access(Access::Permit { permits: 1 });
+    let granted_at = Instant::now();
+    assert!(matches!(
+        store.try_acquire(&crashed).await.unwrap(),
+        AcquireOutcome::Acquired { .. }
+    ));
+    let after_crash = a
+        .semaphore("crashed", 1)
+        .unwrap()
+        .acquire_timeout(crashed_lease * 4)
+        .await
+        .expect("the crashed holder's permit never came back");
+    assert!(
+        granted_at.elapsed() >= crashed_lease - Duration::from_millis(100),
+        "the permit came back {:?} after the grant, before its lease ran out",
+        granted_at.elapsed()
+    );
+    after_crash.release().await.unwrap();
+}
+
+/// A handle asking for another count, or a mutex on a semaphore's name, gets a typed
+/// error and writes nothing; `set_permits` changes the count for everyone.
+pub(crate) async fn semaphore_counts_are_fixed_by_the_record<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let three = a.semaphore("imports", 3).unwrap();
+    let held = three.acquire().await.unwrap();
+    let before = three.inspect().await.unwrap().expect("a record");
+    assert_eq!(before.kind, LockKind::Semaphore { permits: 3 });
+
+    let five = b.semaphore("imports", 5).unwrap();
+    match five.try_acquire().await {
+        Err(LockError::KindMismatch { found, asked, .. }) => {
+            assert_eq!(found, LockKind::Semaphore { permits: 3 });
+            assert_eq!(asked, LockKind::Semaphore { permits: 5 });
+        }
+        other => panic!("a count mismatch gave {other:?}"),
+    }
+    assert!(matches!(
+        b.lock("imports").unwrap().try_acquire().await,
+        Err(LockError::KindMismatch { .. })
+    ));
+    assert!(matches!(
+        b.rw_lock("imports").unwrap().try_read().await,
+        Err(LockError::KindMismatch { .. })
+    ));
+    let after = three.inspect().await.unwrap().expect("a record");
+    assert_eq!(after.holders, before.holders, "a refused request wrote");
+    assert!(matches!(
+        a.semaphore("imports", 0),
+        Err(LockError::InvalidOptions(_))
+    ));
+
+    assert_eq!(five.set_permits(5).await.unwrap(), Some(3));
+    let record = three.inspect().await.unwrap().expect("a record");
+    assert_eq!(record.kind, LockKind::Semaphore { permits: 5 });
+    assert!(five.try_acquire().await.unwrap().is_some());
+    assert!(
+        matches!(
+            three.try_acquire().await,
+            Err(LockError::KindMismatch { .. })
+        ),
+        "a handle still asking for the old count must be told"
+    );
+    held.release().await.unwrap();
+}
+
+/// Readers share, the writer excludes everyone, and every grant's token is larger than
+/// every one before it, reads included: a fenced resource orders the writer after the
+/// readers it excluded.
+pub(crate) async fn rw_lock_readers_share_and_the_writer_excludes<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let schema_a = a.rw_lock("schema").unwrap();
+    let schema_b = b.rw_lock("schema").unwrap();
+    let read_a = schema_a.read().await.unwrap();
+    let read_b = schema_b.read().await.unwrap();
+    let record = schema_a.inspect().await.unwrap().expect("a record");
+    assert_eq!(record.kind, LockKind::ReadWrite);
+    assert_eq!(record.holders.len(), 2);
+    assert!(record.holders.iter().all(|h| h.access == Access::Read));
+    assert!(schema_b.try_write().await.unwrap().is_none());
+    let last_read = read_a.token().max(read_b.token());
+    drop((read_a, read_b));
+    let writing = timeout(Duration::from_secs(5), schema_b.write())
+        .await
+        .expect("the writer did not get in after the readers left")
+        .unwrap();
+    assert!(writing.token() > last_read);
+    assert!(schema_a.try_read().await.unwrap().is_none());
+    assert!(schema_a.try_write().await.unwrap().is_none());
+    let written = writing.token();
+    writing.release().await.unwrap();
+    let reading = schema_a.read().await.unwrap();
+    assert!(reading.token() > written);
+    assert!(matches!(
+        a.lock("schema").unwrap().try_acquire().await,
+        Err(LockError::KindMismatch { .. })
+    ));
+}
+
+/// Once a writer waits anywhere, a new reader waits behind it, and the writer gets in as
+/// soon as the readers already inside leave.
+pub(crate) async fn rw_lock_waiting_writer_holds_new_readers_back<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let c = start(backend.peer(&store).await).await;
+    let reading = a.rw_lock("ledger").unwrap().read().await.unwrap();
+    let writer = {
+        let lock = b.rw_lock("ledger").unwrap();
+        tokio::spawn(async move { lock.write().await })
+    };
+    // The writer has been refused once: its mark is on the record.
+    let late_reader = c.rw_lock("ledger").unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            late_reader.try_read().await.unwrap().is_none()
+        })
+        .await,
+        "a new reader got in while a writer waited"
+    );
+    let read_token = reading.token();
+    reading.release().await.unwrap();
+    let writing = timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the waiting writer did not get in after the reader left")
+        .unwrap()
+        .unwrap();
+    assert!(writing.token() > read_token);
+    let next_read = {
+        let lock = late_reader.clone();
+        tokio::spawn(async move { lock.read().await })
+    };
+    writing.release().await.unwrap();
+    let reading = timeout(Duration::from_secs(5), next_read)
+        .await
+        .expect("the reader did not get in after the writer left")
+        .unwrap()
+        .unwrap();
+    reading.release().await.unwrap();
+}
+
+/// A permit holder whose store stops answering is told of its loss by its deadline, before
+/// the lease can run out and another process be given the place.
+pub(crate) async fn permit_loss_is_told_before_the_place_is_given<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let faulty = FaultyStore::new(store.clone());
+    let a = start(faulty.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let options = fast_options();
+    let permit = a.semaphore("single", 1).unwrap().acquire().await.unwrap();
+    let acquired = Instant::now();
+    faulty.hang();
+    let taker = {
+        let single = b.semaphore("single", 1).unwrap();
+        tokio::spawn(async move {
+            let permit = single.acquire_timeout(Duration::from_secs(10)).await;
+            (Instant::now(), permit)
+        })
+    };
+    let reason = timeout(options.renew_deadline() + SLACK, permit.lost())
+        .await
+        .expect("the holder was not told by its deadline");
+    assert_eq!(reason, LossReason::DeadlineExceeded);
+    let told = Instant::now();
+    assert!(told - acquired < options.lease_duration());
+    let (taken_at, taken) = taker.await.unwrap();
+    let taken = taken.expect("the place was never given to the other process");
+    assert!(taken_at > told, "given before the holder was told");
+    assert!(taken.token() > permit.token());
+    faulty.heal();
+}
+
+/// All or nothing: a multi-lock that times out because one member is held elsewhere leaves
+/// none of its members held, and once free it takes every member with its own token.
+pub(crate) async fn multi_lock_is_all_or_nothing<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let blocker = b.lock("account-b").unwrap().acquire().await.unwrap();
+    let transfer = a.lock_all(["account-b", "account-a"]).unwrap();
+    assert!(transfer.try_acquire().await.unwrap().is_none());
+    assert!(matches!(
+        transfer.acquire_timeout(Duration::from_millis(300)).await,
+        Err(LockError::Timeout(_))
+    ));
+    assert!(
+        b.lock("account-a")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_some(),
+        "a member stayed held after the multi-lock timed out"
+    );
+    let waiting = {
+        let transfer = transfer.clone();
+        tokio::spawn(async move { transfer.acquire().await })
+    };
+    blocker.release().await.unwrap();
+    let both = timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the multi-lock did not get its members once free")
+        .unwrap()
+        .unwrap();
+    let (token_a, token_b) = (both.token("account-a"), both.token("account-b"));
+    assert!(token_a.is_some() && token_b.is_some());
+    assert!(
+        b.lock("account-a")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none()
+    );
+    both.release().await.unwrap();
+    let again = transfer.acquire().await.unwrap();
+    assert!(again.token("account-a") > token_a && again.token("account-b") > token_b);
+}
+
+/// Two processes locking the same names in opposite orders never deadlock: both finish
+/// every round.
+pub(crate) async fn multi_locks_in_opposite_orders_never_deadlock<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let forward = a.lock_all(["x", "y", "z"]).unwrap();
+    let backward = b.lock_all(["z", "y", "x"]).unwrap();
+    let rounds = |multi: mongolock::MultiLock| {
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                let all = multi.acquire().await?;
+                tokio::task::yield_now().await;
+                all.release().await?;
+            }
+            Ok::<(), LockError>(())
+        })
+    };
+    let (one, two) = (rounds(forward), rounds(backward));
+    let finished = timeout(Duration::from_secs(30), async {
+        (one.await.unwrap(), two.await.unwrap())
+    })
+    .await
+    .expect("multi-locks over the same names deadlocked");
+    finished.0.unwrap();
+    finished.1.unwrap();
+}
+
+/// A lost member is the whole multi-lock's loss, told through its one signal.
+pub(crate) async fn multi_lock_reports_any_member_loss<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let both = a.lock_all(["m1", "m2"]).unwrap().acquire().await.unwrap();
+    let signal = both.loss_signal();
+    backend
+        .delete_record(&store, &LockName::new("m2").unwrap())
+        .await;
+    let reason = timeout(fast_options().renew_deadline() + SLACK, signal.lost())
+        .await
+        .expect("the loss of a member was not told");
+    assert_eq!(reason, LossReason::Superseded);
+    assert!(matches!(both.release().await, Err(LockError::Lost(_))));
+}
