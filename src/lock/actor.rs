@@ -36,7 +36,7 @@ use super::backoff::Backoff;
 use super::hold::{Hold, HoldDue};
 use super::message::{DetachReply, GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan::{self, GrantClaim};
-use super::renewer::{Renewal, Renewer};
+use super::renewer::Renewer;
 use super::route::RouteGate;
 use super::starvation;
 use super::store_call::spawn_store_call;
@@ -45,13 +45,13 @@ use super::timer::{Timer, Timers};
 use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
-use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
+use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::request::HolderId;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
-    LockStore, ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, HandOverOutcome, LeaseId, LockStore,
+    ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
 };
 
 /// The actor behaviour; all state lives in [`LockActorState`].
@@ -348,33 +348,10 @@ impl LockActorState {
                 None => return self.become_idle(myself),
             },
         };
-        let lease = LeaseId::new();
-        let request = self.acquire_request(lease, &next);
-        let limits = (
-            next.options.renew_deadline(),
-            orphan::late_answer_limit(&next.options),
-        );
-        self.phase = Phase::Attempting(Attempt::new(lease, next, for_try));
-        let orphan = request.key();
-        let store = self.store.clone();
-        orphan::run_granting_call(
-            myself,
-            &self.store,
-            async move { store.try_acquire(&request).await },
-            limits,
-            |result| match result {
-                Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
-                // An error may hide a grant the store applied (its answer was lost).
-                Err(error) => !matches!(error, StoreError::Timeout(_)),
-            },
-            vec![orphan],
-            move |sent_at, result, claim| LockMsg::AttemptDone {
-                lease,
-                sent_at,
-                result,
-                claim,
-            },
-        );
+        let request = self.acquire_request(LeaseId::new(), &next);
+        let options = next.options.clone();
+        self.phase = Phase::Attempting(Attempt::new(request.lease, next, for_try));
+        orphan::send_attempt(myself, &self.store, request, &options);
     }
 
     fn acquire_request(&self, lease: LeaseId, next: &NextWaiter) -> AcquireRequest {
@@ -544,20 +521,9 @@ impl LockActorState {
     }
 
     fn send_renewal(&mut self, myself: &ActorRef<LockMsg>) {
-        let Phase::Held(hold) = &mut self.phase else {
-            return;
-        };
-        // Bounded by the deadline: a later answer is useless anyway.
-        let deadline = hold.renewal_sent();
-        let request = ExtendRequest {
-            key: hold.key(&self.name),
-            lease_duration: hold.options().lease_duration(),
-        };
-        self.renewer.renew(Renewal {
-            request,
-            deadline,
-            actor: myself.clone(),
-        });
+        if let Phase::Held(hold) = &mut self.phase {
+            self.renewer.renew(hold.renewal(&self.name, myself));
+        }
     }
 
     fn on_renew_done(
@@ -572,28 +538,9 @@ impl LockActorState {
             Phase::Held(hold) if hold.lease() == lease => hold,
             _ => return,
         };
-        hold.renewal_answered(sent_at, result.is_err());
-        match result {
-            Ok(ExtendOutcome::Extended) => {
-                tracing::trace!(lock = %self.name, token = hold.token(), "lease renewed");
-                hold.metrics().renewal(RenewalResult::Extended);
-                let next = self.renewer.align(
-                    hold.next_renewal_after(sent_at),
-                    hold.options().renew_interval(),
-                );
-                hold.renewed(sent_at, next);
-                self.arm_hold_timer(myself);
-            }
-            Ok(ExtendOutcome::NotOwner) => {
-                hold.metrics().renewal(RenewalResult::Lost);
-                self.lose(myself, LossReason::Superseded, LeaseLeft::Gone);
-            }
-            Err(error) => {
-                tracing::warn!(lock = %self.name, token = hold.token(), %error, "lease renewal failed; retrying until the renew deadline");
-                hold.metrics().renewal(RenewalResult::Error);
-                hold.renewal_failed(error);
-                self.arm_hold_timer(myself);
-            }
+        match hold.apply_renewal(&self.name, sent_at, result, &self.renewer) {
+            Some(reason) => self.lose(myself, reason, LeaseLeft::Gone),
+            None => self.arm_hold_timer(myself),
         }
     }
 

@@ -14,11 +14,12 @@ use super::guard::LockGuard;
 use super::loss_signal::{AtRisk, HoldStatusSender};
 use super::message::LockMsg;
 use super::orphan;
+use super::renewer::{Renewal, Renewer};
 use crate::error::{LossReason, StoreError};
-use crate::metrics::LockMetrics;
+use crate::metrics::{LockMetrics, RenewalResult};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{LeaseId, LeaseKey, LockStore};
+use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore};
 
 pub(crate) struct Hold {
     lease: LeaseId,
@@ -198,6 +199,53 @@ impl Hold {
             self.deadline
         } else {
             self.next_renewal.min(self.deadline)
+        }
+    }
+
+    /// The renewal to send now for this hold of `name`, answering to `actor`, bounded by
+    /// the loss deadline (a later answer is useless anyway).
+    pub(crate) fn renewal(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
+        let deadline = self.renewal_sent();
+        Renewal {
+            request: ExtendRequest::new(self.key(name), self.options.lease_duration()),
+            deadline,
+            actor: actor.clone(),
+        }
+    }
+
+    /// Applies the answer to the renewal sent at `sent_at`: a confirmation moves the
+    /// deadline and schedules the next renewal (aligned by `renewer`), an error puts the
+    /// hold at risk until the deadline decides. Returns the loss reason when the store
+    /// says the lease is gone.
+    pub(crate) fn apply_renewal(
+        &mut self,
+        name: &LockName,
+        sent_at: Instant,
+        result: Result<ExtendOutcome, StoreError>,
+        renewer: &Renewer,
+    ) -> Option<LossReason> {
+        self.renewal_answered(sent_at, result.is_err());
+        match result {
+            Ok(ExtendOutcome::Extended) => {
+                tracing::trace!(lock = %name, token = self.token, "lease renewed");
+                self.metrics.renewal(RenewalResult::Extended);
+                let next = renewer.align(
+                    self.next_renewal_after(sent_at),
+                    self.options.renew_interval(),
+                );
+                self.renewed(sent_at, next);
+                None
+            }
+            Ok(ExtendOutcome::NotOwner) => {
+                self.metrics.renewal(RenewalResult::Lost);
+                Some(LossReason::Superseded)
+            }
+            Err(error) => {
+                tracing::warn!(lock = %name, token = self.token, %error, "lease renewal failed; retrying until the renew deadline");
+                self.metrics.renewal(RenewalResult::Error);
+                self.renewal_failed(error);
+                None
+            }
         }
     }
 

@@ -36,7 +36,7 @@ use super::backoff::Backoff;
 use super::hold::{Hold, HoldDue};
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan::{self, GrantClaim};
-use super::renewer::{Renewal, Renewer};
+use super::renewer::Renewer;
 use super::route::RouteGate;
 use super::starvation;
 use super::store_call::spawn_store_call;
@@ -45,13 +45,13 @@ use super::timer::{Timer, Timers};
 use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
-use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
+use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LockStore,
-    ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, LeaseId, LockStore, ReleaseOutcome,
+    ReleaseWaiters, WaitingForRelease,
 };
 
 /// The actor behaviour; all state lives in [`SharedActorState`].
@@ -363,11 +363,7 @@ impl SharedActorState {
         } else {
             longest_backoff * 2
         });
-        let limits = (
-            next.options.renew_deadline(),
-            orphan::late_answer_limit(&next.options),
-        );
-        let orphan = request.key();
+        let options = next.options.clone();
         self.acquisition = Acquisition::Attempting(Attempt {
             lease,
             access: next.access,
@@ -375,24 +371,7 @@ impl SharedActorState {
             metrics: next.metrics,
             for_try,
         });
-        let store = self.store.clone();
-        orphan::run_granting_call(
-            myself,
-            &self.store,
-            async move { store.try_acquire(&request).await },
-            limits,
-            |result| match result {
-                Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
-                Err(error) => !matches!(error, StoreError::Timeout(_)),
-            },
-            vec![orphan],
-            move |sent_at, result, claim| LockMsg::AttemptDone {
-                lease,
-                sent_at,
-                result,
-                claim,
-            },
-        );
+        orphan::send_attempt(myself, &self.store, request, &options);
     }
 
     fn on_attempt_done(
@@ -572,18 +551,7 @@ impl SharedActorState {
                 let reason = held.hold.deadline_reason();
                 return self.lose(myself, lease, reason, true);
             }
-            HoldDue::Renewal => {
-                let deadline = held.hold.renewal_sent();
-                let request = ExtendRequest::new(
-                    held.hold.key(&self.name),
-                    held.hold.options().lease_duration(),
-                );
-                self.renewer.renew(Renewal {
-                    request,
-                    deadline,
-                    actor: myself.clone(),
-                });
-            }
+            HoldDue::Renewal => self.renewer.renew(held.hold.renewal(&self.name, myself)),
             HoldDue::Nothing => {}
         }
         self.arm_hold_timer(myself, lease);
@@ -599,28 +567,12 @@ impl SharedActorState {
         let Some(held) = self.holds.get_mut(&lease) else {
             return;
         };
-        let hold = &mut held.hold;
-        hold.renewal_answered(sent_at, result.is_err());
-        match result {
-            Ok(ExtendOutcome::Extended) => {
-                hold.metrics().renewal(RenewalResult::Extended);
-                let next = self.renewer.align(
-                    hold.next_renewal_after(sent_at),
-                    hold.options().renew_interval(),
-                );
-                hold.renewed(sent_at, next);
-                self.arm_hold_timer(myself, lease);
-            }
-            Ok(ExtendOutcome::NotOwner) => {
-                hold.metrics().renewal(RenewalResult::Lost);
-                self.lose(myself, lease, LossReason::Superseded, false);
-            }
-            Err(error) => {
-                tracing::warn!(lock = %self.name, token = hold.token(), %error, "lease renewal failed; retrying until the renew deadline");
-                hold.metrics().renewal(RenewalResult::Error);
-                hold.renewal_failed(error);
-                self.arm_hold_timer(myself, lease);
-            }
+        match held
+            .hold
+            .apply_renewal(&self.name, sent_at, result, &self.renewer)
+        {
+            Some(reason) => self.lose(myself, lease, reason, false),
+            None => self.arm_hold_timer(myself, lease),
         }
     }
 
