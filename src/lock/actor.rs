@@ -32,6 +32,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
+use super::attempt::{self, Verdict};
 use super::backoff::Backoff;
 use super::hold::{Hold, HoldDue};
 use super::message::{DetachReply, GuardReply, LockMsg, ReleaseReply, TryReply};
@@ -351,7 +352,7 @@ impl LockActorState {
         let request = self.acquire_request(LeaseId::new(), &next);
         let options = next.options.clone();
         self.phase = Phase::Attempting(Attempt::new(request.lease, next, for_try));
-        orphan::send_attempt(myself, &self.store, request, &options);
+        attempt::send_attempt(myself, &self.store, request, &options);
     }
 
     fn acquire_request(&self, lease: LeaseId, next: &NextWaiter) -> AcquireRequest {
@@ -378,35 +379,18 @@ impl LockActorState {
         ) else {
             return;
         };
-        let took = sent_at.elapsed();
-        attempt
-            .metrics
-            .store_call(StoreOp::Acquire, took, result.is_err());
-        let deadline = sent_at + attempt.options.renew_deadline();
-        match result {
-            Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
-                attempt.metrics.attempt(AttemptResult::Acquired);
+        match attempt::judge(
+            &self.name,
+            sent_at,
+            result,
+            &attempt.options,
+            &attempt.metrics,
+        ) {
+            Verdict::Granted(token) => {
                 self.backoff.reset();
                 self.grant(myself, attempt, token, sent_at, claim);
             }
-            Ok(AcquireOutcome::Acquired { .. }) => {
-                // The grant arrived after its own renew deadline: it cannot be used safely;
-                // dropping the claim releases it.
-                tracing::warn!(lock = %self.name, ?took, "acquisition answered too late to use; releasing it");
-                attempt.metrics.attempt(AttemptResult::Error);
-                self.attempt_failed(myself, attempt, None);
-            }
-            Ok(AcquireOutcome::Busy { .. }) => {
-                attempt.metrics.attempt(AttemptResult::Contended);
-                self.attempt_failed(myself, attempt, None);
-            }
-            Err(error) => {
-                // An attempt that failed may still have been applied: its claim releases the
-                // lease id. A timed-out one is released by its own task once the store answers.
-                tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
-                attempt.metrics.attempt(AttemptResult::Error);
-                self.attempt_failed(myself, attempt, Some(error));
-            }
+            Verdict::Refused(error) => self.attempt_failed(myself, attempt, error),
         }
     }
 

@@ -23,12 +23,14 @@
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
 //! | `starvation.rs` | when local waiters step back for other processes |
+//! | `attempt.rs` | one acquisition attempt: sent off the loop with its claim, its answer judged |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
 //! | `watch.rs` | [`LockWatch`]: what happens to some locks, from the store's record feed or by polling |
 
 mod actor;
+mod attempt;
 mod backoff;
 mod batch_size;
 mod guard;

@@ -15,7 +15,7 @@ use super::message::LockMsg;
 use super::store_call::{self, Started, bounded};
 use crate::error::StoreError;
 use crate::options::LockOptions;
-use crate::store::{AcquireOutcome, AcquireRequest, LeaseKey, LockStore};
+use crate::store::{LeaseKey, LockStore};
 
 /// Releases `key` and waits for the answer, which nobody needs: a failed release leaves a
 /// lease that expires on the store by itself.
@@ -141,38 +141,4 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
             release_now(store.as_ref(), key, timeout).await;
         }
     });
-}
-
-/// Sends one acquisition attempt for `request` (with the terms of `options`) off the
-/// actor's loop: its answer comes back as [`LockMsg::AttemptDone`], carrying a claim that
-/// releases whatever the attempt granted unless the actor keeps it — also when the answer
-/// comes too late, or to an actor that is gone.
-pub(crate) fn send_attempt(
-    actor: &ActorRef<LockMsg>,
-    store: &Arc<dyn LockStore>,
-    request: AcquireRequest,
-    options: &LockOptions,
-) {
-    let lease = request.lease;
-    let limits = (options.renew_deadline(), late_answer_limit(options));
-    let orphans = vec![request.key()];
-    let caller = store.clone();
-    run_granting_call(
-        actor,
-        store,
-        async move { caller.try_acquire(&request).await },
-        limits,
-        |result| match result {
-            Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
-            // An error may hide a grant the store applied (its answer was lost).
-            Err(error) => !matches!(error, StoreError::Timeout(_)),
-        },
-        orphans,
-        move |sent_at, result, claim| LockMsg::AttemptDone {
-            lease,
-            sent_at,
-            result,
-            claim,
-        },
-    );
 }

@@ -32,10 +32,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
 use super::actor::LockActorArgs;
+use super::attempt::{self, Verdict};
 use super::backoff::Backoff;
 use super::hold::{Hold, HoldDue};
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
-use super::orphan::{self, GrantClaim};
+use super::orphan::GrantClaim;
 use super::renewer::Renewer;
 use super::route::RouteGate;
 use super::starvation;
@@ -371,7 +372,7 @@ impl SharedActorState {
             metrics: next.metrics,
             for_try,
         });
-        orphan::send_attempt(myself, &self.store, request, &options);
+        attempt::send_attempt(myself, &self.store, request, &options);
     }
 
     fn on_attempt_done(
@@ -391,32 +392,20 @@ impl SharedActorState {
         else {
             return;
         };
-        attempt
-            .metrics
-            .store_call(StoreOp::Acquire, sent_at.elapsed(), result.is_err());
-        let deadline = sent_at + attempt.options.renew_deadline();
-        match result {
-            Ok(AcquireOutcome::Acquired { token }) if Instant::now() < deadline => {
-                attempt.metrics.attempt(AttemptResult::Acquired);
+        match attempt::judge(
+            &self.name,
+            sent_at,
+            result,
+            &attempt.options,
+            &attempt.metrics,
+        ) {
+            Verdict::Granted(token) => {
                 self.backoff.reset();
                 self.grant(myself, attempt, token, sent_at, claim);
                 // Another place may be free: serve the next waiter at once.
                 self.start_attempt(myself, None);
             }
-            Ok(AcquireOutcome::Acquired { .. }) => {
-                tracing::warn!(lock = %self.name, "acquisition answered too late to use; releasing it");
-                attempt.metrics.attempt(AttemptResult::Error);
-                self.attempt_failed(myself, attempt, None);
-            }
-            Ok(AcquireOutcome::Busy { .. }) => {
-                attempt.metrics.attempt(AttemptResult::Contended);
-                self.attempt_failed(myself, attempt, None);
-            }
-            Err(error) => {
-                tracing::warn!(lock = %self.name, %error, "acquisition attempt failed");
-                attempt.metrics.attempt(AttemptResult::Error);
-                self.attempt_failed(myself, attempt, Some(error));
-            }
+            Verdict::Refused(error) => self.attempt_failed(myself, attempt, error),
         }
     }
 

@@ -1,0 +1,97 @@
+//! One acquisition attempt, as both per-name actors send it and judge its answer: the
+//! store call runs off the actor's loop with a claim on whatever it grants, and its answer
+//! is only a grant if it came back before the lease's own renew deadline.
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::message::LockMsg;
+use super::orphan;
+use crate::error::StoreError;
+use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
+use crate::name::LockName;
+use crate::options::LockOptions;
+use crate::store::{AcquireOutcome, AcquireRequest, LockStore};
+
+/// Sends one acquisition attempt for `request` (with the terms of `options`) off the
+/// actor's loop: its answer comes back as [`LockMsg::AttemptDone`], carrying a claim that
+/// releases whatever the attempt granted unless the actor keeps it — also when the answer
+/// comes too late, or to an actor that is gone.
+pub(crate) fn send_attempt(
+    actor: &ActorRef<LockMsg>,
+    store: &Arc<dyn LockStore>,
+    request: AcquireRequest,
+    options: &LockOptions,
+) {
+    let lease = request.lease;
+    let limits = (options.renew_deadline(), orphan::late_answer_limit(options));
+    let orphans = vec![request.key()];
+    let caller = store.clone();
+    orphan::run_granting_call(
+        actor,
+        store,
+        async move { caller.try_acquire(&request).await },
+        limits,
+        |result| match result {
+            Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
+            // An error may hide a grant the store applied (its answer was lost).
+            Err(error) => !matches!(error, StoreError::Timeout(_)),
+        },
+        orphans,
+        move |sent_at, result, claim| LockMsg::AttemptDone {
+            lease,
+            sent_at,
+            result,
+            claim,
+        },
+    );
+}
+
+/// What an attempt's answer means.
+pub(crate) enum Verdict {
+    /// Granted in time, with this token: the actor keeps it (and its claim).
+    Granted(u64),
+    /// Not granted: held elsewhere (`None`), or the store failed. A grant answered after
+    /// its renew deadline is refused too; dropping its claim releases it.
+    Refused(Option<StoreError>),
+}
+
+/// Judges the answer to the attempt sent at `sent_at` under `options`, recording its
+/// metrics and logging what went wrong.
+pub(crate) fn judge(
+    name: &LockName,
+    sent_at: Instant,
+    result: Result<AcquireOutcome, StoreError>,
+    options: &LockOptions,
+    metrics: &LockMetrics,
+) -> Verdict {
+    let took = sent_at.elapsed();
+    metrics.store_call(StoreOp::Acquire, took, result.is_err());
+    match result {
+        Ok(AcquireOutcome::Acquired { token })
+            if Instant::now() < sent_at + options.renew_deadline() =>
+        {
+            metrics.attempt(AttemptResult::Acquired);
+            Verdict::Granted(token)
+        }
+        Ok(AcquireOutcome::Acquired { .. }) => {
+            // Answered after its own renew deadline: it cannot be used safely.
+            tracing::warn!(lock = %name, ?took, "acquisition answered too late to use; releasing it");
+            metrics.attempt(AttemptResult::Error);
+            Verdict::Refused(None)
+        }
+        Ok(AcquireOutcome::Busy { .. }) => {
+            metrics.attempt(AttemptResult::Contended);
+            Verdict::Refused(None)
+        }
+        Err(error) => {
+            // An attempt that failed may still have been applied: its claim releases the
+            // lease id. A timed-out one is released by its own task once the store answers.
+            tracing::warn!(lock = %name, %error, "acquisition attempt failed");
+            metrics.attempt(AttemptResult::Error);
+            Verdict::Refused(Some(error))
+        }
+    }
+}
