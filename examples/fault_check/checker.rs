@@ -5,7 +5,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::{ms, ms_between};
-use crate::events::{Event, WriteOutcome};
+use crate::events::{Access, Event, WriteOutcome};
+
+mod shared;
+
+pub(crate) use shared::SharedReport;
 
 /// Bounds the checks hold the run to, in clock nanoseconds.
 #[derive(Debug, Clone)]
@@ -126,6 +130,10 @@ pub(crate) struct Report {
     pub(crate) recovery: BTreeMap<String, u64>,
     /// Longest time a record showed a lease no process held, and which.
     pub(crate) max_unowned: Option<(u64, String)>,
+    /// Latest a record still listed a `SIGKILL`ed holder's lease, after the kill.
+    pub(crate) killed_lease_seen: Option<u64>,
+    /// What the checks of semaphores and reader/writer locks saw.
+    pub(crate) shared: SharedReport,
     pub(crate) violations: Vec<String>,
 }
 
@@ -144,6 +152,7 @@ struct Section {
     process: usize,
     lock: String,
     task: u32,
+    access: Access,
     token: u64,
     asked: u64,
     enter: u64,
@@ -175,8 +184,14 @@ impl Section {
     }
 
     fn describe(&self, processes: &[ProcessRecord]) -> String {
+        let access = match self.access {
+            Access::Exclusive => String::new(),
+            Access::Permit(_) => "permit ".to_owned(),
+            Access::Read => "read ".to_owned(),
+            Access::Write => "write ".to_owned(),
+        };
         format!(
-            "{} token {} (process w{} task {}, asked {:.1} ms, entered {:.1} ms, lost {}, exit {})",
+            "{} {access}token {} (process w{} task {}, asked {:.1} ms, entered {:.1} ms, lost {}, exit {})",
             self.lock,
             self.token,
             processes[self.process].index,
@@ -207,7 +222,10 @@ pub(crate) fn check(run: &RunData) -> Report {
     report.paused_sections = sections.iter().filter(|s| s.paused(processes)).count();
 
     for (lock, list) in &by_lock {
-        check_sections(lock, list, run, &mut report);
+        match shared::Shape::of(lock, list, processes, &mut report) {
+            None => check_sections(lock, list, run, &mut report),
+            Some(shape) => shared::check_lock(shape, lock, list, run, &mut report),
+        }
     }
     let mut all_locks: Vec<&str> = run.locks.iter().map(String::as_str).collect();
     all_locks.extend(by_lock.keys().copied());
@@ -244,6 +262,7 @@ pub(crate) fn check(run: &RunData) -> Report {
         }
     }
     check_unowned(run, &sections, &mut report);
+    check_killed_leases(run, &mut report);
     check_progress(run, &by_lock, &mut report);
     check_processes(run, &sections, &mut report);
     report
@@ -263,12 +282,14 @@ fn collect(run: &RunData, report: &mut Report) -> (Vec<Section>, Vec<(String, Wr
                     token,
                     asked,
                     at,
+                    access,
                 } => {
                     open.insert((lock.clone(), *token), sections.len());
                     sections.push(Section {
                         process: p,
                         lock: lock.clone(),
                         task: *task,
+                        access: *access,
                         token: *token,
                         asked: *asked,
                         enter: *at,
@@ -339,9 +360,11 @@ fn collect(run: &RunData, report: &mut Report) -> (Vec<Section>, Vec<(String, Wr
                     at,
                     limit_ms,
                     lock,
+                    access,
                     ..
                 } => {
                     report.acquire_timeouts += 1;
+                    report.shared.count_timeout(*access);
                     let limit = limit_ms * crate::clock::MS;
                     let late = at.saturating_sub(*asked).saturating_sub(limit);
                     // A timeout is a bound the caller relies on (unless its process was
@@ -626,6 +649,42 @@ fn check_unowned(run: &RunData, sections: &[Section], report: &mut Report) {
     }
 }
 
+/// A `SIGKILL`ed holder's leases come back: no record lists one of them once a lease
+/// length (plus slack for the monitor's answer in flight) has passed since the kill. The
+/// records list unexpired holdings only, by the server's clock, which the kill cannot stop.
+fn check_killed_leases(run: &RunData, report: &mut Report) {
+    let limits = &run.limits;
+    for process in &run.processes {
+        let (Some(killed), Some(holder)) = (process.killed_at, process.holder()) else {
+            continue;
+        };
+        let mut latest: Option<&Sample> = None;
+        for sample in run.samples.iter().chain(&run.final_held) {
+            if sample.at > killed
+                && sample.holder.as_deref() == Some(holder)
+                && latest.is_none_or(|l| sample.at > l.at)
+            {
+                latest = Some(sample);
+            }
+        }
+        let Some(sample) = latest else {
+            continue;
+        };
+        let after = sample.at - killed;
+        report.killed_lease_seen = Some(report.killed_lease_seen.map_or(after, |s| s.max(after)));
+        if after > limits.expiry + limits.slack {
+            report.violations.push(format!(
+                "the lease of SIGKILLed w{} on {} (token {}) was still listed {:.0} ms after the kill (lease {:.0} ms)",
+                process.index,
+                sample.lock,
+                sample.token,
+                ms(after),
+                ms(limits.expiry)
+            ));
+        }
+    }
+}
+
 /// After the last fault of a burst, every lock is entered again within
 /// expiry + maximum backoff (+ slack).
 fn check_progress(run: &RunData, by_lock: &BTreeMap<&str, Vec<&Section>>, report: &mut Report) {
@@ -699,7 +758,7 @@ mod tests {
     use super::*;
     use crate::clock::{MS, SEC};
 
-    fn limits() -> Limits {
+    pub(super) fn limits() -> Limits {
         Limits {
             expiry: 1500 * MS,
             margin: 600 * MS,
@@ -718,6 +777,7 @@ mod tests {
             token,
             asked: at - MS,
             at,
+            access: Access::Exclusive,
         }
     }
 
@@ -744,7 +804,7 @@ mod tests {
         }
     }
 
-    fn process(index: u32, events: Vec<Event>) -> ProcessRecord {
+    pub(super) fn process(index: u32, events: Vec<Event>) -> ProcessRecord {
         let mut all = vec![Event::Hello {
             pid: index,
             holder: format!("w{index}"),

@@ -24,6 +24,38 @@ pub(crate) enum WriteOutcome {
     Failed(String),
 }
 
+/// What a critical section holds: the whole of a mutex (or an election's leadership), one
+/// permit of a semaphore of `n`, or a reader/writer lock's read or write side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Access {
+    Exclusive,
+    Permit(u32),
+    Read,
+    Write,
+}
+
+impl Access {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "x" => Self::Exclusive,
+            "r" => Self::Read,
+            "w" => Self::Write,
+            _ => Self::Permit(text.strip_prefix('p')?.parse().ok()?),
+        })
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Exclusive => f.write_str("x"),
+            Self::Permit(permits) => write!(f, "p{permits}"),
+            Self::Read => f.write_str("r"),
+            Self::Write => f.write_str("w"),
+        }
+    }
+}
+
 /// One line of a worker's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
@@ -36,6 +68,7 @@ pub(crate) enum Event {
         token: u64,
         asked: u64,
         at: u64,
+        access: Access,
     },
     /// A fenced write of the section `token`, sent at `sent`, answered at `done`.
     Write {
@@ -72,6 +105,7 @@ pub(crate) enum Event {
         asked: u64,
         at: u64,
         limit_ms: u64,
+        access: Access,
     },
     /// `acquire` failed with something other than a timeout.
     AcquireError {
@@ -116,7 +150,8 @@ impl fmt::Display for Event {
                 token,
                 asked,
                 at,
-            } => write!(f, "enter\t{lock}\t{task}\t{token}\t{asked}\t{at}"),
+                access,
+            } => write!(f, "enter\t{lock}\t{task}\t{token}\t{asked}\t{at}\t{access}"),
             Self::Write {
                 lock,
                 task,
@@ -154,7 +189,11 @@ impl fmt::Display for Event {
                 asked,
                 at,
                 limit_ms,
-            } => write!(f, "timeout\t{lock}\t{task}\t{asked}\t{at}\t{limit_ms}"),
+                access,
+            } => write!(
+                f,
+                "timeout\t{lock}\t{task}\t{asked}\t{at}\t{limit_ms}\t{access}"
+            ),
             Self::AcquireError {
                 lock,
                 task,
@@ -185,6 +224,7 @@ impl Event {
         let text = |i: usize| fields.get(i).map(|s| (*s).to_owned());
         let num = |i: usize| fields.get(i).and_then(|s| s.parse::<u64>().ok());
         let task = |i: usize| fields.get(i).and_then(|s| s.parse::<u32>().ok());
+        let access = |i: usize| fields.get(i).and_then(|s| Access::parse(s));
         Some(match *fields.first()? {
             "hello" => Self::Hello {
                 pid: task(1)?,
@@ -196,6 +236,7 @@ impl Event {
                 token: num(3)?,
                 asked: num(4)?,
                 at: num(5)?,
+                access: access(6)?,
             },
             "write" => Self::Write {
                 lock: text(1)?,
@@ -238,6 +279,7 @@ impl Event {
                 asked: num(3)?,
                 at: num(4)?,
                 limit_ms: num(5)?,
+                access: access(6)?,
             },
             "acqerr" => Self::AcquireError {
                 lock: text(1)?,
@@ -325,6 +367,15 @@ mod tests {
                 token: 99,
                 asked: 5,
                 at: 6,
+                access: Access::Permit(3),
+            },
+            Event::Enter {
+                lock: "rw-0".into(),
+                task: 1,
+                token: 100,
+                asked: 5,
+                at: 6,
+                access: Access::Read,
             },
             Event::Write {
                 lock: "lock-0".into(),
@@ -365,6 +416,7 @@ mod tests {
                 asked: 1,
                 at: 2,
                 limit_ms: 300,
+                access: Access::Write,
             },
             Event::Hang {
                 at: 3,
@@ -390,5 +442,6 @@ mod tests {
             }
         }
         assert_eq!(Event::parse("enter\tlock-0\t1"), None);
+        assert_eq!(Event::parse("enter\tlock-0\t1\t2\t3\t4\tq"), None);
     }
 }

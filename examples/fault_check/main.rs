@@ -161,6 +161,9 @@ mod cli {
             // 500 ms heartbeat after state-change errors.
             slack_ms: 1500,
             orphan_bound_ms: 1000,
+            permits: 3,
+            write_percent: 30,
+            quiet: Duration::from_secs(6),
             scenarios: if cli.scenarios.is_empty() {
                 Kind::ALL.to_vec()
             } else {
@@ -221,6 +224,21 @@ mod cli {
                 "  longest lease seen with no holder (bound {} ms): {:.0} ms — {what}",
                 config.orphan_bound_ms,
                 *span as f64 / 1e6
+            );
+        }
+        if let Some(seen) = totals.killed_lease_seen {
+            println!(
+                "  latest a SIGKILLed holder's lease was still listed after the kill: {:.0} ms (lease {} ms)",
+                seen as f64 / 1e6,
+                config.expiry_ms
+            );
+        }
+        let shared = &totals.shared;
+        if shared.permits + shared.reads + shared.writes > 0 {
+            println!(
+                "  semaphores ({} permits) and reader/writer locks: {}",
+                config.permits,
+                scenario::describe_shared(shared)
             );
         }
         println!("  violations: {}", totals.violations.len());

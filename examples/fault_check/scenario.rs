@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
-use mongolock::{MongoStore, store::LockStore};
+use mongolock::{LockRecord, MongoStore, store::LockStore};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rand::Rng;
@@ -20,7 +20,7 @@ use tokio::process::{Child, Command};
 use tokio::time::{sleep, timeout};
 
 use crate::checker::{
-    self, FaultRecord, Limits, ProcessRecord, ProtectedDoc, Report, RunData, Sample,
+    self, FaultRecord, Limits, ProcessRecord, ProtectedDoc, Report, RunData, Sample, SharedReport,
 };
 use crate::clock::{self, MS, SEC, ms};
 use crate::events::read_log;
@@ -34,6 +34,8 @@ const WORKER_APP: &str = "fault-check-worker";
 const SOLO_APP: &str = "fault-check-solo";
 const LOCK_PREFIX: &str = "lock";
 const ELECTION_PREFIX: &str = "elect";
+const SEMAPHORE_PREFIX: &str = "sem";
+const RW_PREFIX: &str = "rw";
 
 /// The fault scenarios; each runs on its own namespace with fresh workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -60,10 +62,29 @@ pub(crate) enum Kind {
     LeaderKill,
     /// Random faults of every kind, one after another, on locks and elections at once.
     Mixed,
+    /// Semaphore permits instead of locks, under every fault kind in turn (leaders are
+    /// election candidates running beside them).
+    Semaphore,
+    /// Reader/writer locks instead of locks, under every fault kind in turn.
+    RwLock,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 11] = [
+    /// The fault kinds proper (the last three scenarios combine them).
+    pub(crate) const FAULTS: [Kind; 10] = [
+        Kind::HolderStop,
+        Kind::HolderKill,
+        Kind::ServerStop,
+        Kind::ServerKill,
+        Kind::Block,
+        Kind::Close,
+        Kind::StateChange,
+        Kind::AcquireTimeout,
+        Kind::LeaderStop,
+        Kind::LeaderKill,
+    ];
+
+    pub(crate) const ALL: [Kind; 13] = [
         Kind::HolderStop,
         Kind::HolderKill,
         Kind::ServerStop,
@@ -75,6 +96,8 @@ impl Kind {
         Kind::LeaderStop,
         Kind::LeaderKill,
         Kind::Mixed,
+        Kind::Semaphore,
+        Kind::RwLock,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -90,7 +113,32 @@ impl Kind {
             Kind::LeaderStop => "leader-stop",
             Kind::LeaderKill => "leader-kill",
             Kind::Mixed => "mixed",
+            Kind::Semaphore => "semaphore",
+            Kind::RwLock => "rw-lock",
         }
+    }
+
+    /// What this scenario's lock workers take.
+    fn lock_mode(self) -> Mode {
+        match self {
+            Kind::Semaphore => Mode::Semaphore,
+            Kind::RwLock => Mode::ReadWrite,
+            _ => Mode::Lock,
+        }
+    }
+
+    /// Scenarios of one primitive under every fault kind in turn.
+    fn every_fault(self) -> bool {
+        matches!(self, Kind::Semaphore | Kind::RwLock)
+    }
+}
+
+fn prefix(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Lock => LOCK_PREFIX,
+        Mode::Election => ELECTION_PREFIX,
+        Mode::Semaphore => SEMAPHORE_PREFIX,
+        Mode::ReadWrite => RW_PREFIX,
     }
 }
 
@@ -118,6 +166,13 @@ pub(crate) struct Config {
     pub(crate) mixed: Duration,
     pub(crate) slack_ms: u64,
     pub(crate) orphan_bound_ms: u64,
+    /// The semaphores' count in the semaphore scenario.
+    pub(crate) permits: u32,
+    /// Percent of acquisitions that write in the reader/writer scenario.
+    pub(crate) write_percent: u32,
+    /// Time without faults at the end of the semaphore and reader/writer scenarios, long
+    /// enough for the starvation check to see more than the gaps between recoveries.
+    pub(crate) quiet: Duration,
     pub(crate) scenarios: Vec<Kind>,
 }
 
@@ -186,6 +241,8 @@ pub(crate) struct Totals {
     pub(crate) min_loss_gap: Option<i64>,
     pub(crate) recovery: BTreeMap<String, u64>,
     pub(crate) max_unowned: Option<(u64, String)>,
+    pub(crate) killed_lease_seen: Option<u64>,
+    pub(crate) shared: SharedReport,
 }
 
 impl Totals {
@@ -218,6 +275,10 @@ impl Totals {
         {
             self.max_unowned = Some((span, format!("[{}] {what}", kind.label())));
         }
+        if let Some(seen) = report.killed_lease_seen {
+            self.killed_lease_seen = Some(self.killed_lease_seen.map_or(seen, |s| s.max(seen)));
+        }
+        self.shared.add(&report.shared);
     }
 }
 
@@ -290,9 +351,44 @@ fn print_scenario(kind: Kind, report: &Report, faults: &[FaultRecord], took: u64
         report.violations.len(),
         took as f64 / 1e9,
     );
+    let shared = &report.shared;
+    if shared.permits + shared.reads + shared.writes > 0 {
+        println!("    {}", describe_shared(shared));
+    }
     for violation in report.violations.iter().take(20) {
         println!("    VIOLATION {violation}");
     }
+}
+
+/// One line on what the semaphore and reader/writer checks saw.
+pub(crate) fn describe_shared(shared: &SharedReport) -> String {
+    let gaps = shared
+        .longest_quiet_gap
+        .iter()
+        .map(|(side, gap)| format!("{side} {:.0} ms", ms(*gap)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "permits {} (peak {} of {}, {} passed locally), reads {} (peak {} readers, {} shared), writes {}; timeouts {:?}; killed permit holders {} (permit back within {}); longest quiet gap without an entry: {}",
+        shared.permits,
+        shared.peak_permits.map_or(0, |(peak, _)| peak),
+        shared.peak_permits.map_or(0, |(_, permits)| permits),
+        shared.local_passes,
+        shared.reads,
+        shared.peak_readers,
+        shared.shared_reads,
+        shared.writes,
+        shared.timeouts,
+        shared.permits_back,
+        shared
+            .slowest_permit_back
+            .map_or("-".into(), |t| format!("{:.0} ms", ms(t))),
+        if gaps.is_empty() {
+            "-".to_owned()
+        } else {
+            gaps
+        },
+    )
 }
 
 impl<'a> Run<'a> {
@@ -328,8 +424,8 @@ impl<'a> Run<'a> {
         let config = self.config;
         match self.kind {
             Kind::LeaderStop | Kind::LeaderKill => vec![Mode::Election; config.processes as usize],
-            Kind::Mixed => {
-                let mut modes = vec![Mode::Lock; config.processes as usize];
+            Kind::Mixed | Kind::Semaphore | Kind::RwLock => {
+                let mut modes = vec![self.kind.lock_mode(); config.processes as usize];
                 modes.extend(vec![Mode::Election; config.processes.div_ceil(2) as usize]);
                 modes
             }
@@ -338,16 +434,11 @@ impl<'a> Run<'a> {
     }
 
     fn lock_names(&self) -> Vec<String> {
-        let mut prefixes = Vec::new();
-        let modes = self.modes();
-        if modes.contains(&Mode::Lock) {
-            prefixes.push(LOCK_PREFIX);
-        }
-        if modes.contains(&Mode::Election) {
-            prefixes.push(ELECTION_PREFIX);
-        }
-        prefixes
+        let mut modes = self.modes();
+        modes.dedup();
+        modes
             .into_iter()
+            .map(prefix)
             .flat_map(|prefix| (0..self.config.locks).map(move |i| format!("{prefix}-{i}")))
             .collect()
     }
@@ -356,9 +447,10 @@ impl<'a> Run<'a> {
         self.spawn_worker(mode, false)
     }
 
-    /// The worker whose every acquisition goes to its own lock (see [`SOLO_APP`]).
+    /// The worker whose every acquisition goes to its own lock (see [`SOLO_APP`]), of the
+    /// scenario's primitive.
     fn spawn_solo(&mut self) -> Result<(), String> {
-        self.spawn_worker(Mode::Lock, true)
+        self.spawn_worker(self.kind.lock_mode(), true)
     }
 
     fn spawn_worker(&mut self, mode: Mode, solo: bool) -> Result<(), String> {
@@ -367,6 +459,10 @@ impl<'a> Run<'a> {
         let log = self.dir.join(format!("w{index}.log"));
         let acquire_timeout_ms = match self.kind {
             Kind::AcquireTimeout | Kind::Mixed => config.short_acquire_timeout_ms,
+            // The acquire-timeout fault needs short timeouts only where it stalls commands;
+            // the others wait as long as in the other scenarios, so that a starved side
+            // shows as a gap, not as a stream of timeouts.
+            _ if solo => config.short_acquire_timeout_ms,
             _ => config.acquire_timeout_ms,
         };
         let args = WorkerArgs {
@@ -377,10 +473,7 @@ impl<'a> Run<'a> {
             log: log.clone(),
             index,
             mode,
-            prefix: match mode {
-                Mode::Lock => LOCK_PREFIX.to_owned(),
-                Mode::Election => ELECTION_PREFIX.to_owned(),
-            },
+            prefix: prefix(mode).to_owned(),
             locks: config.locks,
             // The solo worker: each task has a lock of its own and goes in and out at once,
             // idle in between, so that most of its store commands are acquisitions of a free
@@ -399,6 +492,8 @@ impl<'a> Run<'a> {
             write_every_ms: config.write_every_ms,
             solo_percent: if solo { 100 } else { 0 },
             idle_max_ms: if solo { 300 } else { 20 },
+            permits: config.permits,
+            write_percent: config.write_percent,
         };
         let stderr = std::fs::File::create(self.dir.join(format!("w{index}.stderr")))
             .map_err(|e| e.to_string())?;
@@ -427,7 +522,7 @@ impl<'a> Run<'a> {
         for mode in self.modes() {
             self.spawn(mode)?;
         }
-        if matches!(self.kind, Kind::AcquireTimeout | Kind::Mixed) {
+        if matches!(self.kind, Kind::AcquireTimeout | Kind::Mixed) || self.kind.every_fault() {
             self.spawn_solo()?;
         }
         // Wait until every worker runs its manager.
@@ -450,16 +545,13 @@ impl<'a> Run<'a> {
             Kind::Mixed => {
                 // Every kind once in a random order, then random kinds until the time is up.
                 let until = clock::now() + u64::try_from(self.config.mixed.as_nanos()).unwrap_or(0);
-                let mut kinds: Vec<Kind> = Kind::ALL
-                    .into_iter()
-                    .filter(|kind| *kind != Kind::Mixed)
-                    .collect();
+                let mut kinds = Kind::FAULTS.to_vec();
                 kinds.shuffle(&mut rand::rng());
                 let mut next = kinds.into_iter();
                 loop {
                     let kind = match next.next() {
                         Some(kind) => kind,
-                        None if clock::now() < until => *Kind::ALL[..10]
+                        None if clock::now() < until => *Kind::FAULTS
                             .choose(&mut rand::rng())
                             .unwrap_or(&Kind::HolderStop),
                         None => break,
@@ -468,6 +560,29 @@ impl<'a> Run<'a> {
                     let pause = rand::rng().random_range(500..2500);
                     sleep(Duration::from_millis(pause)).await;
                 }
+            }
+            kind if kind.every_fault() => {
+                // Every fault kind `repeats` times, in random order, each followed by the
+                // time to recover (so that every one is checked for progress), then a quiet
+                // stretch for the starvation check.
+                let mut kinds: Vec<Kind> = (0..self.config.repeats)
+                    .flat_map(|_| Kind::FAULTS)
+                    .collect();
+                kinds.shuffle(&mut rand::rng());
+                println!(
+                    "    {} faults in this order: {}",
+                    kind.label(),
+                    kinds
+                        .iter()
+                        .map(|k| k.label())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                for fault in kinds {
+                    self.inject(fault).await?;
+                    sleep(self.config.recovery()).await;
+                }
+                sleep(self.config.quiet).await;
             }
             kind => {
                 for _ in 0..self.config.repeats {
@@ -578,12 +693,7 @@ impl<'a> Run<'a> {
                         Err(poisoned) => poisoned.into_inner(),
                     };
                     for (lock, record) in locks {
-                        samples.push(Sample {
-                            at,
-                            lock,
-                            holder: record.holder.map(|h| h.as_str().to_owned()),
-                            token: record.token,
-                        });
+                        samples.extend(samples_of(at, lock, record));
                     }
                 }
                 sleep(Duration::from_millis(100)).await;
@@ -604,13 +714,8 @@ impl<'a> Run<'a> {
         let locks = self.lock_store().list().await.map_err(|e| e.to_string())?;
         Ok(locks
             .into_iter()
-            .filter(|(_, record)| record.holder.is_some())
-            .map(|(lock, record)| Sample {
-                at,
-                lock,
-                holder: record.holder.map(|h| h.as_str().to_owned()),
-                token: record.token,
-            })
+            .flat_map(|(lock, record)| samples_of(at, lock, record))
+            .filter(|sample| sample.holder.is_some())
             .collect())
     }
 
@@ -669,7 +774,7 @@ impl<'a> Run<'a> {
         match kind {
             Kind::HolderStop | Kind::LeaderStop => {
                 let prefix = if kind == Kind::HolderStop {
-                    LOCK_PREFIX
+                    prefix(self.kind.lock_mode())
                 } else {
                     ELECTION_PREFIX
                 };
@@ -686,11 +791,12 @@ impl<'a> Run<'a> {
                 self.record(kind.label(), start, end, true, false);
             }
             Kind::HolderKill | Kind::LeaderKill => {
-                let (prefix, mode) = if kind == Kind::HolderKill {
-                    (LOCK_PREFIX, Mode::Lock)
+                let mode = if kind == Kind::HolderKill {
+                    self.kind.lock_mode()
                 } else {
-                    (ELECTION_PREFIX, Mode::Election)
+                    Mode::Election
                 };
+                let prefix = prefix(mode);
                 let Some((victim, _, _)) = self.pick_holder(prefix).await else {
                     println!("    (no {prefix} holder to kill)");
                     return Ok(());
@@ -820,7 +926,7 @@ impl<'a> Run<'a> {
                 );
                 self.record(kind.label(), start, clock::now(), false, false);
             }
-            Kind::Mixed => {}
+            Kind::Mixed | Kind::Semaphore | Kind::RwLock => {}
         }
         Ok(())
     }
@@ -924,6 +1030,29 @@ impl<'a> Run<'a> {
             .map(|_| ())
             .map_err(|e| format!("configureFailPoint off failed: {e}"))
     }
+}
+
+/// What one lock record shows: one sample per holding (a semaphore's permits, a
+/// reader/writer lock's readers), or the free lock and its last token.
+fn samples_of(at: u64, lock: String, record: LockRecord) -> Vec<Sample> {
+    if record.holders.is_empty() {
+        return vec![Sample {
+            at,
+            lock,
+            holder: record.holder.map(|h| h.as_str().to_owned()),
+            token: record.token,
+        }];
+    }
+    record
+        .holders
+        .into_iter()
+        .map(|holding| Sample {
+            at,
+            lock: lock.clone(),
+            holder: Some(holding.holder.as_str().to_owned()),
+            token: holding.token,
+        })
+        .collect()
 }
 
 /// Where the test server binary lives unless `--server-binary` says otherwise.

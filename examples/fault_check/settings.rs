@@ -10,6 +10,11 @@ pub(crate) enum Mode {
     Lock,
     /// One election candidate per election name.
     Election,
+    /// `tasks` tasks taking a permit of random semaphores of `permits`.
+    Semaphore,
+    /// `tasks` tasks reading or (`write_percent` of the time) writing random reader/writer
+    /// locks.
+    ReadWrite,
 }
 
 /// Arguments of `fault_check worker` (internal: started by the orchestrator).
@@ -69,6 +74,12 @@ pub(crate) struct WorkerArgs {
     /// Longest random pause between two acquisitions of one task.
     #[arg(long, default_value_t = 20)]
     pub(crate) idle_max_ms: u64,
+    /// The semaphores' count (semaphore mode).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) permits: u32,
+    /// Percent of acquisitions that write (reader/writer mode).
+    #[arg(long, default_value_t = 30)]
+    pub(crate) write_percent: u32,
 }
 
 impl WorkerArgs {
@@ -86,6 +97,8 @@ impl WorkerArgs {
         let mode = match self.mode {
             Mode::Lock => "lock",
             Mode::Election => "election",
+            Mode::Semaphore => "semaphore",
+            Mode::ReadWrite => "read-write",
         };
         let pairs: [(&str, String); 20] = [
             ("--uri", self.uri.clone()),
@@ -120,6 +133,10 @@ impl WorkerArgs {
         args.push(self.solo_percent.to_string());
         args.push("--idle-max-ms".to_owned());
         args.push(self.idle_max_ms.to_string());
+        args.push("--permits".to_owned());
+        args.push(self.permits.to_string());
+        args.push("--write-percent".to_owned());
+        args.push(self.write_percent.to_string());
         args
     }
 }

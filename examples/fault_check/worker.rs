@@ -1,6 +1,7 @@
-//! A worker process: one `LockManager` on the test server, `tasks` tasks taking random locks
-//! (or one election candidate per election), each critical section recorded and doing fenced
-//! writes to the protected document of its lock, until the run's deadline.
+//! A worker process: one `LockManager` on the test server, `tasks` tasks taking random locks,
+//! semaphore permits or reader/writer sides (or one election candidate per election), each
+//! critical section recorded and (but for permits) doing fenced writes to the protected
+//! document of its lock, until the run's deadline.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use rand::Rng;
 use tokio::time::{sleep, timeout};
 
 use crate::clock::{self, MS};
-use crate::events::{Event, EventLog, WriteOutcome};
+use crate::events::{Access, Event, EventLog, WriteOutcome};
 use crate::settings::{Mode, WorkerArgs};
 
 /// How much longer than its own limit a bounded call may take before it counts as a hang.
@@ -138,7 +139,7 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
     });
     let mut tasks = Vec::new();
     match worker.args.mode {
-        Mode::Lock => {
+        Mode::Lock | Mode::Semaphore | Mode::ReadWrite => {
             for task in 0..worker.args.tasks {
                 tasks.push(tokio::spawn(lock_task(worker.clone(), task)));
             }
@@ -193,6 +194,37 @@ fn random_ms(min: u64, max: u64) -> Duration {
     Duration::from_millis(rand::rng().random_range(min..=max.max(min)))
 }
 
+/// What one acquisition of a lock task asks for, by the worker's mode.
+fn pick_access(args: &WorkerArgs) -> Access {
+    match args.mode {
+        Mode::Lock | Mode::Election => Access::Exclusive,
+        Mode::Semaphore => Access::Permit(args.permits),
+        Mode::ReadWrite if rand::rng().random_range(0..100) < args.write_percent => Access::Write,
+        Mode::ReadWrite => Access::Read,
+    }
+}
+
+/// `acquire_timeout(limit)` on `name` with `access`, through the primitive it belongs to.
+async fn acquire(
+    worker: &Worker,
+    name: &str,
+    access: Access,
+    limit: Duration,
+) -> Result<LockGuard, LockError> {
+    let manager = &worker.manager;
+    match access {
+        Access::Exclusive => manager.lock(name)?.acquire_timeout(limit).await,
+        Access::Permit(permits) => {
+            manager
+                .semaphore(name, permits)?
+                .acquire_timeout(limit)
+                .await
+        }
+        Access::Read => manager.rw_lock(name)?.read_timeout(limit).await,
+        Access::Write => manager.rw_lock(name)?.write_timeout(limit).await,
+    }
+}
+
 async fn lock_task(worker: Arc<Worker>, task: u32) {
     let args = &worker.args;
     let limit = Duration::from_millis(args.acquire_timeout_ms);
@@ -206,22 +238,9 @@ async fn lock_task(worker: Arc<Worker>, task: u32) {
                 rand::rng().random_range(0..args.locks)
             )
         };
-        let lock = match worker.manager.lock(&name) {
-            Ok(lock) => lock,
-            Err(error) => {
-                worker.log.record(&Event::AcquireError {
-                    lock: name,
-                    task,
-                    asked: clock::now(),
-                    at: clock::now(),
-                    message: error.to_string(),
-                });
-                sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let access = pick_access(args);
         let asked = clock::now();
-        match timeout(limit + HANG_SLACK, lock.acquire_timeout(limit)).await {
+        match timeout(limit + HANG_SLACK, acquire(&worker, &name, access, limit)).await {
             Err(_) => worker.log.record(&Event::Hang {
                 at: clock::now(),
                 waited_ms: (clock::now() - asked) / MS,
@@ -233,6 +252,7 @@ async fn lock_task(worker: Arc<Worker>, task: u32) {
                 asked,
                 at: clock::now(),
                 limit_ms: args.acquire_timeout_ms,
+                access,
             }),
             Ok(Err(error)) => {
                 worker.log.record(&Event::AcquireError {
@@ -244,15 +264,26 @@ async fn lock_task(worker: Arc<Worker>, task: u32) {
                 });
                 sleep(Duration::from_millis(50)).await;
             }
-            Ok(Ok(guard)) => hold(&worker, task, &name, guard, asked).await,
+            Ok(Ok(guard)) => hold(&worker, task, &name, guard, asked, access).await,
         }
         sleep(random_ms(0, args.idle_max_ms)).await;
     }
 }
 
 /// One critical section on a lock: enter, write (the first write claims the document),
-/// stop on loss or after a random hold, release.
-async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u64) {
+/// stop on loss or after a random hold, release. A semaphore's permit holders share the
+/// name, so fenced writes, which order holders one after the other, would only fence each
+/// other off: they hold without writing. Readers do write: the fence then orders every
+/// writer after the readers it excluded and refuses a reader paused past its lease once a
+/// writer has written (readers fencing each other off is expected and harmless).
+async fn hold(
+    worker: &Worker,
+    task: u32,
+    name: &str,
+    guard: LockGuard,
+    asked: u64,
+    access: Access,
+) {
     let args = &worker.args;
     let token = guard.token();
     worker.log.record(&Event::Enter {
@@ -261,6 +292,7 @@ async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u
         token,
         asked,
         at: clock::now(),
+        access,
     });
     let signal = guard.loss_signal();
     let watcher = {
@@ -278,13 +310,16 @@ async fn hold(worker: &Worker, task: u32, name: &str, guard: LockGuard, asked: u
             });
         })
     };
+    let fenced = !matches!(access, Access::Permit(_));
     let hold_until = clock::now()
         + u64::try_from(random_ms(args.hold_min_ms, args.hold_max_ms).as_nanos()).unwrap_or(0);
     loop {
         if guard.loss().is_some() {
             break;
         }
-        write(worker, task, name, token).await;
+        if fenced {
+            write(worker, task, name, token).await;
+        }
         if clock::now() >= hold_until {
             break;
         }
@@ -436,6 +471,7 @@ async fn election_task(worker: Arc<Worker>, index: u32) {
             token,
             asked,
             at: clock::now(),
+            access: Access::Exclusive,
         });
         let deposed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watcher = {

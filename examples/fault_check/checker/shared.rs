@@ -1,0 +1,1196 @@
+//! The checks of the shared kinds — semaphores and reader/writer locks — over the same
+//! critical sections, with the same clock discipline, as the mutex's: a section counts as a
+//! holder from its recorded entry (taken after the grant returned) until it was told of a
+//! loss, stopped touching the resource (taken before its release was sent) or was killed, so
+//! that an overlap of two recorded intervals is an overlap of two holders that both believed
+//! they held. A section whose process was `SIGSTOP`ped is exempt from exclusion (it cannot be
+//! told of its loss; the fence has to stop it instead) and counted apart.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{
+    Access, LOSS_RECORDING_SLACK, ProcessRecord, Report, RunData, Section, ms, ms_between,
+};
+
+/// How many overlaps of one lock are spelled out; the rest are counted in one line.
+const DETAILED: usize = 10;
+
+/// A reader/writer lock with this many reads that never had two readers at once did not
+/// share (a run has hundreds).
+const READS_TO_SHARE: usize = 10;
+
+/// How long before a kill the semaphore must have been full for its return to full use to
+/// be required (a name nobody contended for need not fill up again).
+const FULL_BEFORE_KILL: u64 = 2 * crate::clock::SEC;
+
+/// What the shared-kind checks saw, for the summary.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedReport {
+    /// Sections holding a semaphore permit, a read, a write.
+    pub(crate) permits: usize,
+    pub(crate) reads: usize,
+    pub(crate) writes: usize,
+    /// Acquire timeouts by what was asked (`permit`, `read`, `write`, `lock`).
+    pub(crate) timeouts: BTreeMap<&'static str, usize>,
+    /// Most permit holders at once (not counting paused ones), and the semaphore's count.
+    pub(crate) peak_permits: Option<(usize, u32)>,
+    /// Most readers at once (not counting paused ones).
+    pub(crate) peak_readers: usize,
+    /// Reads entered while another reader was inside.
+    pub(crate) shared_reads: usize,
+    /// Sections entered by a local pass of a permit (exempt from the cross-process token
+    /// order, which a reserved token block does not follow).
+    pub(crate) local_passes: usize,
+    /// Kills of a permit holder after which the semaphore had to fill up again, and the
+    /// slowest it did.
+    pub(crate) permits_back: usize,
+    pub(crate) slowest_permit_back: Option<u64>,
+    /// Per side, the longest time without an entry of that side in time free of faults.
+    pub(crate) longest_quiet_gap: BTreeMap<&'static str, u64>,
+}
+
+impl SharedReport {
+    pub(super) fn count_timeout(&mut self, access: Access) {
+        *self.timeouts.entry(label(access)).or_default() += 1;
+    }
+
+    /// Adds another scenario's figures.
+    pub(crate) fn add(&mut self, other: &SharedReport) {
+        self.permits += other.permits;
+        self.reads += other.reads;
+        self.writes += other.writes;
+        for (access, n) in &other.timeouts {
+            *self.timeouts.entry(access).or_default() += n;
+        }
+        if let Some((peak, permits)) = other.peak_permits
+            && self.peak_permits.is_none_or(|(p, _)| peak > p)
+        {
+            self.peak_permits = Some((peak, permits));
+        }
+        self.peak_readers = self.peak_readers.max(other.peak_readers);
+        self.shared_reads += other.shared_reads;
+        self.local_passes += other.local_passes;
+        self.permits_back += other.permits_back;
+        if let Some(slowest) = other.slowest_permit_back {
+            self.slowest_permit_back =
+                Some(self.slowest_permit_back.map_or(slowest, |s| s.max(slowest)));
+        }
+        for (side, gap) in &other.longest_quiet_gap {
+            let entry = self.longest_quiet_gap.entry(side).or_default();
+            *entry = (*entry).max(*gap);
+        }
+    }
+}
+
+fn label(access: Access) -> &'static str {
+    match access {
+        Access::Exclusive => "lock",
+        Access::Permit(_) => "permit",
+        Access::Read => "read",
+        Access::Write => "write",
+    }
+}
+
+/// What exclusion a shared name promises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shape {
+    /// At most this many holders at once.
+    Semaphore(u32),
+    /// Readers together, or one writer alone.
+    ReadWrite,
+}
+
+impl Shape {
+    /// The shape of a lock's sections; `None` for a mutex (or an election). Sections of two
+    /// kinds on one name are a violation (the store refuses a mismatched kind).
+    pub(super) fn of(
+        lock: &str,
+        list: &[&Section],
+        processes: &[ProcessRecord],
+        report: &mut Report,
+    ) -> Option<Self> {
+        let shape_of = |access: Access| match access {
+            Access::Exclusive => None,
+            Access::Permit(permits) => Some(Shape::Semaphore(permits)),
+            Access::Read | Access::Write => Some(Shape::ReadWrite),
+        };
+        let first = list.first()?;
+        let shape = shape_of(first.access);
+        if let Some(other) = list.iter().find(|s| shape_of(s.access) != shape) {
+            report.violations.push(format!(
+                "{lock}: held as two kinds of lock: {} and {}",
+                first.describe(processes),
+                other.describe(processes)
+            ));
+        }
+        shape
+    }
+
+    /// Whether `total` holders of which `writers` write break the exclusion.
+    fn too_many(self, total: usize, writers: usize) -> bool {
+        match self {
+            Shape::Semaphore(permits) => total > permits as usize,
+            Shape::ReadWrite => writers > 0 && total > 1,
+        }
+    }
+}
+
+/// Every check of one semaphore or reader/writer lock; `list` is sorted by entry.
+pub(super) fn check_lock(
+    shape: Shape,
+    lock: &str,
+    list: &[&Section],
+    run: &RunData,
+    report: &mut Report,
+) {
+    for section in list {
+        match section.access {
+            Access::Permit(_) => report.shared.permits += 1,
+            Access::Read => report.shared.reads += 1,
+            Access::Write => report.shared.writes += 1,
+            Access::Exclusive => {}
+        }
+    }
+    let timeline = check_exclusion(shape, lock, list, run, report);
+    check_margin(shape, lock, list, run, report);
+    check_tokens(shape, lock, list, run, report);
+    match shape {
+        Shape::Semaphore(permits) => {
+            check_permits_back(permits, lock, list, &timeline, run, report);
+        }
+        Shape::ReadWrite => {
+            check_exclusion_order(lock, list, run, report);
+            check_sides(lock, list, run, report);
+        }
+    }
+}
+
+/// One holder entering or leaving, in time order: at one instant a leaving goes first, so
+/// that intervals that only touch do not overlap (as in the mutex check).
+fn events(
+    list: &[&Section],
+    ends: &[u64],
+    include: impl Fn(usize) -> bool,
+) -> Vec<(u64, bool, usize)> {
+    let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(list.len() * 2);
+    for (i, section) in list.iter().enumerate() {
+        if include(i) && ends[i] > section.enter {
+            events.push((section.enter, true, i));
+            events.push((ends[i], false, i));
+        }
+    }
+    events.sort_unstable();
+    events
+}
+
+fn writers(list: &[&Section], inside: &BTreeSet<usize>) -> usize {
+    inside
+        .iter()
+        .filter(|i| list[**i].access == Access::Write)
+        .count()
+}
+
+fn describe_all(
+    list: &[&Section],
+    inside: &BTreeSet<usize>,
+    processes: &[ProcessRecord],
+) -> String {
+    inside
+        .iter()
+        .map(|i| list[*i].describe(processes))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// No instant with more holders than the shape admits, counting every holder that was not
+/// told of a loss. Returns the count of unpaused holders after every change, in time order.
+fn check_exclusion(
+    shape: Shape,
+    lock: &str,
+    list: &[&Section],
+    run: &RunData,
+    report: &mut Report,
+) -> Vec<(u64, usize)> {
+    let processes = &run.processes;
+    let ends: Vec<u64> = list
+        .iter()
+        .map(|s| s.end(processes).unwrap_or(u64::MAX))
+        .collect();
+    let paused: Vec<bool> = list.iter().map(|s| s.paused(processes)).collect();
+    let mut inside = BTreeSet::new();
+    let mut steady = BTreeSet::new();
+    let mut timeline = Vec::new();
+    let mut found = 0;
+    for (at, entering, i) in events(list, &ends, |_| true) {
+        if !entering {
+            inside.remove(&i);
+            if steady.remove(&i) {
+                timeline.push((at, steady.len()));
+            }
+            continue;
+        }
+        inside.insert(i);
+        if !paused[i] {
+            steady.insert(i);
+            timeline.push((at, steady.len()));
+        }
+        let section = list[i];
+        match section.access {
+            Access::Permit(permits) => {
+                let peak = report.shared.peak_permits.map_or(0, |(p, _)| p);
+                if steady.len() > peak {
+                    report.shared.peak_permits = Some((steady.len(), permits));
+                }
+            }
+            Access::Read if !paused[i] => {
+                let readers = steady.len() - writers(list, &steady);
+                report.shared.peak_readers = report.shared.peak_readers.max(readers);
+                if readers > 1 {
+                    report.shared.shared_reads += 1;
+                }
+            }
+            _ => {}
+        }
+        if !shape.too_many(inside.len(), writers(list, &inside)) {
+            continue;
+        }
+        if !shape.too_many(steady.len(), writers(list, &steady)) {
+            report.paused_overlaps += 1;
+            continue;
+        }
+        found += 1;
+        if found <= DETAILED {
+            let until = steady.iter().map(|j| ends[*j]).min().unwrap_or(u64::MAX);
+            report.violations.push(format!(
+                "{lock}: {} holders at once ({}) for {:.1} ms from {:.1} ms: {}",
+                steady.len(),
+                match shape {
+                    Shape::Semaphore(permits) => format!("{permits} permits"),
+                    Shape::ReadWrite => format!("{} writing", writers(list, &steady)),
+                },
+                ms_between(at, until),
+                ms(at),
+                describe_all(list, &steady, processes)
+            ));
+        }
+    }
+    if found > DETAILED {
+        report.violations.push(format!(
+            "{lock}: {} more entries into a full lock",
+            found - DETAILED
+        ));
+    }
+    timeline
+}
+
+/// The loss margin: a holder told of its loss still counts until it lets go or the margin
+/// after the notice has passed, so nobody may take its place within that time. Also the
+/// smallest gap between a notice and the entry that took the told holder's place.
+fn check_margin(shape: Shape, lock: &str, list: &[&Section], run: &RunData, report: &mut Report) {
+    let processes = &run.processes;
+    let margin = run.limits.margin;
+    let ends: Vec<u64> = list
+        .iter()
+        .map(|s| s.end(processes).unwrap_or(u64::MAX))
+        .collect();
+    let let_go = |s: &Section| {
+        [
+            s.exit,
+            processes[s.process].killed_at.filter(|k| *k >= s.asked),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    };
+    // Told while still inside: counted until it let go or the margin ran out.
+    let extended: Vec<u64> = list
+        .iter()
+        .zip(&ends)
+        .map(|(s, end)| match s.lost {
+            Some(lost) if let_go(s).is_none_or(|at| at > lost) => {
+                let limit = (lost + margin).saturating_sub(LOSS_RECORDING_SLACK);
+                let_go(s).unwrap_or(u64::MAX).min(limit).max(*end)
+            }
+            _ => *end,
+        })
+        .collect();
+    let paused: Vec<bool> = list.iter().map(|s| s.paused(processes)).collect();
+    let mut inside = BTreeSet::new();
+    // After each unpaused entry: (entry, holders, writers) not counting told holders.
+    let mut entries: Vec<(u64, usize, usize)> = Vec::new();
+    for (at, entering, i) in events(list, &extended, |i| !paused[i]) {
+        if !entering {
+            inside.remove(&i);
+            continue;
+        }
+        inside.insert(i);
+        let counted: BTreeSet<usize> = inside.iter().copied().filter(|j| ends[*j] > at).collect();
+        entries.push((at, counted.len(), writers(list, &counted)));
+        if !shape.too_many(inside.len(), writers(list, &inside))
+            || shape.too_many(counted.len(), writers(list, &counted))
+        {
+            // Within the admitted count, or already a plain overlap reported above.
+            continue;
+        }
+        let told: Vec<String> = inside
+            .difference(&counted)
+            .map(|j| list[*j].describe(processes))
+            .collect();
+        report.violations.push(format!(
+            "{lock}: {} entered while {} had been told of its loss less than the margin ({:.0} ms) before, still inside",
+            list[i].describe(processes),
+            told.join("; "),
+            ms(margin)
+        ));
+    }
+    for section in list.iter().filter(|s| !s.paused(processes)) {
+        let Some(lost) = section
+            .lost
+            .filter(|l| section.exit.is_none_or(|e| *l <= e))
+        else {
+            continue;
+        };
+        let writer = usize::from(section.access == Access::Write);
+        let from = entries.partition_point(|(at, _, _)| *at < lost);
+        let took_its_place = entries[from..]
+            .iter()
+            .take_while(|(at, _, _)| *at <= lost + 4 * run.limits.expiry)
+            .find(|(_, holders, writers)| shape.too_many(holders + 1, writers + writer));
+        if let Some((at, _, _)) = took_its_place {
+            report.handovers_after_loss += 1;
+            let gap = i64::try_from(*at).unwrap_or(i64::MAX) - i64::try_from(lost).unwrap_or(0);
+            report.min_loss_gap = Some(report.min_loss_gap.map_or(gap, |g| g.min(gap)));
+        }
+    }
+}
+
+/// Sections a semaphore's permit may have been passed to locally: the same process let go
+/// of the name (without a loss) no later than this entry, under a token of the same
+/// reserved block. Such a token comes from a block reserved at the earlier grant, so it may
+/// be smaller than a token another process was granted in between.
+fn local_passes(list: &[&Section], tokens_per_grant: u64) -> Vec<bool> {
+    let mut by_process: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, section) in list.iter().enumerate() {
+        by_process.entry(section.process).or_default().push(i);
+    }
+    let mut passed = vec![false; list.len()];
+    for mut indices in by_process.into_values() {
+        indices.sort_by_key(|i| list[*i].token);
+        // The token of the grant whose block each section's token came from.
+        let mut root: BTreeMap<usize, u64> = BTreeMap::new();
+        for (n, &i) in indices.iter().enumerate() {
+            let section = list[i];
+            let from = indices[..n].iter().rev().copied().find(|&j| {
+                let earlier = list[j];
+                earlier.lost.is_none()
+                    && earlier.exit.is_some_and(|exit| exit <= section.enter)
+                    && root.get(&j).is_some_and(|r| {
+                        earlier.token < section.token
+                            && section.token < r.saturating_add(tokens_per_grant)
+                    })
+            });
+            match from {
+                Some(j) => {
+                    passed[i] = true;
+                    let r = root.get(&j).copied().unwrap_or(section.token);
+                    root.insert(i, r);
+                }
+                None => {
+                    root.insert(i, section.token);
+                }
+            }
+        }
+    }
+    passed
+}
+
+/// Tokens: each granted once, and a grant asked for after another section had entered
+/// carries a larger token than that section's (the store's "larger than every token issued
+/// before"). Entry order alone proves nothing here: two holders granted at once may record
+/// their entries in either order, so only a request sent after the other's grant returned
+/// is known to come later.
+fn check_tokens(shape: Shape, lock: &str, list: &[&Section], run: &RunData, report: &mut Report) {
+    let processes = &run.processes;
+    let mut seen: BTreeMap<u64, &Section> = BTreeMap::new();
+    for section in list {
+        if let Some(other) = seen.insert(section.token, section) {
+            report.violations.push(format!(
+                "{lock}: token {} granted twice: {} and {}",
+                section.token,
+                other.describe(processes),
+                section.describe(processes)
+            ));
+        }
+    }
+    let passed = match shape {
+        Shape::Semaphore(_) => local_passes(list, run.limits.tokens_per_grant.max(1)),
+        // A reader/writer lock never passes locally (a reader admitted so would overtake a
+        // writer waiting elsewhere): every section is a store grant.
+        Shape::ReadWrite => vec![false; list.len()],
+    };
+    report.shared.local_passes += passed.iter().filter(|p| **p).count();
+    // The largest token among the sections entered so far, by entry.
+    let mut largest: Vec<usize> = Vec::with_capacity(list.len());
+    for (i, section) in list.iter().enumerate() {
+        match largest.last() {
+            Some(&j) if list[j].token >= section.token => largest.push(j),
+            _ => largest.push(i),
+        }
+    }
+    let mut found = 0;
+    for (i, section) in list.iter().enumerate() {
+        if passed[i] {
+            continue;
+        }
+        let before = list.partition_point(|s| s.enter < section.asked);
+        let Some(&j) = before.checked_sub(1).and_then(|b| largest.get(b)) else {
+            continue;
+        };
+        if list[j].token >= section.token {
+            found += 1;
+            if found <= DETAILED {
+                report.violations.push(format!(
+                    "{lock}: token order: {} was asked for after {} had entered, with a token no larger",
+                    section.describe(processes),
+                    list[j].describe(processes)
+                ));
+            }
+        }
+    }
+    if found > DETAILED {
+        report.violations.push(format!(
+            "{lock}: {} more grants with a token no larger than an earlier grant's",
+            found - DETAILED
+        ));
+    }
+}
+
+/// A writer after the readers it excluded, and readers after the writer they waited for:
+/// when A ended before B entered and one of them writes, A's token must be smaller. If it
+/// were larger, A was granted after B, inside B's lease (B was granted before and held
+/// until at least its entry, after A ended) — unless B's process was stopped and its lease
+/// expired meanwhile.
+fn check_exclusion_order(lock: &str, list: &[&Section], run: &RunData, report: &mut Report) {
+    let processes = &run.processes;
+    // Ended sections by end, with the largest token so far (all, and writers only).
+    let mut ended: Vec<(u64, usize)> = list
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.end(processes).map(|end| (end, i)))
+        .collect();
+    ended.sort_unstable();
+    let largest_so_far = |only_writers: bool| -> Vec<(u64, Option<usize>)> {
+        let mut best: Option<usize> = None;
+        ended
+            .iter()
+            .map(|&(end, i)| {
+                if (!only_writers || list[i].access == Access::Write)
+                    && best.is_none_or(|b| list[i].token > list[b].token)
+                {
+                    best = Some(i);
+                }
+                (end, best)
+            })
+            .collect()
+    };
+    let any = largest_so_far(false);
+    let written = largest_so_far(true);
+    let mut found = 0;
+    for section in list.iter().filter(|s| !s.paused(processes)) {
+        let before = if section.access == Access::Write {
+            &any
+        } else {
+            &written
+        };
+        let n = before.partition_point(|(end, _)| *end <= section.enter);
+        let Some(j) = n.checked_sub(1).and_then(|k| before[k].1) else {
+            continue;
+        };
+        if list[j].token > section.token {
+            found += 1;
+            if found <= DETAILED {
+                report.violations.push(format!(
+                    "{lock}: {} ended before {} entered but has the larger token",
+                    list[j].describe(processes),
+                    section.describe(processes)
+                ));
+            }
+        }
+    }
+    if found > DETAILED {
+        report.violations.push(format!(
+            "{lock}: {} more sections ordered against their tokens",
+            found - DETAILED
+        ));
+    }
+}
+
+/// The faults each with the time the locks need to recover from it: (from, to).
+fn disturbed(run: &RunData) -> Vec<(u64, u64)> {
+    let limits = &run.limits;
+    let bound = limits.expiry + limits.max_backoff + limits.slack;
+    let mut windows: Vec<(u64, u64)> = run
+        .faults
+        .iter()
+        .map(|f| {
+            let anchor = if f.holder_fault { f.start } else { f.end };
+            (f.start, anchor.max(f.end) + bound)
+        })
+        .collect();
+    windows.sort_unstable();
+    windows
+}
+
+/// The longest stretch of (from, to) outside every window, and where it starts.
+fn longest_quiet(from: u64, to: u64, windows: &[(u64, u64)]) -> (u64, u64) {
+    let mut best = (0, from);
+    let mut at = from;
+    for &(start, end) in windows {
+        if end <= at {
+            continue;
+        }
+        if start >= to {
+            break;
+        }
+        if start > at && start - at > best.0 {
+            best = (start - at, at);
+        }
+        at = at.max(end);
+    }
+    if to > at && to - at > best.0 {
+        best = (to - at, at);
+    }
+    best
+}
+
+/// A crashed holder's permit comes back: after a holder of a permit is `SIGKILL`ed, the
+/// semaphore (full before the kill) is full again within a lease plus backoff and slack —
+/// impossible while the dead holder's lease still took a permit.
+fn check_permits_back(
+    permits: u32,
+    lock: &str,
+    list: &[&Section],
+    timeline: &[(u64, usize)],
+    run: &RunData,
+    report: &mut Report,
+) {
+    let limits = &run.limits;
+    let bound = limits.expiry + limits.max_backoff + limits.slack;
+    let full = permits as usize;
+    for (p, process) in run.processes.iter().enumerate() {
+        let Some(killed) = process.killed_at else {
+            continue;
+        };
+        let held = list.iter().any(|s| {
+            s.process == p
+                && s.enter <= killed
+                && s.lost.is_none_or(|l| l > killed)
+                && s.exit.is_none_or(|e| e > killed)
+        });
+        let interrupted = run
+            .faults
+            .iter()
+            .any(|f| f.start > killed && f.start <= killed + bound);
+        if !held || interrupted || killed + bound > limits.until {
+            continue;
+        }
+        let start =
+            timeline.partition_point(|(at, _)| *at < killed.saturating_sub(FULL_BEFORE_KILL));
+        let was_full = timeline[start..]
+            .iter()
+            .take_while(|(at, _)| *at <= killed)
+            .any(|(_, n)| *n >= full);
+        if !was_full {
+            continue;
+        }
+        report.shared.permits_back += 1;
+        let after = timeline.partition_point(|(at, _)| *at < killed);
+        match timeline[after..].iter().find(|(_, n)| *n >= full) {
+            Some(&(at, _)) if at - killed <= bound => {
+                report.shared.slowest_permit_back =
+                    Some(report.shared.slowest_permit_back.map_or(at - killed, |s| s.max(at - killed)));
+            }
+            found => report.violations.push(format!(
+                "{lock}: the permit of SIGKILLed w{} did not come back: {} holders again {} after the kill at {:.1} ms ({:.0} ms allowed)",
+                process.index,
+                full,
+                found.map_or("never".to_owned(), |(at, _)| format!("{:.0} ms", ms(at - killed))),
+                ms(killed),
+                ms(bound)
+            )),
+        }
+    }
+}
+
+/// Both sides of a reader/writer lock progress and readers share: each side entered, and
+/// in time free of faults neither side goes without an entry longer than a lease plus
+/// backoff and slack while the lock was in use (from its first entry to its last, of either
+/// side); two readers were inside at once.
+fn check_sides(lock: &str, list: &[&Section], run: &RunData, report: &mut Report) {
+    let processes = &run.processes;
+    let limits = &run.limits;
+    let bound = limits.expiry + limits.max_backoff + limits.slack;
+    let (Some(first), Some(last)) = (list.first(), list.iter().map(|s| s.enter).max()) else {
+        return;
+    };
+    let first = first.enter;
+    let windows = disturbed(run);
+    for side in [Access::Read, Access::Write] {
+        let entries: Vec<u64> = list
+            .iter()
+            .filter(|s| s.access == side)
+            .map(|s| s.enter)
+            .collect();
+        if entries.is_empty() {
+            report.violations.push(format!(
+                "{lock}: starved: no {} ever entered ({} sections of the other side)",
+                label(side),
+                list.len()
+            ));
+            continue;
+        }
+        let mut stops = vec![first];
+        stops.extend(&entries);
+        stops.push(last);
+        for pair in stops.windows(2) {
+            let (gap, from) = longest_quiet(pair[0], pair[1], &windows);
+            let longest = report
+                .shared
+                .longest_quiet_gap
+                .entry(label(side))
+                .or_default();
+            *longest = (*longest).max(gap);
+            if gap > bound {
+                report.violations.push(format!(
+                    "{lock}: starved: no {} entered for {:.0} ms of time free of faults from {:.1} ms ({:.0} ms allowed)",
+                    label(side),
+                    ms(gap),
+                    ms(from),
+                    ms(bound)
+                ));
+            }
+        }
+    }
+    let reads = list.iter().filter(|s| s.access == Access::Read).count();
+    let mut steady: Vec<&&Section> = list
+        .iter()
+        .filter(|s| s.access == Access::Read && !s.paused(processes))
+        .collect();
+    steady.sort_by_key(|s| s.enter);
+    let mut latest_end = 0;
+    let shared = steady.iter().any(|s| {
+        let overlaps = s.enter < latest_end;
+        latest_end = latest_end.max(s.end(processes).unwrap_or(u64::MAX));
+        overlaps
+    });
+    if reads >= READS_TO_SHARE && !shared {
+        report.violations.push(format!(
+            "{lock}: readers never shared: {reads} reads, never two at once"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{limits, process};
+    use super::super::{FaultRecord, RunData, Sample, check};
+    use super::*;
+    use crate::clock::{MS, SEC};
+    use crate::events::Event;
+
+    fn enter(lock: &str, access: Access, token: u64, asked: u64, at: u64) -> Event {
+        Event::Enter {
+            lock: lock.into(),
+            task: 0,
+            token,
+            asked,
+            at,
+            access,
+        }
+    }
+
+    fn exit(lock: &str, token: u64, at: u64) -> Event {
+        Event::Exit {
+            lock: lock.into(),
+            task: 0,
+            token,
+            at,
+            released: at + MS,
+            outcome: "ok".into(),
+        }
+    }
+
+    fn lost(lock: &str, token: u64, at: u64) -> Event {
+        Event::Lost {
+            lock: lock.into(),
+            task: 0,
+            token,
+            at,
+            reason: "deadline".into(),
+        }
+    }
+
+    /// One section: entered at `from` (asked 1 ms before), left at `to`.
+    fn held(lock: &str, access: Access, token: u64, from: u64, to: u64) -> Vec<Event> {
+        vec![
+            enter(lock, access, token, from - MS, from),
+            exit(lock, token, to),
+        ]
+    }
+
+    fn run_of(locks: &[&str], processes: Vec<ProcessRecord>) -> RunData {
+        RunData {
+            limits: limits(),
+            locks: locks.iter().map(|l| (*l).to_owned()).collect(),
+            processes,
+            faults: Vec::new(),
+            samples: Vec::new(),
+            docs: Vec::new(),
+            final_held: Vec::new(),
+        }
+    }
+
+    fn violations_with(report: &Report, text: &str) -> usize {
+        report
+            .violations
+            .iter()
+            .filter(|v| v.contains(text))
+            .count()
+    }
+
+    const P3: Access = Access::Permit(3);
+
+    /// Three permit holders at once pass; a fourth entering before any left is caught,
+    /// unless one of the four was stopped meanwhile.
+    #[test]
+    fn more_holders_than_permits_are_caught_unless_paused() {
+        let three = |fourth_at: u64| {
+            vec![
+                process(0, held("s", P3, 10, SEC, 3 * SEC)),
+                process(1, held("s", P3, 30, SEC + 10 * MS, 3 * SEC)),
+                process(2, held("s", P3, 50, SEC + 20 * MS, 3 * SEC)),
+                process(3, held("s", P3, 70, fourth_at, 4 * SEC)),
+            ]
+        };
+        let report = check(&run_of(&["s"], three(3 * SEC)));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.shared.peak_permits, Some((3, 3)));
+        assert_eq!(report.shared.permits, 4);
+
+        let report = check(&run_of(&["s"], three(2 * SEC)));
+        assert_eq!(
+            violations_with(&report, "4 holders at once (3 permits)"),
+            1,
+            "{:?}",
+            report.violations
+        );
+        assert_eq!(report.shared.peak_permits, Some((4, 3)));
+
+        let mut paused = three(2 * SEC);
+        paused[1].stops.push((SEC + 500 * MS, 2 * SEC + 500 * MS));
+        let report = check(&run_of(&["s"], paused));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.paused_overlaps, 1);
+    }
+
+    /// A holder told of its loss still counts for the margin unless it lets go: a full
+    /// semaphore admits nobody in its place before then.
+    #[test]
+    fn a_told_permit_holder_keeps_its_margin() {
+        for (next_at, violations) in [(2 * SEC + 300 * MS, 1), (2 * SEC + 700 * MS, 0)] {
+            let data = run_of(
+                &["s"],
+                vec![
+                    process(
+                        0,
+                        vec![
+                            enter("s", P3, 10, SEC - MS, SEC),
+                            lost("s", 10, 2 * SEC),
+                            exit("s", 10, 5 * SEC),
+                        ],
+                    ),
+                    process(1, held("s", P3, 30, SEC + 10 * MS, 6 * SEC)),
+                    process(2, held("s", P3, 50, SEC + 20 * MS, 6 * SEC)),
+                    process(3, held("s", P3, 70, next_at, 6 * SEC)),
+                ],
+            );
+            let report = check(&data);
+            assert_eq!(
+                violations_with(&report, "less than the margin"),
+                violations,
+                "next at {next_at}: {:?}",
+                report.violations
+            );
+            assert_eq!(
+                report.violations.len(),
+                violations,
+                "{:?}",
+                report.violations
+            );
+            assert_eq!(
+                report.min_loss_gap,
+                Some(i64::try_from(next_at - 2 * SEC).unwrap())
+            );
+        }
+    }
+
+    /// A grant asked for after another entered must carry a larger token; holders granted
+    /// at once may record their entries in either order.
+    #[test]
+    fn token_order_follows_requests_not_entries() {
+        // w1 asked before w0 entered and recorded its entry first: no order is known.
+        let concurrent = run_of(
+            &["s"],
+            vec![
+                process(
+                    0,
+                    vec![
+                        enter("s", P3, 10, SEC, SEC + 5 * MS),
+                        exit("s", 10, 2 * SEC),
+                    ],
+                ),
+                process(
+                    1,
+                    vec![
+                        enter("s", P3, 30, SEC, SEC + 2 * MS),
+                        exit("s", 30, 2 * SEC),
+                    ],
+                ),
+            ],
+        );
+        let report = check(&concurrent);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        // w1 asked after w0 had entered and got a smaller token.
+        let late = run_of(
+            &["s"],
+            vec![
+                process(0, held("s", P3, 30, SEC, 2 * SEC)),
+                process(
+                    1,
+                    vec![
+                        enter("s", P3, 10, SEC + 10 * MS, SEC + 20 * MS),
+                        exit("s", 10, 2 * SEC),
+                    ],
+                ),
+            ],
+        );
+        let report = check(&late);
+        assert_eq!(
+            violations_with(&report, "token order"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    /// A permit passed on locally takes the next token of its grant's block, smaller than
+    /// a grant made to another process in between: allowed, and only then.
+    #[test]
+    fn a_local_pass_may_carry_an_older_block_token() {
+        let passed = |token: u64, lost_first: bool| {
+            let mut first = vec![enter("s", P3, 100, SEC - MS, SEC)];
+            if lost_first {
+                first.push(lost("s", 100, SEC + 500 * MS));
+            }
+            first.push(exit("s", 100, 2 * SEC));
+            first.extend(held("s", P3, token, 2 * SEC + MS, 3 * SEC));
+            run_of(
+                &["s"],
+                vec![
+                    process(0, first),
+                    process(1, held("s", P3, 116, SEC + 100 * MS, 3 * SEC)),
+                ],
+            )
+        };
+        let report = check(&passed(101, false));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.shared.local_passes, 1);
+        // Outside the block (tokens per grant: 16), or after a loss: not a local pass.
+        let report = check(&passed(117, false));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        let report = check(&passed(99, false));
+        assert_eq!(
+            violations_with(&report, "token order"),
+            1,
+            "{:?}",
+            report.violations
+        );
+        let report = check(&passed(101, true));
+        assert_eq!(
+            violations_with(&report, "token order"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    /// A writer shares the lock with nobody; readers share it with each other.
+    #[test]
+    fn a_writer_with_any_other_holder_is_caught() {
+        let readers = || {
+            vec![
+                process(0, held("rw", Access::Read, 10, SEC, 2 * SEC)),
+                process(1, held("rw", Access::Read, 30, SEC + 100 * MS, 2 * SEC)),
+            ]
+        };
+        let mut clean = readers();
+        clean.push(process(
+            2,
+            held("rw", Access::Write, 50, 2 * SEC + MS, 3 * SEC),
+        ));
+        let report = check(&run_of(&["rw"], clean));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.shared.peak_readers, 2);
+        assert_eq!(report.shared.shared_reads, 1);
+
+        let mut with_reader = readers();
+        with_reader.push(process(
+            2,
+            held("rw", Access::Write, 50, SEC + 500 * MS, 3 * SEC),
+        ));
+        let report = check(&run_of(&["rw"], with_reader));
+        assert_eq!(
+            violations_with(&report, "1 writing"),
+            1,
+            "{:?}",
+            report.violations
+        );
+
+        let two_writers = vec![
+            process(0, held("rw", Access::Write, 10, SEC, 2 * SEC)),
+            process(1, held("rw", Access::Write, 30, SEC + 500 * MS, 3 * SEC)),
+            process(2, held("rw", Access::Read, 50, 3 * SEC + MS, 4 * SEC)),
+        ];
+        let report = check(&run_of(&["rw"], two_writers));
+        assert_eq!(
+            violations_with(&report, "2 writing"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    /// A writer's token is larger than the readers' it excluded, even a reader that entered
+    /// after the writer asked (so the request order says nothing).
+    #[test]
+    fn a_writer_is_ordered_after_the_readers_it_excluded() {
+        let data = |writer_token: u64| {
+            run_of(
+                &["rw"],
+                vec![
+                    process(0, held("rw", Access::Read, 50, SEC, 2 * SEC)),
+                    process(
+                        1,
+                        vec![
+                            enter(
+                                "rw",
+                                Access::Write,
+                                writer_token,
+                                SEC - 10 * MS,
+                                2 * SEC + MS,
+                            ),
+                            exit("rw", writer_token, 3 * SEC),
+                        ],
+                    ),
+                ],
+            )
+        };
+        let report = check(&data(70));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        let report = check(&data(30));
+        assert_eq!(
+            violations_with(&report, "but has the larger token"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    /// Readers that never overlap in a run full of reads did not share.
+    #[test]
+    fn readers_must_share_at_some_point() {
+        let mut events = Vec::new();
+        for i in 0..12 {
+            events.extend(held(
+                "rw",
+                Access::Read,
+                10 + i * 20,
+                SEC + i * 200 * MS,
+                SEC + i * 200 * MS + 100 * MS,
+            ));
+        }
+        events.extend(held("rw", Access::Write, 1000, 4 * SEC, 4 * SEC + 100 * MS));
+        let report = check(&run_of(&["rw"], vec![process(0, events.clone())]));
+        assert_eq!(
+            violations_with(&report, "readers never shared"),
+            1,
+            "{:?}",
+            report.violations
+        );
+        events.extend(held(
+            "rw",
+            Access::Read,
+            1020,
+            4 * SEC + 200 * MS,
+            4 * SEC + 400 * MS,
+        ));
+        events.extend(held(
+            "rw",
+            Access::Read,
+            1040,
+            4 * SEC + 300 * MS,
+            4 * SEC + 500 * MS,
+        ));
+        let report = check(&run_of(&["rw"], vec![process(0, events)]));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+    }
+
+    /// A side with no entry for longer than the bound in time free of faults starved; the
+    /// same gap across a fault is allowed.
+    #[test]
+    fn a_starved_side_is_caught_outside_faults() {
+        let mut events = Vec::new();
+        // Readers every 200 ms for 10 s; writers at 1 s and 9 s only.
+        for i in 0..50 {
+            let at = SEC + i * 200 * MS;
+            events.extend(held("rw", Access::Read, 10 + i * 20, at, at + 100 * MS));
+        }
+        events.extend(held(
+            "rw",
+            Access::Write,
+            5000,
+            SEC + 150 * MS,
+            SEC + 190 * MS,
+        ));
+        events.extend(held(
+            "rw",
+            Access::Write,
+            6000,
+            9 * SEC + 150 * MS,
+            9 * SEC + 190 * MS,
+        ));
+        let mut data = run_of(&["rw"], vec![process(0, events)]);
+        data.limits.until = 11 * SEC;
+        let report = check(&data);
+        assert_eq!(
+            violations_with(&report, "starved: no write"),
+            1,
+            "{:?}",
+            report.violations
+        );
+        // A fault from 2 s to 3 s excuses until 3 s + 3.1 s: the quiet stretches left
+        // (1.19 s .. 2 s and 6.1 s .. 9.15 s) are within the bound.
+        data.faults.push(FaultRecord {
+            kind: "block".into(),
+            start: 2 * SEC,
+            end: 3 * SEC,
+            holder_fault: false,
+            server_down: false,
+        });
+        let report = check(&data);
+        assert_eq!(
+            violations_with(&report, "starved"),
+            0,
+            "{:?}",
+            report.violations
+        );
+        assert!(report.shared.longest_quiet_gap["write"] > 3 * SEC - 100 * MS);
+    }
+
+    /// After a permit holder is killed, a semaphore that was full fills up again within the
+    /// bound; if it stays one short, the permit leaked.
+    #[test]
+    fn a_killed_holders_permit_must_come_back() {
+        let data = |back_at: u64| {
+            let mut victim = process(0, vec![enter("s", P3, 10, SEC - MS, SEC)]);
+            victim.killed_at = Some(2 * SEC);
+            victim.exited_cleanly = false;
+            let mut data = run_of(
+                &["s"],
+                vec![
+                    victim,
+                    process(1, held("s", P3, 30, SEC + 10 * MS, 20 * SEC)),
+                    process(2, held("s", P3, 50, SEC + 20 * MS, 20 * SEC)),
+                    process(3, held("s", P3, 70, back_at, 20 * SEC)),
+                ],
+            );
+            data.faults.push(FaultRecord {
+                kind: "holder-kill".into(),
+                start: 2 * SEC,
+                end: 2 * SEC,
+                holder_fault: true,
+                server_down: false,
+            });
+            data
+        };
+        let report = check(&data(3 * SEC + 600 * MS));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.shared.permits_back, 1);
+        assert_eq!(report.shared.slowest_permit_back, Some(SEC + 600 * MS));
+        let report = check(&data(9 * SEC));
+        assert_eq!(
+            violations_with(&report, "did not come back"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    /// The monitor must stop listing a killed holder's lease once it expired.
+    #[test]
+    fn a_killed_holders_lease_must_leave_the_record() {
+        let data = |last_seen: u64| {
+            let mut victim = process(0, vec![enter("s", P3, 10, SEC - MS, SEC)]);
+            victim.killed_at = Some(2 * SEC);
+            victim.exited_cleanly = false;
+            let mut data = run_of(&["s"], vec![victim]);
+            for at in (2 * SEC..=last_seen).step_by(100_000_000) {
+                data.samples.push(Sample {
+                    at,
+                    lock: "s".into(),
+                    holder: Some("w0".into()),
+                    token: 10,
+                });
+            }
+            data
+        };
+        let report = check(&data(3 * SEC + 400 * MS));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.killed_lease_seen, Some(SEC + 400 * MS));
+        let report = check(&data(6 * SEC));
+        assert_eq!(
+            violations_with(&report, "still listed"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
+    fn two_kinds_on_one_name_are_caught() {
+        let report = check(&run_of(
+            &["s"],
+            vec![
+                process(0, held("s", P3, 10, SEC, 2 * SEC)),
+                process(1, held("s", Access::Read, 30, 3 * SEC, 4 * SEC)),
+            ],
+        ));
+        assert_eq!(
+            violations_with(&report, "two kinds"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
+    fn quiet_stretches_skip_windows() {
+        let windows = [(2 * SEC, 3 * SEC), (5 * SEC, 6 * SEC)];
+        assert_eq!(longest_quiet(0, 10 * SEC, &windows), (4 * SEC, 6 * SEC));
+        assert_eq!(
+            longest_quiet(2 * SEC + 1, 3 * SEC, &windows),
+            (0, 2 * SEC + 1)
+        );
+        assert_eq!(longest_quiet(SEC, 4 * SEC, &windows), (SEC, SEC));
+    }
+}
