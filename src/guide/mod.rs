@@ -6,6 +6,7 @@
 //! | [`safety`] | everyone: the guarantees, their one exception, the assumptions, fenced writes, how they are tested |
 //! | [`options`] | tuning leases, renewal and backoff; manager settings |
 //! | [`elections`] | leader election, and embedding in actor applications |
+//! | [`primitives`] | semaphores, reader/writer locks and multi-locks: guarantees, fairness, fencing, counts |
 //! | [`operations`] | operators: the `mongolock` command-line tool, metrics, the dashboard, tracing |
 //! | [`mongodb`] | running against MongoDB: versions, commands, documents, failover, the test server's differences |
 //! | [`production`] | operators: replica sets, Atlas, sharding, `mongolock doctor` and `check`, capacity |
@@ -22,6 +23,9 @@ pub mod options {}
 
 #[doc = include_str!("elections.md")]
 pub mod elections {}
+
+#[doc = include_str!("primitives.md")]
+pub mod primitives {}
 
 #[doc = include_str!("operations.md")]
 pub mod operations {}
