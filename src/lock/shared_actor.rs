@@ -12,10 +12,11 @@
 //!
 //! A hold obeys exactly the mutex's rules (see `hold.rs`): it is only used while its loss
 //! deadline is ahead, a release past it is a loss, and a lost lease stays on the store for
-//! the loss margin unless its guard lets go first. A semaphore's permit passes to the next
-//! local waiter without a store call on the same terms as a mutex (deadline ahead, no
-//! unconfirmed renewal, a reserved token left); a reader/writer lock never passes locally,
-//! because a new reader admitted here would overtake a writer waiting elsewhere.
+//! the loss margin unless its guard lets go first. Unlike a mutex, a shared kind never
+//! passes a place to a local waiter without a store call: other holders of the name may
+//! have been granted larger tokens since this grant reserved its block (so a local pass
+//! would break "every token larger than every one before"), and a reader admitted here
+//! would overtake a writer waiting elsewhere.
 //!
 //! Fairness here mirrors the store's: local waiters are served first come, first served,
 //! except that when this process's writer leaves, the readers waiting here go before the
@@ -46,7 +47,7 @@ use super::timer::{Timer, Timers};
 use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
-use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
+use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
@@ -610,35 +611,14 @@ impl SharedActorState {
         }
     }
 
-    /// The guard of `lease` let go: a semaphore's permit passes to the next local waiter
-    /// for a permit without a store call when the hold allows it; anything else is released
-    /// in the store.
+    /// The guard of `lease` let go: its place is released in the store. Never passed to a
+    /// local waiter without a store call, unlike a mutex: the next token of this grant's
+    /// block may be smaller than one another holder of the name was granted since, and
+    /// every grant's token must exceed every token issued before it.
     fn release_hold(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
         let Some(mut held) = self.holds.remove(&lease) else {
             return;
         };
-        if matches!(held.access, Access::Permit { .. })
-            && let Some(next) = self.waiters.first_live_for(held.access)
-            && held.hold.can_pass_locally(&next.options, Instant::now())
-        {
-            let hold = held.hold.pass_locally(next.options, next.metrics);
-            if let Some(reply) = reply {
-                let _ = reply.send(Ok(()));
-            }
-            let delivered = self
-                .waiters
-                .deliver_for(held.access, || hold.guard(&self.name, myself));
-            hold.metrics().attempt(AttemptResult::Acquired);
-            hold.metrics().held(1.0);
-            tracing::debug!(lock = %self.name, token = hold.token(), delivered, "permit passed to a local waiter");
-            let lease = hold.lease();
-            held.hold = hold;
-            self.holds.insert(lease, held);
-            if !delivered {
-                self.release_hold(myself, lease, None);
-            }
-            return;
-        }
         held.timer.cancel();
         if held.access == Access::Write {
             self.readers_first = true;

@@ -111,6 +111,7 @@ macro_rules! conformance_suite {
             watching::watch_reports_grants_releases_expiry_takeover_and_deletion,
             primitives::semaphore_admits_its_count_and_gets_crashed_permits_back,
             primitives::semaphore_counts_are_fixed_by_the_record,
+            primitives::permit_tokens_increase_across_processes,
             primitives::rw_lock_readers_share_and_the_writer_excludes,
             primitives::rw_lock_waiting_writer_holds_new_readers_back,
             primitives::permit_loss_is_told_before_the_place_is_given,

@@ -91,6 +91,35 @@ pub(crate) async fn semaphore_admits_its_count_and_gets_crashed_permits_back<B: 
     after_crash.release().await.unwrap();
 }
 
+/// A permit released while a task of the same process waits goes through the store, so
+/// the waiter's token is larger than every token granted meanwhile to other processes —
+/// a local pass would give it the next token of the old grant's block.
+pub(crate) async fn permit_tokens_increase_across_processes<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let pair_a = a.semaphore("tokens", 2).unwrap();
+    let first = pair_a.acquire().await.unwrap();
+    let other = b.semaphore("tokens", 2).unwrap().acquire().await.unwrap();
+    let waiting = {
+        let pair = pair_a.clone();
+        tokio::spawn(async move { pair.acquire().await })
+    };
+    tokio::task::yield_now().await;
+    first.release().await.unwrap();
+    let next = timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the local waiter never got the released permit")
+        .unwrap()
+        .unwrap();
+    assert!(
+        next.token() > other.token(),
+        "token {} after another process was granted {}",
+        next.token(),
+        other.token()
+    );
+}
+
 /// A handle asking for another count, or a mutex on a semaphore's name, gets a typed
 /// error and writes nothing; `set_permits` changes the count for everyone.
 pub(crate) async fn semaphore_counts_are_fixed_by_the_record<B: Backend>(backend: &B) {
