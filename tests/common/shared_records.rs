@@ -215,7 +215,7 @@ pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backe
 }
 
 /// Extending a permit pushes its own expiry only; a foreign lease, a mutex key for a shared
-/// lease and an expired lease are NotOwner; a batch mixing mutex and shared keys answers
+/// lease and an expired lease are `NotOwner`; a batch mixing mutex and shared keys answers
 /// each in order.
 pub(crate) async fn shared_records_shared_extend_is_owner_checked<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
@@ -708,7 +708,7 @@ async fn release_all(store: &impl LockStore, keys: &[LeaseKey]) -> Vec<Released>
 }
 
 /// `release_many` over keys of several names and kinds releases each held one (applying
-/// the readers' turn to a released write), answers NotOwner for a foreign or already
+/// the readers' turn to a released write), answers `NotOwner` for a foreign or already
 /// released one, and leaves other holders alone.
 pub(crate) async fn shared_records_release_many_spans_names_and_kinds<B: Backend>(backend: &B) {
     let store = backend.fresh().await;

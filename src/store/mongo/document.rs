@@ -1,12 +1,16 @@
 //! The lock document: field names, how values are encoded, and how a returned document is
-//! read back into an outcome.
+//! read back into an outcome — for a mutex's document (one lease) and a shared record's (a
+//! semaphore's or a reader/writer lock's list of holders).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, Uuid};
 
 use crate::error::StoreError;
-use crate::store::outcome::LockRecord;
+use crate::kind::{Access, LockKind, MAX_PERMITS};
+use crate::name::LockName;
+use crate::store::outcome::{Holding, LockRecord};
 use crate::store::request::HolderId;
 use crate::store::{AcquireOutcome, HandOverOutcome, LeaseId, ReleaseOutcome};
 
@@ -46,6 +50,51 @@ pub(super) const FORCED_AT: &str = "at";
 pub(super) const FORCED_EXPIRES_AT: &str = "expiresAt";
 /// Added by the inspect query (never stored): the server's `$$NOW`.
 pub(super) const SERVER_NOW: &str = "serverNow";
+
+/// A shared record's kind: [`SEMAPHORE`] or [`RWLOCK`]. Missing on a mutex's document, so
+/// documents written before shared kinds existed stay mutexes, and a mutex's filter can
+/// refuse shared records with `{kind: {$exists: false}}`.
+pub(super) const KIND: &str = "kind";
+/// [`KIND`] of a semaphore.
+pub(super) const SEMAPHORE: &str = "semaphore";
+/// [`KIND`] of a reader/writer lock.
+pub(super) const RWLOCK: &str = "rwlock";
+/// A semaphore's count (an Int64 from 1 to `MAX_PERMITS`).
+pub(super) const PERMITS: &str = "permits";
+/// A shared record's holders, earliest grant first: sub-documents of [`LEASE`],
+/// [`HOLDER`], [`TOKEN`] (that grant's fencing token), [`ACCESS`], [`ACQUIRED_AT`] and
+/// [`EXPIRES_AT`]. Expired entries stay until the next acquisition prunes them.
+pub(super) const HOLDERS: &str = "holders";
+/// A holder entry's lease id (a BSON UUID, like [`LEASE_ID`]).
+pub(super) const LEASE: &str = "lease";
+/// A holder entry's access: [`PERMIT`], [`READ`] or [`WRITE`].
+pub(super) const ACCESS: &str = "access";
+/// [`ACCESS`] of a semaphore's permit.
+pub(super) const PERMIT: &str = "permit";
+/// [`ACCESS`] of a reader.
+pub(super) const READ: &str = "read";
+/// [`ACCESS`] of the writer.
+pub(super) const WRITE: &str = "write";
+/// A shared record's last grant's holder: the record feed's way to name who was granted
+/// (set by every grant, so a change stream shows it only when it changed).
+pub(super) const GRANTED_HOLDER: &str = "grantedHolder";
+/// Until when a refused writer will try again (server time), or null: new readers wait.
+pub(super) const WRITER_WAITING_UNTIL: &str = "writerWaitingUntil";
+/// Until when a refused reader will try again (server time), or null.
+pub(super) const READERS_WAITING_UNTIL: &str = "readersWaitingUntil";
+/// Until when readers go before writers (set when a write is released while readers wait).
+pub(super) const READERS_TURN_UNTIL: &str = "readersTurnUntil";
+/// When a shared record last lost holders by a release (server time): the release feed's
+/// and the record feed's sign that places came free.
+pub(super) const RELEASED_AT: &str = "releasedAt";
+/// Set by `release_many`: `{batch, leases}`, the batch's id and the leases that write
+/// released from this document, read back only when the batch's counts do not say which
+/// keys matched.
+pub(super) const RELEASED: &str = "released";
+/// `released.batch`: the id (a BSON UUID) of the `release_many` call that wrote it.
+pub(super) const RELEASED_BATCH: &str = "batch";
+/// `released.leases`: the lease ids that batch released from the document.
+pub(super) const RELEASED_LEASES: &str = "leases";
 
 /// The BSON value a lease id is stored as.
 pub(super) fn lease_value(lease: LeaseId) -> Bson {
@@ -185,6 +234,10 @@ pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError>
         Some(Bson::DateTime(now)) => now.timestamp_millis(),
         _ => return Err(malformed(document, "the server did not report $$NOW")),
     };
+    let kind = record_kind(document)?;
+    if kind.is_shared() {
+        return shared_record(document, kind, now);
+    }
     let lease_present = !matches!(document.get(LEASE_ID), None | Some(Bson::Null));
     let remaining_ms = match document.get(EXPIRES_AT) {
         Some(Bson::DateTime(expires)) => expires.timestamp_millis().saturating_sub(now),
@@ -205,6 +258,202 @@ pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError>
     };
     record.contended_for = contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs()));
     Ok(record)
+}
+
+/// The value [`KIND`] has for `kind`; `None` for a mutex, whose document has no kind.
+pub(super) fn kind_value(kind: LockKind) -> Option<&'static str> {
+    match kind {
+        LockKind::Semaphore { .. } => Some(SEMAPHORE),
+        LockKind::ReadWrite => Some(RWLOCK),
+        _ => None,
+    }
+}
+
+/// The kind of lock `document` records: a mutex when it has no [`KIND`].
+pub(super) fn record_kind(document: &Document) -> Result<LockKind, StoreError> {
+    match document.get(KIND) {
+        None | Some(Bson::Null) => Ok(LockKind::Mutex),
+        Some(Bson::String(kind)) if kind == RWLOCK => Ok(LockKind::ReadWrite),
+        Some(Bson::String(kind)) if kind == SEMAPHORE => {
+            let permits = match document.get(PERMITS).and_then(whole_number) {
+                Some(permits) if (1..=i64::from(MAX_PERMITS)).contains(&permits) => permits,
+                _ => return Err(malformed(document, "a semaphore without a valid count")),
+            };
+            let permits = u32::try_from(permits)
+                .map_err(|_| malformed(document, "a semaphore without a valid count"))?;
+            Ok(LockKind::Semaphore { permits })
+        }
+        Some(_) => Err(malformed(document, "an unknown kind of lock")),
+    }
+}
+
+/// An integral number as a stored count or duration may be (Int32, Int64 or an integral
+/// double, as a hand edit may leave it).
+fn whole_number(value: &Bson) -> Option<i64> {
+    match value {
+        Bson::Int32(number) => Some(i64::from(*number)),
+        Bson::Int64(number) => Some(*number),
+        Bson::Double(number) if number.fract() == 0.0 && number.abs() < 9.0e15 => {
+            // Exact: an integral double below 2^53.
+            #[allow(clippy::cast_possible_truncation)]
+            Some(*number as i64)
+        }
+        _ => None,
+    }
+}
+
+/// The holder entries of a shared record, in stored (grant) order; none when the field is
+/// missing or null.
+fn holder_entries(document: &Document) -> Result<Vec<&Document>, StoreError> {
+    match document.get(HOLDERS) {
+        None | Some(Bson::Null) => Ok(Vec::new()),
+        Some(Bson::Array(entries)) => entries
+            .iter()
+            .map(|entry| {
+                entry
+                    .as_document()
+                    .ok_or_else(|| malformed(document, "a holder entry is not a document"))
+            })
+            .collect(),
+        Some(_) => Err(malformed(document, "holders is not an array")),
+    }
+}
+
+/// Reads the answer of a shared acquisition's `findAndModify`: granted iff the returned
+/// holders include the lease we sent, with the token of that entry; otherwise busy, told
+/// the first holder.
+pub(super) fn shared_acquire_outcome(
+    returned: Option<Document>,
+    lease: LeaseId,
+) -> Result<AcquireOutcome, StoreError> {
+    let Some(document) = returned else {
+        return Ok(AcquireOutcome::Busy { holder: None });
+    };
+    let entries = holder_entries(&document)?;
+    let ours = lease_value(lease);
+    if let Some(entry) = entries.iter().find(|entry| entry.get(LEASE) == Some(&ours)) {
+        return match token(entry, TOKEN)? {
+            0 => Err(malformed(
+                &document,
+                "a granted holder has no fencing token",
+            )),
+            token => Ok(AcquireOutcome::Acquired { token }),
+        };
+    }
+    Ok(AcquireOutcome::Busy {
+        holder: entries.first().and_then(|first| holder(first)),
+    })
+}
+
+/// The lease ids listed in the array `field` of `document` (values that are not lease ids
+/// are skipped: they cannot be any caller's).
+pub(super) fn leases_in(document: &Document, field: &str) -> HashSet<LeaseId> {
+    let Ok(values) = document.get_array(field) else {
+        return HashSet::new();
+    };
+    values
+        .iter()
+        .filter_map(|value| match value {
+            Bson::Binary(binary) => {
+                let bytes: [u8; 16] = binary.bytes.as_slice().try_into().ok()?;
+                Some(LeaseId::from_uuid(uuid::Uuid::from_bytes(bytes)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The holdings of `entries` unexpired at `now_ms` (server milliseconds), in order.
+fn holdings(
+    document: &Document,
+    entries: &[&Document],
+    kind: LockKind,
+    now_ms: i64,
+) -> Result<Vec<Holding>, StoreError> {
+    let mut holdings = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let expires_ms = match entry.get(EXPIRES_AT) {
+            Some(Bson::DateTime(expires)) => expires.timestamp_millis(),
+            _ => return Err(malformed(document, "a holder entry has no expiry")),
+        };
+        let left_ms = expires_ms.saturating_sub(now_ms);
+        if left_ms <= 0 {
+            continue;
+        }
+        let access = match (entry.get_str(ACCESS), kind) {
+            (Ok(PERMIT), LockKind::Semaphore { permits }) => Access::Permit { permits },
+            (Ok(READ), LockKind::ReadWrite) => Access::Read,
+            (Ok(WRITE), LockKind::ReadWrite) => Access::Write,
+            _ => {
+                return Err(malformed(
+                    document,
+                    "a holder entry's access does not fit its kind",
+                ));
+            }
+        };
+        let Some(holder) = holder(entry) else {
+            return Err(malformed(document, "a holder entry names no holder"));
+        };
+        holdings.push(Holding::new(
+            holder,
+            token(entry, TOKEN)?,
+            access,
+            Duration::from_millis(left_ms.unsigned_abs()),
+        ));
+    }
+    Ok(holdings)
+}
+
+/// A shared record as inspection shows it at the server's `now_ms`: its unexpired holders in
+/// grant order, the last grant's token, and how long others have waited while it is held.
+fn shared_record(
+    document: &Document,
+    kind: LockKind,
+    now_ms: i64,
+) -> Result<LockRecord, StoreError> {
+    let entries = holder_entries(document)?;
+    let holders = holdings(document, &entries, kind, now_ms)?;
+    let contended_ms = match document.get(CONTENDED_AT) {
+        Some(Bson::DateTime(since)) if !holders.is_empty() => {
+            Some(now_ms.saturating_sub(since.timestamp_millis()))
+        }
+        _ => None,
+    };
+    let mut record = LockRecord::shared(kind, grant_token(document)?, holders);
+    record.contended_for = contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs()));
+    Ok(record)
+}
+
+/// Reads the answer of a shared record's forced release (the document after it): the
+/// holdings that were cleared, with the time each had left at the server's `$$NOW` of the
+/// release. `None`: no shared record had an unexpired holder, and nothing was written.
+pub(super) fn forced_shared_release_record(
+    after: Option<Document>,
+) -> Result<Option<LockRecord>, StoreError> {
+    let Some(document) = after else {
+        return Ok(None);
+    };
+    let kind = record_kind(&document)?;
+    let forced = document
+        .get_document(FORCED_RELEASE)
+        .map_err(|_| malformed(&document, "a forced release left no forcedRelease record"))?;
+    let at = forced
+        .get_datetime(FORCED_AT)
+        .map_err(|_| malformed(&document, "the forcedRelease record is incomplete"))?;
+    let entries = holder_entries(forced)?;
+    let cleared = holdings(&document, &entries, kind, at.timestamp_millis())?;
+    let mut record = LockRecord::shared(kind, grant_token(&document)?, cleared);
+    record.contended_for = last_contended(&document);
+    Ok(Some(record))
+}
+
+/// The error for a request of `asked` on `name`, whose record is `found`.
+pub(super) fn kind_mismatch(name: &LockName, found: LockKind, asked: LockKind) -> StoreError {
+    StoreError::KindMismatch {
+        name: name.as_str().to_owned(),
+        found,
+        asked,
+    }
 }
 
 fn holder(document: &Document) -> Option<HolderId> {

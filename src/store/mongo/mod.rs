@@ -42,8 +42,10 @@ mod server_version;
 mod shard_key;
 mod ttl_index;
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
-use mongodb::bson::Document;
+use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
 use mongodb::{Collection, Database};
 
@@ -56,7 +58,9 @@ use super::{
     check_lease_length,
 };
 use crate::error::StoreError;
+use crate::kind::{Access, LockKind, MAX_PERMITS};
 use crate::name::LockName;
+use crate::store::LeaseId;
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
 /// server serves each from the `_id` index, and one command stays far below the 16 MiB
@@ -185,6 +189,277 @@ impl MongoStore {
             }
         }
         Ok(held)
+    }
+
+    /// Which of `leases` hold an unexpired place in the shared records of `names` now, by the
+    /// server's clock (one `aggregate`).
+    async fn held_shared_leases(
+        &self,
+        names: &[&str],
+        leases: &[Bson],
+    ) -> Result<HashSet<LeaseId>, StoreError> {
+        let failed = |error| errors::backend("extend (aggregate held places)", error);
+        let mut cursor = self
+            .collection
+            .aggregate(pipeline::held_shared_leases(names, leases))
+            .read_concern(self.multi_document_read_concern())
+            .await
+            .map_err(failed)?;
+        let mut held = HashSet::new();
+        while cursor.advance().await.map_err(failed)? {
+            let found: Document = cursor.deserialize_current().map_err(failed)?;
+            held.extend(document::leases_in(&found, document::RELEASED_LEASES));
+        }
+        Ok(held)
+    }
+
+    /// The document of `name` with the server's `$$NOW` (one `aggregate`), as inspection
+    /// reads it; `None` if there is none.
+    async fn read_record(&self, name: &LockName) -> Result<Option<Document>, StoreError> {
+        let failed = |error| errors::backend("inspect (aggregate)", error);
+        let mut cursor = self
+            .collection
+            .aggregate(pipeline::inspect(name))
+            .read_concern(self.read_concern.clone())
+            .await
+            .map_err(failed)?;
+        if !cursor.advance().await.map_err(failed)? {
+            return Ok(None);
+        }
+        cursor.deserialize_current().map(Some).map_err(failed)
+    }
+
+    /// After an upsert for `asked` on `name` failed on the unique `_id` (its filter, which
+    /// names the kind, matched no document): the kind the record has, read back, if it is
+    /// another kind than `asked` — the request's error. `Ok(())`: the record is of the
+    /// asked kind after all (a racing first grant inserted it) or gone, and the caller may
+    /// try once more.
+    async fn refuse_other_kind(&self, name: &LockName, asked: LockKind) -> Result<(), StoreError> {
+        let Some(found) = self.read_record(name).await? else {
+            return Ok(());
+        };
+        match document::record_kind(&found)? {
+            kind if kind == asked => Ok(()),
+            kind => Err(document::kind_mismatch(name, kind, asked)),
+        }
+    }
+
+    /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
+    /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
+    /// from a racing first grant, which is retried once.
+    async fn try_acquire_shared(
+        &self,
+        request: &AcquireRequest,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let lease = document::lease_value(request.lease);
+        for _ in 0..2 {
+            let returned = self
+                .collection
+                .find_one_and_update(
+                    pipeline::shared_by_kind(&request.name, request.access),
+                    pipeline::shared_acquire(
+                        request.access,
+                        &lease,
+                        request.holder.as_str(),
+                        request.lease_duration,
+                        request.waited,
+                        request.retry_within,
+                    ),
+                )
+                .upsert(true)
+                .return_document(ReturnDocument::After)
+                .await;
+            match returned {
+                Ok(returned) => return document::shared_acquire_outcome(returned, request.lease),
+                Err(error) if errors::is_duplicate_key(&error) => {
+                    self.refuse_other_kind(&request.name, request.access.kind())
+                        .await?;
+                }
+                Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
+            }
+        }
+        Ok(AcquireOutcome::Busy { holder: None })
+    }
+
+    /// Extends mutex leases, all with one expiry: one `update` for the batch (one
+    /// `updateOne` for a single lease), plus one `aggregate` when not every lease was
+    /// modified.
+    async fn extend_mutexes(
+        &self,
+        requests: &[&ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let Some(first) = requests.first() else {
+            return Vec::new();
+        };
+        if let [single] = requests {
+            return vec![self.extend_mutex(single).await];
+        }
+        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
+        let leases: Vec<_> = requests
+            .iter()
+            .map(|r| document::lease_value(r.key.lease))
+            .collect();
+        let failed = |error| vec![Err(error); requests.len()];
+        let updated = self
+            .collection
+            .update_many(
+                pipeline::by_leases(&names, &leases),
+                pipeline::extend(first.lease_duration),
+            )
+            .await;
+        let extended = match updated {
+            Ok(result) => result.modified_count,
+            Err(error) => return failed(errors::backend("extend (update many)", error)),
+        };
+        if usize::try_from(extended).is_ok_and(|extended| extended == requests.len()) {
+            return vec![Ok(ExtendOutcome::Extended); requests.len()];
+        }
+        match self.held_leases(&names, &leases).await {
+            Ok(held) => outcomes_by_lease(requests, &held),
+            Err(error) => failed(error),
+        }
+    }
+
+    /// One mutex lease's renewal: one `updateOne`, plus one `aggregate` when it was matched
+    /// but not modified.
+    async fn extend_mutex(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        let lease = document::lease_value(request.key.lease);
+        // An expired lease matches the owner check but is not modified (MongoDB counts only
+        // documents an update changed). So is a lease renewed in the same server millisecond
+        // as its last write ($$NOW + lease is the expiry it already has): only then is a
+        // second round trip needed, to tell the two apart.
+        let result = self
+            .collection
+            .update_one(
+                pipeline::by_owner(&request.key.name, &lease),
+                pipeline::extend(request.lease_duration),
+            )
+            .await
+            .map_err(|error| errors::backend("extend (update)", error))?;
+        if result.modified_count > 0 {
+            return Ok(ExtendOutcome::Extended);
+        }
+        if result.matched_count == 0 {
+            return Ok(ExtendOutcome::NotOwner);
+        }
+        let held = self
+            .held_leases(&[request.key.name.as_str()], &[lease])
+            .await?;
+        Ok(if held.contains(&request.key.lease) {
+            ExtendOutcome::Extended
+        } else {
+            ExtendOutcome::NotOwner
+        })
+    }
+
+    /// Extends places in shared records, all with one expiry: one `update` (`$map` over the
+    /// holders of the records carrying the leases). A record is modified iff one of its
+    /// entries was extended, so when each name carries one lease and every record was
+    /// modified, every lease was extended; otherwise one `aggregate` says which still hold.
+    async fn extend_shared(
+        &self,
+        requests: &[&ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let Some(first) = requests.first() else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
+        let distinct: HashSet<&str> = names.iter().copied().collect();
+        let leases: Vec<_> = requests
+            .iter()
+            .map(|r| document::lease_value(r.key.lease))
+            .collect();
+        let failed = |error| vec![Err(error); requests.len()];
+        let filter = pipeline::by_holders(&names, &leases);
+        let update = pipeline::shared_extend(&leases, first.lease_duration);
+        let updated = if let [_] = requests {
+            self.collection.update_one(filter, update).await
+        } else {
+            self.collection.update_many(filter, update).await
+        };
+        let modified = match updated {
+            Ok(result) if result.matched_count == 0 => {
+                return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
+            }
+            Ok(result) => result.modified_count,
+            Err(error) => return failed(errors::backend("extend (update shared)", error)),
+        };
+        if distinct.len() == requests.len()
+            && usize::try_from(modified).is_ok_and(|modified| modified == distinct.len())
+        {
+            return vec![Ok(ExtendOutcome::Extended); requests.len()];
+        }
+        match self.held_shared_leases(&names, &leases).await {
+            Ok(held) => outcomes_by_lease(requests, &held),
+            Err(error) => failed(error),
+        }
+    }
+
+    /// Releases mutex leases in one `update` that records the batch on each document it
+    /// releases; `true` when the modified count says every key matched (each released).
+    async fn release_mutexes(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
+        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+        let leases: Vec<_> = keys
+            .iter()
+            .map(|key| document::lease_value(key.lease))
+            .collect();
+        let result = self
+            .collection
+            .update_many(
+                pipeline::by_leases(&names, &leases),
+                pipeline::release_traced(batch),
+            )
+            .await
+            .map_err(|error| errors::backend("release many (update)", error))?;
+        Ok(usize::try_from(result.modified_count).is_ok_and(|released| released == keys.len()))
+    }
+
+    /// Releases places in shared records in one `update` that records the batch and the
+    /// leases it released on each record; `true` when the counts say every key matched
+    /// (each name once, every record modified).
+    async fn release_shared(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
+        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+        let distinct: HashSet<&str> = names.iter().copied().collect();
+        let leases: Vec<_> = keys
+            .iter()
+            .map(|key| document::lease_value(key.lease))
+            .collect();
+        let result = self
+            .collection
+            .update_many(
+                pipeline::by_holders(&names, &leases),
+                pipeline::shared_release(&leases, Some(batch)),
+            )
+            .await
+            .map_err(|error| errors::backend("release many (update shared)", error))?;
+        Ok(distinct.len() == keys.len()
+            && usize::try_from(result.modified_count).is_ok_and(|released| released == keys.len()))
+    }
+
+    /// The leases the `release_many` call `batch` released from the documents of `names`
+    /// (one `aggregate`), read when its counts left some key's answer open.
+    async fn released_in_batch(
+        &self,
+        names: &[&str],
+        batch: &Bson,
+    ) -> Result<HashSet<LeaseId>, StoreError> {
+        let failed = |error| errors::backend("release many (aggregate released)", error);
+        let leases_field = format!("{}.{}", document::RELEASED, document::RELEASED_LEASES);
+        let mut cursor = self
+            .collection
+            .aggregate([
+                doc! { "$match": pipeline::released_by(names, batch) },
+                doc! { "$project": { document::RELEASED_LEASES: format!("${leases_field}") } },
+            ])
+            .read_concern(self.multi_document_read_concern())
+            .await
+            .map_err(failed)?;
+        let mut released = HashSet::new();
+        while cursor.advance().await.map_err(failed)? {
+            let found: Document = cursor.deserialize_current().map_err(failed)?;
+            released.extend(document::leases_in(&found, document::RELEASED_LEASES));
+        }
+        Ok(released)
     }
 
     /// The collection used unless [`MongoStoreBuilder::with_collection`] names another (the
@@ -401,7 +676,19 @@ impl MongoStore {
             .return_document(ReturnDocument::After)
             .await
             .map_err(|error| errors::backend("force release (findAndModify)", error))?;
-        document::forced_release_record(after)
+        if let Some(cleared) = document::forced_release_record(after)? {
+            return Ok(Some(cleared));
+        }
+        let after = self
+            .collection
+            .find_one_and_update(
+                pipeline::shared_held(name),
+                pipeline::force_release_shared(),
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(|error| errors::backend("force release (findAndModify shared)", error))?;
+        document::forced_shared_release_record(after)
     }
 }
 
@@ -420,11 +707,17 @@ impl LockStore for MongoStore {
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         check_lease_length(request.lease_duration)?;
+        if let Access::Permit { permits } = request.access {
+            check_permits(permits)?;
+        }
+        if request.access.kind().is_shared() {
+            return self.try_acquire_shared(request).await;
+        }
         let lease = document::lease_value(request.lease);
         let returned = self
             .collection
             .find_one_and_update(
-                pipeline::by_name(&request.name),
+                pipeline::mutex_by_name(&request.name),
                 pipeline::acquire(
                     &lease,
                     request.holder.as_str(),
@@ -437,43 +730,31 @@ impl LockStore for MongoStore {
             .await;
         match returned {
             Ok(returned) => document::acquire_outcome(returned, request.lease),
-            // Two first acquisitions raced to insert the document; the other one won.
+            // The filter matched no mutex document but one with this `_id` exists: a shared
+            // record (a kind mismatch, read back to be told), or another first acquisition
+            // raced this one to insert it and won.
             Err(error) if errors::is_duplicate_key(&error) => {
+                self.refuse_other_kind(&request.name, LockKind::Mutex)
+                    .await?;
                 Ok(AcquireOutcome::Busy { holder: None })
             }
             Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
         }
     }
 
+    /// A mutex lease: one `updateOne` (plus one `aggregate` when it was matched but not
+    /// modified); a shared place: one `updateOne` `$map`ping the record's holders (plus one
+    /// `aggregate` likewise).
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
         check_lease_length(request.lease_duration)?;
-        let lease = document::lease_value(request.key.lease);
-        // An expired lease matches the owner check but is not modified (MongoDB counts only
-        // documents an update changed). So is a lease renewed in the same server millisecond
-        // as its last write ($$NOW + lease is the expiry it already has): only then is a
-        // second round trip needed, to tell the two apart.
-        let result = self
-            .collection
-            .update_one(
-                pipeline::by_owner(&request.key.name, &lease),
-                pipeline::extend(request.lease_duration),
-            )
-            .await
-            .map_err(|error| errors::backend("extend (update)", error))?;
-        if result.modified_count > 0 {
-            return Ok(ExtendOutcome::Extended);
+        if request.key.shared {
+            return self
+                .extend_shared(&[request])
+                .await
+                .pop()
+                .unwrap_or(Ok(ExtendOutcome::NotOwner));
         }
-        if result.matched_count == 0 {
-            return Ok(ExtendOutcome::NotOwner);
-        }
-        let held = self
-            .held_leases(&[request.key.name.as_str()], &[lease])
-            .await?;
-        Ok(if held.contains(&request.key.lease) {
-            ExtendOutcome::Extended
-        } else {
-            ExtendOutcome::NotOwner
-        })
+        self.extend_mutex(request).await
     }
 
     /// Each grant records the last token of its block in `token` (and its own in
@@ -507,8 +788,10 @@ impl LockStore for MongoStore {
         record_feed::start(self.collection.clone(), names.to_vec()).await
     }
 
-    /// One `update` for the whole batch (by names and lease ids, served by the `_id` index);
-    /// when not every lease was extended, one `aggregate` says which ones still hold.
+    /// One `update` for the batch's mutex leases (by names and lease ids, served by the `_id`
+    /// index) and one for its shared places (`$map` over the holders of their records), sent
+    /// side by side; when not every lease of one of them was extended, one `aggregate` says
+    /// which still hold. Leases of different lengths are extended one by one.
     async fn extend_many(
         &self,
         requests: &[ExtendRequest],
@@ -529,52 +812,158 @@ impl LockStore for MongoStore {
             }
             return results;
         }
-        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
-        let leases: Vec<_> = requests
+        let (shared, mutexes): (Vec<&ExtendRequest>, Vec<&ExtendRequest>) =
+            requests.iter().partition(|r| r.key.shared);
+        let (shared_results, mutex_results) =
+            futures::join!(self.extend_shared(&shared), self.extend_mutexes(&mutexes));
+        let (mut shared_results, mut mutex_results) =
+            (shared_results.into_iter(), mutex_results.into_iter());
+        requests
             .iter()
-            .map(|r| document::lease_value(r.key.lease))
-            .collect();
-        let failed = |error| vec![Err(error); requests.len()];
-        let updated = self
-            .collection
-            .update_many(
-                pipeline::by_leases(&names, &leases),
-                pipeline::extend(first.lease_duration),
-            )
-            .await;
-        let extended = match updated {
-            Ok(result) => result.modified_count,
-            Err(error) => return failed(errors::backend("extend (update many)", error)),
-        };
-        if usize::try_from(extended).is_ok_and(|extended| extended == requests.len()) {
-            return vec![Ok(ExtendOutcome::Extended); requests.len()];
-        }
-        match self.held_leases(&names, &leases).await {
-            Ok(held) => requests
-                .iter()
-                .map(|r| {
-                    Ok(if held.contains(&r.key.lease) {
-                        ExtendOutcome::Extended
-                    } else {
-                        ExtendOutcome::NotOwner
-                    })
-                })
-                .collect(),
-            Err(error) => failed(error),
-        }
+            .map(|r| {
+                let next = if r.key.shared {
+                    shared_results.next()
+                } else {
+                    mutex_results.next()
+                };
+                next.unwrap_or(Ok(ExtendOutcome::NotOwner))
+            })
+            .collect()
     }
 
+    /// One `findAndModify` (the document after it says how long others had waited): on a
+    /// mutex's document owner-checked by `leaseId`; on a shared record by a holder entry's
+    /// lease, removing that entry (and turning the readers' turn on if it was a write and
+    /// readers wait).
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         let lease = document::lease_value(key.lease);
-        // findAndModify rather than update: the released document says how long others had
-        // waited, still in one round trip.
+        let (filter, update) = if key.shared {
+            (
+                pipeline::by_holder(&key.name, &lease),
+                pipeline::shared_release(std::slice::from_ref(&lease), None),
+            )
+        } else {
+            (pipeline::by_owner(&key.name, &lease), pipeline::release())
+        };
         let after = self
             .collection
-            .find_one_and_update(pipeline::by_owner(&key.name, &lease), pipeline::release())
+            .find_one_and_update(filter, update)
             .return_document(ReturnDocument::After)
             .await
             .map_err(|error| errors::backend("release (findAndModify)", error))?;
         Ok(document::release_outcome(after))
+    }
+
+    /// A single key is [`release`](LockStore::release). Otherwise one `update` for the mutex
+    /// keys (owner-checked by `_id` and `leaseId`) and one for the shared keys (removing
+    /// their holder entries), sent side by side; each writes the batch's id and the leases
+    /// it released on the documents it changed. When a modified count equals its keys (and,
+    /// for shared keys, each name came once), every key of that update was released;
+    /// otherwise one `aggregate` reads the batch's traces to tell `Released` from
+    /// `NotOwner`. A batch does not report how long others waited: its answers carry
+    /// `contended_for: None`.
+    ///
+    /// The trace is overwritten by the next `release_many` that releases the same document,
+    /// so a key whose document was re-acquired and released by another batch between the
+    /// two round trips would be answered `NotOwner` although it was released (it is not
+    /// held either way).
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        if let [key] = keys {
+            return vec![self.release(key).await];
+        }
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let batch = document::lease_value(LeaseId::new());
+        let (shared, mutexes): (Vec<&LeaseKey>, Vec<&LeaseKey>) =
+            keys.iter().partition(|key| key.shared);
+        // `Ok(true)`: every key of that update was released (or it had none).
+        let (shared_done, mutexes_done) = futures::join!(
+            async {
+                if shared.is_empty() {
+                    return Ok(true);
+                }
+                self.release_shared(&shared, &batch).await
+            },
+            async {
+                if mutexes.is_empty() {
+                    return Ok(true);
+                }
+                self.release_mutexes(&mutexes, &batch).await
+            },
+        );
+        let released = if matches!(shared_done, Ok(false)) || matches!(mutexes_done, Ok(false)) {
+            let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+            Some(self.released_in_batch(&names, &batch).await)
+        } else {
+            None
+        };
+        keys.iter()
+            .map(|key| {
+                let done = if key.shared {
+                    &shared_done
+                } else {
+                    &mutexes_done
+                };
+                match (done, &released) {
+                    (Err(error), _) => Err(error.clone()),
+                    (Ok(true), _) => Ok(ReleaseOutcome::Released {
+                        contended_for: None,
+                    }),
+                    (Ok(false), Some(Ok(released))) if released.contains(&key.lease) => {
+                        Ok(ReleaseOutcome::Released {
+                            contended_for: None,
+                        })
+                    }
+                    (Ok(false), Some(Ok(_))) => Ok(ReleaseOutcome::NotOwner),
+                    (Ok(false), Some(Err(error))) => Err(error.clone()),
+                    (Ok(false), None) => Ok(ReleaseOutcome::NotOwner),
+                }
+            })
+            .collect()
+    }
+
+    /// One `findAndModify` (upsert) on `{_id, kind: "semaphore"}` returning the document as
+    /// it was (so its old count, or none when it creates the record); a record of another
+    /// kind fails its upsert on the unique `_id`, writing nothing, and one read names the
+    /// kind in the [`StoreError::KindMismatch`].
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        check_permits(permits)?;
+        let asked = LockKind::Semaphore { permits };
+        for _ in 0..2 {
+            let before = self
+                .collection
+                .find_one_and_update(
+                    pipeline::semaphore_by_name(name),
+                    pipeline::set_permits(permits),
+                )
+                .upsert(true)
+                .return_document(ReturnDocument::Before)
+                .await;
+            match before {
+                Ok(None) => return Ok(None),
+                Ok(Some(before)) => {
+                    return match document::record_kind(&before)? {
+                        LockKind::Semaphore { permits: old } => Ok(Some(old)),
+                        found => Err(document::kind_mismatch(name, found, asked)),
+                    };
+                }
+                Err(error) if errors::is_duplicate_key(&error) => {
+                    // Any semaphore is this request's kind here: only another kind refuses.
+                    let Some(found) = self.read_record(name).await? else {
+                        continue;
+                    };
+                    match document::record_kind(&found)? {
+                        LockKind::Semaphore { .. } => {}
+                        kind => return Err(document::kind_mismatch(name, kind, asked)),
+                    }
+                }
+                Err(error) => return Err(errors::backend("set permits (findAndModify)", error)),
+            }
+        }
+        Err(StoreError::backend(format!(
+            "setting the count of {name} raced with its record's creation twice; try again"
+        )))
     }
 
     async fn hand_over(
@@ -598,22 +987,39 @@ impl LockStore for MongoStore {
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline::inspect(name))
-            .read_concern(self.read_concern.clone())
-            .await
-            .map_err(|error| errors::backend("inspect (aggregate)", error))?;
-        if !cursor
-            .advance()
-            .await
-            .map_err(|error| errors::backend("inspect (aggregate)", error))?
-        {
-            return Ok(None);
+        match self.read_record(name).await? {
+            Some(found) => document::lock_record(&found).map(Some),
+            None => Ok(None),
         }
-        let found: Document = cursor
-            .deserialize_current()
-            .map_err(|error| errors::backend("inspect (aggregate)", error))?;
-        document::lock_record(&found).map(Some)
     }
+}
+
+/// Refuses a semaphore count no record can have, before any I/O.
+fn check_permits(permits: u32) -> Result<(), StoreError> {
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(StoreError::Rejected {
+            message: format!(
+                "a semaphore of {permits} permits cannot be created: it must have 1 to {MAX_PERMITS}"
+            ),
+            source: None,
+        });
+    }
+    Ok(())
+}
+
+/// Each request's answer from the set of leases found still held.
+fn outcomes_by_lease(
+    requests: &[&ExtendRequest],
+    held: &HashSet<LeaseId>,
+) -> Vec<Result<ExtendOutcome, StoreError>> {
+    requests
+        .iter()
+        .map(|r| {
+            Ok(if held.contains(&r.key.lease) {
+                ExtendOutcome::Extended
+            } else {
+                ExtendOutcome::NotOwner
+            })
+        })
+        .collect()
 }

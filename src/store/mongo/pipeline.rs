@@ -5,20 +5,37 @@
 //!
 //! SecantusDB (the test server) rejects `$add`/`$subtract` on dates, so dates are only built
 //! with `$dateAdd` and turned into numbers with `$toLong` before any arithmetic.
+//!
+//! A mutex's document has no `kind`; a shared record's (a semaphore's or a reader/writer
+//! lock's) has one, and every shared operation's filter names it, so a request of another
+//! kind matches nothing: its upsert then fails on the unique `_id` (writing nothing) and the
+//! store reads the record to report the mismatch. The mutex acquisition's filter adds only
+//! `kind: {$exists: false}` to its `_id` equality.
 
 use std::time::Duration;
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{
-    ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
-    GRANTED_TOKEN, HOLDER, ID, LAST_CONTENDED_MS, LEASE_ID, SERVER_NOW, TOKEN,
+    ACCESS, ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
+    GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS, LEASE, LEASE_ID,
+    PERMITS, READERS_TURN_UNTIL, READERS_WAITING_UNTIL, RELEASED, RELEASED_AT, RELEASED_BATCH,
+    RELEASED_LEASES, SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
 };
+use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";
+/// Temporary field of the shared acquire pipeline: the token a grant would take.
+const NEXT_TOKEN: &str = "_mongolockToken";
+/// Temporary field of the shared release pipelines: the holder entries being released.
+const GONE: &str = "_mongolockGone";
+/// Temporary field of the shared extend pipeline: how many entries it extends.
+const EXTENDED: &str = "_mongolockExtended";
+/// The variable a holder entry is bound to inside `$filter` and `$map`.
+const ENTRY: &str = "entry";
 
 /// How many fencing tokens fit in one millisecond of server time before tokens run ahead of
 /// the clock (see the module documentation of [`super`]).
@@ -27,6 +44,57 @@ pub(super) const TOKENS_PER_MS: i64 = 1000;
 /// `{_id: name}`: a plain equality on a string value.
 pub(super) fn by_name(name: &LockName) -> Document {
     doc! { ID: name.as_str() }
+}
+
+/// `{_id: name, kind: {$exists: false}}`: the mutex acquisition's filter, matching a
+/// mutex's document (or none, for the upsert) but never a shared record.
+pub(super) fn mutex_by_name(name: &LockName) -> Document {
+    doc! { ID: name.as_str(), KIND: { "$exists": false } }
+}
+
+/// `{_id: name, kind, permits}` (a semaphore) or `{_id: name, kind}` (a reader/writer lock):
+/// the shared acquisition's filter. Only plain equalities, so the upsert of a first grant
+/// starts from exactly these fields.
+pub(super) fn shared_by_kind(name: &LockName, access: Access) -> Document {
+    let mut filter = doc! { ID: name.as_str() };
+    if let Some(kind) = kind_value(access.kind()) {
+        filter.insert(KIND, kind);
+    }
+    if let Access::Permit { permits } = access {
+        filter.insert(PERMITS, i64::from(permits));
+    }
+    filter
+}
+
+/// `{_id: name, kind: "semaphore"}`: `set_permits`' filter, for a semaphore of any count.
+pub(super) fn semaphore_by_name(name: &LockName) -> Document {
+    doc! { ID: name.as_str(), KIND: SEMAPHORE }
+}
+
+/// `{_id: name, "holders.lease": lease}`: a shared record's owner check.
+pub(super) fn by_holder(name: &LockName, lease: &Bson) -> Document {
+    doc! { ID: name.as_str(), format!("{HOLDERS}.{LEASE}"): lease.clone() }
+}
+
+/// The shared records of `names` with a holder entry of one of `leases` (served by the
+/// `_id` index; no `$expr`).
+pub(super) fn by_holders(names: &[&str], leases: &[Bson]) -> Document {
+    doc! { ID: { "$in": names }, format!("{HOLDERS}.{LEASE}"): { "$in": leases } }
+}
+
+/// The documents of `names` a `release_many` call `batch` released leases from.
+pub(super) fn released_by(names: &[&str], batch: &Bson) -> Document {
+    doc! { ID: { "$in": names }, format!("{RELEASED}.{RELEASED_BATCH}"): batch.clone() }
+}
+
+/// A shared record of `name` with an unexpired holder: what a forced release clears. An
+/// operator's call, not the runtime's, so the `$expr` is acceptable here.
+pub(super) fn shared_held(name: &LockName) -> Document {
+    doc! {
+        ID: name.as_str(),
+        KIND: { "$exists": true },
+        "$expr": { "$gt": [{ "$size": unexpired_holders() }, 0] },
+    }
 }
 
 /// `{_id: name, leaseId: lease}`: the owner check.
@@ -226,6 +294,302 @@ pub(super) fn list() -> Vec<Document> {
     vec![
         doc! { "$addFields": { SERVER_NOW: "$$NOW" } },
         doc! { "$sort": { ID: 1 } },
+    ]
+}
+
+/// `"$field"`: a reference to a field of the document being updated.
+fn field(name: &str) -> String {
+    format!("${name}")
+}
+
+/// `"$$entry.field"`: a field of the holder entry bound by `$filter` or `$map`.
+fn entry_field(name: &str) -> String {
+    format!("$${ENTRY}.{name}")
+}
+
+/// The record's holder entries, an empty list when it has none yet.
+fn holders() -> Document {
+    doc! { "$ifNull": [field(HOLDERS), []] }
+}
+
+/// The holder entries for which `keep` (an expression on `$$entry`) is true.
+fn holders_where(keep: impl Into<Bson>) -> Document {
+    doc! { "$filter": { "input": holders(), "as": ENTRY, "cond": keep.into() } }
+}
+
+/// The holder entries unexpired by the server's clock.
+fn unexpired_holders() -> Document {
+    holders_where(doc! { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] })
+}
+
+/// Whether the date in `name` is still ahead of the server's clock (false when unset).
+fn live(name: &str) -> Document {
+    doc! { "$gt": [{ "$ifNull": [field(name), DateTime::from_millis(0)] }, "$$NOW"] }
+}
+
+/// `$$NOW + duration`, to the millisecond (rounded up).
+fn now_plus(duration: Duration) -> Document {
+    doc! {
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": duration_ms(duration) }
+    }
+}
+
+/// A shared record's `expiresAt`: the latest of its holders' expiries, its live waiting
+/// marks and the server's now, so the TTL index deletes a record only once nobody holds it
+/// and nobody's mark is on (never the record of a lock in use).
+fn record_expiry() -> Document {
+    let latest_holder = doc! { "$reduce": {
+        "input": holders(),
+        "initialValue": "$$NOW",
+        "in": { "$max": ["$$value", "$$this.expiresAt"] },
+    } };
+    let mark = |name: &str| doc! { "$ifNull": [field(name), "$$NOW"] };
+    doc! { "$max": [
+        latest_holder,
+        mark(WRITER_WAITING_UNTIL),
+        mark(READERS_WAITING_UNTIL),
+        mark(READERS_TURN_UNTIL),
+    ] }
+}
+
+/// How many holder entries have `access`.
+fn count_with_access(access: &str) -> Document {
+    doc! { "$size": holders_where(doc! { "$eq": [entry_field(ACCESS), access] }) }
+}
+
+/// The grant rule of `access` (the contract's "Shared kinds"), on holders already pruned
+/// of expired entries: a permit while fewer than `permits` hold; the write while nobody
+/// holds and the readers' turn is off; a read while no writer holds, fewer than
+/// `MAX_PERMITS` read, and no writer waits unless it is the readers' turn.
+fn grant_rule(access: Access) -> Bson {
+    let held = doc! { "$size": field(HOLDERS) };
+    match access {
+        Access::Permit { permits } => doc! { "$lt": [held, i64::from(permits)] }.into(),
+        Access::Write => doc! { "$and": [
+            { "$eq": [held, 0] },
+            { "$not": [live(READERS_TURN_UNTIL)] },
+        ] }
+        .into(),
+        Access::Read => doc! { "$and": [
+            { "$eq": [count_with_access(WRITE), 0] },
+            { "$lt": [held, i64::from(MAX_PERMITS)] },
+            { "$or": [live(READERS_TURN_UNTIL), { "$not": [live(WRITER_WAITING_UNTIL)] }] },
+        ] }
+        .into(),
+        // A mutex never reaches a shared record's pipeline.
+        _ => false.into(),
+    }
+}
+
+/// The update pipeline of a shared `try_acquire`, run by `findAndModify` with `upsert` on
+/// [`shared_by_kind`]: prunes expired holders; if the grant rule admits `access`, appends
+/// the new holder entry with the next token (reserving a block, as a mutex grant does),
+/// clears the contention mark and, for a write, the writers' mark; otherwise marks the
+/// record contended since `$$NOW − waited` (keeping the earliest) and, for a read or write
+/// with a `retry_within`, marks its side waiting until `$$NOW + retry_within` (keeping the
+/// later). Granted iff the returned holders include `lease`.
+pub(super) fn shared_acquire(
+    access: Access,
+    lease: &Bson,
+    holder: &str,
+    expiry: Duration,
+    waited: Duration,
+    retry_within: Duration,
+) -> Vec<Document> {
+    let when_free = |then: Bson, otherwise: Bson| -> Bson {
+        Bson::Document(doc! { "$cond": [field(FREE), then, otherwise] })
+    };
+    let waiting_since = doc! {
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(waited) }
+    };
+    let entry = doc! {
+        LEASE: literal(lease.clone()),
+        HOLDER: literal(holder.into()),
+        TOKEN: field(NEXT_TOKEN),
+        ACCESS: literal(access.as_str().into()),
+        ACQUIRED_AT: "$$NOW",
+        EXPIRES_AT: expires_from_now(expiry),
+    };
+    let after_first = i64::try_from(TOKENS_PER_GRANT - 1).unwrap_or(0);
+    let mut decided = doc! {
+        HOLDERS: when_free(
+            doc! { "$concatArrays": [field(HOLDERS), [entry]] }.into(),
+            field(HOLDERS).into(),
+        ),
+        GRANTED_TOKEN: when_free(field(NEXT_TOKEN).into(), field(GRANTED_TOKEN).into()),
+        TOKEN: when_free(
+            doc! { "$add": [field(NEXT_TOKEN), after_first] }.into(),
+            field(TOKEN).into(),
+        ),
+        GRANTED_HOLDER: when_free(literal(holder.into()), field(GRANTED_HOLDER).into()),
+        CONTENDED_AT: when_free(
+            Bson::Null,
+            doc! { "$min": [
+                { "$ifNull": [field(CONTENDED_AT), &waiting_since] },
+                &waiting_since,
+            ] }
+            .into(),
+        ),
+    };
+    let waiting_mark = match access {
+        Access::Write => Some(WRITER_WAITING_UNTIL),
+        Access::Read => Some(READERS_WAITING_UNTIL),
+        _ => None,
+    };
+    if let Some(mark) = waiting_mark {
+        let refused = if retry_within.is_zero() {
+            Bson::from(field(mark))
+        } else {
+            doc! { "$max": [
+                { "$ifNull": [field(mark), DateTime::from_millis(0)] },
+                now_plus(retry_within),
+            ] }
+            .into()
+        };
+        let granted = if access == Access::Write {
+            Bson::Null
+        } else {
+            field(mark).into()
+        };
+        decided.insert(mark, when_free(granted, refused));
+    }
+    vec![
+        doc! { "$set": { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() } },
+        doc! { "$set": { FREE: grant_rule(access) } },
+        doc! { "$set": decided },
+        doc! { "$set": { EXPIRES_AT: record_expiry() } },
+        doc! { "$unset": [FREE, NEXT_TOKEN] },
+    ]
+}
+
+/// The update pipeline that extends the unexpired holder entries of `leases` to `$$NOW +
+/// expiry` (a `$map` over the holders; other entries, and expired ones of these leases, are
+/// left as they are), raising the record's `expiresAt` with them. A record none of whose
+/// entries it extends is left exactly as it was — not modified, which is how the caller
+/// learns those leases were lost.
+pub(super) fn shared_extend(leases: &[Bson], expiry: Duration) -> Vec<Document> {
+    let ours = doc! { "$and": [
+        { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
+        { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] },
+    ] };
+    let extended =
+        doc! { "$mergeObjects": [format!("$${ENTRY}"), { EXPIRES_AT: expires_from_now(expiry) }] };
+    vec![
+        doc! { "$set": { EXTENDED: { "$size": holders_where(ours.clone()) } } },
+        doc! { "$set": {
+            HOLDERS: { "$map": {
+                "input": holders(),
+                "as": ENTRY,
+                "in": { "$cond": [ours, extended, format!("$${ENTRY}")] },
+            } },
+            EXPIRES_AT: { "$cond": [
+                { "$gt": [field(EXTENDED), 0] },
+                { "$max": [field(EXPIRES_AT), expires_from_now(expiry)] },
+                field(EXPIRES_AT),
+            ] },
+        } },
+        doc! { "$unset": EXTENDED },
+    ]
+}
+
+/// Removes the holder entries for which `gone` (an expression on `$$entry`) is true, as a
+/// release does: records how long others had waited (`lastContendedMs`, the contention
+/// mark itself stays until the next grant), turns the readers' turn on until the readers'
+/// mark ends if a write was released while readers wait, stamps `releasedAt` (what the
+/// change-stream feeds look for) and recomputes `expiresAt`. `trace`, if given, is a
+/// `release_many` batch id, recorded with the released leases.
+fn shared_release_where(gone: Document, trace: Option<&Bson>) -> Vec<Document> {
+    let wrote_released = doc! { "$gt": [
+        { "$size": { "$filter": {
+            "input": field(GONE),
+            "as": ENTRY,
+            "cond": { "$eq": [entry_field(ACCESS), WRITE] },
+        } } },
+        0,
+    ] };
+    let mut released = doc! {
+        HOLDERS: holders_where(doc! { "$not": [gone.clone()] }),
+        READERS_TURN_UNTIL: { "$cond": [
+            { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] },
+            field(READERS_WAITING_UNTIL),
+            field(READERS_TURN_UNTIL),
+        ] },
+        RELEASED_AT: "$$NOW",
+    };
+    if let Some(batch) = trace {
+        released.insert(
+            RELEASED,
+            doc! {
+                RELEASED_BATCH: literal(batch.clone()),
+                RELEASED_LEASES: { "$map": { "input": field(GONE), "as": ENTRY, "in": entry_field(LEASE) } },
+            },
+        );
+    }
+    vec![
+        doc! { "$set": { GONE: holders_where(gone), LAST_CONTENDED_MS: contended_ms() } },
+        doc! { "$set": released },
+        doc! { "$set": { EXPIRES_AT: record_expiry() } },
+        doc! { "$unset": GONE },
+    ]
+}
+
+/// The update pipeline of a shared record's release of `leases` (one for `release`, a
+/// batch's for `release_many`, which passes its id as `trace`).
+pub(super) fn shared_release(leases: &[Bson], trace: Option<&Bson>) -> Vec<Document> {
+    shared_release_where(
+        doc! { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
+        trace,
+    )
+}
+
+/// The update pipeline of `release_many` on mutex documents: records the batch and the
+/// lease it releases (`released: {batch, leases: [leaseId]}`), then releases exactly as
+/// [`release`] does.
+pub(super) fn release_traced(batch: &Bson) -> Vec<Document> {
+    let mut stages = vec![doc! { "$set": { RELEASED: {
+        RELEASED_BATCH: literal(batch.clone()),
+        RELEASED_LEASES: [field(LEASE_ID)],
+    } } }];
+    stages.extend(release());
+    stages
+}
+
+/// The update pipeline of a forced release of a shared record, run by `findAndModify` on
+/// [`shared_held`]: records the holders it clears (`forcedRelease: {at: $$NOW, holders}`)
+/// and releases every entry as their holders would have (the readers' turn included); the
+/// tokens stay, so the next grant's is larger.
+pub(super) fn force_release_shared() -> Vec<Document> {
+    let mut stages = vec![doc! { "$set": { FORCED_RELEASE: {
+        FORCED_AT: "$$NOW",
+        HOLDERS: unexpired_holders(),
+    } } }];
+    stages.extend(shared_release_where(doc! { "$literal": true }, None));
+    stages
+}
+
+/// The update pipeline of `set_permits`, run by `findAndModify` with `upsert` on
+/// [`semaphore_by_name`]: sets the count, and gives a record it creates an empty holder
+/// list and an expiry of now (so an unused one is collected like a released lock).
+pub(super) fn set_permits(permits: u32) -> Vec<Document> {
+    vec![doc! { "$set": {
+        PERMITS: i64::from(permits),
+        HOLDERS: holders(),
+        EXPIRES_AT: { "$ifNull": [field(EXPIRES_AT), "$$NOW"] },
+    } }]
+}
+
+/// The aggregation that tells which of `leases` still hold an unexpired place in the
+/// shared records of `names`: one document per record, with the held ones in `leases`.
+pub(super) fn held_shared_leases(names: &[&str], leases: &[Bson]) -> Vec<Document> {
+    let ours = doc! { "$and": [
+        { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
+        { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] },
+    ] };
+    vec![
+        doc! { "$match": by_holders(names, leases) },
+        doc! { "$project": { RELEASED_LEASES: {
+            "$map": { "input": holders_where(ours), "as": ENTRY, "in": entry_field(LEASE) },
+        } } },
     ]
 }
 
