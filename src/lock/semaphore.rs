@@ -25,8 +25,9 @@ use crate::store::outcome::LockRecord;
 /// MongoDB's TTL index) and the next handle's count applies again.
 ///
 /// Local waiters are served first come, first served, with one store attempt in flight per
-/// name and process; a released permit passes straight to the next local waiter while its
-/// lease is provably valid, and other processes are woken by the store's release feed.
+/// name and process. A released permit goes back through the store (never straight to a
+/// local waiter: its grant's next reserved token could be smaller than a token issued to
+/// another holder since), and waiters elsewhere are woken by the store's release feed.
 ///
 /// ```
 /// use mongolock::{LockManager, LockOptions, MemoryStore};
