@@ -28,22 +28,46 @@ pub(crate) struct Cli {
     pub command: Command,
 }
 
+/// What `run` holds for each combination of flags, at the end of `mongolock run --help`.
+const RUN_KINDS: &str = "\
+What is held:
+  --lock NAME               the lock NAME: one run at a time
+  --lock NAME --shared      a read lock on the reader/writer lock NAME: shared with
+                            other --shared runs; excluded by an --exclusive one
+  --lock NAME --exclusive   the write lock on the reader/writer lock NAME: alone;
+                            once it waits, new --shared runs wait behind it
+  --lock NAME --permits N   a permit of the semaphore NAME: at most N runs at once
+                            (every run on NAME gives the same N)
+  --lock A --lock B ...     the locks A and B (plain) all at once, or none: taken in
+                            one order whatever the order given, so never a deadlock;
+                            the command is stopped if any of them is lost
+A name is one kind for everyone: a plain --lock NAME and --shared/--exclusive on NAME
+are different kinds, and do not mix (exit 78).";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run a command while holding a lock.
+    /// Run a command while holding a lock, a permit, a read or write lock, or several locks.
     ///
-    /// The command gets the lock's fencing token in `MONGOLOCK_TOKEN` and its name in
-    /// `MONGOLOCK_LOCK`. When the lock is released (the command exited) or lost, every
-    /// process the command started is stopped: SIGTERM, then SIGKILL after --grace. If the
-    /// lock is lost, mongolock exits with 76; otherwise with the command's code (128+N if
-    /// signal N killed it).
+    /// Like flock(1): a plain --lock is a lock with one holder at a time; --shared and
+    /// --exclusive take the read or the write side of a reader/writer lock; --permits N
+    /// takes a permit of a semaphore of N; several --lock take all those locks at once (see
+    /// "What is held" below). A name is one kind of lock for everyone: a run asking for
+    /// another kind than the name's holders have exits with 78 and holds nothing.
+    ///
+    /// The command gets the fencing token in `MONGOLOCK_TOKEN` and the name in
+    /// `MONGOLOCK_LOCK`; with several --lock those are the first name's (in byte order), and
+    /// `MONGOLOCK_TOKENS` has every name with its token, `NAME=TOKEN` joined by commas in
+    /// byte order (`a=12,b=40`), so the names cannot contain a comma. When the lock is
+    /// released (the command exited) or lost (any of several), every process the command
+    /// started is stopped: SIGTERM, then SIGKILL after --grace. If it is lost, mongolock
+    /// exits with 76; otherwise with the command's code (128+N if signal N killed it).
     ///
     /// With a terminal on stdin the command runs in the foreground like any shell job: it
     /// reads the terminal, and Ctrl-C, Ctrl-\ and Ctrl-Z reach it directly; mongolock passes
     /// SIGTERM on. Without one it runs in a process group of its own, and SIGINT, SIGTERM,
     /// SIGHUP and SIGQUIT sent to mongolock are passed on to that group.
-    #[command(after_help = exit_code::RUN_HELP)]
+    #[command(after_help = format!("{RUN_KINDS}\n\n{}", exit_code::RUN_HELP))]
     Run(RunArgs),
     /// Run a command only while this process leads an election.
     ///
@@ -55,6 +79,9 @@ pub(crate) enum Command {
     #[command(after_help = exit_code::ELECT_HELP)]
     Elect(ElectArgs),
     /// Show the locks of a collection: name, state, holder, fencing token, time left.
+    ///
+    /// Semaphores and reader/writer locks also show their kind (with a semaphore's
+    /// permits) and one line per holder: each with its fencing token and time left.
     #[command(after_help = exit_code::STATUS_HELP)]
     Status(StatusArgs),
     /// Free a lock whose holder is stuck (needs --force).
@@ -137,14 +164,25 @@ pub(crate) struct ConnectionArgs {
 /// `mongolock run`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct RunArgs {
-    /// Name of the lock.
-    #[arg(long, value_name = "NAME")]
-    pub lock: String,
+    /// Name of the lock; repeat it to hold several locks at once.
+    #[arg(long, value_name = "NAME", required = true, action = ArgAction::Append)]
+    pub lock: Vec<String>,
+    /// Hold a read lock on the reader/writer lock NAME, shared with other readers.
+    #[arg(long, conflicts_with_all = ["exclusive", "permits"])]
+    pub shared: bool,
+    /// Hold the write lock on the reader/writer lock NAME, excluding readers and writers
+    /// (not the same lock as a plain --lock NAME).
+    #[arg(long, conflicts_with = "permits")]
+    pub exclusive: bool,
+    /// Hold a permit of the semaphore NAME of N permits (1 to 1000; every run on NAME must
+    /// give the same N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(mongolock::MAX_PERMITS)))]
+    pub permits: Option<u32>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub connection: ConnectionArgs,
-    /// Give up (exit 75) if the lock is not acquired within this time; 0 tries once
-    /// [default: wait forever].
+    /// Give up (exit 75) if the lock (every lock, with several) is not acquired within this
+    /// time; 0 tries once [default: wait forever].
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub wait: Option<Duration>,
     #[command(flatten)]
@@ -193,6 +231,10 @@ pub(crate) struct HeldCommandArgs {
 /// `mongolock status`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct StatusArgs {
+    /// Show only these locks, in this order (a name with no record shows as free) [default:
+    /// every lock of the collection].
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub connection: ConnectionArgs,
@@ -208,8 +250,13 @@ pub(crate) struct StatusArgs {
     pub watch: Option<Duration>,
     /// Print JSON for scripts instead of a table: one object
     /// `{"time", "database", "collection", "locks": [{"name", "state", "holder", "token",
-    /// "expires_in_ms", "contended_for_ms"}]}`, one line per refresh with --watch (a failed
-    /// refresh prints `{"time", "error"}`).
+    /// "expires_in_ms", "contended_for_ms", "kind", "permits", "holders": [{"holder",
+    /// "access", "token", "expires_in_ms"}]}]}`, one line per refresh with --watch (a failed
+    /// refresh prints `{"time", "error"}`). `kind` is `"mutex"`, `"semaphore"` (with
+    /// `permits`), `"read_write"`, or null for a name with no record; `access` is
+    /// `"exclusive"`, `"permit"`, `"read"` or `"write"`; for a semaphore or reader/writer lock,
+    /// `holder` is the first holder, `token` the last grant's and `expires_in_ms` the longest
+    /// time left.
     #[arg(long)]
     pub json: bool,
 }
@@ -385,7 +432,8 @@ mod tests {
         ]) else {
             panic!("not run")
         };
-        assert_eq!(args.lock, "jobs");
+        assert_eq!(args.lock, ["jobs"]);
+        assert!(!args.shared && !args.exclusive && args.permits.is_none());
         assert_eq!(args.wait, Some(Duration::from_millis(200)));
         assert_eq!(args.held.lease, Duration::from_secs(15));
         assert_eq!(args.held.grace, None);

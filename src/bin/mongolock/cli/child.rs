@@ -26,6 +26,28 @@ use super::CliError;
 pub(crate) const TOKEN_ENV: &str = "MONGOLOCK_TOKEN";
 /// Environment variable carrying the lock (or election) name to the command.
 pub(crate) const LOCK_ENV: &str = "MONGOLOCK_LOCK";
+/// Environment variable carrying every lock's name and token to a command holding several:
+/// `NAME=TOKEN` joined by commas, in the names' byte order.
+pub(crate) const TOKENS_ENV: &str = "MONGOLOCK_TOKENS";
+
+/// The fencing environment of a command holding `held` (name and token of each lock, in
+/// the order they were taken): `MONGOLOCK_TOKEN` and `MONGOLOCK_LOCK` of the first, and with
+/// several `MONGOLOCK_TOKENS` of all.
+pub(crate) fn fencing_env(held: &[(&str, u64)]) -> Vec<(&'static str, String)> {
+    let mut env = Vec::with_capacity(3);
+    if let Some((name, token)) = held.first() {
+        env.push((TOKEN_ENV, token.to_string()));
+        env.push((LOCK_ENV, (*name).to_owned()));
+    }
+    if held.len() > 1 {
+        let all: Vec<String> = held
+            .iter()
+            .map(|(name, token)| format!("{name}={token}"))
+            .collect();
+        env.push((TOKENS_ENV, all.join(",")));
+    }
+    env
+}
 
 /// Time the guardian gets beyond the grace period to stop everything before it is killed.
 const GUARDIAN_MARGIN: Duration = Duration::from_secs(1);
@@ -44,8 +66,8 @@ pub(crate) struct Child {
 }
 
 impl Child {
-    /// Starts `command` (program and arguments) under a guardian, with `MONGOLOCK_TOKEN` and
-    /// `MONGOLOCK_LOCK` set, inheriting stdin, stdout and stderr. `grace` is the SIGTERM →
+    /// Starts `command` (program and arguments) under a guardian, with `env` (the
+    /// [`fencing_env`]) set, inheriting stdin, stdout and stderr. `grace` is the SIGTERM →
     /// SIGKILL delay whenever it must stop.
     ///
     /// Call it from the thread that will outlive the command (the CLI's main thread, inside
@@ -56,8 +78,7 @@ impl Child {
     /// command that cannot be started makes the guardian exit with 127 (not found) or 126.
     pub(crate) fn spawn(
         command: &[OsString],
-        token: u64,
-        lock: &str,
+        env: &[(&'static str, String)],
         grace: Duration,
     ) -> Result<Self, CliError> {
         if command.is_empty() {
@@ -76,8 +97,7 @@ impl Child {
         builder
             .arg("--")
             .args(command)
-            .env(TOKEN_ENV, token.to_string())
-            .env(LOCK_ENV, lock)
+            .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::inherit())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())
@@ -151,5 +171,21 @@ mod tests {
     #[test]
     fn the_guardian_is_this_program() {
         assert!(own_executable().exists());
+    }
+
+    #[test]
+    fn several_locks_get_every_token_and_the_first_as_the_token() {
+        assert_eq!(
+            fencing_env(&[("jobs", 7)]),
+            [(TOKEN_ENV, "7".to_owned()), (LOCK_ENV, "jobs".to_owned())]
+        );
+        assert_eq!(
+            fencing_env(&[("a", 12), ("b", 40)]),
+            [
+                (TOKEN_ENV, "12".to_owned()),
+                (LOCK_ENV, "a".to_owned()),
+                (TOKENS_ENV, "a=12,b=40".to_owned())
+            ]
+        );
     }
 }

@@ -194,12 +194,8 @@ impl Candidate<'_> {
 
     /// Starts the command for a new term; if it cannot start, steps down.
     async fn start(&self, election: &Election, token: u64) -> Result<Child, CliError> {
-        match Child::spawn(
-            &self.args.held.command,
-            token,
-            self.name.as_str(),
-            self.grace,
-        ) {
+        let env = super::child::fencing_env(&[(self.name.as_str(), token)]);
+        match Child::spawn(&self.args.held.command, &env, self.grace) {
             Ok(child) => Ok(child),
             Err(error) => {
                 let _ = election.resign().await;

@@ -40,22 +40,30 @@ pub(crate) enum CliError {
         reason: String,
     },
     /// `run --wait`: the lock stayed held elsewhere.
-    #[error("{}", not_acquired(.name, .waited.as_deref(), .holder.as_deref()))]
+    #[error("{}", not_acquired(.asked, .blocker, .waited.as_deref()))]
     NotAcquired {
-        /// The lock name.
-        name: String,
+        /// What was asked for: `lock "x"`, `a permit of semaphore "x"`, `locks "a", "b"`.
+        asked: String,
+        /// What stood in the way at the end.
+        blocker: Blocker,
         /// How long was waited, for people; `None` for a single attempt (`--wait 0`).
         waited: Option<String>,
-        /// Who held it at the end, if known.
-        holder: Option<String>,
     },
     /// `run`: the lock was lost while the command ran; the command was stopped.
-    #[error("lock {name:?} was lost while the command ran ({reason}); the command was stopped")]
+    #[error("{what} was lost while the command ran ({reason}); the command was stopped")]
     Lost {
-        /// The lock name.
-        name: String,
+        /// What was lost: `lock "x"`, `a read lock on "x"`.
+        what: String,
         /// Why the lock was lost.
         reason: LossReason,
+    },
+    /// `run`: the name is another kind of lock than the run asked for; nothing was held.
+    #[error(
+        "{error}. Every run on a name must ask for the same kind: a plain --lock for a lock, --shared or --exclusive for a reader/writer lock, --permits N with the same N for a semaphore"
+    )]
+    KindMismatch {
+        /// The library's error, naming the lock, what it is and what was asked.
+        error: LockError,
     },
     /// The command could not be started.
     #[error("cannot run {program:?}: {source}")]
@@ -79,11 +87,24 @@ pub(crate) enum CliError {
     Internal(String),
 }
 
-fn not_acquired(name: &str, waited: Option<&str>, holder: Option<&str>) -> String {
-    let by = holder.map_or_else(String::new, |holder| format!(" by {holder}"));
+/// What kept a lock from being acquired: `subject` is `state`, for example `lock "x"` is
+/// `held by H`, or `semaphore "x"` is `full: 2 permits held by H1, H2`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Blocker {
+    /// The lock that is taken (one member of several).
+    pub subject: String,
+    /// How it is held (`held` when the store no longer says).
+    pub state: String,
+}
+
+fn not_acquired(asked: &str, blocker: &Blocker, waited: Option<&str>) -> String {
+    let Blocker { subject, state } = blocker;
     match waited {
-        Some(waited) => format!("lock {name:?} not acquired within {waited} (held{by})"),
-        None => format!("lock {name:?} is held{by}; not waiting (--wait 0)"),
+        Some(waited) if subject == asked => {
+            format!("{asked} not acquired within {waited} ({state})")
+        }
+        Some(waited) => format!("{asked} not acquired within {waited} ({subject} is {state})"),
+        None => format!("{subject} is {state}; not waiting (--wait 0)"),
     }
 }
 
@@ -95,6 +116,7 @@ impl CliError {
             Self::Unavailable { .. } | Self::Unsupported { .. } => exit_code::UNAVAILABLE,
             Self::NotAcquired { .. } => exit_code::NOT_ACQUIRED,
             Self::Lost { .. } => exit_code::LOST,
+            Self::KindMismatch { .. } => exit_code::KIND_MISMATCH,
             Self::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 exit_code::NOT_FOUND
             }
@@ -120,6 +142,7 @@ impl CliError {
             LockError::InvalidName { .. } | LockError::InvalidOptions(_) => {
                 Self::Usage(error.to_string())
             }
+            LockError::KindMismatch { .. } => Self::KindMismatch { error },
             other => Self::Internal(other.to_string()),
         }
     }
@@ -129,6 +152,13 @@ impl CliError {
         let uri = uri.to_owned();
         match error {
             StoreError::InvalidConfig(reason) => Self::Usage(reason.clone()),
+            StoreError::KindMismatch { name, found, asked } => Self::KindMismatch {
+                error: LockError::KindMismatch {
+                    name: name.clone(),
+                    found: *found,
+                    asked: *asked,
+                },
+            },
             StoreError::Unsupported(reason) => Self::Unsupported {
                 uri,
                 reason: reason.clone(),
@@ -180,10 +210,14 @@ mod tests {
 
     #[test]
     fn messages_name_the_lock_and_holder() {
+        let held_by = |state: &str| Blocker {
+            subject: "lock \"orders\"".into(),
+            state: state.into(),
+        };
         let error = CliError::NotAcquired {
-            name: "orders".into(),
+            asked: "lock \"orders\"".into(),
+            blocker: held_by("held by host:1:ab"),
             waited: Some("200ms".into()),
-            holder: Some("host:1:ab".into()),
         };
         assert_eq!(error.exit_code(), 75);
         assert_eq!(
@@ -191,20 +225,62 @@ mod tests {
             "lock \"orders\" not acquired within 200ms (held by host:1:ab)"
         );
         let once = CliError::NotAcquired {
-            name: "orders".into(),
+            asked: "lock \"orders\"".into(),
+            blocker: held_by("held by host:1:ab"),
             waited: None,
-            holder: Some("host:1:ab".into()),
         };
         assert_eq!(
             once.one_line(),
             "lock \"orders\" is held by host:1:ab; not waiting (--wait 0)"
         );
+        let several = CliError::NotAcquired {
+            asked: "locks \"a\", \"orders\"".into(),
+            blocker: held_by("held"),
+            waited: Some("1s".into()),
+        };
+        assert_eq!(
+            several.one_line(),
+            "locks \"a\", \"orders\" not acquired within 1s (lock \"orders\" is held)"
+        );
         let lost = CliError::Lost {
-            name: "orders".into(),
+            what: "a permit of semaphore \"orders\"".into(),
             reason: LossReason::Superseded,
         };
         assert_eq!(lost.exit_code(), 76);
+        assert!(
+            lost.one_line()
+                .starts_with("a permit of semaphore \"orders\" was lost")
+        );
         assert!(lost.one_line().contains("taken over"));
+    }
+
+    #[test]
+    fn a_kind_mismatch_has_its_own_code_and_says_how_to_agree() {
+        use mongolock::LockKind;
+        let mismatch = CliError::from_lock(LockError::KindMismatch {
+            name: "imports".into(),
+            found: LockKind::Semaphore { permits: 3 },
+            asked: LockKind::ReadWrite,
+        });
+        assert_eq!(mismatch.exit_code(), 78);
+        let line = mismatch.one_line();
+        assert!(
+            line.starts_with(
+                "lock \"imports\" is a semaphore of 3 permits, not a reader/writer lock; nothing was written."
+            ),
+            "{line}"
+        );
+        assert!(line.contains("--permits N with the same N"), "{line}");
+        let from_store = CliError::from_store(
+            &StoreError::KindMismatch {
+                name: "imports".into(),
+                found: LockKind::Mutex,
+                asked: LockKind::ReadWrite,
+            },
+            "mongodb://h",
+            "why",
+        );
+        assert_eq!(from_store.exit_code(), 78);
     }
 
     #[test]

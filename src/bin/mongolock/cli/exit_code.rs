@@ -11,11 +11,12 @@
 //! | 2 | `doctor`: some finding is a problem |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | `run`/`elect`: the command was killed by signal N (`sh` convention); any subcommand: `mongolock` got signal N before it was done (130 for Ctrl-C) |
-//! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration, a lease under 1s, `release` without `--force` |
+//! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration, a lease under 1s, `--permits` outside 1..=1000, several `--lock` with `--shared`, `--exclusive` or `--permits` (or with a name containing a comma), `release` without `--force` |
 //! | 69 `EX_UNAVAILABLE` | MongoDB unreachable, refused the request, or too old (needs 5.0+) |
 //! | 70 `EX_SOFTWARE` | internal error |
 //! | 75 `EX_TEMPFAIL` | `run`: the lock was not acquired within `--wait` |
 //! | 76 | `run`: the lock was lost while the command ran; the command was stopped |
+//! | 78 `EX_CONFIG` | `run`: the name is another kind of lock than asked for (a plain `--lock` on a reader/writer lock or a semaphore, `--shared`/`--exclusive` on a lock or a semaphore, `--permits N` on a semaphore of another count, or the reverse); nothing was held |
 //! | 126 | `run`/`elect`: the command could not be executed (permission denied, not executable) |
 //! | 127 | `run`/`elect`: the command was not found |
 //!
@@ -34,6 +35,10 @@ pub(crate) const SOFTWARE: u8 = 70;
 pub(crate) const NOT_ACQUIRED: u8 = 75;
 /// The lock was lost while the command ran; the command was stopped.
 pub(crate) const LOST: u8 = 76;
+/// The name is another kind of lock (or a semaphore of another count) than the run asked
+/// for (`EX_CONFIG`): the processes sharing it disagree about what it is, which waiting or
+/// retrying cannot fix.
+pub(crate) const KIND_MISMATCH: u8 = 78;
 /// The command exists but could not be executed.
 pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found.
@@ -55,6 +60,7 @@ Exit codes:
   70           internal error
   75           run: lock not acquired within --wait
   76           run: lock lost while the command ran (the command was stopped)
+  78           run: the name is another kind of lock than asked for
   126 / 127    run/elect: the command could not be executed / was not found";
 
 /// The exit codes of `mongolock run`.
@@ -62,11 +68,16 @@ pub(crate) const RUN_HELP: &str = "\
 Exit codes:
   <command's>  the command's own exit code
   128+N        the command was killed by signal N (or mongolock was, before it started)
-  64           usage error: bad flag or value, missing URI, invalid lock name
+  64           usage error: bad flag or value, missing URI, invalid lock name,
+               --permits outside 1..=1000, several --lock with --shared,
+               --exclusive or --permits, or a comma in a name with several --lock
   69           MongoDB unreachable, failing, or older than 5.0
   70           internal error
-  75           lock not acquired within --wait
+  75           lock not acquired within --wait (any of several)
   76           lock lost while the command ran (the command was stopped)
+  78           the name is another kind of lock than asked for: a lock (plain
+               --lock), a reader/writer lock (--shared/--exclusive) or a semaphore
+               of another count (--permits N); nothing was held
   126 / 127    the command could not be executed / was not found";
 
 /// The exit codes of `mongolock elect`.

@@ -5,8 +5,9 @@ use std::ffi::OsString;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 /// Flags of `run` and `elect` that take a value, so the word after them is not the command.
-const VALUE_FLAGS: [&str; 9] = [
+const VALUE_FLAGS: [&str; 10] = [
     "--lock",
+    "--permits",
     "--name",
     "--uri",
     "--database",

@@ -4,11 +4,13 @@
 //! - `mongolock run --lock NAME -- CMD…` runs a command while holding a lock (like
 //!   `flock(1)`, `consul lock`, `etcdctl lock`): the fencing token is passed in
 //!   `MONGOLOCK_TOKEN`; if the lock is lost the command gets SIGTERM, then SIGKILL after
-//!   `--grace`, and `mongolock` exits with 76.
+//!   `--grace`, and `mongolock` exits with 76. `--shared` / `--exclusive` hold the read or
+//!   write side of a reader/writer lock, `--permits N` a permit of a semaphore, and several
+//!   `--lock` hold all those locks at once ([`hold`]).
 //! - `mongolock elect --name NAME -- CMD…` runs a command only while this process leads the
 //!   election, restarting it on every new term.
-//! - `mongolock status` prints the locks of a collection (`--watch` refreshes, `--json` for
-//!   scripts).
+//! - `mongolock status [NAME…]` prints the locks of a collection, with every holder of a
+//!   semaphore or reader/writer lock (`--watch` refreshes, `--json` for scripts).
 //! - `mongolock release --force NAME` frees a lock whose holder is stuck.
 //! - `mongolock watch NAME…` prints what happens to locks as it happens.
 //! - `mongolock doctor` says whether a deployment is fit for locks, and why.
@@ -33,6 +35,7 @@ mod error;
 pub(crate) mod exit_code;
 pub(crate) mod guardian;
 pub(crate) mod hints;
+mod hold;
 pub(crate) mod progress;
 mod release;
 mod run;

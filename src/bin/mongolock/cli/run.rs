@@ -1,15 +1,19 @@
-//! `mongolock run`: acquire, run the command while the lock is held, release.
+//! `mongolock run`: acquire, run the command while the lock is held, release. What is held
+//! — a lock, a permit, a read or write lock, several locks — is a [`Target`]; acquiring,
+//! waiting, supervising and releasing are the same for each.
 
 use std::time::Duration;
 
+use futures::future::select_all;
 use tokio::time::Instant;
 
-use super::child::Child;
+use super::child::{Child, fencing_env};
 use super::connect::Endpoint;
+use super::hold::{Ask, Held, Target};
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
 use super::{CliError, RunArgs, duration, exit_code};
-use mongolock::{AtRisk, Lock, LockError, LockGuard, LockManager, LockName, LockOptions};
+use mongolock::{AtRisk, LockError, LockManager, LockOptions, LossReason, LossSignal};
 
 /// How often a waiting `run` says it is still waiting.
 const WAIT_REPORT_EVERY: Duration = Duration::from_secs(10);
@@ -21,7 +25,7 @@ pub(super) async fn run(
     progress: Progress,
 ) -> Result<u8, CliError> {
     // Everything that can be checked without a server is checked first.
-    let name = LockName::new(&args.lock).map_err(|error| CliError::Usage(error.to_string()))?;
+    let ask = Ask::from_args(&args)?;
     let options = LockOptions::default().with_lease_duration(args.held.lease);
     options.validate().map_err(|error| {
         CliError::Usage(format!(
@@ -40,7 +44,7 @@ pub(super) async fn run(
         started = connection.start(options) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let result = hold_and_run(&manager, &name, &args, grace, &endpoint, signals, progress).await;
+    let result = hold_and_run(&manager, ask, &args, grace, &endpoint, signals, progress).await;
     // Releases whatever is still held (an interrupted acquisition leaves nothing behind).
     manager.shutdown().await;
     result
@@ -48,80 +52,87 @@ pub(super) async fn run(
 
 async fn hold_and_run(
     manager: &LockManager,
-    name: &LockName,
+    ask: Ask,
     args: &RunArgs,
     grace: Duration,
     endpoint: &Endpoint,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
-    let lock = manager
-        .lock(name.as_str())
-        .map_err(|error| endpoint.lock_error(error))?;
+    let target = Target::new(manager, ask).map_err(|error| endpoint.lock_error(error))?;
+    let ask = target.ask();
     let started = Instant::now();
     let acquired = tokio::select! {
-        acquired = acquire(&lock, args.wait, progress) => acquired,
+        acquired = acquire(&target, args.wait, progress) => acquired,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let guard = match acquired {
-        Ok(guard) => guard,
+    let held = match acquired {
+        Ok(held) => held,
         Err(LockError::Timeout(_)) => {
-            let holder = lock
-                .inspect()
+            let blocker = target
+                .blocker(false)
                 .await
-                .ok()
-                .flatten()
-                .and_then(|record| record.holder)
-                .map(|holder| holder.as_str().to_owned());
+                .unwrap_or_else(|| ask.unknown_blocker());
             return Err(CliError::NotAcquired {
-                name: name.to_string(),
+                asked: ask.asked(),
+                blocker,
                 waited: args.wait.filter(|wait| !wait.is_zero()).map(duration::show),
-                holder,
             });
         }
         Err(error) => return Err(endpoint.lock_error(error)),
     };
     let waited = started.elapsed();
+    let tokens = held.tokens();
+    let shown: Vec<String> = tokens
+        .iter()
+        .map(|(name, token)| match ask {
+            Ask::All(_) => format!("{name:?} (token {token})"),
+            _ => format!("{} (token {token})", ask.asked()),
+        })
+        .collect();
+    let what = match ask {
+        Ask::All(_) => format!("locks {}", shown.join(", ")),
+        _ => shown.join(", "),
+    };
     progress.say(format_args!(
-        "acquired lock {:?} (token {}){}",
-        name.as_str(),
-        guard.token(),
+        "acquired {what}{}",
         if waited >= Duration::from_secs(1) {
             format!(" after waiting {}", duration::show(waited))
         } else {
             String::new()
         }
     ));
-    let child = match Child::spawn(&args.held.command, guard.token(), name.as_str(), grace) {
+    let child = match Child::spawn(&args.held.command, &fencing_env(&tokens), grace) {
         Ok(child) => child,
         Err(error) => {
-            let _ = guard.release().await;
+            let _ = held.release().await;
             return Err(error);
         }
     };
-    supervise(child, guard, name, grace, signals, progress).await
+    supervise(child, held, ask, grace, signals, progress).await
 }
 
-/// Acquires the lock, waiting up to `wait` (forever without it; a single attempt for 0)
+/// Acquires the target, waiting up to `wait` (forever without it; a single attempt for 0)
 /// and saying who holds it meanwhile.
 async fn acquire(
-    lock: &Lock,
+    target: &Target,
     wait: Option<Duration>,
     progress: Progress,
-) -> Result<LockGuard, LockError> {
+) -> Result<Held, LockError> {
     let started = Instant::now();
-    if let Some(guard) = lock.try_acquire().await? {
-        return Ok(guard);
+    if let Some(held) = target.try_acquire().await? {
+        return Ok(held);
     }
     if wait.is_some_and(|wait| wait.is_zero()) {
         return Err(LockError::Timeout(Duration::ZERO));
     }
-    report_waiting(lock, None, wait, progress).await;
+    report_waiting(target, None, wait, progress).await;
     let attempt = async {
         match wait {
-            None => lock.acquire().await,
+            None => target.acquire().await,
             Some(wait) => {
-                lock.acquire_timeout(wait.saturating_sub(started.elapsed()))
+                target
+                    .acquire_timeout(wait.saturating_sub(started.elapsed()))
                     .await
             }
         }
@@ -133,16 +144,18 @@ async fn acquire(
             biased;
             acquired = &mut attempt => return acquired,
             _ = reports.tick() => {
-                report_waiting(lock, Some(started.elapsed()), wait, progress).await;
+                report_waiting(target, Some(started.elapsed()), wait, progress).await;
             }
         }
     }
 }
 
-/// `lock "x" is held by H (token T, expires in 12s); waiting`, or after `so_far`:
-/// `still waiting for lock "x" after 10s; held by H (token T)`.
+/// `lock "x" is held by H (token T, lease ends in 12s); waiting`, or after `so_far`:
+/// `still waiting for lock "x" after 10s; held by H (token T, …)`. For a permit, a read or
+/// write lock, or several locks, the lock in the way is named: `semaphore "x" is full: …`,
+/// `still waiting for locks "a", "b" after 10s; lock "b" is held by …`.
 async fn report_waiting(
-    lock: &Lock,
+    target: &Target,
     so_far: Option<Duration>,
     wait: Option<Duration>,
     progress: Progress,
@@ -150,102 +163,134 @@ async fn report_waiting(
     if !progress.enabled() {
         return;
     }
-    let name = lock.name().as_str();
-    let record = lock.inspect().await.ok().flatten();
-    let holder = record.as_ref().and_then(|record| {
-        let holder = record.holder.as_ref()?;
-        let left = record
-            .expires_in
-            .map(|left| format!(", lease ends in {}", duration::show(left)))
-            .unwrap_or_default();
-        Some(format!("held by {holder} (token {}{left})", record.token))
-    });
+    let asked = target.ask().asked();
+    let blocker = target.blocker(true).await;
     let limit = wait.map_or_else(String::new, |wait| {
         format!(", giving up after {}", duration::show(wait))
     });
-    let line = match (so_far, holder) {
-        (None, Some(holder)) => format!("lock {name:?} is {holder}; waiting{limit}"),
-        (None, None) => format!("waiting for lock {name:?}{limit}"),
-        (Some(so_far), Some(holder)) => format!(
-            "still waiting for lock {name:?} after {}; {holder}",
-            duration::show(so_far)
-        ),
-        (Some(so_far), None) => format!(
-            "still waiting for lock {name:?} after {}",
-            duration::show(so_far)
-        ),
+    let line = match (so_far, blocker) {
+        (None, Some(blocker)) => {
+            format!("{} is {}; waiting{limit}", blocker.subject, blocker.state)
+        }
+        (None, None) => format!("waiting for {asked}{limit}"),
+        (Some(so_far), Some(blocker)) => {
+            let so_far = duration::show(so_far);
+            if blocker.subject == asked {
+                format!(
+                    "still waiting for {asked} after {so_far}; {}",
+                    blocker.state
+                )
+            } else {
+                format!(
+                    "still waiting for {asked} after {so_far}; {} is {}",
+                    blocker.subject, blocker.state
+                )
+            }
+        }
+        (Some(so_far), None) => {
+            format!("still waiting for {asked} after {}", duration::show(so_far))
+        }
     };
     progress.say(line);
 }
 
-/// The progress line for a hold at risk.
-fn at_risk_line(name: &LockName, risk: &AtRisk) -> String {
+/// The progress line for a hold at risk; `what` is what is held (`lock "x"`).
+fn at_risk_line(what: &str, risk: &AtRisk) -> String {
     let cause = risk
         .last_error()
         .map_or_else(|| "no answer in time".to_owned(), str::to_owned);
     format!(
-        "renewals of lock {:?} are failing ({cause}); the lock is lost in {} unless the store answers",
-        name.as_str(),
+        "renewals of {what} are failing ({cause}); the lock is lost in {} unless the store answers",
         duration::show(risk.time_left())
     )
 }
 
-/// Holds the lock while the command runs: passes signals on, stops the command if the lock
-/// is lost, releases when it exits.
+/// A change in the hold of one of the held locks (by its index).
+enum Change {
+    AtRisk(usize, AtRisk),
+    Recovered(usize),
+    Lost(usize, LossReason),
+}
+
+/// The next change to any of `signals`: at risk (or recovered, where `warned`) and lost.
+async fn next_change(signals: &[LossSignal], warned: &[bool]) -> Change {
+    let watches = signals
+        .iter()
+        .zip(warned)
+        .enumerate()
+        .map(|(at, (signal, &warned))| {
+            Box::pin(async move {
+                tokio::select! {
+                    risk = signal.at_risk(), if !warned => Change::AtRisk(at, risk),
+                    () = signal.recovered(), if warned => Change::Recovered(at),
+                    reason = signal.lost() => Change::Lost(at, reason),
+                }
+            })
+        });
+    select_all(watches).await.0
+}
+
+/// Holds the locks while the command runs: passes signals on, stops the command if any
+/// is lost, releases them when it exits.
 async fn supervise(
     mut child: Child,
-    guard: LockGuard,
-    name: &LockName,
+    held: Held,
+    ask: &Ask,
     grace: Duration,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
-    let loss = guard.loss_signal();
+    let guards = held.guards();
+    let names: Vec<String> = guards.iter().map(|guard| ask.held(guard.name())).collect();
+    let losses: Vec<LossSignal> = guards
+        .iter()
+        .map(mongolock::LockGuard::loss_signal)
+        .collect();
+    let mut warned = vec![false; losses.len()];
     let held_since = Instant::now();
-    let mut warned = false;
     loop {
         tokio::select! {
-            risk = loss.at_risk(), if !warned => {
-                warned = true;
-                progress.say(at_risk_line(name, &risk));
-            }
-            () = loss.recovered(), if warned => {
-                warned = false;
-                progress.say(format_args!(
-                    "renewals of lock {:?} succeed again",
-                    name.as_str()
-                ));
-            }
+            change = next_change(&losses, &warned) => match change {
+                Change::AtRisk(at, risk) => {
+                    warned[at] = true;
+                    progress.say(at_risk_line(&names[at], &risk));
+                }
+                Change::Recovered(at) => {
+                    warned[at] = false;
+                    progress.say(format_args!("renewals of {} succeed again", names[at]));
+                }
+                Change::Lost(at, reason) => {
+                    progress.say(format_args!(
+                        "lost {}: {reason}; stopping the command (SIGTERM, SIGKILL after {})",
+                        names[at],
+                        duration::show(grace)
+                    ));
+                    let _ = child.terminate().await;
+                    drop(held);
+                    return Err(CliError::Lost { what: names[at].clone(), reason });
+                }
+            },
             status = child.wait() => {
                 let code = exit_code::of_status(status?);
-                return match guard.release().await {
+                return match held.release().await {
                     Ok(()) => {
                         progress.detail(format_args!(
-                            "released lock {:?} after {}",
-                            name.as_str(),
+                            "released {} after {}",
+                            ask.asked(),
                             duration::show(held_since.elapsed())
                         ));
                         Ok(code)
                     }
                     // Lost just before the command finished: its last moments may not have
                     // been exclusive, which the caller must hear about.
-                    Err(LockError::Lost(reason)) => Err(CliError::Lost {
-                        name: name.to_string(),
-                        reason,
-                    }),
+                    Err(LockError::Lost(reason)) => {
+                        let at = losses.iter().position(|loss| loss.loss().is_some());
+                        let what = at.map_or_else(|| ask.asked(), |at| names[at].clone());
+                        Err(CliError::Lost { what, reason })
+                    }
                     // The lease expires on its own; the command's result stands.
                     Err(_) => Ok(code),
                 };
-            }
-            reason = loss.lost() => {
-                progress.say(format_args!(
-                    "lost lock {:?}: {reason}; stopping the command (SIGTERM, SIGKILL after {})",
-                    name.as_str(),
-                    duration::show(grace)
-                ));
-                let _ = child.terminate().await;
-                drop(guard);
-                return Err(CliError::Lost { name: name.to_string(), reason });
             }
             signal = signals.recv() => child.forward(signal),
         }

@@ -1,5 +1,9 @@
 //! `mongolock status`: the locks of a collection as a table or JSON, once or refreshing.
 //!
+//! Semaphores and reader/writer locks have several holders: the table then gains a `KIND`
+//! column and one line per holder, and the JSON lists every holder of every lock. A table
+//! of mutexes alone looks as it always did.
+//!
 //! With `--watch` on a terminal the screen is redrawn; into a pipe or a file every refresh is
 //! appended, without escape codes. Every refresh says when it was taken, and a refresh that
 //! fails (or gets no answer within [`refresh_timeout`]) keeps the last good data on screen,
@@ -14,7 +18,11 @@ use super::connect::Connection;
 use super::progress::Progress;
 use super::signals::Signals;
 use super::{CliError, StatusArgs, duration};
-use mongolock::LockRecord;
+use mongolock::store::LockStore;
+use mongolock::{LockKind, LockName, LockRecord, StoreError};
+
+/// One lock as shown: its name and record (`None`: a name asked for that has no record).
+type Row = (String, Option<LockRecord>);
 
 /// Runs `mongolock status`. Read-only: unlike `run` and `elect` it neither checks the server
 /// version nor creates the TTL index.
@@ -23,10 +31,15 @@ pub(super) async fn status(
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
+    let names = args
+        .names
+        .iter()
+        .map(|name| LockName::new(name).map_err(|error| CliError::Usage(error.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
     let connection = super::connect(&args.connection, signals, progress).await?;
     let Some(every) = args.watch else {
         let locks = tokio::select! {
-            listed = connection.store.list() => {
+            listed = read(&connection, &names) => {
                 listed.map_err(|error| connection.endpoint.store_error(&error))?
             }
             signal = signals.recv() => return Err(super::signals::interrupted(signal)),
@@ -44,34 +57,42 @@ pub(super) async fn status(
         let _ = print_flushed(&text);
         return Ok(0);
     };
-    watch(&connection, every, args.json, signals).await
+    watch(&connection, &names, every, args.json, signals).await
+}
+
+/// The locks `names` in that order (each once), or every lock of the collection by name.
+async fn read(connection: &Connection, names: &[LockName]) -> Result<Vec<Row>, StoreError> {
+    if names.is_empty() {
+        let listed = connection.store.list().await?;
+        return Ok(listed
+            .into_iter()
+            .map(|(name, record)| (name, Some(record)))
+            .collect());
+    }
+    let mut unique: Vec<&LockName> = Vec::with_capacity(names.len());
+    for name in names {
+        if !unique.contains(&name) {
+            unique.push(name);
+        }
+    }
+    let records =
+        futures::future::join_all(unique.iter().map(|name| connection.store.inspect(name))).await;
+    unique
+        .into_iter()
+        .zip(records)
+        .map(|(name, record)| Ok((name.as_str().to_owned(), record?)))
+        .collect()
 }
 
 /// One successful read of the collection.
 struct Snapshot {
     time: SystemTime,
-    locks: Vec<(String, LockRecord)>,
+    locks: Vec<Row>,
 }
 
 impl Snapshot {
     fn json(&self, connection: &Connection) -> serde_json::Value {
-        let millis = |duration: Option<Duration>| {
-            duration.map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
-        };
-        let locks: Vec<serde_json::Value> = self
-            .locks
-            .iter()
-            .map(|(name, record)| {
-                json!({
-                    "name": name,
-                    "state": if record.is_held() { "held" } else { "free" },
-                    "holder": record.holder.as_ref().map(mongolock::HolderId::as_str),
-                    "token": record.token,
-                    "expires_in_ms": millis(record.expires_in),
-                    "contended_for_ms": millis(record.contended_for),
-                })
-            })
-            .collect();
+        let locks: Vec<serde_json::Value> = self.locks.iter().map(lock_json).collect();
         json!({
             "time": timestamp(self.time),
             "database": connection.store.database().name(),
@@ -79,6 +100,47 @@ impl Snapshot {
             "locks": locks,
         })
     }
+}
+
+/// One lock in the JSON of `status --json`.
+fn lock_json((name, found): &Row) -> serde_json::Value {
+    let millis = |duration: Option<Duration>| {
+        duration.map(|duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    };
+    let Some(record) = found else {
+        return json!({
+            "name": name, "state": "free", "holder": null, "token": 0,
+            "expires_in_ms": null, "contended_for_ms": null,
+            "kind": null, "permits": null, "holders": [],
+        });
+    };
+    let holders: Vec<serde_json::Value> = holdings(record)
+        .iter()
+        .map(|holding| {
+            json!({
+                "holder": holding.holder.as_str(),
+                "access": holding.access.as_str(),
+                "token": holding.token,
+                "expires_in_ms": millis(Some(holding.expires_in)),
+            })
+        })
+        .collect();
+    let (kind, permits) = match record.kind {
+        LockKind::Semaphore { permits } => ("semaphore", Some(permits)),
+        LockKind::ReadWrite => ("read_write", None),
+        _ => ("mutex", None),
+    };
+    json!({
+        "name": name,
+        "state": if record.is_held() { "held" } else { "free" },
+        "holder": record.holder.as_ref().map(mongolock::HolderId::as_str),
+        "token": record.token,
+        "expires_in_ms": millis(record.expires_in),
+        "contended_for_ms": millis(record.contended_for),
+        "kind": kind,
+        "permits": permits,
+        "holders": holders,
+    })
 }
 
 /// How long a refresh may take before the screen says the server is not answering: the
@@ -90,6 +152,7 @@ pub(super) fn refresh_timeout(every: Duration) -> Duration {
 /// `--watch`: refreshes every `every` until a termination signal (exit 0).
 async fn watch(
     connection: &Connection,
+    names: &[LockName],
     every: Duration,
     json: bool,
     signals: &mut Signals,
@@ -104,7 +167,7 @@ async fn watch(
     loop {
         let started = tokio::time::Instant::now();
         let listed = tokio::select! {
-            listed = tokio::time::timeout(refresh_timeout(every), connection.store.list()) => listed,
+            listed = tokio::time::timeout(refresh_timeout(every), read(connection, names)) => listed,
             _ = signals.recv() => return Ok(0),
         };
         let now = SystemTime::now();
@@ -196,10 +259,21 @@ pub(super) fn print_flushed(text: &str) -> std::io::Result<()> {
 
 /// The table `mongolock status` prints: `NAME STATE HOLDER TOKEN EXPIRES IN CONTENDED`, one
 /// row per lock, columns aligned; `CONTENDED` says how long other managers have been trying
-/// to take a held lock. Control characters in names are escaped so a name cannot break the
-/// table.
-pub(super) fn render_table(locks: &[(String, LockRecord)]) -> String {
-    const HEADER: [&str; 6] = [
+/// to take a held lock. When a semaphore or reader/writer lock is among them, a `KIND`
+/// column follows the name (`mutex`, `semaphore`, `read/write`), their `STATE` says how
+/// much is held (`2/3 held`, `read (2)`, `write`), and each further holder gets a line of
+/// its own under the first (holder, token, time left). Control characters in names are
+/// escaped so a name cannot break the table.
+pub(super) fn render_table(locks: &[Row]) -> String {
+    if locks.is_empty() {
+        return "no locks\n".to_owned();
+    }
+    let with_kind = locks.iter().any(|(_, record)| {
+        record
+            .as_ref()
+            .is_some_and(|record| record.kind.is_shared())
+    });
+    let mut header = vec![
         "NAME",
         "STATE",
         "HOLDER",
@@ -207,43 +281,69 @@ pub(super) fn render_table(locks: &[(String, LockRecord)]) -> String {
         "EXPIRES IN",
         "CONTENDED",
     ];
-    if locks.is_empty() {
-        return "no locks\n".to_owned();
+    if with_kind {
+        header.insert(1, "KIND");
     }
-    let rows: Vec<[String; 6]> = locks
-        .iter()
-        .map(|(name, record)| {
-            [
-                printable(name),
-                if record.is_held() { "held" } else { "free" }.to_owned(),
-                record
-                    .holder
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (name, found) in locks {
+        let free = LockRecord::free(0);
+        let record = found.as_ref().unwrap_or(&free);
+        let holdings = holdings(record);
+        let first = holdings.first();
+        let mut row = vec![
+            printable(name),
+            state(record),
+            first.map_or_else(
+                || "-".to_owned(),
+                |holding| printable(holding.holder.as_str()),
+            ),
+            first
+                .map_or(record.token, |holding| holding.token)
+                .to_string(),
+            first.map_or_else(
+                || "-".to_owned(),
+                |holding| duration::show(holding.expires_in),
+            ),
+            record
+                .contended_for
+                .map_or_else(|| "-".to_owned(), duration::show),
+        ];
+        if with_kind {
+            row.insert(
+                1,
+                found
                     .as_ref()
-                    .map_or_else(|| "-".to_owned(), |holder| printable(holder.as_str())),
-                record.token.to_string(),
-                record
-                    .expires_in
-                    .map_or_else(|| "-".to_owned(), duration::show),
-                record
-                    .contended_for
-                    .map_or_else(|| "-".to_owned(), duration::show),
-            ]
-        })
-        .collect();
-    let mut widths = HEADER.map(|title| title.chars().count());
+                    .map_or_else(|| "-".to_owned(), |record| kind(record.kind)),
+            );
+        }
+        rows.push(row);
+        for holding in holdings.iter().skip(1) {
+            let mut row = vec![
+                String::new(),
+                String::new(),
+                printable(holding.holder.as_str()),
+                holding.token.to_string(),
+                duration::show(holding.expires_in),
+                String::new(),
+            ];
+            if with_kind {
+                row.insert(1, String::new());
+            }
+            rows.push(row);
+        }
+    }
+    let mut widths: Vec<usize> = header.iter().map(|title| title.chars().count()).collect();
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let mut table = String::new();
-    let mut line = |cells: [&str; 6]| {
+    let mut line = |cells: &[&str]| {
         let mut text = String::new();
-        for (column, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            if column + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                text.push_str(cell);
+        for (column, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+            text.push_str(cell);
+            if column + 1 < cells.len() {
                 let pad = width - cell.chars().count() + 2;
                 text.extend(std::iter::repeat_n(' ', pad));
             }
@@ -251,11 +351,59 @@ pub(super) fn render_table(locks: &[(String, LockRecord)]) -> String {
         table.push_str(text.trim_end());
         table.push('\n');
     };
-    line(HEADER);
+    line(&header);
     for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        line(&cells);
     }
     table
+}
+
+/// The record's holders, earliest grant first (a record naming only its holder: that one).
+fn holdings(record: &LockRecord) -> Vec<mongolock::Holding> {
+    if !record.holders.is_empty() {
+        return record.holders.clone();
+    }
+    match &record.holder {
+        Some(holder) => vec![mongolock::Holding::new(
+            holder.clone(),
+            record.token,
+            mongolock::Access::Exclusive,
+            record.expires_in.unwrap_or_default(),
+        )],
+        None => Vec::new(),
+    }
+}
+
+/// `free`, `held`, `2/3 held` (`0/3 held` when free), `read (2)`, `write`.
+fn state(record: &LockRecord) -> String {
+    match record.kind {
+        // A semaphore's count is part of what it is, free or not.
+        LockKind::Semaphore { permits } => format!("{}/{permits} held", record.held_count()),
+        _ if !record.is_held() => "free".to_owned(),
+        LockKind::ReadWrite => {
+            let writing = record
+                .holders
+                .iter()
+                .any(|holding| holding.access == mongolock::Access::Write);
+            if writing {
+                "write".to_owned()
+            } else {
+                format!("read ({})", record.held_count())
+            }
+        }
+        _ => "held".to_owned(),
+    }
+}
+
+/// `mutex`, `semaphore`, `read/write`.
+fn kind(kind: LockKind) -> String {
+    match kind {
+        LockKind::Semaphore { .. } => "semaphore",
+        LockKind::ReadWrite => "read/write",
+        _ => "mutex",
+    }
+    .to_owned()
 }
 
 /// `text` with control characters escaped (`\n`, `\u{1b}`…).
@@ -286,7 +434,7 @@ mod tests {
     #[test]
     fn names_cannot_break_the_table() {
         let free = LockRecord::free(1);
-        let table = render_table(&[("a\nb\u{1b}[2J".into(), free.clone())]);
+        let table = render_table(&[("a\nb\u{1b}[2J".into(), Some(free.clone()))]);
         assert_eq!(table.lines().count(), 2, "{table}");
         assert!(table.contains("a\\nb\\u{1b}[2J"), "{table}");
         let held = LockRecord::held(
@@ -294,7 +442,7 @@ mod tests {
             2,
             Duration::from_secs(90),
         );
-        let table = render_table(&[("x".into(), held)]);
+        let table = render_table(&[("x".into(), Some(held))]);
         assert!(
             table.ends_with("held   h       2      1m 30s      -\n"),
             "{table:?}"
@@ -311,7 +459,10 @@ mod tests {
         )
         .with_contended_for(Duration::from_secs(4));
         let free = LockRecord::free(3);
-        let table = render_table(&[("orders".into(), held), ("reports".into(), free)]);
+        let table = render_table(&[
+            ("orders".into(), Some(held)),
+            ("reports".into(), Some(free)),
+        ]);
         assert_eq!(
             table,
             "NAME     STATE  HOLDER            TOKEN  EXPIRES IN  CONTENDED\n\
@@ -321,11 +472,99 @@ mod tests {
     }
 
     #[test]
+    fn shared_kinds_show_their_kind_and_every_holder() {
+        let holding = |id: &str, token, access, secs| {
+            mongolock::Holding::new(
+                HolderId::from_string(id.into()),
+                token,
+                access,
+                Duration::from_secs(secs),
+            )
+        };
+        let permit = mongolock::Access::Permit { permits: 3 };
+        let imports = LockRecord::shared(
+            LockKind::Semaphore { permits: 3 },
+            12,
+            vec![
+                holding("web1", 11, permit, 14),
+                holding("web2", 12, permit, 13),
+            ],
+        );
+        let docs = LockRecord::shared(
+            LockKind::ReadWrite,
+            21,
+            vec![holding("r1", 20, mongolock::Access::Read, 9)],
+        );
+        let migration = LockRecord::shared(
+            LockKind::ReadWrite,
+            25,
+            vec![holding("w", 25, mongolock::Access::Write, 15)],
+        );
+        let idle = LockRecord::shared(LockKind::Semaphore { permits: 2 }, 4, Vec::new());
+        let orders = LockRecord::held(
+            HolderId::from_string("m".into()),
+            7,
+            Duration::from_secs(12),
+        );
+        let table = render_table(&[
+            ("docs".into(), Some(docs)),
+            ("idle".into(), Some(idle)),
+            ("imports".into(), Some(imports)),
+            ("migration".into(), Some(migration)),
+            ("orders".into(), Some(orders)),
+            ("unknown".into(), None),
+        ]);
+        assert_eq!(
+            table,
+            "NAME       KIND        STATE     HOLDER  TOKEN  EXPIRES IN  CONTENDED\n\
+             docs       read/write  read (1)  r1      20     9s          -\n\
+             idle       semaphore   0/2 held  -       4      -           -\n\
+             imports    semaphore   2/3 held  web1    11     14s         -\n\
+             \x20                                web2    12     13s\n\
+             migration  read/write  write     w       25     15s         -\n\
+             orders     mutex       held      m       7      12s         -\n\
+             unknown    -           free      -       0      -           -\n"
+        );
+    }
+
+    #[test]
+    fn json_lists_every_holder_with_its_access() {
+        let permit = mongolock::Access::Permit { permits: 2 };
+        let record = LockRecord::shared(
+            LockKind::Semaphore { permits: 2 },
+            9,
+            vec![mongolock::Holding::new(
+                HolderId::from_string("web1".into()),
+                9,
+                permit,
+                Duration::from_millis(1500),
+            )],
+        );
+        let value = lock_json(&("imports".into(), Some(record)));
+        assert_eq!(value["kind"], "semaphore");
+        assert_eq!(value["permits"], 2);
+        assert_eq!(value["state"], "held");
+        assert_eq!(
+            value["holders"],
+            json!([{"holder": "web1", "access": "permit", "token": 9, "expires_in_ms": 1500}])
+        );
+        let mutex = lock_json(&("m".into(), Some(LockRecord::free(3))));
+        assert_eq!(
+            (mutex["kind"].as_str(), mutex["permits"].is_null()),
+            (Some("mutex"), true)
+        );
+        assert_eq!(mutex["holders"], json!([]));
+        let absent = lock_json(&("gone".into(), None));
+        assert!(absent["kind"].is_null(), "{absent}");
+        assert_eq!(absent["state"], "free");
+    }
+
+    #[test]
     fn a_failed_refresh_keeps_the_last_data_and_says_how_old_it_is() {
         let then = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let snapshot = Snapshot {
             time: then,
-            locks: vec![("orders".into(), LockRecord::free(3))],
+            locks: vec![("orders".into(), Some(LockRecord::free(3)))],
         };
         let fresh = frame("title", then, Some(&snapshot), None);
         assert!(
