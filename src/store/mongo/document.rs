@@ -534,6 +534,84 @@ mod tests {
         assert_eq!(lease_of(&doc! { LEASE_ID: Bson::Null }), None);
     }
 
+    fn entry(lease: LeaseId, holder: &str, token: i64, access: &str, expires: i64) -> Document {
+        doc! {
+            LEASE: lease_value(lease), HOLDER: holder, TOKEN: token, ACCESS: access,
+            EXPIRES_AT: DateTime::from_millis(expires),
+        }
+    }
+
+    #[test]
+    fn a_shared_grant_is_ours_iff_our_lease_is_among_the_holders() {
+        let (ours, theirs) = (LeaseId::new(), LeaseId::new());
+        let returned = doc! {
+            ID: "s", KIND: SEMAPHORE, PERMITS: 2_i64,
+            HOLDERS: [entry(theirs, "them", 5, PERMIT, 9), entry(ours, "me", 21, PERMIT, 9)],
+        };
+        assert_eq!(
+            shared_acquire_outcome(Some(returned.clone()), ours).unwrap(),
+            AcquireOutcome::Acquired { token: 21 }
+        );
+        assert_eq!(
+            shared_acquire_outcome(Some(returned), LeaseId::new()).unwrap(),
+            AcquireOutcome::Busy {
+                holder: Some(HolderId::from_string("them".into()))
+            }
+        );
+        assert_eq!(
+            shared_acquire_outcome(None, ours).unwrap(),
+            AcquireOutcome::Busy { holder: None }
+        );
+    }
+
+    #[test]
+    fn shared_records_show_unexpired_holders_in_grant_order() {
+        let now = 1_000_000;
+        let document = doc! {
+            ID: "rw", KIND: RWLOCK, GRANTED_TOKEN: 48_i64, TOKEN: 63_i64,
+            HOLDERS: [
+                entry(LeaseId::new(), "gone", 16, READ, now - 1),
+                entry(LeaseId::new(), "a", 32, READ, now + 2_000),
+                entry(LeaseId::new(), "b", 48, READ, now + 5_000),
+            ],
+            CONTENDED_AT: DateTime::from_millis(now - 700),
+            SERVER_NOW: DateTime::from_millis(now),
+        };
+        let record = lock_record(&document).unwrap();
+        assert_eq!(record.kind, LockKind::ReadWrite);
+        assert_eq!(record.token, 48);
+        assert_eq!(record.holder, Some(HolderId::from_string("a".into())));
+        assert_eq!(record.expires_in, Some(Duration::from_secs(5)));
+        assert_eq!(record.contended_for, Some(Duration::from_millis(700)));
+        let seen: Vec<_> = record
+            .holders
+            .iter()
+            .map(|holding| (holding.holder.as_str(), holding.token, holding.access))
+            .collect();
+        assert_eq!(seen, [("a", 32, Access::Read), ("b", 48, Access::Read)]);
+
+        let semaphore = doc! {
+            ID: "s", KIND: SEMAPHORE, PERMITS: 3_i32, SERVER_NOW: DateTime::from_millis(now),
+        };
+        assert_eq!(
+            lock_record(&semaphore).unwrap(),
+            LockRecord::shared(LockKind::Semaphore { permits: 3 }, 0, Vec::new())
+        );
+        for bad in [
+            doc! { ID: "x", KIND: "queue", SERVER_NOW: DateTime::from_millis(now) },
+            doc! { ID: "x", KIND: SEMAPHORE, PERMITS: 0_i64, SERVER_NOW: DateTime::from_millis(now) },
+            doc! {
+                ID: "x", KIND: SEMAPHORE, PERMITS: 2_i64, SERVER_NOW: DateTime::from_millis(now),
+                HOLDERS: [entry(LeaseId::new(), "a", 1, READ, now + 1)],
+            },
+        ] {
+            assert!(
+                matches!(lock_record(&bad), Err(StoreError::Backend { .. })),
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn records_use_the_server_clock() {
         let now = DateTime::from_millis(1_000_000);

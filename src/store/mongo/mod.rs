@@ -17,6 +17,30 @@
 //! }
 //! ```
 //!
+//! A semaphore or a reader/writer lock is one document per name too, listing its holders:
+//!
+//! ```text
+//! {
+//!   _id:          "imports",
+//!   kind:         "semaphore" | "rwlock",       // a mutex's document has no kind
+//!   permits:      NumberLong(3),                // a semaphore's count (set_permits changes it)
+//!   holders: [{                                 // earliest grant first
+//!     lease: UUID("…"), holder: "host:4242:1a2b3c4d", token: NumberLong(…),
+//!     access: "permit" | "read" | "write", acquiredAt: ISODate("…"), expiresAt: ISODate("…"),
+//!   }, …],
+//!   grantedToken: NumberLong(…),                // the last grant's token
+//!   token:        NumberLong(…),                // the last token reserved (its block's last)
+//!   grantedHolder: "host:…",                    // the last grant's holder (for change streams)
+//!   expiresAt:    ISODate("…"),                 // the latest holder expiry or live mark (TTL)
+//!   writerWaitingUntil, readersWaitingUntil, readersTurnUntil: ISODate("…") | null,
+//!   contendedAt:  ISODate("…") | null,          // since when others were refused
+//!   lastContendedMs: NumberLong(…) | null,      // at the last release: how long they had waited
+//!   releasedAt:   ISODate("…"),                 // the last release of a holder
+//!   released:     {batch, leases},              // only after a release_many
+//!   forcedRelease: {at, holders}                // only after an operator's force-release
+//! }
+//! ```
+//!
 //! Waiting managers learn that a lock became free from one change stream per manager (see
 //! `release_feed.rs`), watches what happens to their locks from one per watch
 //! (`record_feed.rs`); without change streams both poll.
@@ -25,7 +49,7 @@
 //! acquire is one `findAndModify` (upsert, pipeline update), a renewal or a batch of them one
 //! `update` (plus one `aggregate` when a lease in it was not modified: lost, or renewed in the
 //! server millisecond of its last write), release and a hand-over to a local waiter one
-//! `findAndModify` each, inspect one `aggregate`.
+//! `findAndModify` each, inspect one `aggregate` — for a shared record as for a mutex.
 //!
 //! **Recommended client setting:** `heartbeatFrequencyMS=500` in the connection string.
 //! After a primary steps down (errors 91, 10107, 11600…) the driver keeps the server
@@ -82,28 +106,52 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///
 /// # Operations (one round trip each, server time only)
 ///
-/// - **acquire**: `findAndModify({_id: name}, <pipeline>, upsert, returnDocument: after)`.
-///   The pipeline takes the lock only if it has no lease or `expiresAt <= $$NOW`, writing the
-///   new lease id, holder, `acquiredAt = $$NOW`, `expiresAt = $dateAdd($$NOW, expiry)` and
-///   the next token. The lock is ours iff the returned `leaseId` is the one we sent. A null
-///   reply or a duplicate-key error (two first acquisitions racing) means "busy, try again".
+/// - **acquire**: `findAndModify({_id: name, kind: {$exists: false}}, <pipeline>, upsert,
+///   returnDocument: after)`. The pipeline takes the lock only if it has no lease or
+///   `expiresAt <= $$NOW`, writing the new lease id, holder, `acquiredAt = $$NOW`, `expiresAt
+///   = $dateAdd($$NOW, expiry)` and the next token. The lock is ours iff the returned
+///   `leaseId` is the one we sent. A null reply means "busy, try again"; so does a
+///   duplicate-key error (two first acquisitions racing) unless the one read it costs finds
+///   a shared record of the name: then [`StoreError::KindMismatch`], and nothing was written.
+/// - **acquire a permit, a read or the write** (a shared record):
+///   `findAndModify({_id: name, kind, permits}, <pipeline>, upsert, returnDocument: after)`.
+///   The pipeline prunes expired holders and applies the grant rule of the access (see
+///   [`LockStore`]'s "Shared kinds"): a grant appends `{lease, holder, token, access,
+///   acquiredAt, expiresAt}` with the next token block; a refusal marks the record contended
+///   and, for a read or a write with `retry_within`, its side waiting until `$$NOW +
+///   retry_within`. Granted iff the returned holders include our lease. A record of another
+///   kind or count fails the upsert on `_id`, writing nothing, and one read names its kind
+///   ([`StoreError::KindMismatch`]).
 /// - **extend** (a batch of renewals): `update({_id: {$in: names}, leaseId: {$in: leases}},
 ///   [$set expiresAt: cond(expiresAt > $$NOW, $dateAdd($$NOW, expiry), expiresAt)],
 ///   multi)`. The filter uses only the `_id` index (no `$expr`); an expired lease matches but
 ///   is not modified. When fewer leases were modified than sent, one `aggregate` says which
 ///   still hold; the others were lost. A single renewal is the same `update` on one lease.
+///   Shared places go in one more `update`, sent beside it: `{_id: {$in: names},
+///   "holders.lease": {$in: leases}}` with a pipeline that `$map`s the holders, extending only
+///   unexpired entries of the leases; a record is modified iff one of its entries was, so
+///   when each name came once and every record was modified all were extended, and otherwise
+///   one `aggregate` says which.
 /// - **hand-over** to a local waiter: `findAndModify({_id, leaseId}, <pipeline>)`, applied
 ///   only while the lease is unexpired: new lease id and holder, the next token block, the
 ///   contention mark kept.
 /// - **release**: `findAndModify({_id, leaseId}, [$set lastContendedMs, leaseId: null,
 ///   holder: null, expiresAt: $$NOW, contendedAt: null])`. The document is kept, so the
-///   token sequence continues from it.
+///   token sequence continues from it. A shared place: `findAndModify({_id,
+///   "holders.lease": lease}, <pipeline>)` removing that entry, stamping `releasedAt`, and
+///   turning the readers' turn on when a write leaves while readers wait.
+/// - **release many**: one `update` for the mutex keys and one for the shared keys, side by
+///   side (see [`release_many`](LockStore::release_many)), plus one `aggregate` only when the
+///   modified counts leave some key's answer open.
+/// - **set permits**: `findAndModify({_id, kind: "semaphore"}, [$set permits], upsert,
+///   returnDocument: before)`: the old count, or none when it created the record.
 /// - **inspect**: `aggregate([$match {_id}, $addFields {serverNow: $$NOW}])`.
 /// - **list** (for tools, not the runtime; [`MongoStore::list`]):
 ///   `aggregate([$addFields {serverNow: $$NOW}, $sort {_id: 1}])`.
 /// - **force release** (for operators, not the runtime; [`MongoStore::force_release`]):
 ///   `findAndModify({_id, leaseId: {$ne: null}, $expr: expiresAt > $$NOW},
-///   [$set forcedRelease: {at: $$NOW, holder, expiresAt}, <release>])`.
+///   [$set forcedRelease: {at: $$NOW, holder, expiresAt}, <release>])`; when that finds no
+///   held mutex, a second one clears every holder of a held shared record.
 ///
 /// # Fencing tokens
 ///
@@ -583,8 +631,9 @@ impl MongoStore {
 
     /// Every lock in the collection, sorted by name, read in one `aggregate` with the
     /// server's `$$NOW`: a record's holder and time left are set only while its lease is
-    /// unexpired by the server's clock. For dashboards and `mongolock status`; the
-    /// runtime never calls it.
+    /// unexpired by the server's clock; a semaphore's or reader/writer lock's record lists its
+    /// unexpired holders in grant order ([`LockRecord::shared`]). For dashboards and
+    /// `mongolock status`; the runtime never calls it.
     ///
     /// Documents whose `_id` is not a string (not written by this crate) are listed under
     /// their `_id` rendered as extended JSON.
@@ -647,6 +696,13 @@ impl MongoStore {
     /// others had waited, by the server's clock), or `None` when nothing held the lock
     /// (free, expired, or never used), in which case nothing was written. The document
     /// keeps a trace: `forcedRelease: {at, holder, expiresAt}`.
+    ///
+    /// A semaphore or reader/writer lock is freed whole: every unexpired holder is cleared at
+    /// once (an operator cannot pick one holder out of a shared record from the command
+    /// line, and a wedged process usually holds all it holds), as their own releases would
+    /// do, readers' turn included. The answer is its record as it stood ([`LockRecord::shared`]
+    /// with the cleared holdings), and the trace is `forcedRelease: {at, holders}`. When the
+    /// name is no held mutex this costs a second `findAndModify`, for the shared record.
     ///
     /// # Errors
     ///

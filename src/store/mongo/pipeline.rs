@@ -620,6 +620,90 @@ mod tests {
     }
 
     #[test]
+    fn shared_names_and_holders_are_only_values() {
+        let name = LockName::new("$gt").unwrap();
+        assert_eq!(
+            shared_by_kind(&name, Access::Permit { permits: 3 }),
+            doc! { "_id": "$gt", "kind": "semaphore", "permits": 3_i64 }
+        );
+        assert_eq!(
+            shared_by_kind(&name, Access::Read),
+            doc! { "_id": "$gt", "kind": "rwlock" }
+        );
+        assert_eq!(
+            mutex_by_name(&name),
+            doc! { "_id": "$gt", "kind": { "$exists": false } }
+        );
+        assert_eq!(
+            by_holder(&name, &Bson::Null),
+            doc! { "_id": "$gt", "holders.lease": Bson::Null }
+        );
+        let pipeline = shared_acquire(
+            Access::Write,
+            &Bson::Null,
+            "$holder",
+            Duration::from_secs(1),
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        let decided = pipeline[2].get_document("$set").unwrap();
+        let granted = decided.get_document(GRANTED_HOLDER).unwrap();
+        assert_eq!(
+            granted.get_array("$cond").unwrap()[1],
+            Bson::Document(doc! { "$literal": "$holder" })
+        );
+        let appended = decided
+            .get_document(HOLDERS)
+            .and_then(|holders| holders.get_array("$cond"))
+            .unwrap()[1]
+            .as_document()
+            .and_then(|concat| concat.get_array("$concatArrays").ok())
+            .and_then(|parts| parts[1].as_array())
+            .and_then(|entries| entries[0].as_document())
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            appended.get(HOLDER),
+            Some(&Bson::Document(doc! { "$literal": "$holder" }))
+        );
+        assert_eq!(
+            appended.get(ACCESS),
+            Some(&Bson::Document(doc! { "$literal": "write" }))
+        );
+    }
+
+    #[test]
+    fn a_zero_retry_leaves_the_waiting_mark_as_it_is() {
+        let pipeline = |retry| {
+            shared_acquire(
+                Access::Read,
+                &Bson::Null,
+                "h",
+                Duration::from_secs(1),
+                Duration::ZERO,
+                retry,
+            )
+        };
+        let refused = |pipeline: &[Document]| {
+            pipeline[2]
+                .get_document("$set")
+                .and_then(|set| set.get_document(READERS_WAITING_UNTIL))
+                .and_then(|mark| mark.get_array("$cond"))
+                .map(|branches| branches[2].clone())
+                .unwrap()
+        };
+        assert_eq!(
+            refused(&pipeline(Duration::ZERO)),
+            Bson::from(format!("${READERS_WAITING_UNTIL}"))
+        );
+        assert!(
+            refused(&pipeline(Duration::from_millis(300)))
+                .as_document()
+                .is_some_and(|mark| mark.contains_key("$max"))
+        );
+    }
+
+    #[test]
     fn expiry_rounds_up_to_a_millisecond() {
         assert_eq!(expiry_ms(Duration::from_micros(1)), 1);
         assert_eq!(expiry_ms(Duration::from_micros(1500)), 2);

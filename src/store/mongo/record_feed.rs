@@ -6,6 +6,14 @@
 //! when `forcedRelease` changed too), a new `expiresAt` alone a renewal. Lease lengths are
 //! `expiresAt` minus the event's `wallTime`, both the server's clock.
 //!
+//! A shared record (a semaphore's or a reader/writer lock's) says less in its changed
+//! fields, so its events are as close as they can be told: a new `grantedToken` is a grant
+//! (its holder from `grantedHolder` when that changed, its lease up to the record's
+//! `expiresAt` when that changed, else zero, which makes a watcher read the record), a new
+//! `releasedAt` a release of some holder (forced with `forcedRelease`), and a new
+//! `expiresAt` alone a renewal — also when a refused attempt's waiting mark or the pruning
+//! of expired holders moved it, which a watcher checks against the record when it ends.
+//!
 //! When the stream breaks it is reopened after a pause (doubling up to 30 s) and the watcher
 //! is told to read the records again ([`RecordEvent::Resync`]); a server without change
 //! streams ends the feed, and the watcher polls.
@@ -19,7 +27,10 @@ use mongodb::change_stream::ChangeStream;
 use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 
-use super::document::{EXPIRES_AT, FORCED_RELEASE, GRANTED_TOKEN, HOLDER, ID, LEASE_ID, TOKEN};
+use super::document::{
+    EXPIRES_AT, FORCED_RELEASE, GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, ID, LEASE_ID, RELEASED_AT,
+    TOKEN,
+};
 use super::errors;
 use crate::name::LockName;
 use crate::store::RecordEvent;
@@ -166,6 +177,16 @@ fn record_events(event: &ChangeStreamEvent<Document>, names: &[LockName]) -> Vec
                 Some(_) => granted(name, fields, lease_left(fields))
                     .into_iter()
                     .collect(),
+                // A shared record: a grant, a release of holders, or a renewal.
+                None if fields.contains_key(GRANTED_TOKEN) => {
+                    granted(name, fields, lease_left(fields))
+                        .into_iter()
+                        .collect()
+                }
+                None if fields.contains_key(RELEASED_AT) => vec![RecordEvent::Released {
+                    name,
+                    forced: fields.contains_key(FORCED_RELEASE),
+                }],
                 None => match lease_left(fields) {
                     Some(lease_left) => vec![RecordEvent::Renewed { name, lease_left }],
                     None => Vec::new(),
@@ -185,7 +206,8 @@ fn record_events(event: &ChangeStreamEvent<Document>, names: &[LockName]) -> Vec
     }
 }
 
-/// A grant from the fields a write set (or a whole inserted document).
+/// A grant from the fields a write set (or a whole inserted document; a shared record
+/// created by `set_permits` has no `grantedToken` and is no grant).
 fn granted(name: LockName, fields: &Document, lease_left: Option<Duration>) -> Option<RecordEvent> {
     let token = [GRANTED_TOKEN, TOKEN]
         .iter()
@@ -194,8 +216,10 @@ fn granted(name: LockName, fields: &Document, lease_left: Option<Duration>) -> O
             Some(Bson::Int32(token)) => u64::try_from(*token).ok(),
             _ => None,
         })?;
+    // A mutex's holder, or the holder of a shared record's last grant.
     let holder = fields
         .get_str(HOLDER)
+        .or_else(|_| fields.get_str(GRANTED_HOLDER))
         .ok()
         .map(|holder| HolderId::from_string(holder.to_owned()));
     Some(RecordEvent::Granted {

@@ -1,7 +1,9 @@
 //! The release feed: one change stream on the lock collection per manager, reporting the
-//! names of locks that became free (a release sets `leaseId` to null; an operator or the TTL
-//! monitor deletes the document), so waiting managers try again at once instead of at their
-//! next poll. Hints only: waiters keep polling with backoff whatever the stream does.
+//! names of locks that became free (a release sets a mutex's `leaseId` to null, or stamps a
+//! shared record's `releasedAt` as it removes holders; `set_permits` changes a semaphore's
+//! `permits`, which may make room; an operator or the TTL monitor deletes the document), so
+//! waiting managers try again at once instead of at their next poll. Hints only: waiters
+//! keep polling with backoff whatever the stream does.
 //!
 //! An open stream costs a `getMore` per release of any lock, so it is open only while this
 //! manager has waiters for another process's release (and [`LINGER`] after the last one
@@ -27,7 +29,7 @@ use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::document::{ID, LEASE_ID};
+use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT};
 use super::errors;
 use crate::name::LockName;
 use crate::store::ReleaseDemand;
@@ -125,16 +127,18 @@ pub(super) async fn run(
     }
 }
 
-/// Deletions, updates that set the lease id to null (releases), and the events that end a
-/// collection's stream (the collection or its database dropped, the collection renamed).
+/// Deletions, updates that set the lease id to null (a mutex's release), stamp
+/// `releasedAt` (a shared record losing holders) or change `permits` (a semaphore's count),
+/// and the events that end a collection's stream (the collection or its database dropped,
+/// the collection renamed).
 fn releases() -> Vec<Document> {
+    let changed = |field: &str| format!("updateDescription.updatedFields.{field}");
     vec![
         doc! { "$match": { "$or": [
             { "operationType": { "$in": ["delete", "drop", "rename", "dropDatabase", "invalidate"] } },
-            {
-                "operationType": "update",
-                format!("updateDescription.updatedFields.{LEASE_ID}"): { "$type": "null" },
-            },
+            { "operationType": "update", changed(LEASE_ID): { "$type": "null" } },
+            { "operationType": "update", changed(RELEASED_AT): { "$exists": true } },
+            { "operationType": "update", changed(PERMITS): { "$exists": true } },
         ] } },
         doc! { "$project": { "operationType": 1, "documentKey": 1 } },
     ]
