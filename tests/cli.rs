@@ -2152,3 +2152,43 @@ fn run_help_says_what_each_flag_holds_and_every_exit_code() {
         ],
     );
 }
+
+/// `release --force` on a semaphore frees every permit, naming each holder with its own
+/// token, and every holder stops its command.
+#[test]
+fn release_force_frees_every_holder_of_a_semaphore() {
+    let fixture = Fixture::new();
+    let permits = ["--permits", "2", "--lease", "3s", "--grace", "300ms"];
+    let (first, first_token) = fixture.hold_as("first", "pool", &permits);
+    let (second, second_token) = fixture.hold_as("second", "pool", &permits);
+    let released = fixture
+        .mongolock("release")
+        .args(["--force", "pool"])
+        .output()
+        .expect("release --force");
+    assert_eq!(code(released.status), Some(0), "{}", stderr(&released));
+    let said = stdout(&released);
+    assert!(
+        said.starts_with("released semaphore \"pool\", which was held by "),
+        "{said}"
+    );
+    for (holder, token) in [(&first, first_token), (&second, second_token)] {
+        let named = said
+            .split("), ")
+            .find(|part| part.contains(&format!(" (token {token}, ")));
+        assert!(
+            named.is_some_and(|part| part.contains(&holder_part(holder.pid()))),
+            "each holder with its own token: {said}"
+        );
+    }
+    assert!(
+        said.ends_with("; each holder learns it at its next renewal\n"),
+        "{said}"
+    );
+    for holder in [first, second] {
+        let output = holder.finish(SHORT);
+        assert_eq!(code(output.status), Some(76), "{}", stderr(&output));
+    }
+    let json = fixture.status_json(&["pool"]);
+    assert_eq!(lock_in(&json, "pool")["state"], "free", "{json}");
+}

@@ -1,8 +1,7 @@
 //! `mongolock release --force NAME`: frees a lock whose holder is stuck, out of band (like
 //! Redisson's `forceUnlock` or `consul kv delete` on a lock key), and says whose it was.
 
-use mongolock::LockRecord;
-use mongolock::{LockName, store::LockStore};
+use mongolock::{LockKind, LockName, LockRecord, store::LockStore};
 
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
@@ -25,7 +24,12 @@ pub(super) async fn release(
             signal = signals.recv() => return Err(interrupted(signal)),
         };
         let state = match record.as_ref().filter(|record| record.is_held()) {
-            Some(record) => format!("lock {:?} is {}", name.as_str(), describe(record)),
+            Some(record) => format!(
+                "{} {:?} is {}",
+                kind(record),
+                name.as_str(),
+                describe(record)
+            ),
             None => format!("lock {:?} is not held", name.as_str()),
         };
         return Err(CliError::Usage(format!(
@@ -40,24 +44,100 @@ pub(super) async fn release(
     };
     match cleared {
         Some(record) => println!(
-            "released lock {:?}, which was {}; the holder learns it at its next renewal",
+            "released {} {:?}, which was {}; {}",
+            kind(&record),
             name.as_str(),
-            describe(&record)
+            describe(&record),
+            if record.holders.len() > 1 {
+                "each holder learns it at its next renewal"
+            } else {
+                "the holder learns it at its next renewal"
+            }
         ),
         None => println!("lock {:?} was not held; nothing changed", name.as_str()),
     }
     Ok(0)
 }
 
-/// `held by H (token T, 12s left)`.
+/// `lock`, `semaphore` or `reader/writer lock`: what `--force` frees every holder of.
+fn kind(record: &LockRecord) -> &'static str {
+    match record.kind {
+        LockKind::Semaphore { .. } => "semaphore",
+        LockKind::ReadWrite => "reader/writer lock",
+        _ => "lock",
+    }
+}
+
+/// `held by H (token T, 12s left)`; for a semaphore or reader/writer lock every holder,
+/// each with its own token: `held by H1 (token 5, 3s left), H2 (token 6, 9s left)`.
 fn describe(record: &LockRecord) -> String {
-    let holder = record
-        .holder
-        .as_ref()
-        .map_or_else(|| "unknown".to_owned(), ToString::to_string);
-    let left = record
-        .expires_in
+    if record.holders.len() > 1 {
+        let each: Vec<String> = record
+            .holders
+            .iter()
+            .map(|holding| {
+                format!(
+                    "{} (token {}, {} left)",
+                    holding.holder,
+                    holding.token,
+                    duration::show(holding.expires_in)
+                )
+            })
+            .collect();
+        return format!("held by {}", each.join(", "));
+    }
+    let first = record.holders.first();
+    let holder = first
+        .map(|holding| holding.holder.clone())
+        .or_else(|| record.holder.clone())
+        .map_or_else(|| "unknown".to_owned(), |holder| holder.to_string());
+    let token = first.map_or(record.token, |holding| holding.token);
+    let left = first
+        .map(|holding| holding.expires_in)
+        .or(record.expires_in)
         .map(|left| format!(", {} left", duration::show(left)))
         .unwrap_or_default();
-    format!("held by {holder} (token {}{left})", record.token)
+    format!("held by {holder} (token {token}{left})")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use mongolock::{Access, HolderId, Holding};
+
+    use super::*;
+
+    #[test]
+    fn every_holder_of_a_shared_lock_is_named_with_its_own_token() {
+        let mutex = LockRecord::held(HolderId::from_string("m".into()), 7, Duration::from_secs(3));
+        assert_eq!(
+            (kind(&mutex), describe(&mutex).as_str()),
+            ("lock", "held by m (token 7, 3s left)")
+        );
+        let permit = |id: &str, token| {
+            Holding::new(
+                HolderId::from_string(id.into()),
+                token,
+                Access::Permit { permits: 2 },
+                Duration::from_secs(2),
+            )
+        };
+        let pool = LockRecord::shared(
+            LockKind::Semaphore { permits: 2 },
+            6,
+            vec![permit("a", 5), permit("b", 6)],
+        );
+        assert_eq!(kind(&pool), "semaphore");
+        assert_eq!(
+            describe(&pool),
+            "held by a (token 5, 2s left), b (token 6, 2s left)"
+        );
+        let one = LockRecord::shared(LockKind::ReadWrite, 9, vec![permit("r", 4)]);
+        assert_eq!(
+            describe(&one),
+            "held by r (token 4, 2s left)",
+            "its own token, not the last grant's"
+        );
+    }
 }
