@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The performance benches (scenarios S1–S6 with their baselines) against a throw-away
-# SecantusDB server, started the same way scripts/test.sh does (scripts/test-server.sh); with
-# MONGODB_URI set it uses that server instead.
+# The performance benches (scenarios S1–S6 with their baselines, and issue 17's rows P1–P4 on
+# the semaphore, reader/writer lock and multi-lock, each judged against the mutex measured in
+# the same run) against a throw-away SecantusDB server, started the same way scripts/test.sh
+# does (scripts/test-server.sh); with MONGODB_URI set it uses that server instead.
 #
 #   scripts/bench.sh                full run: criterion benches, then every scenario with at
 #                                   least 3 repetitions (about 25 minutes on 2 cores, plus the
 #                                   release build)
 #   scripts/bench.sh --quick        smoke test: short criterion runs and one short repetition
 #                                   of each scenario (under 3 minutes plus the build)
-#   scripts/bench.sh --only=s3,s5   only these scenario groups (s1 s2 s3 s4 s5 s6 explain);
-#                                   implies --no-criterion
+#   scripts/bench.sh --only=s3,s5   only these scenario groups (s1 s2 s3 s4 s5 s6 p1 p2 p3 p4
+#                                   explain); implies --no-criterion
 #   scripts/bench.sh --no-criterion skip the criterion benches
 #
 # Writes target/bench/results-<mode>.md (machine, commit, the scenarios' markdown tables) and
@@ -58,7 +59,7 @@ if ((criterion)); then
         "${criterion_args[@]}" 2>&1 | tee "$criterion_log"
 fi
 
-echo "bench.sh: scenarios (S1–S6 with baselines)" >&2
+echo "bench.sh: scenarios (S1–S6 and P1–P4 with baselines)" >&2
 {
     echo "# mongolock benches ($mode run, $(date -u +%Y-%m-%dT%H:%MZ))"
     echo

@@ -1,10 +1,11 @@
 //! The performance scenarios S1–S6 of mongolock, each beside its baselines measured in the
-//! same run, printed as a markdown table.
+//! same run, and issue 17's rows P1–P4 on the semaphore, reader/writer lock and multi-lock
+//! (each judged against the mutex measured in the same run), printed as markdown tables.
 //!
 //! ```text
 //! scripts/bench.sh            # full run: starts the test server, criterion benches + this
 //! scripts/bench.sh --quick    # one short repetition of everything (a few minutes)
-//! cargo bench --bench scenarios -- [--quick] [--only=s1,s3] [--out=FILE]   # MONGODB_URI set
+//! cargo bench --bench scenarios -- [--quick] [--only=s1,s3,p1] [--out=FILE]   # MONGODB_URI set
 //! ```
 //!
 //! Under `cargo test` (no `--bench` argument) it runs a tiny smoke version of every scenario,
@@ -20,8 +21,11 @@ mod failover;
 mod latency;
 mod many;
 mod plan;
+mod primitives;
 mod report;
+mod report_primitives;
 mod runner;
+mod shared_contention;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -141,6 +145,10 @@ fn run_child(args: &[String]) -> ExitCode {
         "s5" => runtime.block_on(many::s5(&args)),
         "s6" => runtime.block_on(failover::s6(&args)),
         "s6-candidate" => runtime.block_on(failover::candidate(&args)),
+        "p1" => runtime.block_on(primitives::p1(&args)),
+        "p2" => runtime.block_on(shared_contention::p2(&args)),
+        "p3" => runtime.block_on(shared_contention::p3(&args)),
+        "p4" => runtime.block_on(primitives::p4(&args)),
         "explain" => runtime.block_on(explain::explain_scenario(&args)),
         other => Err(format!("unknown scenario {other:?}")),
     };

@@ -55,6 +55,9 @@ const S1_FULL_REPS: usize = 5;
 /// The S3 systems.
 pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-random", "dl", "peer"];
 
+/// The P3 mixes: 10 % writes drawn per operation, or 10 % of the tasks writing only.
+pub(crate) const P3_MIXES: [&str; 2] = ["ops", "roles"];
+
 /// Every job of `mode`.
 #[allow(clippy::too_many_lines)]
 pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
@@ -163,6 +166,9 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         reps,
         90,
     ));
+    jobs.extend(primitive_jobs(
+        mode, reps, s1_reps, s1_cycles, s3_ms, s3_warmup,
+    ));
     let (sizes, singles) = match mode {
         Mode::Smoke => ("100,1000", 100),
         Mode::Quick => ("1000,10000", 300),
@@ -176,6 +182,68 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         )),
         1,
         180,
+    ));
+    jobs
+}
+
+/// Issue 17's rows: P1 (uncontended cycles of every primitive interleaved with the mutex),
+/// P2 (semaphore contention), P3 (reader/writer contention), P4 (10,000 permits held).
+fn primitive_jobs(
+    mode: Mode,
+    reps: usize,
+    p1_reps: usize,
+    p1_cycles: usize,
+    contention_ms: u64,
+    contention_warmup: u64,
+) -> Vec<Job> {
+    let mut jobs = vec![job(
+        "p1",
+        "p1",
+        &args(&format!(
+            "p1 cycles={p1_cycles} warmup={} permits=8 k=4",
+            p1_cycles / 10
+        )),
+        p1_reps,
+        180,
+    )];
+    let contention_cap = (contention_ms + contention_warmup) / 1000 + 60;
+    jobs.push(job(
+        "p2",
+        "p2",
+        &args(&format!(
+            "p2 permits=8 tasks=64 critical_ms=1 warmup_ms={contention_warmup} \
+             millis={contention_ms}"
+        )),
+        reps,
+        contention_cap,
+    ));
+    for mix in P3_MIXES {
+        jobs.push(job(
+            "p3",
+            &format!("p3/{mix}"),
+            &args(&format!(
+                "p3 mix={mix} write_pct=10 tasks=64 critical_ms=1 \
+                 warmup_ms={contention_warmup} millis={contention_ms}"
+            )),
+            reps,
+            contention_cap,
+        ));
+    }
+    let (sems, permits, cadence, expiry, acquire_cap, cap) = if mode == Mode::Smoke {
+        (20, 5, 500, 1_500, 20, 60)
+    } else {
+        (1_000, 10, 2_000, 6_000, 60, 150)
+    };
+    jobs.push(job(
+        "p4",
+        "p4",
+        &args(&format!(
+            "p4 sems={sems} permits={permits} cadence_ms={cadence} expiry_ms={expiry} \
+             concurrency=64 acquire_cap_ms={}",
+            acquire_cap * 1000
+        )),
+        reps,
+        cap,
     ));
     jobs
 }

@@ -11,12 +11,12 @@ use crate::support::stats::Summary;
 /// Every run of every job, by job key.
 pub(crate) type Results = BTreeMap<String, Vec<Run>>;
 
-fn runs<'a>(results: &'a Results, key: &str) -> &'a [Run] {
+pub(crate) fn runs<'a>(results: &'a Results, key: &str) -> &'a [Run] {
     results.get(key).map_or(&[], Vec::as_slice)
 }
 
 /// The figure `name` of job `key` over its repetitions.
-fn figure(results: &Results, key: &str, name: &str) -> Option<Summary> {
+pub(crate) fn figure(results: &Results, key: &str, name: &str) -> Option<Summary> {
     let values: Vec<f64> = runs(results, key)
         .iter()
         .filter_map(|run| run.values.get(name)?.parse().ok())
@@ -25,14 +25,14 @@ fn figure(results: &Results, key: &str, name: &str) -> Option<Summary> {
 }
 
 /// A reported text (the same in every run, or the first one's).
-fn text(results: &Results, key: &str, name: &str) -> Option<String> {
+pub(crate) fn text(results: &Results, key: &str, name: &str) -> Option<String> {
     runs(results, key)
         .iter()
         .find_map(|run| run.values.get(name).cloned())
 }
 
 /// A reported text of the last run that has it, or `—`.
-fn last_text(results: &Results, key: &str, name: &str) -> String {
+pub(crate) fn last_text(results: &Results, key: &str, name: &str) -> String {
     runs(results, key)
         .iter()
         .rev()
@@ -42,7 +42,7 @@ fn last_text(results: &Results, key: &str, name: &str) -> String {
 
 /// `timeout (>120 s) ×2` for the runs of `key` that did not complete (or reported a phase
 /// that hit its cap).
-fn failures(results: &Results, key: &str) -> Option<String> {
+pub(crate) fn failures(results: &Results, key: &str) -> Option<String> {
     let mut counted: BTreeMap<String, usize> = BTreeMap::new();
     for run in runs(results, key) {
         let reported = run
@@ -72,12 +72,18 @@ fn failures(results: &Results, key: &str) -> Option<String> {
     )
 }
 
-fn number(value: f64, decimals: usize) -> String {
+pub(crate) fn number(value: f64, decimals: usize) -> String {
     format!("{value:.decimals$}")
 }
 
 /// `1.22 ms (1.19–1.30, n=3)`, or what went wrong.
-fn cell(results: &Results, key: &str, name: &str, decimals: usize, unit: &str) -> String {
+pub(crate) fn cell(
+    results: &Results,
+    key: &str,
+    name: &str,
+    decimals: usize,
+    unit: &str,
+) -> String {
     match figure(results, key, name) {
         Some(s) if s.count > 1 => format!(
             "{}{unit} ({}–{}, n={})",
@@ -92,7 +98,7 @@ fn cell(results: &Results, key: &str, name: &str, decimals: usize, unit: &str) -
 }
 
 /// `measured / baseline` of the medians.
-fn ratio(
+pub(crate) fn ratio(
     results: &Results,
     (key, name): (&str, &str),
     (base_key, base): (&str, &str),
@@ -102,7 +108,7 @@ fn ratio(
     (baseline != 0.0).then(|| measured / baseline)
 }
 
-fn verdict(met: Option<bool>) -> &'static str {
+pub(crate) fn verdict(met: Option<bool>) -> &'static str {
     match met {
         Some(true) => "met",
         Some(false) => "**missed**",
@@ -110,25 +116,40 @@ fn verdict(met: Option<bool>) -> &'static str {
     }
 }
 
-struct Table {
-    text: String,
+pub(crate) struct Table {
+    pub(crate) text: String,
 }
 
 impl Table {
-    fn new(headers: &[&str]) -> Self {
+    pub(crate) fn new(headers: &[&str]) -> Self {
         let mut text = format!("| {} |\n", headers.join(" | "));
         let _ = writeln!(text, "|{}", "---|".repeat(headers.len()));
         Self { text }
     }
 
-    fn row(&mut self, cells: &[String]) {
+    pub(crate) fn row(&mut self, cells: &[String]) {
         let _ = writeln!(self.text, "| {} |", cells.join(" | "));
     }
 }
 
-/// The whole report.
-#[allow(clippy::too_many_lines)]
+/// The whole report: S1–S6 if any ran, then issue 17's rows if any ran.
 pub(crate) fn render(results: &Results) -> String {
+    let mut out = String::new();
+    if results.keys().any(|key| !key.starts_with('p')) {
+        out.push_str(&render_s(results));
+    }
+    if results.keys().any(|key| key.starts_with('p')) {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&crate::report_primitives::render(results));
+    }
+    out
+}
+
+/// S1–S6.
+#[allow(clippy::too_many_lines)]
+fn render_s(results: &Results) -> String {
     let mut out = String::new();
     let fmt_ratio = |r: Option<f64>| r.map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"));
 

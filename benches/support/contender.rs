@@ -6,7 +6,7 @@ use std::future::Future;
 use distributed_lock_core::traits::LockHandle as _;
 use distributed_lock_mongo::MongoDistributedLock;
 use distributed_lock_mongo::handle::MongoLockHandle;
-use mongolock::{Lock, LockGuard};
+use mongolock::{Lock, LockGuard, MultiLock, MultiLockGuard, RwLock, Semaphore};
 
 /// Something that can be acquired (waiting while another holder has it) and released.
 pub(crate) trait Contender: Send + Sync + 'static {
@@ -60,5 +60,75 @@ impl Contender for MongoDistributedLock {
         held.release()
             .await
             .map_err(|e| format!("distributed-lock-mongo release: {e}"))
+    }
+}
+
+/// A permit of a semaphore.
+impl Contender for Semaphore {
+    type Held = LockGuard;
+
+    async fn acquire(&self) -> Result<LockGuard, String> {
+        Semaphore::acquire(self)
+            .await
+            .map_err(|e| format!("semaphore acquire: {e}"))
+    }
+
+    async fn release(&self, held: LockGuard) -> Result<(), String> {
+        held.release()
+            .await
+            .map_err(|e| format!("semaphore release: {e}"))
+    }
+}
+
+/// Every member of a multi-lock.
+impl Contender for MultiLock {
+    type Held = MultiLockGuard;
+
+    async fn acquire(&self) -> Result<MultiLockGuard, String> {
+        MultiLock::acquire(self)
+            .await
+            .map_err(|e| format!("multi-lock acquire: {e}"))
+    }
+
+    async fn release(&self, held: MultiLockGuard) -> Result<(), String> {
+        held.release()
+            .await
+            .map_err(|e| format!("multi-lock release: {e}"))
+    }
+}
+
+/// The read side of a reader/writer lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Reading(pub(crate) RwLock);
+
+impl Contender for Reading {
+    type Held = LockGuard;
+
+    async fn acquire(&self) -> Result<LockGuard, String> {
+        self.0.read().await.map_err(|e| format!("read: {e}"))
+    }
+
+    async fn release(&self, held: LockGuard) -> Result<(), String> {
+        held.release()
+            .await
+            .map_err(|e| format!("read release: {e}"))
+    }
+}
+
+/// The write side of a reader/writer lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Writing(pub(crate) RwLock);
+
+impl Contender for Writing {
+    type Held = LockGuard;
+
+    async fn acquire(&self) -> Result<LockGuard, String> {
+        self.0.write().await.map_err(|e| format!("write: {e}"))
+    }
+
+    async fn release(&self, held: LockGuard) -> Result<(), String> {
+        held.release()
+            .await
+            .map_err(|e| format!("write release: {e}"))
     }
 }
