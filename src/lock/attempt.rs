@@ -86,6 +86,12 @@ pub(crate) fn judge(
             metrics.attempt(AttemptResult::Contended);
             Verdict::Refused(None)
         }
+        Err(error @ StoreError::KindMismatch { .. }) => {
+            // The caller's mistake, handed back to it as a typed error: not a store fault.
+            tracing::debug!(lock = %name, %error, "acquisition refused: another kind of lock");
+            metrics.attempt(AttemptResult::Contended);
+            Verdict::Refused(Some(error))
+        }
         Err(error) => {
             // An attempt that failed may still have been applied: its claim releases the
             // lease id. A timed-out one is released by its own task once the store answers.
