@@ -369,11 +369,10 @@ pub(crate) fn describe_shared(shared: &SharedReport) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "permits {} (peak {} of {}, {} passed locally), reads {} (peak {} readers, {} shared), writes {}; timeouts {:?}; killed permit holders {} (permit back within {}); longest quiet gap without an entry: {}",
+        "permits {} (peak {} of {}), reads {} (peak {} readers, {} shared), writes {}; timeouts {:?}; killed permit holders {} (permit back within {}); longest quiet gap without an entry: {}",
         shared.permits,
         shared.peak_permits.map_or(0, |(peak, _)| peak),
         shared.peak_permits.map_or(0, |(_, permits)| permits),
-        shared.local_passes,
         shared.reads,
         shared.peak_readers,
         shared.shared_reads,

@@ -36,7 +36,26 @@ struct Worker {
     writes: AtomicU64,
 }
 
+/// The shared clock in log lines, so that the library's events line up with the worker's.
+struct SharedClock;
+
+impl tracing_subscriber::fmt::time::FormatTime for SharedClock {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{:.1}", clock::ms(clock::now()))
+    }
+}
+
 pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
+    // `RUST_LOG=mongolock=debug` writes the library's events to each worker's stderr file,
+    // for reading a violation's story.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_timer(SharedClock)
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let (log, writer) = match EventLog::create(&args.log) {
         Ok(log) => log,
         Err(error) => {
