@@ -2,7 +2,10 @@
 //! uses any more. It is housekeeping only: expiry is always decided by `$$NOW` in the
 //! queries, and fencing tokens survive deletion (see [`super`]), so nothing depends on the
 //! index existing or on when the monitor runs (every 60 s). Every other query finds its
-//! documents by `_id`.
+//! documents by `_id`. A shared record's `expiresAt` is the latest of its holders' expiries
+//! and its live waiting marks (rewritten by every write to it), so the monitor deletes it
+//! only once nobody holds it and nobody's mark is on — and its kind with it, as the memory
+//! store's sweeper does.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, OnceLock};
