@@ -2,7 +2,10 @@
 //! SecantusDB server this program starts, stops, kills and restarts itself, with holders
 //! paused and killed and `failCommand` fail points; afterwards it checks what every process
 //! recorded (mutual exclusion, token order, fenced writes, progress, no orphaned leases, no
-//! hang) and exits non-zero on any violation.
+//! hang) and exits non-zero on any violation. Two scenarios run the same faults on
+//! semaphores (never more holders than permits, a killed holder's permit back within a
+//! lease) and on reader/writer locks (a writer alone, readers sharing, neither side
+//! starved, a writer's token above the readers' it excluded).
 //!
 //! ```text
 //! cargo run --example fault_check --features mongodb -- --short    # CI: a few minutes
@@ -43,14 +46,17 @@ mod cli {
         #[command(subcommand)]
         command: Option<Command>,
         /// The CI configuration (the default): every fault kind once on its own, then all of
-        /// them once more in random order, mixed (about 3.5 minutes).
+        /// them once more in random order, mixed, then once each on semaphores and on
+        /// reader/writer locks (about 6.5 minutes).
         #[arg(long, conflicts_with = "long")]
         short: bool,
         /// The long configuration: 6 workers x 4 tasks on 3 locks, every fault kind 5 times on
-        /// its own, then 10 minutes of mixed faults (about 20 minutes).
+        /// its own, then 10 minutes of mixed faults, then every kind 5 times each on
+        /// semaphores and on reader/writer locks (about 35 minutes).
         #[arg(long)]
         long: bool,
-        /// Worker processes (lock mode; elections get as many, mixed adds half as many).
+        /// Worker processes (lock, semaphore or reader/writer mode; elections get as many,
+        /// mixed, semaphore and rw-lock add half as many candidates).
         #[arg(long)]
         processes: Option<u32>,
         /// Tasks per lock worker.
@@ -59,7 +65,7 @@ mod cli {
         /// Locks (and elections).
         #[arg(long)]
         locks: Option<u32>,
-        /// Faults per single-kind scenario.
+        /// Faults per single-kind scenario (and of each kind in semaphore and rw-lock).
         #[arg(long)]
         repeats: Option<u32>,
         /// Seconds of the mixed scenario (it injects every kind at least once however short).
