@@ -141,7 +141,7 @@ async fn contend(
 #[derive(Debug, Default)]
 struct Figures {
     /// Grants in the window, per process.
-    per_process: [usize; 2],
+    per_process: Vec<usize>,
     /// Grants in the window per operation: permits or reads, writes.
     reads: usize,
     writes: usize,
@@ -169,8 +169,17 @@ struct Figures {
 }
 
 #[allow(clippy::too_many_lines)]
-fn figures(timeline: &Timeline, from: Instant, to: Instant, permits: usize) -> Figures {
-    let mut figures = Figures::default();
+fn figures(
+    timeline: &Timeline,
+    from: Instant,
+    to: Instant,
+    permits: usize,
+    processes: usize,
+) -> Figures {
+    let mut figures = Figures {
+        per_process: vec![0; processes.max(1)],
+        ..Figures::default()
+    };
     let seconds = usize::try_from(to.saturating_duration_since(from).as_secs()).unwrap_or(0);
     figures.seconds = seconds;
     let mut per_second = vec![[0_usize; 2]; seconds];
@@ -186,7 +195,9 @@ fn figures(timeline: &Timeline, from: Instant, to: Instant, permits: usize) -> F
         if !(from..=to).contains(&hold.acquired) {
             continue;
         }
-        figures.per_process[hold.process.min(1)] += 1;
+        if let Some(count) = figures.per_process.get_mut(hold.process) {
+            *count += 1;
+        }
         let wait = millis(hold.acquired.saturating_duration_since(hold.waited));
         if write {
             figures.writes += 1;
@@ -239,12 +250,13 @@ fn figures(timeline: &Timeline, from: Instant, to: Instant, permits: usize) -> F
     figures
 }
 
-/// Runs `tasks` tasks split over the two processes' targets; returns the figures of the
-/// window after `warmup` and the commands both clients sent in it.
+/// Runs `tasks` tasks split over the processes' targets (task `i` in process `i mod n`);
+/// returns the figures of the window after `warmup` and the commands every client sent in
+/// it.
 #[allow(clippy::too_many_arguments)]
 async fn run(
     backend: &Backend,
-    targets: [Target; 2],
+    targets: &[Target],
     mix: Mix,
     tasks: usize,
     critical: Duration,
@@ -257,7 +269,7 @@ async fn run(
     let (from, to) = (start + warmup, start + warmup + measured);
     let mut joins = tokio::task::JoinSet::new();
     for task in 0..tasks {
-        let process = task % 2;
+        let process = task % targets.len();
         joins.spawn(contend(
             process,
             task,
@@ -286,21 +298,37 @@ async fn run(
     }
     let timeline = timeline.lock().unwrap_or_else(PoisonError::into_inner);
     Ok((
-        figures(&timeline, from, to, permits),
+        figures(&timeline, from, to, permits, targets.len()),
         commands.as_ref().map(CommandCounts::total),
         commands.map_or_else(|| "—".to_owned(), |c| c.to_string().replace(' ', "")),
     ))
 }
 
-/// Two managers (one per "process") with default options.
-async fn managers(backend: &Backend) -> Result<[LockManager; 2], String> {
-    Ok([
-        backend.manager(0, LockOptions::default()).await?,
-        backend.manager(1, LockOptions::default()).await?,
-    ])
+/// One manager per "process" (`processes`, default 2), with default options but for the
+/// retry backoff when `backoff_min_ms` / `backoff_max_ms` are given (for looking into how
+/// the backoff shapes a figure).
+async fn managers(args: &Args, backend: &Backend) -> Result<Vec<LockManager>, String> {
+    let mut options = LockOptions::default();
+    let (min, max) = options.retry_backoff();
+    let (min, max) = (
+        args.millis(
+            "backoff_min_ms",
+            u64::try_from(min.as_millis()).unwrap_or(10),
+        ),
+        args.millis(
+            "backoff_max_ms",
+            u64::try_from(max.as_millis()).unwrap_or(800),
+        ),
+    );
+    options = options.with_retry_backoff(min, max);
+    let mut managers = Vec::new();
+    for process in 0..args.get("processes", 2_usize).max(1) {
+        managers.push(backend.manager(process, options.clone()).await?);
+    }
+    Ok(managers)
 }
 
-async fn shut_down(managers: &[LockManager; 2]) {
+async fn shut_down(managers: &[LockManager]) {
     for manager in managers {
         let _ = tokio::time::timeout(Duration::from_secs(10), manager.shutdown()).await;
     }
@@ -311,20 +339,18 @@ async fn shut_down(managers: &[LockManager; 2]) {
 fn emit_common(figures: &Figures, commands: Option<u64>, listed: &str, seconds: f64) {
     let grants = (figures.reads + figures.writes) as f64;
     emit("acq_per_s", format!("{:.1}", grants / seconds));
-    emit(
-        "share_a_pct",
-        format!(
-            "{:.1}",
-            100.0 * figures.per_process[0] as f64 / grants.max(1.0)
-        ),
-    );
-    emit(
-        "share_b_pct",
-        format!(
-            "{:.1}",
-            100.0 * figures.per_process[1] as f64 / grants.max(1.0)
-        ),
-    );
+    let shares: Vec<f64> = figures
+        .per_process
+        .iter()
+        .map(|&count| 100.0 * count as f64 / grants.max(1.0))
+        .collect();
+    for (label, share) in ["share_a_pct", "share_b_pct"].iter().zip(&shares) {
+        emit(label, format!("{share:.1}"));
+    }
+    if shares.len() > 2 {
+        let listed: Vec<String> = shares.iter().map(|s| format!("{s:.1}")).collect();
+        emit("shares_pct", listed.join("/"));
+    }
     if !figures.critical_ms.is_empty() {
         let mean = figures.critical_ms.iter().sum::<f64>() / figures.critical_ms.len() as f64;
         emit("hold_ms", format!("{mean:.2}"));
@@ -348,24 +374,17 @@ pub(crate) async fn p2(args: &Args) -> Result<(), String> {
     let critical = args.millis("critical_ms", 1);
     let warmup = args.millis("warmup_ms", 1000);
     let measured = args.millis("millis", 10_000);
-    let backend = Backend::open(args, "p2", 2).await?;
-    let managers = managers(&backend).await?;
-    let targets = [
-        Target::Semaphore(
-            managers[0]
-                .semaphore("p2", permits)
-                .map_err(|e| e.to_string())?,
-        ),
-        Target::Semaphore(
-            managers[1]
-                .semaphore("p2", permits)
-                .map_err(|e| e.to_string())?,
-        ),
-    ];
+    let backend = Backend::open(args, "p2", args.get("processes", 2_usize).max(1)).await?;
+    let managers = managers(args, &backend).await?;
+    let targets = managers
+        .iter()
+        .map(|manager| manager.semaphore("p2", permits).map(Target::Semaphore))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let permits = permits as usize;
     let outcome = run(
         &backend,
-        targets,
+        &targets,
         Mix::Permits,
         tasks,
         critical,
@@ -424,15 +443,16 @@ pub(crate) async fn p3(args: &Args) -> Result<(), String> {
     let critical = args.millis("critical_ms", 1);
     let warmup = args.millis("warmup_ms", 1000);
     let measured = args.millis("millis", 10_000);
-    let backend = Backend::open(args, "p3", 2).await?;
-    let managers = managers(&backend).await?;
-    let targets = [
-        Target::Rw(managers[0].rw_lock("p3").map_err(|e| e.to_string())?),
-        Target::Rw(managers[1].rw_lock("p3").map_err(|e| e.to_string())?),
-    ];
+    let backend = Backend::open(args, "p3", args.get("processes", 2_usize).max(1)).await?;
+    let managers = managers(args, &backend).await?;
+    let targets = managers
+        .iter()
+        .map(|manager| manager.rw_lock("p3").map(Target::Rw))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let outcome = run(
         &backend,
-        targets,
+        &targets,
         mix,
         tasks,
         critical,
