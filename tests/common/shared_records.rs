@@ -891,3 +891,43 @@ pub(crate) async fn shared_records_operator_like_names_are_values_for_shared_kin
     );
     released(&store, &written).await;
 }
+
+/// Attempts racing from several processes on a name nobody used yet (so racing to create
+/// its record) fill a semaphore exactly: as many grants as permits, each its own token,
+/// the rest busy.
+pub(crate) async fn shared_records_racing_first_grants_fill_the_semaphore<B: Backend>(backend: &B) {
+    const PERMITS: u32 = 4;
+    const ATTEMPTS: usize = 12;
+    let store = backend.fresh().await;
+    let mut stores = vec![store.clone()];
+    for _ in 1..3 {
+        stores.push(backend.peer(&store).await);
+    }
+    let sem = name("raced");
+    let access = Access::Permit { permits: PERMITS };
+    let mut attempts = Vec::new();
+    for i in 0..ATTEMPTS {
+        let on = stores[i % stores.len()].clone();
+        let request = Caller::new().request(&sem, access, LONG);
+        attempts.push(tokio::spawn(async move { attempt(&on, &request).await }));
+    }
+    let mut tokens = Vec::new();
+    for task in attempts {
+        if let Some(token) = task.await.expect("an attempt panicked") {
+            tokens.push(token);
+        }
+    }
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(
+        tokens.len(),
+        PERMITS as usize,
+        "{ATTEMPTS} racing attempts on {PERMITS} permits: {tokens:?}"
+    );
+    assert_eq!(
+        inspect(&store, &sem)
+            .await
+            .map(|record| record.held_count()),
+        Some(PERMITS as usize)
+    );
+}

@@ -294,7 +294,8 @@ impl MongoStore {
 
     /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
     /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
-    /// from a racing first grant, which is retried once.
+    /// from a racing first grant, which is retried once; on an empty answer (a test-server
+    /// divergence), one read says whether the grant was applied.
     async fn try_acquire_shared(
         &self,
         request: &AcquireRequest,
@@ -318,7 +319,17 @@ impl MongoStore {
                 .return_document(ReturnDocument::After)
                 .await;
             match returned {
-                Ok(returned) => return document::shared_acquire_outcome(returned, request.lease),
+                Ok(Some(returned)) => {
+                    return document::shared_acquire_outcome(Some(returned), request.lease);
+                }
+                // MongoDB always returns the upserted or updated document here. The test
+                // server, under racing first grants, has answered with none after applying
+                // the grant: read the record back, so a place granted to us is not left
+                // held by nobody who knows it.
+                Ok(None) => {
+                    let found = self.read_record(&request.name).await?;
+                    return document::shared_acquire_outcome(found, request.lease);
+                }
                 Err(error) if errors::is_duplicate_key(&error) => {
                     self.refuse_other_kind(&request.name, request.access.kind())
                         .await?;
