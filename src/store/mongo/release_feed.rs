@@ -129,13 +129,21 @@ pub(super) async fn run(
 
 /// Deletions, updates that set the lease id to null (a mutex's release), stamp
 /// `releasedAt` (a shared record losing holders) or change `permits` (a semaphore's count),
-/// and the events that end a collection's stream (the collection or its database dropped,
-/// the collection renamed).
+/// replacements, and the events that end a collection's stream (the collection or its
+/// database dropped, the collection renamed).
+///
+/// The store never replaces a document, but MongoDB logs a pipeline update whose change
+/// description would be larger than the document as a whole-document replacement, which a
+/// change stream reports as `replace`, without the changed fields: more likely for a shared
+/// record, whose holder list a release rewrites. Such an event is taken as a release (a
+/// spurious hint costs a waiter one attempt; a missed one a poll interval).
 fn releases() -> Vec<Document> {
     let changed = |field: &str| format!("updateDescription.updatedFields.{field}");
     vec![
         doc! { "$match": { "$or": [
-            { "operationType": { "$in": ["delete", "drop", "rename", "dropDatabase", "invalidate"] } },
+            { "operationType": { "$in": [
+                "delete", "replace", "drop", "rename", "dropDatabase", "invalidate",
+            ] } },
             { "operationType": "update", changed(LEASE_ID): { "$type": "null" } },
             { "operationType": "update", changed(RELEASED_AT): { "$exists": true } },
             { "operationType": "update", changed(PERMITS): { "$exists": true } },
@@ -154,7 +162,7 @@ enum Released {
 
 fn released(event: &ChangeStreamEvent<Document>) -> Released {
     match event.operation_type {
-        OperationType::Delete | OperationType::Update => {
+        OperationType::Delete | OperationType::Update | OperationType::Replace => {
             let name = match event.document_key.as_ref().and_then(|key| key.get(ID)) {
                 Some(Bson::String(name)) => LockName::new(name).ok(),
                 _ => None,
