@@ -100,9 +100,11 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///
 /// One document per lock name (shown in full in the module docs):
 /// `{_id: <name>, leaseId: <UUID | null>, holder: <string | null>, expiresAt: <Date>,
-/// acquiredAt: <Date>, grantedToken: <Int64>, token: <Int64>, contendedAt, …}`. Names are
-/// only ever stored and compared as string values, so `"$gt"`, `"{\"$ne\": 1}"` or `"a.b"`
-/// are ordinary names.
+/// acquiredAt: <Date>, grantedToken: <Int64>, token: <Int64>, contendedAt, …}`; a
+/// semaphore's or reader/writer lock's adds `kind` and lists its holders instead of one
+/// lease: `{_id, kind, permits, holders: [{lease, holder, token, access, acquiredAt,
+/// expiresAt}], expiresAt, …}`. Names are only ever stored and compared as string values,
+/// so `"$gt"`, `"{\"$ne\": 1}"` or `"a.b"` are ordinary names.
 ///
 /// # Operations (one round trip each, server time only)
 ///
