@@ -266,7 +266,9 @@ async fn supervise(
                         duration::show(grace)
                     ));
                     let _ = child.terminate().await;
-                    drop(held);
+                    // Waited for, not dropped: a multi-lock frees its other members in the
+                    // background otherwise, and the process may exit before that call ran.
+                    let _ = held.release().await;
                     return Err(CliError::Lost { what: names[at].clone(), reason });
                 }
             },
