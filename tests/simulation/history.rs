@@ -1,25 +1,39 @@
 //! What happened in one schedule, and the invariants checked against it as it happens.
 //!
-//! Holders are the simulated tasks with a guard, the raw "intruder" process, and election
-//! terms. The rules (margin = `expiry − renew_deadline`):
+//! Holders are the simulated tasks with a guard (one name each, or every member of a
+//! multi-lock), the raw "intruder" process, and election terms. Each holds a name with an
+//! access: the whole of a mutex, a semaphore's permit, a reader's or the writer's side. A
+//! holder *occupies* its name until it lets go, or until its end — when it was told of a
+//! loss, or its lease's oracle deadline (last confirmed send + renew deadline), whichever is
+//! first — lies the margin (`expiry − renew_deadline`) back; an intruder, never told,
+//! occupies until it releases or its lease expires. The rules:
 //!
-//! 1. **Exclusion with a margin.** A grant on a name to a lease may happen only once every
-//!    other holder of that name has let go, or its end — when it was told of a loss, or its
-//!    lease's oracle deadline (last confirmed send + renew deadline), whichever is first —
-//!    lies at least the margin back. An intruder holds until it releases or its lease expires.
-//! 2. **Tokens increase** in grant order per name.
-//! 3. **A release answered `Ok`** means no other lease was granted the name since the hold
-//!    began.
+//! 1. **Exclusion with a margin.** A grant may happen only where its access fits beside the
+//!    name's occupants: nobody beside a mutex holder or a writer; no writer beside a reader;
+//!    fewer than N permits beside a permit of a semaphore of N (the grant's own count, so
+//!    a count lowered by `set_permits` admits nobody until fewer hold). Occupants not yet
+//!    told (and before their deadline) are reported apart from those within the margin.
+//! 2. **Tokens increase** per name: every token the store issues is above every one it
+//!    issued for the name before (checked in the store's order by the witness); a token
+//!    passed locally is above every token issued for the name before the pass; no token is
+//!    delivered twice.
+//! 3. **A release answered `Ok`** means no other lease was granted the holder's place since
+//!    the hold began: any grant of a mutex or a writer, a reader beside a writer, or a
+//!    permit that made more than N with this holder counted.
 //! 4. **Told in time:** no holder stays untold past its oracle deadline.
-//! 5. **No orphan:** a record held by a lease nobody owns is released within 5 ms when its
-//!    manager's store was healthy, within `expiry + stall + renew deadline` otherwise.
+//! 5. **No orphan:** a record (or a shared record's holding) held by a lease nobody owns is
+//!    released within 5 ms when its manager's store was healthy, within
+//!    `expiry + stall + renew deadline` otherwise. A multi-lock still acquiring owns what its
+//!    manager holds of its names; once it gave up, a member it leaves held is a partial
+//!    multi-lock.
 //! 6. **One leader:** election terms of different candidates never overlap.
 //! 7. **Answers in time:** `acquire_timeout(d)` answers within `d`, `try_acquire` within the
-//!    renew deadline, every acquisition by shutdown.
+//!    renew deadline (a multi-lock's within two: its tries, then giving back what it took),
+//!    every acquisition by shutdown.
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
-//! frees its lease behind the holder's back. That holder is exempt from 1–3 from then on,
-//! and its process may still pass the lease to its own waiters only until the renew
+//! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
+//! on, and their process may still pass a lease to its own waiters only until the renew
 //! deadline after the deletion.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -27,6 +41,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mongolock::Access;
 use mongolock::store::LeaseId;
 use tokio::time::Instant;
 
@@ -59,13 +74,39 @@ impl Timings {
 
 /// One holder of a name.
 struct Holder {
-    name: String,
     manager: Option<usize>,
     token: u64,
+    access: Access,
     lease: Option<LeaseId>,
     told: Option<Instant>,
     /// Fixed end (an intruder's lease expiry).
     expires: Option<Instant>,
+}
+
+/// One grant of a name, as the history saw it.
+struct Grant {
+    at: Instant,
+    lease: Option<LeaseId>,
+    token: u64,
+    access: Access,
+    /// The other holders occupying the name when it was granted.
+    beside: Vec<Who>,
+}
+
+/// A multi-lock acquisition: its names and (once it gave up) when it did.
+struct MultiAttempt {
+    manager: usize,
+    names: Vec<String>,
+    gave_up: Option<Instant>,
+}
+
+/// Whether holders with accesses `a` and `b` may hold one name at once (permits are counted
+/// apart).
+fn compatible(a: Access, b: Access) -> bool {
+    matches!(
+        (a, b),
+        (Access::Read, Access::Read) | (Access::Permit { .. }, Access::Permit { .. })
+    )
 }
 
 pub(crate) struct History {
@@ -74,12 +115,12 @@ pub(crate) struct History {
     ledger: Arc<Mutex<Ledger>>,
     trace: Vec<String>,
     violations: Vec<String>,
-    /// Live holders (not yet letting go).
-    holders: BTreeMap<Who, Holder>,
-    /// Per name: every grant in order, as (at, lease, token).
-    grants: BTreeMap<String, Vec<(Instant, Option<LeaseId>, u64)>>,
-    /// Per name: the largest token granted (outside the operator exception).
-    largest: BTreeMap<String, u64>,
+    /// Live holders (not yet letting go), by who and name.
+    holders: BTreeMap<(Who, String), Holder>,
+    /// Per name: every grant in order.
+    grants: BTreeMap<String, Vec<Grant>>,
+    /// Per name: every token delivered to a holder.
+    delivered: BTreeMap<String, BTreeSet<u64>>,
     /// Leases an operator freed, and when.
     freed_by_operator: HashMap<LeaseId, Instant>,
     /// Per manager: the last time its store misbehaved (now, while it does).
@@ -87,10 +128,12 @@ pub(crate) struct History {
     faulty_now: BTreeMap<usize, bool>,
     /// Records seen held by nobody: (name, token) → since.
     orphans: BTreeMap<(String, u64), Instant>,
+    /// Multi-lock acquisitions by client, while acquiring and after giving up.
+    multis: BTreeMap<usize, MultiAttempt>,
     /// Election terms: (election, candidate, token) → (start, end).
     terms: Vec<(String, usize, u64, Instant, Option<Instant>)>,
     reported_overlaps: BTreeSet<String>,
-    reported_untold: BTreeSet<Who>,
+    reported_untold: BTreeSet<(Who, String)>,
     /// Candidates told to resign (or shut down): their term ends with a release, not a
     /// loss, and may outlast the deadline while that release is in flight.
     resigning: BTreeSet<usize>,
@@ -108,11 +151,12 @@ impl History {
             violations: Vec::new(),
             holders: BTreeMap::new(),
             grants: BTreeMap::new(),
-            largest: BTreeMap::new(),
+            delivered: BTreeMap::new(),
             freed_by_operator: HashMap::new(),
             faulty_until: BTreeMap::new(),
             faulty_now: BTreeMap::new(),
             orphans: BTreeMap::new(),
+            multis: BTreeMap::new(),
             terms: Vec::new(),
             reported_overlaps: BTreeSet::new(),
             reported_untold: BTreeSet::new(),
@@ -159,27 +203,38 @@ impl History {
             .is_some_and(|freed| *freed <= now)
     }
 
+    /// When `holder` stopped (or stops) believing it holds: told of a loss, or its oracle
+    /// deadline, whichever is first; an intruder's lease end. `None`: no end known.
+    fn believed_end(&self, holder: &Holder) -> Option<Instant> {
+        if let Some(expires) = holder.expires {
+            return Some(expires);
+        }
+        [holder.told, self.deadline_of(holder.lease)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     /// When the next grant of `holder`'s name may come at the earliest, if `holder` has
     /// stopped counting: the loss margin after it was told or its oracle deadline passed,
     /// or (an intruder, never told) the end of its lease.
     fn free_from(&self, holder: &Holder) -> Option<Instant> {
-        if let Some(expires) = holder.expires {
-            return Some(expires);
-        }
-        let ended = [holder.told, self.deadline_of(holder.lease)];
-        ended
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|end| end + self.timings.margin())
+        let end = self.believed_end(holder)?;
+        Some(if holder.expires.is_some() {
+            end
+        } else {
+            end + self.timings.margin()
+        })
     }
 
-    /// A grant of `name` to `who` with `token` (its lease found by the oracle, or given);
-    /// returns its place among the name's grants.
+    /// A grant of `name` to `who` for `access` with `token` (its lease found by the oracle,
+    /// or given); returns its place among the name's grants.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn granted(
         &mut self,
         who: Who,
         name: &str,
+        access: Access,
         manager: Option<usize>,
         token: u64,
         lease: Option<LeaseId>,
@@ -189,7 +244,8 @@ impl History {
         let lease = lease
             .or_else(|| recorder::lock(&self.ledger).lease_of(name, token, self.timings.block));
         self.note(format!(
-            "grant {name} token {token} to {who:?} (manager {manager:?})"
+            "grant {name} ({}) token {token} to {who:?} (manager {manager:?})",
+            access.as_str()
         ));
         if lease.is_none() {
             self.violation(format!(
@@ -207,57 +263,30 @@ impl History {
                 now - freed
             ));
         }
-        // 1. Exclusion with a margin.
-        let margin = self.timings.margin();
-        let mut problems = Vec::new();
-        for (other, holder) in &self.holders {
-            if exempt
-                || holder.name != name
-                || *other == who
-                || (holder.lease == lease && lease.is_some())
-            {
-                continue;
-            }
-            if self.exempt(holder.lease, now) {
-                continue;
-            }
-            match self.free_from(holder) {
-                Some(free) if now + INSTANT >= free => {}
-                Some(free) => problems.push(format!(
-                    "{who:?} granted {name} (token {token}) {:?} before {other:?} (token {}) was told or due plus the margin {margin:?}",
-                    free - now,
-                    holder.token
-                )),
-                None => problems.push(format!(
-                    "{who:?} granted {name} (token {token}) while {other:?} (token {}) holds it untold",
-                    holder.token
-                )),
-            }
-        }
-        for problem in problems {
-            self.violation(problem);
-        }
+        let beside = if exempt {
+            Vec::new()
+        } else {
+            self.check_exclusion(who, name, access, token, lease, now)
+        };
         // 2. Tokens increase.
         if !exempt {
-            let largest = self.largest.entry(name.to_owned()).or_default();
-            if token <= *largest {
-                let largest = *largest;
-                self.violation(format!(
-                    "{who:?} got token {token} on {name}, not above {largest} granted before"
-                ));
-            } else {
-                *largest = token;
-            }
+            self.check_token(who, name, token, lease, now);
         }
         let grants = self.grants.entry(name.to_owned()).or_default();
-        grants.push((now, lease, token));
+        grants.push(Grant {
+            at: now,
+            lease,
+            token,
+            access,
+            beside,
+        });
         let place = grants.len();
         self.holders.insert(
-            who,
+            (who, name.to_owned()),
             Holder {
-                name: name.to_owned(),
                 manager,
                 token,
+                access,
                 lease,
                 told: None,
                 expires,
@@ -266,23 +295,218 @@ impl History {
         place
     }
 
-    /// `who` was told it lost its hold.
+    /// `who` holds `name` with `token` but was lost before it was delivered (a multi-lock's
+    /// member lost while the next was awaited): it owns its lease until it lets go, told
+    /// from the start, and its grant is not checked again.
+    pub(crate) fn held_lost(
+        &mut self,
+        who: Who,
+        name: &str,
+        access: Access,
+        manager: Option<usize>,
+        token: u64,
+    ) {
+        let lease = recorder::lock(&self.ledger).lease_of(name, token, self.timings.block);
+        self.holders.insert(
+            (who, name.to_owned()),
+            Holder {
+                manager,
+                token,
+                access,
+                lease,
+                told: Some(Instant::now()),
+                expires: None,
+            },
+        );
+    }
+
+    /// Rule 1: the grant fits beside the name's occupants. Returns the occupants.
+    fn check_exclusion(
+        &mut self,
+        who: Who,
+        name: &str,
+        access: Access,
+        token: u64,
+        lease: Option<LeaseId>,
+        now: Instant,
+    ) -> Vec<Who> {
+        let margin = self.timings.margin();
+        // Every other holder still occupying the name: (who, token, access, untold, free).
+        let mut occupants = Vec::new();
+        for ((other, other_name), holder) in &self.holders {
+            if other_name != name || *other == who || (holder.lease == lease && lease.is_some()) {
+                continue;
+            }
+            if self.exempt(holder.lease, now) {
+                continue;
+            }
+            let free = self.free_from(holder);
+            if free.is_some_and(|free| now + INSTANT >= free) {
+                continue;
+            }
+            let untold = self.believed_end(holder).is_none_or(|end| now < end);
+            occupants.push((*other, holder.token, holder.access, untold, free));
+        }
+        let mut problems = Vec::new();
+        let mut permits_beside = Vec::new();
+        for &(other, other_token, other_access, untold, free) in &occupants {
+            if compatible(access, other_access) {
+                if matches!(other_access, Access::Permit { .. }) {
+                    permits_beside.push((other, other_token, untold));
+                }
+                continue;
+            }
+            let mutexes = access == Access::Exclusive && other_access == Access::Exclusive;
+            problems.push(match (mutexes, free) {
+                (true, Some(free)) => format!(
+                    "{who:?} granted {name} (token {token}) {:?} before {other:?} (token {other_token}) was told or due plus the margin {margin:?}",
+                    free - now
+                ),
+                (true, None) => format!(
+                    "{who:?} granted {name} (token {token}) while {other:?} (token {other_token}) holds it untold"
+                ),
+                (false, _) => format!(
+                    "reader/writer conflict: {who:?} granted {} of {name} (token {token}) while {other:?} holds {} (token {other_token}) {}",
+                    access.as_str(),
+                    other_access.as_str(),
+                    if untold {
+                        "untold".to_owned()
+                    } else {
+                        format!("within the loss margin ({:?} left)", free.map(|free| free - now).unwrap_or_default())
+                    }
+                ),
+            });
+        }
+        if let Access::Permit { permits } = access
+            && permits_beside.len() >= permits as usize
+        {
+            let untold = permits_beside
+                .iter()
+                .filter(|(_, _, untold)| *untold)
+                .count();
+            let list: Vec<String> = permits_beside
+                .iter()
+                .map(|(other, token, untold)| {
+                    format!(
+                        "{other:?} token {token}{}",
+                        if *untold { "" } else { " (told or due)" }
+                    )
+                })
+                .collect();
+            problems.push(if untold >= permits as usize {
+                format!(
+                    "more than {permits} permits: {who:?} granted {name} (token {token}) while {untold} holders not told of a loss hold it: {}",
+                    list.join(", ")
+                )
+            } else {
+                format!(
+                    "more than {permits} permits within the loss margin: {who:?} granted {name} (token {token}) beside {}",
+                    list.join(", ")
+                )
+            });
+        }
+        for problem in problems {
+            self.violation(problem);
+        }
+        occupants.into_iter().map(|(other, ..)| other).collect()
+    }
+
+    /// Rule 2 for one delivered token: never delivered before, and a token passed locally
+    /// (after its lease's grant token) above every token the store issued for the name
+    /// before the pass. A grant's own token was checked in the store's order already.
+    fn check_token(
+        &mut self,
+        who: Who,
+        name: &str,
+        token: u64,
+        lease: Option<LeaseId>,
+        now: Instant,
+    ) {
+        if !self
+            .delivered
+            .entry(name.to_owned())
+            .or_default()
+            .insert(token)
+        {
+            self.violation(format!(
+                "{who:?} got token {token} on {name}, delivered twice"
+            ));
+        }
+        let Some(lease) = lease else { return };
+        let (grant_token, largest) = {
+            let ledger = recorder::lock(&self.ledger);
+            (
+                ledger.grant_token(name, lease),
+                ledger.largest_issued_before(name, now),
+            )
+        };
+        if let (Some(grant_token), Some(largest)) = (grant_token, largest)
+            && token > grant_token
+            && token <= largest
+        {
+            self.violation(format!(
+                "{who:?} got token {token} on {name} by a local pass (its lease was granted {grant_token}), not above {largest} the store issued before"
+            ));
+        }
+    }
+
+    /// What the witness found wrong in the store's own order.
+    pub(crate) fn check_store(&mut self) {
+        let problems = recorder::lock(&self.ledger).take_store_violations();
+        for problem in problems {
+            self.violation(problem);
+        }
+    }
+
+    /// `who` was told it lost its hold (every name it holds).
     pub(crate) fn told(&mut self, who: Who, reason: &str) {
         self.note(format!("{who:?} told: {reason}"));
-        if let Some(holder) = self.holders.get_mut(&who) {
+        let now = Instant::now();
+        for ((holder_who, _), holder) in self.holders.iter_mut() {
+            if *holder_who == who {
+                holder.told.get_or_insert(now);
+            }
+        }
+    }
+
+    /// `who` was told it lost its hold of `name` (a multi-lock's member).
+    pub(crate) fn told_of(&mut self, who: Who, name: &str, reason: &str) {
+        self.note(format!("{who:?} told of {name}: {reason}"));
+        if let Some(holder) = self.holders.get_mut(&(who, name.to_owned())) {
             holder.told.get_or_insert(Instant::now());
         }
     }
 
-    /// `who` stops acting on its hold (dropping or releasing its guard).
+    /// `who` stops acting on its hold (dropping or releasing its guard), of every name.
     pub(crate) fn letting_go(&mut self, who: Who) {
         self.note(format!("{who:?} lets go"));
-        self.holders.remove(&who);
+        self.holders.retain(|(holder, _), _| *holder != who);
     }
 
-    /// `who`'s release of the hold granted `place`-th was answered `Ok`: nobody else may have
-    /// been granted the name from then until the store released the lease (or, passed to a
-    /// local waiter, until now).
+    /// Client `id` starts acquiring `names` all at once through `manager`.
+    pub(crate) fn multi_acquiring(&mut self, id: usize, manager: usize, names: Vec<String>) {
+        self.multis.insert(
+            id,
+            MultiAttempt {
+                manager,
+                names,
+                gave_up: None,
+            },
+        );
+    }
+
+    /// Client `id`'s multi-lock acquisition ended: with every member (`true`) or none.
+    pub(crate) fn multi_ended(&mut self, id: usize, acquired: bool) {
+        if acquired {
+            self.multis.remove(&id);
+        } else if let Some(attempt) = self.multis.get_mut(&id) {
+            attempt.gave_up.get_or_insert(Instant::now());
+        }
+    }
+
+    /// `who`'s release of the hold of `name` granted `place`-th was answered `Ok`: nobody
+    /// else may have been granted its place from then until the store released the lease
+    /// (or, passed to a local waiter, until now).
     pub(crate) fn released_ok(&mut self, who: Who, name: &str, token: u64, place: usize) {
         let now = Instant::now();
         let (lease, released) = {
@@ -294,6 +518,14 @@ impl History {
         if self.exempt(lease, now) {
             return;
         }
+        let Some(access) = self
+            .grants
+            .get(name)
+            .and_then(|grants| grants.get(place.wrapping_sub(1)))
+            .map(|grant| grant.access)
+        else {
+            return;
+        };
         let until = released.unwrap_or(now);
         let foreign: Vec<u64> = self
             .grants
@@ -301,12 +533,24 @@ impl History {
             .into_iter()
             .flatten()
             .skip(place)
-            .filter(|(at, other, _)| *other != lease && *at < until && !self.exempt(*other, *at))
-            .map(|(_, _, token)| *token)
+            .filter(|grant| {
+                grant.lease != lease && grant.at < until && !self.exempt(grant.lease, grant.at)
+            })
+            .filter(|grant| match (access, grant.access) {
+                (Access::Read, Access::Read) => false,
+                // A permit beside this one took its place only if, with it counted, the
+                // grant made more than its count.
+                (Access::Permit { .. }, Access::Permit { permits }) => {
+                    let others = grant.beside.iter().filter(|other| **other != who).count();
+                    others + 2 > permits as usize
+                }
+                _ => true,
+            })
+            .map(|grant| grant.token)
             .collect();
         if !foreign.is_empty() {
             self.violation(format!(
-                "{who:?}'s release of {name} token {token} was answered Ok, but tokens {foreign:?} were granted to others meanwhile"
+                "{who:?}'s release of {name} token {token} was answered Ok, but tokens {foreign:?} were granted its place meanwhile"
             ));
         }
     }
@@ -326,11 +570,12 @@ impl History {
             .sum()
     }
 
-    /// An operator deleted `name`'s record, which carried `lease` (if any).
-    pub(crate) fn operator_freed(&mut self, name: &str, lease: Option<LeaseId>) {
-        self.note(format!("operator frees {name} ({lease:?})"));
-        if let Some(lease) = lease {
-            self.freed_by_operator.insert(lease, Instant::now());
+    /// An operator deleted `name`'s record, which carried `leases`.
+    pub(crate) fn operator_freed(&mut self, name: &str, leases: &[LeaseId]) {
+        self.note(format!("operator frees {name} ({leases:?})"));
+        let now = Instant::now();
+        for lease in leases {
+            self.freed_by_operator.insert(*lease, now);
         }
     }
 
@@ -350,18 +595,19 @@ impl History {
                 .is_some_and(|until| *until + self.timings.max_stall >= since)
     }
 
-    /// Rule 4: nobody stays untold past its oracle deadline (reported once per holder).
+    /// Rule 4: nobody stays untold past its oracle deadline (reported once per holding).
     pub(crate) fn check_told_in_time(&mut self) {
         let now = Instant::now();
         let mut problems = Vec::new();
-        for (who, holder) in &self.holders {
+        for (key, holder) in &self.holders {
+            let who = key.0;
             let resigning =
-                matches!(who, Who::Term(candidate, _) if self.resigning.contains(candidate));
+                matches!(who, Who::Term(candidate, _) if self.resigning.contains(&candidate));
             if holder.told.is_some()
                 || holder.expires.is_some()
                 || holder.manager.is_none()
                 || resigning
-                || self.reported_untold.contains(who)
+                || self.reported_untold.contains(key)
             {
                 continue;
             }
@@ -370,32 +616,33 @@ impl History {
                 && !self.exempt(holder.lease, now)
             {
                 problems.push((
-                    *who,
+                    key.clone(),
                     format!(
                         "{who:?} (token {} on {}) not told of its loss {:?} after its deadline",
                         holder.token,
-                        holder.name,
+                        key.1,
                         now - deadline
                     ),
                 ));
             }
         }
-        for (who, problem) in problems {
-            self.reported_untold.insert(who);
+        for (key, problem) in problems {
+            self.reported_untold.insert(key);
             self.violation(problem);
         }
     }
 
-    /// Rule 5: a held record is owned by a holder, or was not orphaned for long.
+    /// Rule 5: a held record (each holding of a shared one) is owned by a holder, or was
+    /// not orphaned for long.
     ///
-    /// `records` has one entry per held record: its name, the manager holding it (`None`
-    /// for the intruder) and its grant token.
+    /// `records` has one entry per holding: its name, the manager holding it (`None` for
+    /// the intruder) and its grant token.
     pub(crate) fn check_orphans(&mut self, records: Vec<(String, Option<usize>, u64)>) {
         let now = Instant::now();
         let margin = self.timings.margin();
         // A lost term's guard is dropped by the campaign by the end of its margin at the
         // latest (the runtime frees the lease then): it owns nothing after that.
-        self.holders.retain(|who, holder| {
+        self.holders.retain(|(who, _), holder| {
             !matches!(who, Who::Term(..))
                 || holder
                     .told
@@ -405,12 +652,12 @@ impl History {
         let mut seen = Vec::new();
         let mut problems = Vec::new();
         for (name, manager, token) in records {
-            let owned = self.holders.values().any(|holder| {
-                holder.name == name
+            let owned = self.holders.iter().any(|((_, held), holder)| {
+                *held == name
                     && holder.manager == manager
                     && holder.token >= token
                     && holder.token < token + block
-            });
+            }) || self.acquiring_multi_owns(&name, manager);
             if owned {
                 continue;
             }
@@ -423,15 +670,50 @@ impl History {
                 _ => self.timings.expiry + self.timings.max_stall + self.timings.renew_deadline,
             };
             if unowned > bound {
+                let partial = manager.and_then(|manager| self.gave_up_multi(&name, manager, since));
+                let what = match partial {
+                    Some(client) => {
+                        format!("partial multi-lock left held (client {client} gave up): ")
+                    }
+                    None => String::new(),
+                };
                 problems.push(format!(
-                    "{name} held by manager {manager:?} (token {token}) with no owner for {unowned:?} (bound {bound:?})"
+                    "{what}{name} held by manager {manager:?} (token {token}) with no owner for {unowned:?} (bound {bound:?})"
                 ));
             }
         }
         self.orphans.retain(|key, _| seen.contains(key));
+        // An attempt that gave up long ago can no longer explain an orphan.
+        let forget = self.timings.expiry * 10;
+        self.multis
+            .retain(|_, attempt| attempt.gave_up.is_none_or(|gave_up| gave_up + forget > now));
         for problem in problems {
             self.violation(problem);
         }
+    }
+
+    /// Whether a multi-lock still acquiring on `manager` owns a holding of `name` there: a
+    /// member it took while waiting for the next, maybe passed to it by a local holder of
+    /// an older lease (so the record's token tells nothing about when it was taken).
+    fn acquiring_multi_owns(&self, name: &str, manager: Option<usize>) -> bool {
+        let Some(manager) = manager else { return false };
+        self.multis.values().any(|attempt| {
+            attempt.gave_up.is_none()
+                && attempt.manager == manager
+                && attempt.names.iter().any(|member| member == name)
+        })
+    }
+
+    /// The client whose multi-lock over `name` on `manager` gave up by `since`, if any.
+    fn gave_up_multi(&self, name: &str, manager: usize, since: Instant) -> Option<usize> {
+        self.multis.iter().find_map(|(client, attempt)| {
+            (attempt.manager == manager
+                && attempt
+                    .gave_up
+                    .is_some_and(|gave_up| gave_up <= since + INSTANT)
+                && attempt.names.iter().any(|member| member == name))
+            .then_some(*client)
+        })
     }
 
     /// An election term began (`Elected`): the candidate on `manager` holds the election's
@@ -450,11 +732,11 @@ impl History {
             .push((election.to_owned(), candidate, token, Instant::now(), None));
         let lease = recorder::lock(&self.ledger).lease_of(election, token, self.timings.block);
         self.holders.insert(
-            Who::Term(candidate, token),
+            (Who::Term(candidate, token), election.to_owned()),
             Holder {
-                name: election.to_owned(),
                 manager: Some(manager),
                 token,
+                access: Access::Exclusive,
                 lease,
                 told: None,
                 expires: None,
@@ -497,9 +779,10 @@ impl History {
         self.note(format!(
             "candidate {candidate} ends its term in {election} (token {token}): {how}"
         ));
+        let key = (Who::Term(candidate, token), election.to_owned());
         if resigned {
-            self.holders.remove(&Who::Term(candidate, token));
-        } else if let Some(holder) = self.holders.get_mut(&Who::Term(candidate, token)) {
+            self.holders.remove(&key);
+        } else if let Some(holder) = self.holders.get_mut(&key) {
             // A lost term's lease stays until its work has stopped or the margin has passed.
             holder.told.get_or_insert(now);
         }
@@ -552,5 +835,282 @@ impl History {
             let _ = writeln!(text, "  {line}");
         }
         text
+    }
+}
+
+/// The checker on hand-made histories: each rule for the new kinds flags what it must, and
+/// only that.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LockStore};
+    use mongolock::{HolderId, LockName, MemoryStore};
+
+    const PERMITS: Access = Access::Permit { permits: 2 };
+
+    fn paused(test: impl std::future::Future<Output = ()>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        runtime.block_on(test);
+    }
+
+    fn history() -> (History, Arc<Mutex<Ledger>>) {
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let timings = Timings {
+            expiry: Duration::from_millis(1_500),
+            renew_deadline: Duration::from_millis(900),
+            max_stall: Duration::from_millis(2_000),
+            block: 16,
+        };
+        (History::new(timings, ledger.clone()), ledger)
+    }
+
+    /// A grant of `name` to client `id` with a lease the oracle knows, confirmed now.
+    fn grant(
+        history: &mut History,
+        ledger: &Mutex<Ledger>,
+        id: usize,
+        name: &str,
+        access: Access,
+        token: u64,
+    ) -> usize {
+        let lease = LeaseId::new();
+        let name_value = LockName::new(name).expect("a valid name");
+        recorder::lock(ledger).granted(&name_value, token, lease, Instant::now());
+        history.granted(
+            Who::Client(id),
+            name,
+            access,
+            Some(0),
+            token,
+            Some(lease),
+            None,
+        )
+    }
+
+    fn flagged(history: &History, needle: &str) -> bool {
+        history
+            .violations()
+            .iter()
+            .any(|line| line.contains(needle))
+    }
+
+    #[test]
+    fn a_permit_beyond_the_count_is_flagged_and_the_count_is_not() {
+        paused(async {
+            let (mut history, ledger) = history();
+            grant(&mut history, &ledger, 1, "pool", PERMITS, 1);
+            grant(&mut history, &ledger, 2, "pool", PERMITS, 17);
+            assert!(history.violations().is_empty(), "two permits of two");
+            grant(&mut history, &ledger, 3, "pool", PERMITS, 33);
+            assert!(
+                flagged(&history, "more than 2 permits: Client(3)"),
+                "{:?}",
+                history.violations()
+            );
+            assert!(flagged(&history, "2 holders not told of a loss"));
+        });
+    }
+
+    #[test]
+    fn a_permit_within_the_loss_margin_is_flagged_and_after_it_is_not() {
+        paused(async {
+            let (mut history, ledger) = history();
+            grant(&mut history, &ledger, 1, "pool", PERMITS, 1);
+            grant(&mut history, &ledger, 2, "pool", PERMITS, 17);
+            history.told(Who::Client(1), "lost");
+            history.told(Who::Client(2), "lost");
+            tokio::time::advance(Duration::from_millis(100)).await;
+            grant(&mut history, &ledger, 3, "pool", PERMITS, 33);
+            assert!(
+                flagged(&history, "more than 2 permits within the loss margin"),
+                "{:?}",
+                history.violations()
+            );
+            let before = history.violations().len();
+            tokio::time::advance(Duration::from_millis(600)).await;
+            grant(&mut history, &ledger, 4, "pool", PERMITS, 49);
+            assert_eq!(history.violations().len(), before, "the margin has passed");
+        });
+    }
+
+    #[test]
+    fn a_writer_beside_a_reader_is_flagged_both_ways_and_readers_share() {
+        paused(async {
+            let (mut history, ledger) = history();
+            grant(&mut history, &ledger, 1, "schema", Access::Read, 1);
+            grant(&mut history, &ledger, 2, "schema", Access::Read, 17);
+            assert!(history.violations().is_empty(), "readers share");
+            grant(&mut history, &ledger, 3, "schema", Access::Write, 33);
+            assert!(
+                flagged(
+                    &history,
+                    "reader/writer conflict: Client(3) granted write of schema"
+                ),
+                "{:?}",
+                history.violations()
+            );
+            let (mut history, ledger) = self::history();
+            grant(&mut history, &ledger, 1, "schema", Access::Write, 1);
+            grant(&mut history, &ledger, 2, "schema", Access::Read, 17);
+            assert!(flagged(&history, "granted read of schema"));
+            assert!(flagged(&history, "holds write"));
+        });
+    }
+
+    #[test]
+    fn a_member_left_held_after_a_multi_lock_gave_up_is_flagged() {
+        paused(async {
+            let (mut history, _ledger) = history();
+            let names = vec!["alpha".to_owned(), "beta".to_owned()];
+            history.multi_acquiring(7, 0, names);
+            let held = || vec![("alpha".to_owned(), Some(0), 17)];
+            history.check_orphans(held());
+            tokio::time::advance(Duration::from_millis(50)).await;
+            history.check_orphans(held());
+            assert!(
+                history.violations().is_empty(),
+                "a member taken while waiting for the next is the acquisition's"
+            );
+            history.multi_ended(7, false);
+            history.check_orphans(held());
+            tokio::time::advance(Duration::from_millis(10)).await;
+            history.check_orphans(held());
+            assert!(
+                flagged(&history, "partial multi-lock left held (client 7 gave up)"),
+                "{:?}",
+                history.violations()
+            );
+        });
+    }
+
+    #[test]
+    fn a_release_ok_after_the_permit_was_taken_is_flagged() {
+        paused(async {
+            let (mut history, ledger) = history();
+            let place = grant(&mut history, &ledger, 1, "pool", PERMITS, 1);
+            // Client 1 counted no more (told, margin passed): two others may take both
+            // places, but then its release must not be answered Ok.
+            history.told(Who::Client(1), "lost");
+            tokio::time::advance(Duration::from_millis(700)).await;
+            grant(&mut history, &ledger, 2, "pool", PERMITS, 17);
+            grant(&mut history, &ledger, 3, "pool", PERMITS, 33);
+            assert!(
+                history.violations().is_empty(),
+                "{:?}",
+                history.violations()
+            );
+            tokio::time::advance(Duration::from_millis(10)).await;
+            history.released_ok(Who::Client(1), "pool", 1, place);
+            assert!(
+                flagged(&history, "release of pool token 1 was answered Ok"),
+                "{:?}",
+                history.violations()
+            );
+            assert!(
+                flagged(&history, "tokens [33]"),
+                "only the third took its place"
+            );
+        });
+    }
+
+    #[test]
+    fn a_token_passed_locally_below_one_issued_before_is_flagged() {
+        paused(async {
+            let (mut history, ledger) = history();
+            let store = recorder::Witness::new(MemoryStore::new(), ledger.clone());
+            let name = LockName::new("pool").expect("a valid name");
+            let mut leases = Vec::new();
+            for _ in 0..2 {
+                let lease = LeaseId::new();
+                let request = AcquireRequest::new(
+                    name.clone(),
+                    lease,
+                    HolderId::from_string("a".to_owned()),
+                    Duration::from_secs(1),
+                )
+                .with_access(PERMITS);
+                let Ok(AcquireOutcome::Acquired { token }) = store.try_acquire(&request).await
+                else {
+                    panic!("a free permit");
+                };
+                recorder::lock(&ledger).granted(&name, token, lease, Instant::now());
+                leases.push((lease, token));
+                tokio::time::advance(Duration::from_millis(10)).await;
+            }
+            let [(first, first_token), (_, second_token)] = leases[..] else {
+                panic!("two grants");
+            };
+            history.granted(
+                Who::Client(1),
+                "pool",
+                PERMITS,
+                Some(0),
+                first_token,
+                Some(first),
+                None,
+            );
+            history.letting_go(Who::Client(1));
+            history.granted(
+                Who::Client(2),
+                "pool",
+                PERMITS,
+                Some(0),
+                first_token + 1,
+                Some(first),
+                None,
+            );
+            assert!(
+                flagged(
+                    &history,
+                    &format!(
+                        "by a local pass (its lease was granted {first_token}), not above {second_token}"
+                    )
+                ),
+                "{:?}",
+                history.violations()
+            );
+            history.granted(
+                Who::Client(3),
+                "pool",
+                PERMITS,
+                Some(0),
+                first_token + 1,
+                Some(first),
+                None,
+            );
+            assert!(flagged(&history, "delivered twice"));
+            history.check_store();
+            assert!(
+                !flagged(&history, "the store issued token"),
+                "the store's order was right: {:?}",
+                history.violations()
+            );
+        });
+    }
+
+    #[test]
+    fn a_token_the_store_issued_below_an_earlier_one_is_flagged() {
+        paused(async {
+            let (mut history, ledger) = history();
+            let name = LockName::new("schema").expect("a valid name");
+            recorder::lock(&ledger).issued(&name, 17);
+            recorder::lock(&ledger).issued(&name, 33);
+            history.check_store();
+            assert!(history.violations().is_empty());
+            recorder::lock(&ledger).issued(&name, 33);
+            history.check_store();
+            assert!(
+                flagged(
+                    &history,
+                    "the store issued token 33 on schema, not above 33"
+                ),
+                "{:?}",
+                history.violations()
+            );
+        });
     }
 }

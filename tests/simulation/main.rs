@@ -1,10 +1,12 @@
 //! Deterministic simulation: several lock managers over one shared in-memory store under
-//! Tokio's paused clock, driven by a seed through acquisitions, timeouts, cancellations,
-//! releases and drops with local waiters queued, elections with slow bound actors,
-//! shutdowns at any point, store faults at any point (hang then heal, stall then apply,
-//! errors), operators deleting records, and every process paused while another takes the
-//! expired locks. After every step the history is checked (see `history` for the rules);
-//! at the end, that everything falls quiet.
+//! Tokio's paused clock, driven by a seed through acquisitions — of mutexes, semaphore
+//! permits, read and write locks, and multi-locks over several mutexes in any order —
+//! timeouts, cancellations, releases and drops with local waiters queued, elections with
+//! slow bound actors, shutdowns at any point, store faults at any point (hang then heal,
+//! stall then apply, errors), operators deleting records and changing a semaphore's count,
+//! and every process paused while another takes the expired places. After every step the
+//! history is checked (see `history` for the rules); at the end, that everything falls
+//! quiet.
 //!
 //! ```text
 //! cargo test --all-features --test simulation                     # the seeds CI runs
@@ -172,22 +174,29 @@ fn the_same_seed_replays_the_same_schedule() {
 fn hunt() {
     let schedules = env_u64("MONGOLOCK_SIM_SCHEDULES").unwrap_or(DEFAULT_SCHEDULES);
     let base = env_u64("MONGOLOCK_SIM_BASE").unwrap_or(0);
-    let mut first: std::collections::BTreeMap<String, (u64, u64, String)> = Default::default();
+    // Per kind: after how many schedules first, its seed and wording, in how many schedules.
+    let mut found: std::collections::BTreeMap<String, (u64, u64, String, u64)> = Default::default();
     for schedule in 0..schedules {
         let seed = seed_of(base, schedule);
         let outcome = run(seed);
+        let mut kinds = std::collections::BTreeSet::new();
         for violation in &outcome.violations {
-            let kind = kind_of(violation);
-            first.entry(kind).and_modify(|(_, _, _)| {}).or_insert((
-                schedule + 1,
-                seed,
-                violation.clone(),
-            ));
+            kinds.insert(kind_of(violation));
+            found
+                .entry(kind_of(violation))
+                .or_insert((schedule + 1, seed, violation.clone(), 0));
+        }
+        for kind in kinds {
+            if let Some(entry) = found.get_mut(&kind) {
+                entry.3 += 1;
+            }
         }
     }
     println!("{schedules} schedules from base {base:#x}:");
-    for (kind, (after, seed, example)) in &first {
-        println!("  {kind}: first after {after} schedules (seed {seed:#x}): {example}");
+    for (kind, (after, seed, example, schedules)) in &found {
+        println!(
+            "  {kind}: in {schedules} schedules, first after {after} (seed {seed:#x}): {example}"
+        );
     }
 }
 
@@ -195,6 +204,21 @@ fn hunt() {
 fn kind_of(violation: &str) -> String {
     let text = violation.split(" VIOLATION ").nth(1).unwrap_or(violation);
     for (needle, kind) in [
+        // The more specific wordings first.
+        ("partial multi-lock", "partial multi-lock left held"),
+        ("already lost", "multi-lock acquired with a member lost"),
+        ("not told of a loss hold it", "more than N permits untold"),
+        (
+            "permits within the loss margin",
+            "more than N permits within the margin",
+        ),
+        ("reader/writer conflict", "writer beside another holder"),
+        (
+            "by a local pass",
+            "local-pass token below one issued before",
+        ),
+        ("the store issued token", "store token not increasing"),
+        ("delivered twice", "token delivered twice"),
         ("holds it untold", "granted while another holds untold"),
         ("plus the margin", "granted within the loss margin"),
         ("not above", "token not increasing"),

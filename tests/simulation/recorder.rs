@@ -3,6 +3,11 @@
 //! history knows, independently of the runtime's own bookkeeping, which lease each fencing
 //! token belongs to and until when its holder may at most believe it holds the lock: the
 //! send time of the lease's last confirmed acquire or renewal plus the renew deadline.
+//!
+//! A second wrapper, the [`Witness`], sits right on the shared store, under every fault
+//! switch: it sees each grant in the order the store applied it, whoever asked and whether
+//! or not the asker still waited for the answer, so tokens can be checked in the store's
+//! own order (answers reach managers in another order when calls stall).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,7 +16,7 @@ use async_trait::async_trait;
 use mongolock::LockRecord;
 use mongolock::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
-    LeaseKey, ReleaseDemand, ReleaseOutcome,
+    LeaseKey, RecordEvent, ReleaseDemand, ReleaseOutcome,
 };
 use mongolock::{LockName, StoreError, store::LockStore};
 use tokio::sync::mpsc;
@@ -25,6 +30,7 @@ pub(crate) enum Call {
     Release,
     HandOver,
     Inspect,
+    SetPermits,
 }
 
 /// What every recorder has seen, shared by all managers of one schedule.
@@ -36,10 +42,14 @@ pub(crate) struct Ledger {
     by_token: BTreeMap<String, BTreeMap<u64, LeaseId>>,
     /// Per manager, each call as (sent at, kind).
     calls: BTreeMap<usize, Vec<(Instant, Call)>>,
-    /// When the store released each lease (its release answered `Released`).
+    /// When the store released each lease (applied a release that answered `Released`).
     released: HashMap<LeaseId, Instant>,
     /// When each lease's holder first sent its release: it let go then.
     release_sent: HashMap<LeaseId, Instant>,
+    /// Per name, every token the store issued, as (applied at, token), in the store's order.
+    issued: BTreeMap<String, Vec<(Instant, u64)>>,
+    /// What the witness found wrong, for the history to report.
+    store_violations: Vec<String>,
 }
 
 struct LeaseFacts {
@@ -47,7 +57,7 @@ struct LeaseFacts {
 }
 
 impl Ledger {
-    fn granted(&mut self, name: &LockName, token: u64, lease: LeaseId, sent: Instant) {
+    pub(crate) fn granted(&mut self, name: &LockName, token: u64, lease: LeaseId, sent: Instant) {
         self.leases.insert(
             lease,
             LeaseFacts {
@@ -87,6 +97,51 @@ impl Ledger {
     /// When `lease`'s release was first sent, if it was.
     pub(crate) fn release_sent(&self, lease: LeaseId) -> Option<Instant> {
         self.release_sent.get(&lease).copied()
+    }
+
+    /// The store applied a grant of `token` on `name` to `lease` now: every token it issues
+    /// for a name must be above every one it issued for it before.
+    pub(crate) fn issued(&mut self, name: &LockName, token: u64) {
+        let now = Instant::now();
+        let issued = self.issued.entry(name.as_str().to_owned()).or_default();
+        if let Some(&(_, last)) = issued.last()
+            && token <= last
+        {
+            let problem = format!(
+                "the store issued token {token} on {name}, not above {last} it issued before"
+            );
+            self.store_violations.push(problem);
+        }
+        issued.push((now, token));
+    }
+
+    /// The store released `lease` now (the first time counts).
+    fn released(&mut self, lease: LeaseId) {
+        self.released.entry(lease).or_insert_with(Instant::now);
+    }
+
+    /// The largest token the store issued for `name` strictly before `before`.
+    pub(crate) fn largest_issued_before(&self, name: &str, before: Instant) -> Option<u64> {
+        self.issued
+            .get(name)?
+            .iter()
+            .take_while(|(at, _)| *at < before)
+            .map(|(_, token)| *token)
+            .max()
+    }
+
+    /// The token the store granted `lease` (a local pass carries a later one of its block).
+    pub(crate) fn grant_token(&self, name: &str, lease: LeaseId) -> Option<u64> {
+        self.by_token
+            .get(name)?
+            .iter()
+            .find(|(_, granted)| **granted == lease)
+            .map(|(token, _)| *token)
+    }
+
+    /// What the witness found wrong since the last call.
+    pub(crate) fn take_store_violations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.store_violations)
     }
 
     /// Calls `manager` sent at or after `since`, other than releases.
@@ -188,14 +243,23 @@ impl<S: LockStore> LockStore for Recorder<S> {
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         let sent = self.sent(Call::Release);
         self.ledger().release_sent.entry(key.lease).or_insert(sent);
-        let result = self.inner.release(key).await;
-        if let Ok(ReleaseOutcome::Released { .. }) = &result {
-            self.ledger()
-                .released
-                .entry(key.lease)
-                .or_insert_with(Instant::now);
+        self.inner.release(key).await
+    }
+
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        let sent = self.sent(Call::Release);
+        {
+            let mut ledger = self.ledger();
+            for key in keys {
+                ledger.release_sent.entry(key.lease).or_insert(sent);
+            }
         }
-        result
+        self.inner.release_many(keys).await
+    }
+
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        self.sent(Call::SetPermits);
+        self.inner.set_permits(name, permits).await
     }
 
     async fn hand_over(
@@ -222,5 +286,104 @@ impl<S: LockStore> LockStore for Recorder<S> {
 
     async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
         self.inner.watch_releases(demand).await
+    }
+
+    async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {
+        self.inner.watch_records(names).await
+    }
+}
+
+/// Sees every grant as the shared store applies it (see the module docs); forwards every
+/// call unchanged.
+#[derive(Clone)]
+pub(crate) struct Witness<S> {
+    inner: S,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl<S> Witness<S> {
+    pub(crate) fn new(inner: S, ledger: Arc<Mutex<Ledger>>) -> Self {
+        Self { inner, ledger }
+    }
+}
+
+#[async_trait]
+impl<S: LockStore> LockStore for Witness<S> {
+    async fn prepare(&self) -> Result<(), StoreError> {
+        self.inner.prepare().await
+    }
+
+    async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        let result = self.inner.try_acquire(request).await;
+        if let Ok(AcquireOutcome::Acquired { token }) = &result {
+            lock(&self.ledger).issued(&request.name, *token);
+        }
+        result
+    }
+
+    async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        self.inner.extend(request).await
+    }
+
+    async fn extend_many(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        self.inner.extend_many(requests).await
+    }
+
+    fn max_extend_batch(&self) -> usize {
+        self.inner.max_extend_batch()
+    }
+
+    async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+        let result = self.inner.release(key).await;
+        if let Ok(ReleaseOutcome::Released { .. }) = &result {
+            lock(&self.ledger).released(key.lease);
+        }
+        result
+    }
+
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        let results = self.inner.release_many(keys).await;
+        let mut ledger = lock(&self.ledger);
+        for (key, result) in keys.iter().zip(&results) {
+            if let Ok(ReleaseOutcome::Released { .. }) = result {
+                ledger.released(key.lease);
+            }
+        }
+        results
+    }
+
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        self.inner.set_permits(name, permits).await
+    }
+
+    async fn hand_over(
+        &self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let result = self.inner.hand_over(from, to).await;
+        if let Ok(HandOverOutcome::HandedOver { token, .. }) = &result {
+            lock(&self.ledger).issued(&to.name, *token);
+        }
+        result
+    }
+
+    fn tokens_per_grant(&self) -> u64 {
+        self.inner.tokens_per_grant()
+    }
+
+    async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+        self.inner.inspect(name).await
+    }
+
+    async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
+        self.inner.watch_releases(demand).await
+    }
+
+    async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {
+        self.inner.watch_records(names).await
     }
 }

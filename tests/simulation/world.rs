@@ -1,20 +1,22 @@
 //! The simulated world of one schedule: managers over one shared memory store (each behind
-//! its own fault switch and recorder), tasks acquiring and releasing, an intruder process
-//! that takes expired locks with raw store calls, an operator deleting records, elections
-//! with slow bound actors — driven one random step at a time from a seed, under Tokio's
-//! paused clock.
+//! its own fault switch and recorder), tasks acquiring and releasing mutexes, semaphore
+//! permits, read and write locks and multi-locks (over mutex names, in any caller order,
+//! now and then with a name of another kind that must fail them cleanly), an intruder
+//! process that takes expired places with raw store calls, an operator deleting records and
+//! changing a semaphore's count, elections with slow bound actors — driven one random step
+//! at a time from a seed, under Tokio's paused clock.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::FutureExt;
-use mongolock::HolderId;
 use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey};
 use mongolock::testing::FaultyStore;
+use mongolock::{Access, HolderId, LockError, LockGuard, MultiLock, MultiLockGuard};
 use mongolock::{
-    Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, MemoryStore,
-    store::LockStore,
+    Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, MemoryStore, RwLock,
+    Semaphore, store::LockStore,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::rngs::StdRng;
@@ -24,7 +26,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::history::{History, Timings, Who};
-use super::recorder::{self, Ledger, Recorder};
+use super::recorder::{self, Ledger, Recorder, Witness};
 
 type Shared = Arc<Mutex<History>>;
 
@@ -34,7 +36,15 @@ fn history(shared: &Shared) -> MutexGuard<'_, History> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Mutex names; multi-locks take two or three of them.
 const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+/// The semaphore (its count drawn per schedule, 2 to 4) and the reader/writer lock.
+const SEMAPHORE: &str = "pool";
+const RW_LOCK: &str = "schema";
+/// Every name the checks look at.
+const ALL_NAMES: [&str; 6] = ["alpha", "beta", "gamma", SEMAPHORE, RW_LOCK, ELECTION];
+/// Names a task or the intruder may hold.
+const HELD_NAMES: [&str; 5] = ["alpha", "beta", "gamma", SEMAPHORE, RW_LOCK];
 const ELECTION: &str = "leader";
 const SLOTS: usize = 3;
 const STEPS: usize = 60;
@@ -64,9 +74,11 @@ enum Fault {
     Stall,
 }
 
+type Store = Witness<MemoryStore>;
+
 struct ManagerEntry {
     manager: LockManager,
-    faulty: FaultyStore<MemoryStore>,
+    faulty: FaultyStore<Store>,
     fault: Fault,
     /// Set when its shutdown returned.
     shut_down_at: Arc<Mutex<Option<Instant>>>,
@@ -100,6 +112,107 @@ enum Ask {
     Try,
 }
 
+/// What a client asks for.
+enum Target {
+    Mutex(mongolock::Lock),
+    Permit(Semaphore),
+    Read(RwLock),
+    Write(RwLock),
+    All(MultiLock),
+}
+
+impl Target {
+    fn describe(&self) -> String {
+        match self {
+            Self::Mutex(lock) => lock.name().to_string(),
+            Self::Permit(semaphore) => {
+                format!("a permit of {} ({})", semaphore.name(), semaphore.permits())
+            }
+            Self::Read(lock) => format!("reading {}", lock.name()),
+            Self::Write(lock) => format!("writing {}", lock.name()),
+            Self::All(all) => {
+                let names: Vec<&str> = all.names().map(mongolock::LockName::as_str).collect();
+                format!("all of {names:?}")
+            }
+        }
+    }
+
+    /// The access each held name is granted with.
+    fn access(&self) -> Access {
+        match self {
+            Self::Mutex(_) | Self::All(_) => Access::Exclusive,
+            Self::Permit(semaphore) => Access::Permit {
+                permits: semaphore.permits(),
+            },
+            Self::Read(_) => Access::Read,
+            Self::Write(_) => Access::Write,
+        }
+    }
+
+    async fn acquire(&self) -> Result<Held, LockError> {
+        Ok(match self {
+            Self::Mutex(lock) => Held::One(lock.acquire().await?),
+            Self::Permit(semaphore) => Held::One(semaphore.acquire().await?),
+            Self::Read(lock) => Held::One(lock.read().await?),
+            Self::Write(lock) => Held::One(lock.write().await?),
+            Self::All(all) => Held::All(all.acquire().await?),
+        })
+    }
+
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Held, LockError> {
+        Ok(match self {
+            Self::Mutex(lock) => Held::One(lock.acquire_timeout(timeout).await?),
+            Self::Permit(semaphore) => Held::One(semaphore.acquire_timeout(timeout).await?),
+            Self::Read(lock) => Held::One(lock.read_timeout(timeout).await?),
+            Self::Write(lock) => Held::One(lock.write_timeout(timeout).await?),
+            Self::All(all) => Held::All(all.acquire_timeout(timeout).await?),
+        })
+    }
+
+    async fn try_acquire(&self) -> Result<Option<Held>, LockError> {
+        Ok(match self {
+            Self::Mutex(lock) => lock.try_acquire().await?.map(Held::One),
+            Self::Permit(semaphore) => semaphore.try_acquire().await?.map(Held::One),
+            Self::Read(lock) => lock.try_read().await?.map(Held::One),
+            Self::Write(lock) => lock.try_write().await?.map(Held::One),
+            Self::All(all) => all.try_acquire().await?.map(Held::All),
+        })
+    }
+}
+
+/// What a client holds.
+enum Held {
+    One(LockGuard),
+    All(MultiLockGuard),
+}
+
+impl Held {
+    /// Every held name with its token.
+    fn tokens(&self) -> Vec<(String, u64)> {
+        match self {
+            Self::One(guard) => vec![(guard.name().as_str().to_owned(), guard.token())],
+            Self::All(all) => all
+                .tokens()
+                .map(|(name, token)| (name.as_str().to_owned(), token))
+                .collect(),
+        }
+    }
+
+    async fn lost(&self) -> mongolock::LossReason {
+        match self {
+            Self::One(guard) => guard.lost().await,
+            Self::All(all) => all.lost().await,
+        }
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        match self {
+            Self::One(guard) => guard.release().await,
+            Self::All(all) => all.release().await,
+        }
+    }
+}
+
 /// What a client does once it holds the lock.
 #[derive(Clone, Copy)]
 struct Plan {
@@ -122,9 +235,13 @@ pub(crate) struct World {
     candidates: Vec<Candidate>,
     /// The intruder process: raw store calls with its own identity.
     intruder: HolderId,
-    intruder_holds: BTreeMap<&'static str, (LeaseId, u64)>,
+    intruder_holds: BTreeMap<&'static str, (LeaseId, u64, bool)>,
     intruder_grants: u64,
     holders: BTreeMap<String, Option<usize>>,
+    /// The semaphore's count as last set (new handles ask for it).
+    permits: u32,
+    /// Every manager's store and the intruder's: the shared store under the witness.
+    witnessed: Store,
 }
 
 impl World {
@@ -141,9 +258,15 @@ impl World {
         let intruder = HolderId::from_string("intruder".to_owned());
         let mut holders = BTreeMap::new();
         holders.insert(intruder.as_str().to_owned(), None);
+        let store = MemoryStore::new();
+        let witnessed = Witness::new(store.clone(), ledger.clone());
+        let mut rng = StdRng::seed_from_u64(seed);
+        let permits = rng.random_range(2..=4);
         let mut world = Self {
-            rng: StdRng::seed_from_u64(seed),
-            store: MemoryStore::new(),
+            rng,
+            store,
+            witnessed,
+            permits,
             ledger,
             history,
             managers: Vec::new(),
@@ -155,6 +278,7 @@ impl World {
             intruder_grants: 0,
             holders,
         };
+        self::history(&world.history).note(format!("{SEMAPHORE} has {permits} permits"));
         for slot in 0..SLOTS {
             world.start_manager(slot).await;
         }
@@ -163,7 +287,7 @@ impl World {
 
     async fn start_manager(&mut self, slot: usize) {
         let id = self.managers.len();
-        let faulty = FaultyStore::new(self.store.clone());
+        let faulty = FaultyStore::new(self.witnessed.clone());
         let recorded = Recorder::new(faulty.clone(), id, self.ledger.clone());
         let holder = HolderId::from_string(format!("manager-{id}"));
         self.holders.insert(holder.as_str().to_owned(), Some(id));
@@ -201,6 +325,10 @@ impl World {
         NAMES[self.rng.random_range(0..NAMES.len())]
     }
 
+    fn held_name(&mut self) -> &'static str {
+        HELD_NAMES[self.rng.random_range(0..HELD_NAMES.len())]
+    }
+
     fn duration(&mut self, max_ms: u64) -> Duration {
         Duration::from_millis(self.rng.random_range(0..=max_ms))
     }
@@ -231,32 +359,98 @@ impl World {
 
     async fn step(&mut self) {
         match self.rng.random_range(0..100) {
-            0..=39 => self.spawn_client(),
-            40..=44 => self.cancel_client(),
-            45..=47 => self.release_now(),
-            48..=59 => self.fault(),
-            60..=62 => self.operator_frees().await,
-            63..=66 => self.pause().await,
-            67..=69 => self.intruder_grabs().await,
-            70..=72 => self.intruder_releases().await,
-            73..=74 => self.shutdown(),
-            75..=77 => self.restart().await,
-            78..=82 => self.candidate(),
-            83..=85 => self.resign(),
-            86..=87 => self.drop_candidate(),
-            88 => self.inject_panic(),
+            0..=23 => self.spawn_mutex_client(),
+            24..=31 => self.spawn_semaphore_client(),
+            32..=39 => self.spawn_rw_client(),
+            40..=45 => self.spawn_multi_client(),
+            46..=50 => self.cancel_client(),
+            51..=53 => self.release_now(),
+            54..=65 => self.fault(),
+            66..=68 => self.operator_frees().await,
+            69..=72 => self.pause().await,
+            73..=75 => self.intruder_grabs().await,
+            76..=78 => self.intruder_releases().await,
+            79..=80 => self.shutdown(),
+            81..=83 => self.restart().await,
+            84..=88 => self.candidate(),
+            89..=91 => self.resign(),
+            92..=93 => self.drop_candidate(),
+            94 => self.inject_panic(),
+            95 => self.operator_sets_permits().await,
             _ => {}
         }
     }
 
-    fn spawn_client(&mut self) {
+    /// A task for a mutex; now and then for a name of another kind (refused with a typed
+    /// error while that name's record exists).
+    fn spawn_mutex_client(&mut self) {
         let Some(manager) = self.live_manager() else {
             return;
         };
-        let name = self.name();
-        let Ok(lock) = self.managers[manager].manager.lock(name) else {
+        let name = if self.rng.random_bool(0.05) {
+            [SEMAPHORE, RW_LOCK][self.rng.random_range(0..2)]
+        } else {
+            self.name()
+        };
+        if let Ok(lock) = self.managers[manager].manager.lock(name) {
+            self.spawn_client(manager, Target::Mutex(lock));
+        }
+    }
+
+    fn spawn_semaphore_client(&mut self) {
+        let Some(manager) = self.live_manager() else {
             return;
         };
+        if let Ok(semaphore) = self.managers[manager]
+            .manager
+            .semaphore(SEMAPHORE, self.permits)
+        {
+            self.spawn_client(manager, Target::Permit(semaphore));
+        }
+    }
+
+    /// A reader (two in three) or a writer.
+    fn spawn_rw_client(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        if let Ok(lock) = self.managers[manager].manager.rw_lock(RW_LOCK) {
+            let target = if self.rng.random_bool(0.65) {
+                Target::Read(lock)
+            } else {
+                Target::Write(lock)
+            };
+            self.spawn_client(manager, target);
+        }
+    }
+
+    /// Two or three mutex names in a random order, maybe one twice; now and then with a
+    /// name of another kind, which must fail the whole and leave no member held.
+    fn spawn_multi_client(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        let mut names: Vec<&str> = NAMES.to_vec();
+        let count = self.rng.random_range(2..=3);
+        for at in 0..names.len() {
+            let other = self.rng.random_range(at..names.len());
+            names.swap(at, other);
+        }
+        names.truncate(count);
+        if self.rng.random_bool(0.2) {
+            let again = names[self.rng.random_range(0..names.len())];
+            names.insert(self.rng.random_range(0..=names.len()), again);
+        }
+        if self.rng.random_bool(0.1) {
+            let odd = [SEMAPHORE, RW_LOCK][self.rng.random_range(0..2)];
+            names.insert(self.rng.random_range(0..=names.len()), odd);
+        }
+        if let Ok(all) = self.managers[manager].manager.lock_all(&names) {
+            self.spawn_client(manager, Target::All(all));
+        }
+    }
+
+    fn spawn_client(&mut self, manager: usize, target: Target) {
         let ask = match self.rng.random_range(0..3) {
             0 => Ask::Blocking,
             1 => Ask::Timeout(self.duration(2_000)),
@@ -275,14 +469,22 @@ impl World {
         let phase = Arc::new(Mutex::new(ClientPhase::Waiting));
         let (release_now, release_signal) = oneshot::channel();
         let history = self.history.clone();
-        self::history(&history).note(format!(
-            "client {id} asks manager {manager} for {name}: {ask:?}"
-        ));
+        {
+            let mut history = self::history(&history);
+            history.note(format!(
+                "client {id} asks manager {manager} for {}: {ask:?}",
+                target.describe()
+            ));
+            if let Target::All(all) = &target {
+                let names = all.names().map(|name| name.as_str().to_owned()).collect();
+                history.multi_acquiring(id, manager, names);
+            }
+        }
         let renew_deadline = options().renew_deadline();
         let task = tokio::spawn(client(ClientRun {
             id,
             manager,
-            lock,
+            target,
             ask,
             plan,
             history,
@@ -318,6 +520,7 @@ impl World {
         if phase == ClientPhase::Holding {
             history.letting_go(Who::Client(id));
         }
+        history.multi_ended(id, false);
         history.note(format!("client {id} cancelled"));
         drop(history);
         *lock_phase(&self.clients[id].phase) = ClientPhase::Done;
@@ -355,25 +558,47 @@ impl World {
         self.history().store_faulty(manager, fault != Fault::Pass);
     }
 
-    /// An operator deletes a record (or force-releases it): its lease is gone behind its
-    /// holder's back.
+    /// An operator deletes a record (or force-releases it): its leases are gone behind
+    /// their holders' backs.
     async fn operator_frees(&mut self) {
-        let name = self.name();
-        let lease = self.lease_in_record(name).await;
+        let name = self.held_name();
+        let leases = self.leases_in_record(name).await;
         let removed = self.store.remove(&lock_name(name));
         if removed {
-            self.history().operator_freed(name, lease);
+            self.history().operator_freed(name, &leases);
         }
     }
 
-    async fn lease_in_record(&self, name: &str) -> Option<LeaseId> {
-        let record = self.store.inspect(&lock_name(name)).await.ok()??;
-        let holder = record.holder?;
-        if holder == self.intruder {
-            return self.intruder_holds.get(name).map(|(lease, _)| *lease);
-        }
+    /// The leases a record carries (every holding of a shared one).
+    async fn leases_in_record(&self, name: &str) -> Vec<LeaseId> {
+        let Ok(Some(record)) = self.store.inspect(&lock_name(name)).await else {
+            return Vec::new();
+        };
         let block = self.store.tokens_per_grant();
-        recorder::lock(&self.ledger).lease_of(name, record.token, block)
+        let ledger = recorder::lock(&self.ledger);
+        record
+            .holders
+            .iter()
+            .filter_map(|holding| {
+                if holding.holder == self.intruder {
+                    self.intruder_holds.get(name).map(|(lease, _, _)| *lease)
+                } else {
+                    ledger.lease_of(name, holding.token, block)
+                }
+            })
+            .collect()
+    }
+
+    /// An operator changes the semaphore's count: holders keep their permits, handles
+    /// asking for the old count are refused from then on.
+    async fn operator_sets_permits(&mut self) {
+        let permits = self.rng.random_range(2..=4);
+        if let Ok(old) = self.store.set_permits(&lock_name(SEMAPHORE), permits).await {
+            self.permits = permits;
+            self.history().note(format!(
+                "operator sets {SEMAPHORE} to {permits} permits (was {old:?})"
+            ));
+        }
     }
 
     /// Every process stops for a while: a holder's release may be queued (not handled),
@@ -389,13 +614,13 @@ impl World {
         let jump = Duration::from_millis(self.rng.random_range(200..=3_000));
         let _ = tokio::time::advance(jump).now_or_never();
         self.history().paused(jump);
-        for name in NAMES {
+        for name in HELD_NAMES {
             self.intruder_grab(name).await;
         }
     }
 
     async fn intruder_grabs(&mut self) {
-        let name = self.name();
+        let name = self.held_name();
         self.intruder_grab(name).await;
     }
 
@@ -405,15 +630,26 @@ impl World {
         }
         let lease = LeaseId::new();
         let expiry = Duration::from_millis(self.rng.random_range(100..=1_500));
-        let request = AcquireRequest::new(lock_name(name), lease, self.intruder.clone(), expiry);
-        if let Ok(AcquireOutcome::Acquired { token }) = self.store.try_acquire(&request).await {
+        let access = match name {
+            SEMAPHORE => Access::Permit {
+                permits: self.permits,
+            },
+            RW_LOCK if self.rng.random_bool(0.5) => Access::Read,
+            RW_LOCK => Access::Write,
+            _ => Access::Exclusive,
+        };
+        let request = AcquireRequest::new(lock_name(name), lease, self.intruder.clone(), expiry)
+            .with_access(access);
+        if let Ok(AcquireOutcome::Acquired { token }) = self.witnessed.try_acquire(&request).await {
             self.intruder_grants += 1;
             let who = Who::Intruder(self.intruder_grants);
+            let shared = access.kind().is_shared();
             self.intruder_holds
-                .insert(name, (lease, self.intruder_grants));
+                .insert(name, (lease, self.intruder_grants, shared));
             self.history().granted(
                 who,
                 name,
+                access,
                 None,
                 token,
                 Some(lease),
@@ -422,16 +658,23 @@ impl World {
         }
     }
 
-    async fn intruder_releases(&mut self) {
-        let name = self.name();
-        let Some((lease, grant)) = self.intruder_holds.remove(name) else {
+    /// The intruder lets go of `name`, if it holds it.
+    async fn intruder_release(&mut self, name: &'static str) {
+        let Some((lease, grant, shared)) = self.intruder_holds.remove(name) else {
             return;
         };
         self.history().letting_go(Who::Intruder(grant));
-        let _ = self
-            .store
-            .release(&LeaseKey::new(lock_name(name), lease))
-            .await;
+        let key = if shared {
+            LeaseKey::shared(lock_name(name), lease)
+        } else {
+            LeaseKey::new(lock_name(name), lease)
+        };
+        let _ = self.witnessed.release(&key).await;
+    }
+
+    async fn intruder_releases(&mut self) {
+        let name = self.held_name();
+        self.intruder_release(name).await;
     }
 
     fn shutdown(&mut self) {
@@ -569,7 +812,7 @@ impl World {
         let Some(manager) = self.live_manager() else {
             return;
         };
-        let name = self.name();
+        let name = self.held_name();
         if let Ok(lock) = self.managers[manager].manager.lock(name)
             && mongolock::testing::inject_actor_panic(&lock).is_ok()
         {
@@ -583,15 +826,16 @@ impl World {
     /// The periodic checks.
     async fn check(&mut self) {
         let mut records = Vec::new();
-        for name in NAMES.iter().chain([&ELECTION]) {
-            if let Ok(Some(record)) = self.store.inspect(&lock_name(name)).await
-                && let Some(holder) = record.holder
-            {
-                let manager = self.holders.get(holder.as_str()).copied().flatten();
-                records.push(((*name).to_owned(), manager, record.token));
+        for name in ALL_NAMES {
+            if let Ok(Some(record)) = self.store.inspect(&lock_name(name)).await {
+                for holding in record.holders {
+                    let manager = self.holders.get(holding.holder.as_str()).copied().flatten();
+                    records.push((name.to_owned(), manager, holding.token));
+                }
             }
         }
         let mut history = self.history();
+        history.check_store();
         history.check_told_in_time();
         history.check_orphans(records);
         history.check_terms();
@@ -605,14 +849,8 @@ impl World {
             self.managers[manager].faulty.heal();
             self.history().store_faulty(manager, false);
         }
-        for name in NAMES {
-            if let Some((lease, grant)) = self.intruder_holds.remove(name) {
-                self.history().letting_go(Who::Intruder(grant));
-                let _ = self
-                    .store
-                    .release(&LeaseKey::new(lock_name(name), lease))
-                    .await;
-            }
+        for name in HELD_NAMES {
+            self.intruder_release(name).await;
         }
         self.history().note("the end: faults healed");
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -715,7 +953,7 @@ fn lock_name(name: &str) -> mongolock::LockName {
 struct ClientRun {
     id: usize,
     manager: usize,
-    lock: mongolock::Lock,
+    target: Target,
     ask: Ask,
     plan: Plan,
     history: Shared,
@@ -724,13 +962,13 @@ struct ClientRun {
     renew_deadline: Duration,
 }
 
-/// One simulated task: asks for the lock, holds it for a while (or until told of a loss),
-/// and lets go by release or by drop.
+/// One simulated task: asks for its lock(s), holds them for a while (or until told of a
+/// loss), and lets go by release or by drop.
 async fn client(run: ClientRun) {
     let ClientRun {
         id,
         manager,
-        lock,
+        target,
         ask,
         plan,
         history: shared,
@@ -740,10 +978,16 @@ async fn client(run: ClientRun) {
     } = run;
     let who = Who::Client(id);
     let asked = Instant::now();
+    let multi = matches!(target, Target::All(_));
     let (answer, bound) = match ask {
-        Ask::Blocking => (lock.acquire().await.map(Some), None),
-        Ask::Timeout(timeout) => (lock.acquire_timeout(timeout).await.map(Some), Some(timeout)),
-        Ask::Try => (lock.try_acquire().await, Some(renew_deadline)),
+        Ask::Blocking => (target.acquire().await.map(Some), None),
+        Ask::Timeout(timeout) => (
+            target.acquire_timeout(timeout).await.map(Some),
+            Some(timeout),
+        ),
+        // A multi-lock's try gives back what it took after its tries: two calls.
+        Ask::Try if multi => (target.try_acquire().await, Some(renew_deadline * 2)),
+        Ask::Try => (target.try_acquire().await, Some(renew_deadline)),
     };
     let took = asked.elapsed();
     {
@@ -761,22 +1005,65 @@ async fn client(run: ClientRun) {
             Ok(None) => history.note(format!("client {id}: not acquired")),
             Err(error) => history.note(format!("client {id}: {error}")),
         }
+        if multi {
+            history.multi_ended(id, matches!(answer, Ok(Some(_))));
+        }
     }
-    let Ok(Some(guard)) = answer else {
+    let Ok(Some(held)) = answer else {
         *lock_phase(&phase) = ClientPhase::Done;
         return;
     };
-    let (name, token) = (guard.name().as_str().to_owned(), guard.token());
-    let place = history(&shared).granted(who, &name, Some(manager), token, None, None);
+    let access = target.access();
+    let mut tokens = held.tokens();
+    if let Held::All(all) = &held {
+        // Every member is held when the guard comes: one lost while waiting for the next
+        // may be somebody else's already.
+        let mut history = history(&shared);
+        for member in all.guards() {
+            if let Some(reason) = member.loss() {
+                history.violation(format!(
+                    "client {id}'s multi-lock was acquired with member {} (token {}) already lost: {reason}",
+                    member.name(),
+                    member.token()
+                ));
+                tokens.retain(|(name, _)| name != member.name().as_str());
+                history.held_lost(
+                    who,
+                    member.name().as_str(),
+                    Access::Exclusive,
+                    Some(manager),
+                    member.token(),
+                );
+            }
+        }
+    }
+    let places: Vec<usize> = {
+        let mut history = history(&shared);
+        tokens
+            .iter()
+            .map(|(name, token)| {
+                history.granted(who, name, access, Some(manager), *token, None, None)
+            })
+            .collect()
+    };
     *lock_phase(&phase) = ClientPhase::Holding;
     tokio::select! {
         biased;
-        reason = guard.lost() => {
-            history(&shared).told(who, &reason.to_string());
-            tokio::time::sleep(plan.acknowledge_after).await;
+        reason = held.lost() => {
+            let until = Instant::now() + plan.acknowledge_after;
+            match &held {
+                Held::One(_) => history(&shared).told(who, &reason.to_string()),
+                Held::All(all) => {
+                    told_members(&shared, who, all, &reason.to_string());
+                    // The members not lost yet stay held until the guard goes: their losses
+                    // are told meanwhile.
+                    watch_members(&shared, who, all, until).await;
+                }
+            }
+            tokio::time::sleep_until(until).await;
             history(&shared).letting_go(who);
             *lock_phase(&phase) = ClientPhase::Done;
-            drop(guard);
+            drop(held);
         }
         _ = async {
             tokio::select! {
@@ -787,12 +1074,48 @@ async fn client(run: ClientRun) {
             history(&shared).letting_go(who);
             *lock_phase(&phase) = ClientPhase::Done;
             if plan.release {
-                match guard.release().await {
-                    Ok(()) => history(&shared).released_ok(who, &name, token, place),
+                match held.release().await {
+                    Ok(()) => {
+                        let mut history = history(&shared);
+                        for ((name, token), place) in tokens.iter().zip(places) {
+                            history.released_ok(who, name, *token, place);
+                        }
+                    }
                     Err(error) => history(&shared).note(format!("client {id} release: {error}")),
                 }
             } else {
-                drop(guard);
+                drop(held);
+            }
+        }
+    }
+}
+
+/// Marks as told each member of `all` whose own guard reports a loss.
+fn told_members(shared: &Shared, who: Who, all: &MultiLockGuard, reason: &str) {
+    let mut history = history(shared);
+    for member in all.guards() {
+        if let Some(lost) = member.loss() {
+            history.told_of(who, member.name().as_str(), &format!("{lost} ({reason})"));
+        }
+    }
+}
+
+/// Until `until`, tells the history of each further member loss as it comes.
+async fn watch_members(shared: &Shared, who: Who, all: &MultiLockGuard, until: Instant) {
+    loop {
+        let pending: Vec<_> = all
+            .guards()
+            .iter()
+            .filter(|member| member.loss().is_none())
+            .map(|member| Box::pin(member.lost()))
+            .collect();
+        if pending.is_empty() {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => return,
+            (reason, _, _) = futures::future::select_all(pending) => {
+                told_members(shared, who, all, &reason.to_string());
             }
         }
     }
