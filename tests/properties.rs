@@ -1,18 +1,21 @@
 //! Bad input never panics, only typed errors come back, and invalid input writes nothing:
-//! property tests over lock names, every `LockOptions` and `ElectionOptions` setting, and
-//! (with the `mongodb` feature) database and collection names of the `MongoStore` builder.
+//! property tests over lock names, every `LockOptions` and `ElectionOptions` setting,
+//! semaphore counts, multi-lock name lists, and (with the `mongodb` feature) database and
+//! collection names of the `MongoStore` builder. Over random sequences of acquisitions and
+//! releases, a semaphore never has more holders than permits and its tokens only grow.
 //!
 //! No server needed: the memory store runs under Tokio's paused clock, and the MongoDB
 //! checks stop before any I/O (a command monitor proves it).
 
 use std::time::Duration;
 
-use mongolock::LockNameLabel;
 use mongolock::store::LockStore;
 use mongolock::{
-    ElectionOptions, LockError, LockManager, LockName, LockOptions, MAX_LEASE_DURATION,
-    MAX_LOCK_NAME_BYTES, MIN_LEASE_DURATION, MIN_STEP, MemoryStore,
+    Access, ElectionOptions, LockError, LockGuard, LockKind, LockManager, LockName, LockOptions,
+    MAX_LEASE_DURATION, MAX_LOCK_NAME_BYTES, MAX_PERMITS, MIN_LEASE_DURATION, MIN_STEP,
+    MemoryStore,
 };
+use mongolock::{LockNameLabel, StoreError};
 use proptest::prelude::*;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -324,6 +327,373 @@ use mongolock::HolderId;
             let election = manager.election("healthy", ElectionOptions::default())?;
             election.campaign().await?;
             prop_assert!(election.health(tolerance).await?.is_healthy());
+            manager.shutdown().await;
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+}
+
+/// Counts a semaphore may have, dense at the edges.
+fn valid_permits() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        2 => prop::sample::select(vec![1, 2, 3, MAX_PERMITS - 1, MAX_PERMITS]),
+        3 => 1..=MAX_PERMITS,
+    ]
+}
+
+/// Counts no semaphore may have.
+fn invalid_permits() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        2 => prop::sample::select(vec![0, MAX_PERMITS + 1, u32::MAX]),
+        1 => (MAX_PERMITS + 1)..=u32::MAX,
+    ]
+}
+
+/// Names that look like query operators, paths or documents: plain values for every kind.
+fn operator_like_names() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "$gt", "$ne", "$where", "$set", "$expr", "a.b", ".a", "a.", "a..b", "{}", "{\"$ne\": 1}",
+            "{\"$gt\": \"\"}", "_id", "holders", "holders.0", "kind", "$", ".", "a/b", "a\\\\b",
+            "[]", "null",
+        ])
+        .prop_map(str::to_owned),
+        1 => "[$.{}\\[\\]a-c]{1,8}",
+    ]
+}
+
+/// One step of a semaphore workout: an acquisition on either manager (one store attempt,
+/// waiting a while, or a task queued to wait in the background), a release or drop of a
+/// held permit, or time passing.
+#[derive(Debug, Clone)]
+enum Step {
+    Try(usize),
+    Wait(usize, u64),
+    Queue(usize, u64),
+    Release(usize),
+    Drop(usize),
+    Pass(u64),
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(
+        prop_oneof![
+            3 => (0usize..2).prop_map(Step::Try),
+            2 => (0usize..2, 1u64..3_000).prop_map(|(m, ms)| Step::Wait(m, ms)),
+            2 => (0usize..2, 1u64..3_000).prop_map(|(m, ms)| Step::Queue(m, ms)),
+            3 => any::<usize>().prop_map(Step::Release),
+            1 => any::<usize>().prop_map(Step::Drop),
+            1 => (1u64..5_000).prop_map(Step::Pass),
+        ],
+        1..40,
+    )
+}
+
+/// A permit asked for in the background, with the largest token delivered before it asked.
+type Queued = (tokio::task::JoinHandle<Result<LockGuard, LockError>>, u64);
+
+/// Names for a multi-lock, repeats and any order included.
+fn name_lists() -> impl Strategy<Value = Vec<String>> {
+    let pool = prop_oneof![
+        3 => prop::sample::select(vec!["a", "b", "c", "B", "a.b", "$gt", "é", "z", "ab", "a b"])
+            .prop_map(str::to_owned),
+        1 => "\\PC{1,6}",
+    ];
+    prop::collection::vec(pool, 1..7)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any valid name with any valid count gives a semaphore whose record says that count
+    /// and holds what was granted; an invalid name is refused for every kind, writing nothing.
+    #[test]
+    fn semaphore_names_and_counts_round_trip(name in names(), permits in valid_permits()) {
+        runtime().block_on(async {
+            let store = MemoryStore::new();
+            let manager = LockManager::start(store.clone(), LockOptions::default()).await?;
+            match manager.semaphore(&name, permits) {
+                Ok(semaphore) => {
+                    prop_assert!(name_is_valid(&name));
+                    prop_assert_eq!(semaphore.permits(), permits);
+                    prop_assert_eq!(semaphore.name().as_str(), name.as_str());
+                    let permit = semaphore.try_acquire().await?.expect("a free permit");
+                    let record = semaphore.inspect().await?.expect("a record");
+                    prop_assert_eq!(record.kind, LockKind::Semaphore { permits });
+                    prop_assert_eq!(record.holders.len(), 1);
+                    prop_assert_eq!(record.holders[0].token, permit.token());
+                    prop_assert_eq!(record.holders[0].access, Access::Permit { permits });
+                    prop_assert_eq!(store.len(), 1);
+                    permit.release().await?;
+                }
+                Err(LockError::InvalidName { .. }) => {
+                    prop_assert!(!name_is_valid(&name));
+                    let rw_refused = matches!(manager.rw_lock(&name), Err(LockError::InvalidName { .. }));
+                    prop_assert!(rw_refused, "rw_lock accepted an invalid name");
+                    let all = manager.lock_all([name.as_str(), "valid"]);
+                    let all_refused = matches!(all, Err(LockError::InvalidName { .. }));
+                    prop_assert!(all_refused, "lock_all accepted an invalid name");
+                    prop_assert!(store.is_empty(), "an invalid name wrote a record");
+                }
+                Err(other) => prop_assert!(false, "not InvalidName: {other:?}"),
+            }
+            manager.shutdown().await;
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
+    /// A count of 0 or above `MAX_PERMITS` is refused with a typed error, by the runtime
+    /// and by the store alike, and nothing is written.
+    #[test]
+    fn semaphore_counts_out_of_range_are_invalid_and_write_nothing(permits in invalid_permits()) {
+        runtime().block_on(async {
+            use mongolock::store::{AcquireRequest, LeaseId};
+            use mongolock::HolderId;
+            let store = MemoryStore::new();
+            let manager = LockManager::start(store.clone(), LockOptions::default()).await?;
+            let refused = |result: Result<mongolock::Semaphore, LockError>| {
+                matches!(result, Err(LockError::InvalidOptions(message)) if message.contains("permits"))
+            };
+            prop_assert!(refused(manager.semaphore("imports", permits)));
+            prop_assert!(refused(manager.semaphore_with("imports", permits, LockOptions::default())));
+            // Changing a live semaphore to such a count is refused too, and changes nothing.
+            let semaphore = manager.semaphore("imports", 2)?;
+            let permit = semaphore.acquire().await?;
+            let changed = semaphore.set_permits(permits).await;
+            prop_assert!(matches!(changed, Err(LockError::InvalidOptions(_))), "{:?}", changed);
+            prop_assert_eq!(semaphore.permits(), 2);
+            let record = semaphore.inspect().await?.expect("a record");
+            prop_assert_eq!(record.kind, LockKind::Semaphore { permits: 2 });
+            permit.release().await?;
+            // The store refuses it as well, writing nothing.
+            let name = LockName::new("raw")?;
+            let request = AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), Duration::from_secs(5))
+                .with_access(Access::Permit { permits });
+            let acquired = store.try_acquire(&request).await;
+            let acquire_refused = matches!(acquired, Err(StoreError::Rejected { .. }));
+            prop_assert!(acquire_refused, "{:?}", acquired);
+            let set = store.set_permits(&name, permits).await;
+            let set_refused = matches!(set, Err(StoreError::Rejected { .. }));
+            prop_assert!(set_refused, "{:?}", set);
+            prop_assert!(store.inspect(&name).await?.is_none(), "a refused count wrote a record");
+            manager.shutdown().await;
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
+    /// Two managers on one memory store (paused time) run a random sequence of
+    /// acquisitions (some queued in the background), releases, drops and waits on a
+    /// semaphore of N: the holders the store lists and the permits held never exceed N, and
+    /// every grant's token is above every token delivered before it was asked for.
+    #[test]
+    fn a_semaphore_never_holds_more_than_its_count(permits in 1u32..=4, steps in steps()) {
+        runtime().block_on(async {
+            let store = MemoryStore::new();
+            let managers = [
+                LockManager::start(store.clone(), LockOptions::default()).await?,
+                LockManager::start(store.clone(), LockOptions::default()).await?,
+            ];
+            let semaphores = [
+                managers[0].semaphore("pool", permits)?,
+                managers[1].semaphore("pool", permits)?,
+            ];
+            let name = LockName::new("pool")?;
+            let mut held: Vec<LockGuard> = Vec::new();
+            let mut queued: Vec<Queued> = Vec::new();
+            let mut delivered = std::collections::BTreeSet::new();
+            for step in steps {
+                // The largest token delivered so far: any grant from now on is above it.
+                let floor = delivered.last().copied().unwrap_or(0);
+                let granted = match step {
+                    Step::Try(m) => semaphores[m].try_acquire().await?,
+                    Step::Wait(m, ms) => {
+                        match semaphores[m].acquire_timeout(Duration::from_millis(ms)).await {
+                            Ok(permit) => Some(permit),
+                            Err(LockError::Timeout(_)) => None,
+                            Err(other) => return Err(other.into()),
+                        }
+                    }
+                    Step::Queue(m, ms) => {
+                        let semaphore = semaphores[m].clone();
+                        let waiting = Duration::from_millis(ms);
+                        let task = tokio::spawn(async move { semaphore.acquire_timeout(waiting).await });
+                        queued.push((task, floor));
+                        None
+                    }
+                    Step::Release(at) if !held.is_empty() => {
+                        let len = held.len();
+                        held.swap_remove(at % len).release().await?;
+                        None
+                    }
+                    Step::Drop(at) if !held.is_empty() => {
+                        let len = held.len();
+                        drop(held.swap_remove(at % len));
+                        None
+                    }
+                    Step::Pass(ms) => {
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        None
+                    }
+                    Step::Release(_) | Step::Drop(_) => None,
+                };
+                let mut arrived: Vec<(LockGuard, u64)> = granted.map(|permit| (permit, floor)).into_iter().collect();
+                // Let the background tasks and the actors run, then take what came.
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+                let mut still = Vec::new();
+                for (task, asked_above) in queued.drain(..) {
+                    if !task.is_finished() {
+                        still.push((task, asked_above));
+                        continue;
+                    }
+                    match task.await.expect("the waiting task") {
+                        Ok(permit) => arrived.push((permit, asked_above)),
+                        Err(LockError::Timeout(_)) => {}
+                        Err(other) => return Err(other.into()),
+                    }
+                }
+                queued = still;
+                for (permit, asked_above) in arrived {
+                    let token = permit.token();
+                    prop_assert!(token > asked_above, "token {} not above {} delivered before it asked", token, asked_above);
+                    prop_assert!(delivered.insert(token), "token {} delivered twice", token);
+                    held.push(permit);
+                }
+                prop_assert!(held.len() <= permits as usize, "{} permits held of {}", held.len(), permits);
+                prop_assert!(held.iter().all(|permit| permit.loss().is_none()), "a permit was lost");
+                let listed = store.inspect(&name).await?.map_or(0, |record| record.holders.len());
+                prop_assert!(listed <= permits as usize, "the store lists {} holders of {}", listed, permits);
+                prop_assert!(listed >= held.len(), "the store lists {} holders, {} held", listed, held.len());
+                if held.len() == permits as usize {
+                    prop_assert!(semaphores[0].try_acquire().await?.is_none(), "a permit beyond a full count");
+                    prop_assert!(semaphores[1].try_acquire().await?.is_none(), "a permit beyond a full count");
+                }
+            }
+            drop(held);
+            for (task, _) in queued {
+                task.abort();
+            }
+            for manager in managers {
+                manager.shutdown().await;
+            }
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
+    /// `lock_all` over any list of names — repeats, any order — takes each distinct name
+    /// exactly once, in byte order, with a token each, or (one name held elsewhere) none of
+    /// them; an empty list is refused.
+    #[test]
+    fn lock_all_takes_each_distinct_name_once_in_byte_order(
+        names in name_lists(),
+        blocker in any::<prop::sample::Index>(),
+    ) {
+        runtime().block_on(async {
+            let store = MemoryStore::new();
+            let manager = LockManager::start(store.clone(), LockOptions::default()).await?;
+            let mut distinct: Vec<&str> = names.iter().map(String::as_str).collect();
+            distinct.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+            distinct.dedup();
+            let all = manager.lock_all(&names)?;
+            let order: Vec<&str> = all.names().map(LockName::as_str).collect();
+            prop_assert_eq!(&order, &distinct);
+            let guard = all.try_acquire().await?.expect("every name is free");
+            prop_assert_eq!(guard.len(), distinct.len());
+            let taken: Vec<&str> = guard.tokens().map(|(name, _)| name.as_str()).collect();
+            prop_assert_eq!(&taken, &distinct);
+            prop_assert_eq!(store.len(), distinct.len());
+            for name in &distinct {
+                let token = guard.token(name).expect("a member's token");
+                let record = store.inspect(&LockName::new(*name)?).await?.expect("a record");
+                prop_assert_eq!(record.token, token);
+                prop_assert!(manager.lock(name)?.try_acquire().await?.is_none(), "{} is not held", name);
+            }
+            guard.release().await?;
+            for name in &distinct {
+                prop_assert!(manager.lock(name)?.try_acquire().await?.is_some(), "{} was not released", name);
+            }
+            prop_assert!(matches!(manager.lock_all(Vec::<String>::new()), Err(LockError::InvalidOptions(_))));
+            // With one name held by another process, a try takes nothing, and gives back at
+            // once what it took meanwhile.
+            let other = LockManager::start(store.clone(), LockOptions::default()).await?;
+            let blocked = distinct[blocker.index(distinct.len())];
+            let held = other.lock(blocked)?.try_acquire().await?.expect("free");
+            prop_assert!(all.try_acquire().await?.is_none(), "{} is held elsewhere", blocked);
+            for name in &distinct {
+                let taken = other.lock(name)?.try_acquire().await?;
+                prop_assert_eq!(taken.is_some(), *name != blocked, "{} after a refused try", name);
+            }
+            drop(held);
+            other.shutdown().await;
+            manager.shutdown().await;
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
+    /// Operator-like names are plain values for every kind: held as given, exclusive (or
+    /// shared) as the kind says, and blind to look-alike names. Each kind on a store and
+    /// manager of its own (a name keeps the kind it was first used as).
+    #[test]
+    fn operator_like_names_are_plain_values_for_every_kind(name in operator_like_names()) {
+        runtime().block_on(async {
+            let lookalike = format!("{name}x");
+            let value = LockName::new(&name)?;
+            let start = || async {
+                let store = MemoryStore::new();
+                let manager = LockManager::start(store.clone(), LockOptions::default()).await;
+                manager.map(|manager| (store, manager))
+            };
+            // A mutex.
+            let (store, manager) = start().await?;
+            let held = manager.lock(&name)?.try_acquire().await?.expect("free");
+            prop_assert_eq!(held.name().as_str(), name.as_str());
+            prop_assert!(manager.lock(&name)?.try_acquire().await?.is_none());
+            let other = manager.lock(&lookalike)?.try_acquire().await?;
+            prop_assert!(other.is_some(), "a look-alike was held");
+            let token = store.inspect(&value).await?.map(|record| record.token);
+            prop_assert_eq!(token, Some(held.token()));
+            held.release().await?;
+            manager.shutdown().await;
+            // A semaphore of two.
+            let (store, manager) = start().await?;
+            let semaphore = manager.semaphore(&name, 2)?;
+            let first = semaphore.try_acquire().await?;
+            let second = semaphore.try_acquire().await?;
+            prop_assert!(first.is_some() && second.is_some());
+            prop_assert!(semaphore.try_acquire().await?.is_none());
+            let other = manager.semaphore(&lookalike, 2)?.try_acquire().await?;
+            prop_assert!(other.is_some(), "a look-alike was held");
+            let record = store.inspect(&value).await?.expect("a record");
+            prop_assert_eq!(record.kind, LockKind::Semaphore { permits: 2 });
+            prop_assert_eq!(record.holders.len(), 2);
+            manager.shutdown().await;
+            // A reader/writer lock.
+            let (store, manager) = start().await?;
+            let rw = manager.rw_lock(&name)?;
+            let reading = rw.try_read().await?.expect("free");
+            prop_assert!(rw.try_read().await?.is_some(), "readers share");
+            prop_assert!(rw.try_write().await?.is_none(), "a reader excludes the writer");
+            let other = manager.rw_lock(&lookalike)?.try_write().await?;
+            prop_assert!(other.is_some(), "a look-alike was held");
+            let kind = store.inspect(&value).await?.map(|record| record.kind);
+            prop_assert_eq!(kind, Some(LockKind::ReadWrite));
+            drop(reading);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let writing = rw.try_write().await?;
+            prop_assert!(writing.is_some(), "the readers left");
+            prop_assert!(rw.try_read().await?.is_none(), "the writer excludes readers");
+            manager.shutdown().await;
+            // A multi-lock over the name and its look-alike, in either order.
+            let (store, manager) = start().await?;
+            let all = manager.lock_all([lookalike.as_str(), name.as_str()])?;
+            let both = all.try_acquire().await?.expect("free");
+            prop_assert_eq!(both.len(), 2);
+            prop_assert!(both.token(&name).is_some() && both.token(&lookalike).is_some());
+            prop_assert!(manager.lock(&name)?.try_acquire().await?.is_none());
+            prop_assert_eq!(store.len(), 2);
+            both.release().await?;
+            prop_assert!(manager.lock(&name)?.try_acquire().await?.is_some());
             manager.shutdown().await;
             Ok::<(), TestCaseError>(())
         })?;
