@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mongolock::{LockGuard, LockManager, LockOptions, MemoryStore, Semaphore};
+use mongolock::{LockGuard, LockManager, LockOptions, MemoryStore, MongoStore, Semaphore};
 
 use crate::child::{Args, Side, emit, scratch_name};
 use crate::support::commands::CommandCounts;
 use crate::support::contender::{Reading, Writing, cycle};
+use crate::support::floor::Floor;
 use crate::support::probe;
 use crate::support::stats::{micros, quantile};
 
@@ -83,8 +84,23 @@ impl Backend {
     }
 }
 
-/// The kinds P1 cycles, in the order of their figures' names.
-pub(crate) const P1_KINDS: [&str; 5] = ["mutex", "semaphore", "read", "write", "multi"];
+/// The kinds P1 cycles, in the order of their figures' names: the primitives, then (on
+/// MongoDB) the driver floors of the mutex, the semaphore and the read lock — the very
+/// commands each sent, replayed through the driver with no runtime — which tell the server's
+/// share of a gap from the runtime's.
+pub(crate) const P1_KINDS: [&str; 8] = [
+    "mutex",
+    "semaphore",
+    "read",
+    "write",
+    "multi",
+    "mutex_floor",
+    "semaphore_floor",
+    "read_floor",
+];
+
+/// The primitives P1 has floors of, with their floors' kinds.
+const P1_FLOORED: [(usize, usize); 3] = [(0, 5), (1, 6), (2, 7)];
 
 struct P1Handles {
     mutex: mongolock::Lock,
@@ -92,6 +108,8 @@ struct P1Handles {
     read: Reading,
     write: Writing,
     multi: mongolock::MultiLock,
+    /// The floors of the mutex, the semaphore and the read lock (none on the memory store).
+    floors: Vec<Floor>,
 }
 
 impl P1Handles {
@@ -101,8 +119,42 @@ impl P1Handles {
             1 => cycle(&self.semaphore).await,
             2 => cycle(&self.read).await,
             3 => cycle(&self.write).await,
-            _ => cycle(&self.multi).await,
+            4 => cycle(&self.multi).await,
+            floor => match self.floors.get(floor - 5) {
+                Some(floor) => cycle(floor).await,
+                None => Err(format!("no floor for kind {floor}")),
+            },
         }
+    }
+
+    /// The kinds this run cycles.
+    fn kinds(&self) -> usize {
+        5 + self.floors.len()
+    }
+
+    /// Captures the floors from the handles' own commands, each replayed on a name of its
+    /// own.
+    async fn capture_floors(&mut self, backend: &Backend) -> Result<(), String> {
+        let Backend::Mongo(sides) = backend else {
+            return Ok(());
+        };
+        let Some(side) = sides.first() else {
+            return Ok(());
+        };
+        let collection = MongoStore::DEFAULT_COLLECTION;
+        let (log, database) = (&side.log, &side.database);
+        self.floors = vec![
+            Floor::capture(&self.mutex, log, database, collection)
+                .await?
+                .for_name("p1-floor-mutex"),
+            Floor::capture(&self.semaphore, log, database, collection)
+                .await?
+                .for_name("p1-floor-semaphore"),
+            Floor::capture(&self.read, log, database, collection)
+                .await?
+                .for_name("p1-floor-read"),
+        ];
+        Ok(())
     }
 }
 
@@ -116,17 +168,19 @@ pub(crate) async fn p1(args: &Args) -> Result<(), String> {
     let k = args.get("k", 4_usize);
     let backend = Backend::open(args, "p1", 1).await?;
     let manager = backend.manager(0, LockOptions::default()).await?;
-    let handles = (|| {
+    let mut handles = (|| {
         Ok::<_, mongolock::LockError>(P1Handles {
             mutex: manager.lock("p1-mutex")?,
             semaphore: manager.semaphore("p1-semaphore", permits)?,
             read: Reading(manager.rw_lock("p1-read")?),
             write: Writing(manager.rw_lock("p1-write")?),
             multi: manager.lock_all((0..k).map(|i| format!("p1-multi-{i}")))?,
+            floors: Vec::new(),
         })
     })()
     .map_err(|e| e.to_string())?;
-    let kinds = P1_KINDS.len();
+    handles.capture_floors(&backend).await?;
+    let kinds = handles.kinds();
     for round in 0..warmup {
         for step in 0..kinds {
             handles.cycle((round + step) % kinds).await?;
@@ -150,7 +204,7 @@ pub(crate) async fn p1(args: &Args) -> Result<(), String> {
     emit("k", k);
     emit("permits", permits);
     let mutex_p50 = quantile(&times[0], 0.5);
-    for (kind, name) in P1_KINDS.iter().enumerate() {
+    for (kind, name) in P1_KINDS.iter().enumerate().take(kinds) {
         if let (Some(p50), Some(p99)) = (quantile(&times[kind], 0.5), quantile(&times[kind], 0.99))
         {
             emit(&format!("{name}_p50_us"), format!("{p50:.1}"));
@@ -167,6 +221,25 @@ pub(crate) async fn p1(args: &Args) -> Result<(), String> {
                 &format!("{name}_commands"),
                 commands[kind].to_string().replace(' ', ""),
             );
+        }
+    }
+    // The runtime's share (a primitive over its own floor) and the server's (a floor over
+    // the mutex's floor).
+    let p50 = |kind: usize| quantile(&times[kind], 0.5).filter(|p| *p > 0.0);
+    if kinds > 5
+        && let Some(mutex_floor) = p50(5)
+    {
+        for (kind, floor) in P1_FLOORED {
+            if let (Some(own), Some(floor_p50)) = (p50(kind), p50(floor)) {
+                emit(
+                    &format!("{}_runtime_ratio", P1_KINDS[kind]),
+                    format!("{:.3}", own / floor_p50),
+                );
+                emit(
+                    &format!("{}_server_ratio", P1_KINDS[kind]),
+                    format!("{:.3}", floor_p50 / mutex_floor),
+                );
+            }
         }
     }
     backend.finish().await;

@@ -21,6 +21,9 @@ fn p1_label(kind: &str, k: &str, permits: &str) -> String {
         "read" => "read lock".to_owned(),
         "write" => "write lock (no target)".to_owned(),
         "multi" => format!("multi-lock of k = {k} free names"),
+        "mutex_floor" => "driver floor of the mutex (its commands, no runtime)".to_owned(),
+        "semaphore_floor" => "driver floor of the semaphore".to_owned(),
+        "read_floor" => "driver floor of the read lock".to_owned(),
         _ => "?".to_owned(),
     }
 }
@@ -235,15 +238,28 @@ pub(crate) fn render(results: &Results) -> String {
             "p50",
             "p99",
             "p50 ÷ mutex p50",
+            "runtime: p50 ÷ its floor's",
+            "server: its floor ÷ the mutex's floor",
             "commands/cycle",
             "commands (last run)",
         ]);
         for kind in P1_KINDS {
+            let floored = ["mutex", "semaphore", "read"].contains(&kind);
             t.row(&[
                 p1_label(kind, &k_text, &permits_text),
                 cell(results, "p1", &format!("{kind}_p50_us"), 0, " µs"),
                 cell(results, "p1", &format!("{kind}_p99_us"), 0, " µs"),
                 cell(results, "p1", &format!("{kind}_ratio"), 2, "×"),
+                if floored {
+                    cell(results, "p1", &format!("{kind}_runtime_ratio"), 2, "×")
+                } else {
+                    "—".into()
+                },
+                if floored {
+                    cell(results, "p1", &format!("{kind}_server_ratio"), 2, "×")
+                } else {
+                    "—".into()
+                },
                 cell(results, "p1", &format!("{kind}_cmds_per_cycle"), 2, ""),
                 last_text(results, "p1", &format!("{kind}_commands")),
             ]);

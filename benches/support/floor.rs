@@ -13,7 +13,7 @@ use mongodb::{Collection, Database};
 
 use super::commands::{CommandLog, collection_of};
 use super::contender::Contender;
-use mongolock::{Lock, LockManager, LockOptions, MongoStore};
+use mongolock::{LockManager, LockOptions, MongoStore};
 
 /// The write commands a lock cycle is made of.
 const WRITES: &[&str] = &["findAndModify", "update", "delete", "insert"];
@@ -47,15 +47,15 @@ pub(crate) struct Floor {
 }
 
 impl Floor {
-    /// Runs one acquire + release of `lock` (whose manager's client reports to `log`),
-    /// warmed up by a first cycle, and captures the write commands of the second one on
-    /// `collection` of `database`.
+    /// Runs one acquire + release of `lock` (a mutex, a semaphore, a read or write lock,
+    /// whose manager's client reports to `log`), warmed up by a first cycle, and captures the
+    /// write commands of the second one on `collection` of `database`.
     ///
     /// # Errors
     ///
     /// When the lock fails or a captured command cannot be replayed.
-    pub(crate) async fn capture(
-        lock: &Lock,
+    pub(crate) async fn capture<C: Contender>(
+        lock: &C,
         log: &CommandLog,
         database: &Database,
         collection: &str,
