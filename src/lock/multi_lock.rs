@@ -108,11 +108,22 @@ impl MultiLock {
             // Someone holds a member: wait for each in canonical order. A member held while
             // waiting for a later one can only be waited for by callers that hold nothing
             // later in the order, so no cycle of waits can form.
-            let mut held = Vec::with_capacity(self.members.len());
-            for member in &self.members {
-                held.push(member.acquire().await?);
+            loop {
+                let mut held = Vec::with_capacity(self.members.len());
+                for member in &self.members {
+                    held.push(member.acquire().await?);
+                }
+                // A member taken early may have been lost while a later one was waited
+                // for (and somebody else may hold it now): a guard is only ever handed
+                // out with every member held, so give all back and start over.
+                if held.iter().all(|guard| guard.loss().is_none()) {
+                    return self.guard(held);
+                }
+                tracing::debug!(
+                    "a multi-lock member was lost while waiting for the others; retrying"
+                );
+                drop(held);
             }
-            self.guard(held)
         }
         .instrument(span)
         .await
@@ -197,6 +208,8 @@ impl MultiLock {
                 Err(error) => failed = failed.or(Some(error)),
             }
         }
+        // A member already lost is not held: all or nothing.
+        let complete = complete && held.iter().all(|guard| guard.loss().is_none());
         if complete && failed.is_none() {
             return self.guard(held).map(Some);
         }

@@ -116,6 +116,7 @@ macro_rules! conformance_suite {
             primitives::rw_lock_waiting_writer_holds_new_readers_back,
             primitives::permit_loss_is_told_before_the_place_is_given,
             primitives::multi_lock_is_all_or_nothing,
+            primitives::multi_lock_never_answers_with_a_lost_member,
             primitives::multi_locks_in_opposite_orders_never_deadlock,
             primitives::multi_lock_reports_any_member_loss,
             shared_records::shared_records_semaphore_grants_exactly_its_permits,

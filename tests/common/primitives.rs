@@ -341,6 +341,54 @@ pub(crate) async fn multi_lock_is_all_or_nothing<B: Backend>(backend: &B) {
     assert!(again.token("account-a") > token_a && again.token("account-b") > token_b);
 }
 
+/// A member taken while the multi-lock waits for a later one, and lost meanwhile (its
+/// renewals fail until the deadline, and another process takes it), is never handed out:
+/// the multi-lock starts over and answers only with every member held.
+pub(crate) async fn multi_lock_never_answers_with_a_lost_member<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let faulty = FaultyStore::new(store.clone());
+    let a = start(faulty.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let blocker = b.lock("lost-b").unwrap().acquire().await.unwrap();
+    let waiting = {
+        let both = a.lock_all(["lost-a", "lost-b"]).unwrap();
+        tokio::spawn(async move { both.acquire().await })
+    };
+    // A takes "lost-a" and waits for "lost-b"; then its store fails past the deadline.
+    let first = b.lock("lost-a").unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), async || first
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none())
+        .await,
+        "the multi-lock never took its first member"
+    );
+    faulty.fail();
+    let taken = timeout(fast_options().lease_duration() * 4, first.acquire())
+        .await
+        .expect("the lost member was never free for another process")
+        .unwrap();
+    faulty.heal();
+    drop(blocker);
+    // While B holds "lost-a", the multi-lock must not answer.
+    tokio::time::sleep(fast_options().renew_interval()).await;
+    assert!(
+        !waiting.is_finished(),
+        "answered while another process holds a member"
+    );
+    let taken_token = taken.token();
+    drop(taken);
+    let both = timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the multi-lock never got its members back")
+        .unwrap()
+        .unwrap();
+    assert_eq!(both.loss(), None, "handed out with a lost member");
+    assert!(both.token("lost-a") > Some(taken_token));
+}
+
 /// Two processes locking the same names in opposite orders never deadlock: both finish
 /// every round.
 pub(crate) async fn multi_locks_in_opposite_orders_never_deadlock<B: Backend>(backend: &B) {
