@@ -108,7 +108,9 @@ pub(crate) struct SharedActorState {
     releasing: HashMap<LeaseId, Releasing>,
     backoff: Backoff,
     /// This process's writer left with readers waiting here: they go first.
-    readers_first: bool,
+    /// How many of the readers waiting when this process's writer left still go first
+    /// (only those: readers arriving later queue in order, so writers are not shut out).
+    readers_first: usize,
     woken_while_attempting: bool,
     release_waiters: ReleaseWaiters,
     generation: u64,
@@ -151,7 +153,7 @@ impl Actor for SharedLockActor {
             holds: HashMap::new(),
             releasing: HashMap::new(),
             backoff: Backoff::new(&LockOptions::default()),
-            readers_first: false,
+            readers_first: 0,
             woken_while_attempting: false,
             release_waiters: base.release_waiters,
             generation: 0,
@@ -318,10 +320,13 @@ impl SharedActorState {
     /// The waiter the next attempt is for: the first in line, or, while this process's
     /// writer has just left, the first reader.
     fn next_waiter(&mut self) -> Option<NextWaiter> {
-        if self.readers_first {
+        if self.readers_first > 0 {
             match self.waiters.first_live_for(Access::Read) {
-                Some(reader) => return Some(reader),
-                None => self.readers_first = false,
+                Some(reader) => {
+                    self.readers_first -= 1;
+                    return Some(reader);
+                }
+                None => self.readers_first = 0,
             }
         }
         self.waiters.next_live()
@@ -621,7 +626,7 @@ impl SharedActorState {
         };
         held.timer.cancel();
         if held.access == Access::Write {
-            self.readers_first = true;
+            self.readers_first = self.waiters.count_for(Access::Read);
         }
         let key = held.hold.key(&self.name);
         let timeout = held.hold.options().renew_deadline();

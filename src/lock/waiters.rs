@@ -100,6 +100,15 @@ impl Waiters {
             .map(Waiter::next)
     }
 
+    /// How many waiters still listening ask for `access`.
+    pub(crate) fn count_for(&mut self, access: Access) -> usize {
+        self.prune();
+        self.queue
+            .iter()
+            .filter(|waiter| waiter.access == access)
+            .count()
+    }
+
     /// Hands a guard to the first waiter asking for `access` still listening (see
     /// [`deliver`](Self::deliver)).
     pub(crate) fn deliver_for(
