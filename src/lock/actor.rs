@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::attempt::{self, Verdict};
 use super::backoff::Backoff;
-use super::hold::{Hold, HoldDue};
+use super::hold::{self, Hold, HoldDue};
 use super::message::{DetachReply, GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan::{self, GrantClaim};
 use super::renewer::Renewer;
@@ -811,23 +811,10 @@ impl LockActorState {
         else {
             return;
         };
-        metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
         self.others_starving = false;
         let (_, longest_backoff) = options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
-        let answer = match result {
-            Ok(ReleaseOutcome::Released { .. }) => Ok(()),
-            // The record no longer carried our lease: it had expired and been taken over
-            // before the release — the caller must know its critical section was not exclusive.
-            Ok(ReleaseOutcome::NotOwner) => {
-                metrics.loss(&LossReason::Superseded);
-                Err(LockError::Lost(LossReason::Superseded))
-            }
-            Err(error) => {
-                tracing::warn!(lock = %self.name, %lease, %error, "release failed; the lease will expire on the store");
-                Err(LockError::Store(error))
-            }
-        };
+        let answer = hold::release_answer(&self.name, lease, sent_at, result, &metrics);
         if let Some(reply) = reply {
             let _ = reply.send(answer);
         }

@@ -15,11 +15,11 @@ use super::loss_signal::{AtRisk, HoldStatusSender};
 use super::message::LockMsg;
 use super::orphan;
 use super::renewer::{Renewal, Renewer};
-use crate::error::{LossReason, StoreError};
-use crate::metrics::{LockMetrics, RenewalResult};
+use crate::error::{LockError, LossReason, StoreError};
+use crate::metrics::{LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore};
+use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, ReleaseOutcome};
 
 pub(crate) struct Hold {
     lease: LeaseId,
@@ -374,5 +374,30 @@ impl LostHold {
     pub(crate) fn spawn_release(self, store: &Arc<dyn LockStore>) {
         let store = store.clone();
         tokio::spawn(async move { self.release_when_acknowledged(store.as_ref()).await });
+    }
+}
+
+/// What the guard that released the lease `lease` of `name` is told, from the release call
+/// sent at `sent_at` (with the metrics of that hold).
+pub(crate) fn release_answer(
+    name: &LockName,
+    lease: LeaseId,
+    sent_at: Instant,
+    result: Result<ReleaseOutcome, StoreError>,
+    metrics: &LockMetrics,
+) -> Result<(), LockError> {
+    metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+    match result {
+        Ok(ReleaseOutcome::Released { .. }) => Ok(()),
+        // The record no longer carried our lease: it had expired and been taken over before
+        // the release — the caller must know its critical section was not exclusive.
+        Ok(ReleaseOutcome::NotOwner) => {
+            metrics.loss(&LossReason::Superseded);
+            Err(LockError::Lost(LossReason::Superseded))
+        }
+        Err(error) => {
+            tracing::warn!(lock = %name, %lease, %error, "release failed; the lease will expire on the store");
+            Err(LockError::Store(error))
+        }
     }
 }

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use super::actor::LockActorArgs;
 use super::attempt::{self, Verdict};
 use super::backoff::Backoff;
-use super::hold::{Hold, HoldDue};
+use super::hold::{self, Hold, HoldDue};
 use super::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use super::orphan::GrantClaim;
 use super::renewer::Renewer;
@@ -47,7 +47,7 @@ use super::timer::{Timer, Timers};
 use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
-use crate::metrics::{LockMetrics, StoreOp};
+use crate::metrics::LockMetrics;
 use crate::name::LockName;
 use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
@@ -667,20 +667,9 @@ impl SharedActorState {
         else {
             return;
         };
-        metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
         let (_, longest_backoff) = options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
-        let answer = match result {
-            Ok(ReleaseOutcome::Released { .. }) => Ok(()),
-            Ok(ReleaseOutcome::NotOwner) => {
-                metrics.loss(&LossReason::Superseded);
-                Err(LockError::Lost(LossReason::Superseded))
-            }
-            Err(error) => {
-                tracing::warn!(lock = %self.name, %lease, %error, "release failed; the lease will expire on the store");
-                Err(LockError::Store(error))
-            }
-        };
+        let answer = hold::release_answer(&self.name, lease, sent_at, result, &metrics);
         if let Some(reply) = reply {
             let _ = reply.send(answer);
         }

@@ -31,8 +31,8 @@ pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, ReleaseOutcome
 pub use record_event::{RECORD_FEED_CAPACITY, RecordEvent};
 pub use release_demand::ReleaseDemand;
 pub(crate) use release_demand::{ReleaseWaiters, WaitingForRelease};
-pub(crate) use request::check_lease_length;
 pub use request::{AcquireRequest, ExtendRequest, LeaseId, LeaseKey};
+pub(crate) use request::{check_lease_length, check_permits};
 
 use crate::error::StoreError;
 #[cfg(doc)]

@@ -4,7 +4,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::kind::Access;
+use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::options::MAX_LEASE_DURATION;
 
@@ -16,6 +16,20 @@ pub(crate) fn check_lease_length(expiry: Duration) -> Result<(), StoreError> {
         return Err(StoreError::Rejected {
             message: format!(
                 "a lease of {expiry:?} cannot be granted: it must be longer than zero and at most {MAX_LEASE_DURATION:?}"
+            ),
+            source: None,
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a semaphore count no record can have — 0, or above [`MAX_PERMITS`] — before a
+/// store writes anything.
+pub(crate) fn check_permits(permits: u32) -> Result<(), StoreError> {
+    if permits == 0 || permits > MAX_PERMITS {
+        return Err(StoreError::Rejected {
+            message: format!(
+                "a semaphore of {permits} permits cannot be created: it must have 1 to {MAX_PERMITS}"
             ),
             source: None,
         });

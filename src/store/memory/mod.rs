@@ -13,13 +13,13 @@ use super::request::HolderId;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
     LeaseKey, LockStore, RECORD_FEED_CAPACITY, RELEASE_FEED_CAPACITY, RecordEvent, ReleaseDemand,
-    ReleaseOutcome, TOKENS_PER_GRANT, check_lease_length,
+    ReleaseOutcome, TOKENS_PER_GRANT, check_lease_length, check_permits,
 };
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::options::MAX_LEASE_DURATION;
-use shared::{SharedGrant, SharedRecord, check_permits, mismatch};
+use shared::{SharedGrant, SharedRecord, mismatch};
 
 /// How often the sweeper removes expired records unless configured otherwise.
 const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(60);

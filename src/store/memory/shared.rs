@@ -51,19 +51,6 @@ fn live(until: Option<Instant>, now: Instant) -> bool {
     until.is_some_and(|until| until > now)
 }
 
-/// Refuses a semaphore count no record can have.
-pub(super) fn check_permits(permits: u32) -> Result<(), StoreError> {
-    if permits == 0 || permits > MAX_PERMITS {
-        return Err(StoreError::Rejected {
-            message: format!(
-                "a semaphore of {permits} permits cannot be created: it must have 1 to {MAX_PERMITS}"
-            ),
-            source: None,
-        });
-    }
-    Ok(())
-}
-
 /// The error for a request of `asked` on a record of `found`.
 pub(super) fn mismatch(name: &LockName, found: LockKind, asked: LockKind) -> StoreError {
     StoreError::KindMismatch {

@@ -79,10 +79,10 @@ use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_lease_length,
+    check_lease_length, check_permits,
 };
 use crate::error::StoreError;
-use crate::kind::{Access, LockKind, MAX_PERMITS};
+use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::store::LeaseId;
 
@@ -218,27 +218,40 @@ impl MongoStore {
     async fn held_leases(
         &self,
         names: &[&str],
-        leases: &[mongodb::bson::Bson],
-    ) -> Result<std::collections::HashSet<crate::store::LeaseId>, StoreError> {
-        let failed = |error| errors::backend("extend (aggregate held leases)", error);
+        leases: &[Bson],
+    ) -> Result<HashSet<LeaseId>, StoreError> {
+        let pipeline = vec![
+            doc! { "$match": pipeline::by_leases(names, leases) },
+            pipeline::unexpired(),
+            doc! { "$project": { document::LEASE_ID: 1 } },
+        ];
+        self.leases_found(pipeline, "extend (aggregate held leases)", |found| {
+            document::lease_of(found)
+        })
+        .await
+    }
+
+    /// Runs `pipeline` (one `aggregate`, read as decisions are) and gathers the leases
+    /// `read` finds in each document it returns.
+    async fn leases_found<I: IntoIterator<Item = LeaseId>>(
+        &self,
+        pipeline: Vec<Document>,
+        operation: &str,
+        read: impl Fn(&Document) -> I,
+    ) -> Result<HashSet<LeaseId>, StoreError> {
+        let failed = |error| errors::backend(operation, error);
         let mut cursor = self
             .collection
-            .aggregate([
-                mongodb::bson::doc! { "$match": pipeline::by_leases(names, leases) },
-                pipeline::unexpired(),
-                mongodb::bson::doc! { "$project": { document::LEASE_ID: 1 } },
-            ])
+            .aggregate(pipeline)
             .read_concern(self.multi_document_read_concern())
             .await
             .map_err(failed)?;
-        let mut held = std::collections::HashSet::new();
+        let mut found = HashSet::new();
         while cursor.advance().await.map_err(failed)? {
-            let found: Document = cursor.deserialize_current().map_err(failed)?;
-            if let Some(lease) = document::lease_of(&found) {
-                held.insert(lease);
-            }
+            let document: Document = cursor.deserialize_current().map_err(failed)?;
+            found.extend(read(&document));
         }
-        Ok(held)
+        Ok(found)
     }
 
     /// Which of `leases` hold an unexpired place in the shared records of `names` now, by the
@@ -248,19 +261,12 @@ impl MongoStore {
         names: &[&str],
         leases: &[Bson],
     ) -> Result<HashSet<LeaseId>, StoreError> {
-        let failed = |error| errors::backend("extend (aggregate held places)", error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline::held_shared_leases(names, leases))
-            .read_concern(self.multi_document_read_concern())
-            .await
-            .map_err(failed)?;
-        let mut held = HashSet::new();
-        while cursor.advance().await.map_err(failed)? {
-            let found: Document = cursor.deserialize_current().map_err(failed)?;
-            held.extend(document::leases_in(&found, document::RELEASED_LEASES));
-        }
-        Ok(held)
+        self.leases_found(
+            pipeline::held_shared_leases(names, leases),
+            "extend (aggregate held places)",
+            |found| document::leases_in(found, document::RELEASED_LEASES),
+        )
+        .await
     }
 
     /// The document of `name` with the server's `$$NOW` (one `aggregate`), as inspection
@@ -504,23 +510,15 @@ impl MongoStore {
         names: &[&str],
         batch: &Bson,
     ) -> Result<HashSet<LeaseId>, StoreError> {
-        let failed = |error| errors::backend("release many (aggregate released)", error);
         let leases_field = format!("{}.{}", document::RELEASED, document::RELEASED_LEASES);
-        let mut cursor = self
-            .collection
-            .aggregate([
-                doc! { "$match": pipeline::released_by(names, batch) },
-                doc! { "$project": { document::RELEASED_LEASES: format!("${leases_field}") } },
-            ])
-            .read_concern(self.multi_document_read_concern())
-            .await
-            .map_err(failed)?;
-        let mut released = HashSet::new();
-        while cursor.advance().await.map_err(failed)? {
-            let found: Document = cursor.deserialize_current().map_err(failed)?;
-            released.extend(document::leases_in(&found, document::RELEASED_LEASES));
-        }
-        Ok(released)
+        let pipeline = vec![
+            doc! { "$match": pipeline::released_by(names, batch) },
+            doc! { "$project": { document::RELEASED_LEASES: format!("${leases_field}") } },
+        ];
+        self.leases_found(pipeline, "release many (aggregate released)", |found| {
+            document::leases_in(found, document::RELEASED_LEASES)
+        })
+        .await
     }
 
     /// The collection used unless [`MongoStoreBuilder::with_collection`] names another (the
@@ -1061,19 +1059,6 @@ impl LockStore for MongoStore {
             None => Ok(None),
         }
     }
-}
-
-/// Refuses a semaphore count no record can have, before any I/O.
-fn check_permits(permits: u32) -> Result<(), StoreError> {
-    if permits == 0 || permits > MAX_PERMITS {
-        return Err(StoreError::Rejected {
-            message: format!(
-                "a semaphore of {permits} permits cannot be created: it must have 1 to {MAX_PERMITS}"
-            ),
-            source: None,
-        });
-    }
-    Ok(())
 }
 
 /// Each request's answer from the set of leases found still held.
