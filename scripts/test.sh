@@ -19,6 +19,16 @@ if ! command -v prometheus >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
+# A one-shot run gains nothing from incremental compilation, whose caches were a third of a
+# cold run's target directory; a developer's own setting wins.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# The disk a run needs (about 4 GB cold) is the first thing to check when a build dies with
+# "No space left on device", so say what there was at the start and at the end (not from an
+# EXIT trap: test-server.sh owns that one).
+disk_free() { df -h --output=avail "${CARGO_TARGET_DIR:-target}" 2>/dev/null | tail -n 1 | tr -d ' '; }
+mkdir -p "${CARGO_TARGET_DIR:-target}"
+echo "test.sh: $(disk_free) free for the target directory at the start" >&2
+
 # shellcheck source=scripts/test-server.sh
 source scripts/test-server.sh
 
@@ -50,4 +60,5 @@ cargo test --all-features --all-targets --no-fail-fast || status=$?
 cargo test --all-features --doc --no-fail-fast || status=$?
 # The multi-process fault checker, short configuration: every fault kind at least once.
 scripts/fault-check.sh --short || status=$?
+echo "test.sh: $(disk_free) free for the target directory at the end" >&2
 exit "$status"
