@@ -182,6 +182,9 @@ impl<S: LockStore> FaultyStore<S> {
     }
 }
 
+// Every provided method is written out: one left to its default would bypass the inner
+// store (a `set_permits` answering `Unsupported`, a batch sent one call at a time).
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl<S: LockStore> LockStore for FaultyStore<S> {
     async fn prepare(&self) -> Result<(), StoreError> {
@@ -204,6 +207,21 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
         let key = key.clone();
         self.forward(move |store| async move { store.release(&key).await })
+            .await
+    }
+
+    /// One fault for the whole batch, as for one call.
+    async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        let count = keys.len();
+        let keys = keys.to_vec();
+        self.forward(move |store| async move { Ok(store.release_many(&keys).await) })
+            .await
+            .unwrap_or_else(|error| vec![Err(error); count])
+    }
+
+    async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
+        let name = name.clone();
+        self.forward(move |store| async move { store.set_permits(&name, permits).await })
             .await
     }
 
@@ -256,5 +274,108 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         names: &[LockName],
     ) -> Option<tokio::sync::mpsc::Receiver<crate::store::RecordEvent>> {
         self.inner.watch_records(names).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::MemoryStore;
+    use crate::kind::{Access, LockKind};
+    use crate::store::LeaseId;
+    use crate::store::request::HolderId;
+
+    fn name(name: &str) -> LockName {
+        LockName::new(name).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Takes one permit of the semaphore `name` (of `permits`) directly on `store`.
+    async fn permit(store: &MemoryStore, name: &LockName, permits: u32) -> LeaseKey {
+        let request = AcquireRequest::new(
+            name.clone(),
+            LeaseId::new(),
+            HolderId::generate(),
+            Duration::from_secs(30),
+        )
+        .with_access(Access::Permit { permits });
+        let outcome = store.try_acquire(&request).await;
+        assert!(matches!(outcome, Ok(AcquireOutcome::Acquired { .. })));
+        request.key()
+    }
+
+    /// `set_permits` reaches the wrapped store (the trait's default answers `Unsupported`)
+    /// and, like every call, fails or counts as the switch says.
+    #[tokio::test(start_paused = true)]
+    async fn set_permits_reaches_the_inner_store() {
+        let inner = MemoryStore::new();
+        let store = FaultyStore::new(inner.clone());
+        let imports = name("imports");
+        permit(&inner, &imports, 2).await;
+
+        assert!(matches!(store.set_permits(&imports, 5).await, Ok(Some(2))));
+        assert_eq!(store.calls(), 1);
+        let record = inner.inspect(&imports).await;
+        assert!(
+            matches!(&record, Ok(Some(record)) if record.kind == LockKind::Semaphore { permits: 5 }),
+            "the count did not change: {record:?}"
+        );
+
+        store.fail();
+        assert!(matches!(
+            store.set_permits(&imports, 3).await,
+            Err(StoreError::Backend { .. })
+        ));
+        assert_eq!(store.calls(), 2);
+        let record = inner.inspect(&imports).await;
+        assert!(
+            matches!(&record, Ok(Some(record)) if record.kind == LockKind::Semaphore { permits: 5 }),
+            "a failed call changed the count: {record:?}"
+        );
+    }
+
+    /// `release_many` is the inner store's one call (the default would release one lease
+    /// after another through this wrapper), and a fault fails the whole batch at once.
+    #[tokio::test(start_paused = true)]
+    async fn release_many_is_one_call_to_the_inner_store() {
+        let inner = MemoryStore::new();
+        let store = FaultyStore::new(inner.clone());
+        let keys = [
+            permit(&inner, &name("a"), 2).await,
+            permit(&inner, &name("b"), 2).await,
+        ];
+
+        store.fail();
+        let failed = store.release_many(&keys).await;
+        assert_eq!(failed.len(), 2);
+        assert!(
+            failed
+                .iter()
+                .all(|result| matches!(result, Err(StoreError::Backend { .. })))
+        );
+        assert_eq!(store.calls(), 1, "the failed batch was more than one call");
+
+        store.heal();
+        let released = store.release_many(&keys).await;
+        assert_eq!(released.len(), 2);
+        assert!(
+            released
+                .iter()
+                .all(|result| matches!(result, Ok(ReleaseOutcome::Released { .. })))
+        );
+        assert_eq!(store.calls(), 2, "the batch was sent one lease at a time");
+        for key in &keys {
+            let record = inner.inspect(&key.name).await;
+            let held = match &record {
+                Ok(Some(record)) => !record.holders.is_empty(),
+                _ => false,
+            };
+            assert!(
+                record.is_ok() && !held,
+                "{} is still held: {record:?}",
+                key.name
+            );
+        }
     }
 }
