@@ -698,6 +698,76 @@ async fn a_batched_renewal_reports_each_lease_separately() {
     assert_eq!(outcomes, [Extended, NotOwner, Extended, Extended]);
 }
 
+/// Renewing several permits of each of many semaphores is one `update` when every one still
+/// holds: each record is tested against its own leases, and a record is changed only if all
+/// of them hold, so the modified count alone says all were extended. With one permit lost,
+/// a second `update` extends the others and one `aggregate` tells them apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_renewal_is_one_update_unless_a_place_was_lost() {
+    const SEMAPHORES: usize = 5;
+    const PERMITS: usize = 3;
+    let log = CommandLog::default();
+    let store = store_on(
+        &client_with(None, Some(log.handler())).await,
+        &unique_collection(),
+    );
+    let access = mongolock::Access::Permit { permits: 4 };
+    let lease = Duration::from_secs(30);
+    let mut held = Vec::new();
+    for s in 0..SEMAPHORES {
+        let name = LockName::new(format!("renewed-{s}")).unwrap();
+        for _ in 0..PERMITS {
+            let key = mongolock::store::LeaseKey::shared(name.clone(), LeaseId::new());
+            let request = AcquireRequest::new(name.clone(), key.lease, HolderId::generate(), lease)
+                .with_access(access);
+            assert!(matches!(
+                store.try_acquire(&request).await.unwrap(),
+                AcquireOutcome::Acquired { .. }
+            ));
+            held.push(key);
+        }
+    }
+    let requests: Vec<_> = held
+        .iter()
+        .map(|key| mongolock::store::ExtendRequest::new(key.clone(), lease))
+        .collect();
+    use mongolock::store::ExtendOutcome::{Extended, NotOwner};
+    // Let the server's clock move on, so each renewal changes the expiry it writes.
+    sleep(Duration::from_millis(5)).await;
+    log.take();
+    let outcomes: Vec<_> = store
+        .extend_many(&requests)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes, vec![Extended; held.len()]);
+    assert_eq!(log.take(), ["update"], "every place held: one update");
+
+    store.release(&held[4]).await.unwrap();
+    sleep(Duration::from_millis(5)).await;
+    log.take();
+    let outcomes: Vec<_> = store
+        .extend_many(&requests)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let mut expected = vec![Extended; held.len()];
+    expected[4] = NotOwner;
+    assert_eq!(outcomes, expected);
+    assert_eq!(log.take(), ["update", "update", "aggregate"]);
+    let record = store.inspect(&held[3].name).await.unwrap().unwrap();
+    assert_eq!(record.held_count(), PERMITS - 1, "{record:?}");
+    assert!(
+        record
+            .holders
+            .iter()
+            .all(|holding| holding.expires_in > lease - Duration::from_secs(5)),
+        "the other places of the record with the lost one were extended: {record:?}"
+    );
+}
+
 /// A waiter in another process learns from the store's change stream that the lock was
 /// released, and takes it at once instead of at its next poll (here at least 5 s away). The
 /// stream is opened only once the manager has such a waiter: uncontended use costs no

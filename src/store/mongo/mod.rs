@@ -254,15 +254,14 @@ impl MongoStore {
         Ok(found)
     }
 
-    /// Which of `leases` hold an unexpired place in the shared records of `names` now, by the
+    /// Which leases of `batch` hold an unexpired place in their shared records now, by the
     /// server's clock (one `aggregate`).
     async fn held_shared_leases(
         &self,
-        names: &[&str],
-        leases: &[Bson],
+        batch: &pipeline::LeasesByRecord<'_>,
     ) -> Result<HashSet<LeaseId>, StoreError> {
         self.leases_found(
-            pipeline::held_shared_leases(names, leases),
+            pipeline::held_shared_leases(batch),
             "extend (aggregate held places)",
             |found| document::leases_in(found, document::RELEASED_LEASES),
         )
@@ -419,10 +418,11 @@ impl MongoStore {
         })
     }
 
-    /// Extends places in shared records, all with one expiry: one `update` (`$map` over the
-    /// holders of the records carrying the leases). A record is modified iff one of its
-    /// entries was extended, so when each name carries one lease and every record was
-    /// modified, every lease was extended; otherwise one `aggregate` says which still hold.
+    /// Extends places in shared records, all with one expiry: one `update` that changes a
+    /// record only if every lease of the batch in it still holds (so a modified count equal
+    /// to the number of records means every lease was extended). Otherwise — a place was
+    /// lost, or renewed in the same server millisecond as its last write — a second `update`
+    /// extends each place that still holds and one `aggregate` says which those are.
     async fn extend_shared(
         &self,
         requests: &[&ExtendRequest],
@@ -430,36 +430,59 @@ impl MongoStore {
         let Some(first) = requests.first() else {
             return Vec::new();
         };
-        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
-        let distinct: HashSet<&str> = names.iter().copied().collect();
-        let leases: Vec<_> = requests
-            .iter()
-            .map(|r| document::lease_value(r.key.lease))
-            .collect();
+        let batch = pipeline::LeasesByRecord::group(
+            requests
+                .iter()
+                .map(|r| (r.key.name.as_str(), document::lease_value(r.key.lease))),
+        );
         let failed = |error| vec![Err(error); requests.len()];
-        let filter = pipeline::by_holders(&names, &leases);
-        let update = pipeline::shared_extend(&leases, first.lease_duration);
-        let updated = if let [_] = requests {
-            self.collection.update_one(filter, update).await
-        } else {
-            self.collection.update_many(filter, update).await
-        };
-        let modified = match updated {
+        let every_lease = self
+            .update_records(
+                &batch,
+                pipeline::shared_extend(&batch, first.lease_duration, true),
+            )
+            .await;
+        match every_lease {
             Ok(result) if result.matched_count == 0 => {
                 return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
             }
-            Ok(result) => result.modified_count,
-            Err(error) => return failed(errors::backend("extend (update shared)", error)),
-        };
-        if distinct.len() == requests.len()
-            && usize::try_from(modified).is_ok_and(|modified| modified == distinct.len())
-        {
-            return vec![Ok(ExtendOutcome::Extended); requests.len()];
+            Ok(result)
+                if usize::try_from(result.modified_count)
+                    .is_ok_and(|modified| modified == batch.records()) =>
+            {
+                return vec![Ok(ExtendOutcome::Extended); requests.len()];
+            }
+            Ok(_) => {}
+            Err(error) => return failed(error),
         }
-        match self.held_shared_leases(&names, &leases).await {
+        let each_held = self
+            .update_records(
+                &batch,
+                pipeline::shared_extend(&batch, first.lease_duration, false),
+            )
+            .await;
+        if let Err(error) = each_held {
+            return failed(error);
+        }
+        match self.held_shared_leases(&batch).await {
             Ok(held) => outcomes_by_lease(requests, &held),
             Err(error) => failed(error),
         }
+    }
+
+    /// Applies `update` to the records of `batch`: `updateOne` for one record, else `update`
+    /// with `multi`.
+    async fn update_records(
+        &self,
+        batch: &pipeline::LeasesByRecord<'_>,
+        update: Vec<Document>,
+    ) -> Result<mongodb::results::UpdateResult, StoreError> {
+        let updated = if batch.records() == 1 {
+            self.collection.update_one(batch.filter(), update).await
+        } else {
+            self.collection.update_many(batch.filter(), update).await
+        };
+        updated.map_err(|error| errors::backend("extend (update shared)", error))
     }
 
     /// Releases mutex leases in one `update` that records the batch on each document it

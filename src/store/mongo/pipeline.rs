@@ -12,6 +12,7 @@
 //! store reads the record to report the mismatch. The mutex acquisition's filter adds only
 //! `kind: {$exists: false}` to its `_id` equality.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
@@ -34,6 +35,8 @@ const NEXT_TOKEN: &str = "_mongolockToken";
 const GONE: &str = "_mongolockGone";
 /// Temporary field of the shared extend pipeline: how many entries it extends.
 const EXTENDED: &str = "_mongolockExtended";
+/// Temporary field of the pipelines over a [`LeasesByRecord`]: the record's own leases.
+const OWN_LEASES: &str = "_mongolockOwnLeases";
 /// The variable a holder entry is bound to inside `$filter` and `$map`.
 const ENTRY: &str = "entry";
 
@@ -462,25 +465,41 @@ pub(super) fn shared_acquire(
     ]
 }
 
-/// The update pipeline that extends the unexpired holder entries of `leases` to `$$NOW +
-/// expiry` (a `$map` over the holders; other entries, and expired ones of these leases, are
-/// left as they are), raising the record's `expiresAt` with them. A record none of whose
-/// entries it extends is left exactly as it was — not modified, which is how the caller
-/// learns those leases were lost.
-pub(super) fn shared_extend(leases: &[Bson], expiry: Duration) -> Vec<Document> {
-    let ours = doc! { "$and": [
-        { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
-        { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] },
-    ] };
+/// Extends the places of `batch` in their shared records, all to `$$NOW + expiry`. Each
+/// record's entries are tested against its own leases only (see [`LeasesByRecord`]).
+///
+/// `all_or_none`: a record is changed only if every one of its leases in the batch still
+/// holds an unexpired place, so an `update` whose modified count equals the number of
+/// records extended every lease, with no read-back. Otherwise each held place is extended
+/// whatever happened to the others, and only a read-back can say which. A record none of
+/// whose entries it extends is left exactly as it was: not modified.
+pub(super) fn shared_extend(
+    batch: &LeasesByRecord<'_>,
+    expiry: Duration,
+    all_or_none: bool,
+) -> Vec<Document> {
+    let held = Bson::Document(doc! { "$size": holders_where(own_held_entry()) });
+    let extending = if all_or_none {
+        Bson::Document(
+            doc! { "$cond": [{ "$eq": [held.clone(), { "$size": field(OWN_LEASES) }] }, held, 0] },
+        )
+    } else {
+        held
+    };
     let extended =
         doc! { "$mergeObjects": [format!("$${ENTRY}"), { EXPIRES_AT: expires_from_now(expiry) }] };
     vec![
-        doc! { "$set": { EXTENDED: { "$size": holders_where(ours.clone()) } } },
+        own_leases_stage(batch),
+        doc! { "$set": { EXTENDED: extending } },
         doc! { "$set": {
             HOLDERS: { "$map": {
                 "input": holders(),
                 "as": ENTRY,
-                "in": { "$cond": [ours, extended, format!("$${ENTRY}")] },
+                "in": { "$cond": [
+                    { "$and": [{ "$gt": [field(EXTENDED), 0] }, own_held_entry()] },
+                    extended,
+                    format!("$${ENTRY}"),
+                ] },
             } },
             EXPIRES_AT: { "$cond": [
                 { "$gt": [field(EXTENDED), 0] },
@@ -488,7 +507,7 @@ pub(super) fn shared_extend(leases: &[Bson], expiry: Duration) -> Vec<Document> 
                 field(EXPIRES_AT),
             ] },
         } },
-        doc! { "$unset": EXTENDED },
+        doc! { "$unset": [EXTENDED, OWN_LEASES] },
     ]
 }
 
@@ -578,19 +597,84 @@ pub(super) fn set_permits(permits: u32) -> Vec<Document> {
     } }]
 }
 
-/// The aggregation that tells which of `leases` still hold an unexpired place in the
-/// shared records of `names`: one document per record, with the held ones in `leases`.
-pub(super) fn held_shared_leases(names: &[&str], leases: &[Bson]) -> Vec<Document> {
-    let ours = doc! { "$and": [
-        { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
-        { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] },
-    ] };
+/// The aggregation that tells which leases of `batch` still hold an unexpired place in
+/// their shared records: one document per record, with the held ones in `leases`.
+pub(super) fn held_shared_leases(batch: &LeasesByRecord<'_>) -> Vec<Document> {
     vec![
-        doc! { "$match": by_holders(names, leases) },
+        doc! { "$match": batch.filter() },
+        own_leases_stage(batch),
         doc! { "$project": { RELEASED_LEASES: {
-            "$map": { "input": holders_where(ours), "as": ENTRY, "in": entry_field(LEASE) },
+            "$map": {
+                "input": holders_where(own_held_entry()),
+                "as": ENTRY,
+                "in": entry_field(LEASE),
+            },
         } } },
     ]
+}
+
+/// The leases of a batch (a renewal, its read-back) grouped by the shared record that holds
+/// them: `leases[i]` are the leases of `names[i]`, names distinct, in first-seen order.
+///
+/// A pipeline over the batch gives each record its own list, found by its `_id`, and tests
+/// the record's entries against that list alone. Tested against the whole batch's leases
+/// instead, each entry costs an `$in` over the batch (which servers scan element by
+/// element), and the cost per lease grows with the batch: on the test server 26 µs per lease
+/// at 100 leases, 119 µs at 2,000.
+#[derive(Debug, Default)]
+pub(super) struct LeasesByRecord<'a> {
+    names: Vec<&'a str>,
+    leases: Vec<Vec<Bson>>,
+}
+
+impl<'a> LeasesByRecord<'a> {
+    /// Groups `(name, lease)` pairs by name.
+    pub(super) fn group(pairs: impl IntoIterator<Item = (&'a str, Bson)>) -> Self {
+        let mut batch = Self::default();
+        let mut index = HashMap::new();
+        for (name, lease) in pairs {
+            let at = *index.entry(name).or_insert_with(|| {
+                batch.names.push(name);
+                batch.leases.push(Vec::new());
+                batch.names.len() - 1
+            });
+            batch.leases[at].push(lease);
+        }
+        batch
+    }
+
+    /// How many records the batch names.
+    pub(super) fn records(&self) -> usize {
+        self.names.len()
+    }
+
+    /// `{_id: {$in: names}, kind: {$exists: true}}`: the shared records of the names (found
+    /// by the `_id` index; a mutex of one of the names has no holders to extend); which of
+    /// their entries are the batch's is the pipeline's to decide.
+    pub(super) fn filter(&self) -> Document {
+        doc! { ID: { "$in": &self.names }, KIND: { "$exists": true } }
+    }
+}
+
+/// Sets the temporary `OWN_LEASES` field to the record's own leases in `batch`. The record's
+/// `_id` is always among the batch's names (every pipeline over a batch matches by
+/// [`LeasesByRecord::filter`]), so the index found is never -1.
+fn own_leases_stage(batch: &LeasesByRecord<'_>) -> Document {
+    let names: Vec<Bson> = batch.names.iter().map(|&name| name.into()).collect();
+    let leases: Vec<Bson> = batch.leases.iter().cloned().map(Bson::Array).collect();
+    doc! { "$set": { OWN_LEASES: { "$arrayElemAt": [
+        literal(Bson::Array(leases)),
+        { "$indexOfArray": [literal(Bson::Array(names)), field(ID)] },
+    ] } } }
+}
+
+/// Whether the holder entry bound to `$$entry` is one of the record's own leases of the
+/// batch and unexpired by the server's clock.
+fn own_held_entry() -> Document {
+    doc! { "$and": [
+        { "$in": [entry_field(LEASE), field(OWN_LEASES)] },
+        { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] },
+    ] }
 }
 
 fn literal(value: Bson) -> Bson {
@@ -669,6 +753,28 @@ mod tests {
         assert_eq!(
             appended.get(ACCESS),
             Some(&Bson::Document(doc! { "$literal": "write" }))
+        );
+    }
+
+    #[test]
+    fn a_renewal_batch_groups_leases_by_record_and_names_stay_values() {
+        let batch = LeasesByRecord::group([
+            ("$gt", Bson::Int32(1)),
+            ("b.c", Bson::Int32(2)),
+            ("$gt", Bson::Int32(3)),
+        ]);
+        assert_eq!(batch.records(), 2);
+        assert_eq!(
+            batch.filter(),
+            doc! { "_id": { "$in": ["$gt", "b.c"] }, "kind": { "$exists": true } }
+        );
+        let pipeline = shared_extend(&batch, Duration::from_secs(1), true);
+        assert_eq!(
+            pipeline[0],
+            doc! { "$set": { OWN_LEASES: { "$arrayElemAt": [
+                { "$literal": [[1, 3], [2]] },
+                { "$indexOfArray": [{ "$literal": ["$gt", "b.c"] }, "$_id"] },
+            ] } } }
         );
     }
 
