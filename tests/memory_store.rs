@@ -615,3 +615,75 @@ async fn failing_renewals_warn_before_the_loss_and_recover() {
     drop(guard);
     manager.shutdown().await;
 }
+
+/// A multi-lock warns before it is lost, as a single guard does: when its members'
+/// renewals start failing, its guard and its one signal say it is at risk (with the
+/// member deadline that comes first), that it recovered once renewals are confirmed again,
+/// and, if they never are, it is lost at that deadline.
+#[tokio::test(start_paused = true)]
+async fn a_multi_lock_warns_before_a_member_is_lost_and_recovers() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{LockGuard, LockManager, LossReason};
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let both = manager
+        .lock_all(["member-a", "member-b"])
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let signal = both.loss_signal();
+    assert!(both.risk().is_none() && signal.risk().is_none());
+
+    store.fail(); // renewals now fail at once
+    // The next renewal is due within one interval (plus the renewer's 2 ms of batching).
+    let warned_within = options.renew_interval() + Duration::from_millis(10);
+    let risk = timeout(warned_within, both.at_risk())
+        .await
+        .expect("the multi-lock never warned while its renewals failed");
+    assert_eq!(both.loss(), None, "at risk is not lost");
+    let soonest = both
+        .guards()
+        .iter()
+        .filter_map(LockGuard::risk)
+        .map(|risk| risk.deadline())
+        .min();
+    assert_eq!(
+        Some(risk.deadline()),
+        soonest,
+        "not the most urgent warning"
+    );
+    assert_eq!(both.risk().map(|risk| risk.deadline()), soonest);
+    assert!(
+        risk.last_error()
+            .is_some_and(|error| error.contains("injected failure"))
+    );
+
+    store.heal();
+    timeout(options.renew_deadline(), signal.recovered())
+        .await
+        .expect("no recovery after the store answered again");
+    assert!(both.risk().is_none() && signal.risk().is_none());
+    assert_eq!(both.loss(), None);
+
+    store.fail();
+    let risk = timeout(warned_within, signal.at_risk())
+        .await
+        .expect("no warning the second time");
+    let reason = timeout(risk.time_left() + common::SLACK, both.lost())
+        .await
+        .expect("not lost at the warned deadline");
+    assert!(
+        matches!(reason, LossReason::StoreErrors { .. }),
+        "lost with {reason:?}"
+    );
+    assert!(signal.risk().is_none(), "still at risk once lost");
+    store.heal();
+    manager.shutdown().await;
+}

@@ -191,6 +191,67 @@ impl HoldStatusSender {
         });
     }
 
+    /// Makes this status the combination of `members`' (a multi-lock's): lost as soon as any
+    /// member is lost (with the first loss seen), at risk while any is at risk (with the
+    /// warning whose deadline comes first: the loss that would come first), held again once
+    /// none is. Returns once this status is lost, or once every member has ended without a
+    /// loss.
+    pub(crate) async fn follow_all(&self, members: Vec<LossSignal>) {
+        let mut receivers: Vec<_> = members.into_iter().map(|member| member.receiver).collect();
+        let mut told: Option<AtRisk> = None;
+        loop {
+            let mut risk: Option<AtRisk> = None;
+            for receiver in &mut receivers {
+                match &*receiver.borrow_and_update() {
+                    HoldStatus::Lost(reason) => return self.lost_shared(reason.clone()),
+                    HoldStatus::AtRisk(member) => {
+                        if risk
+                            .as_ref()
+                            .is_none_or(|soonest| member.deadline < soonest.deadline)
+                        {
+                            risk = Some(member.clone());
+                        }
+                    }
+                    HoldStatus::Held | HoldStatus::Released => {}
+                }
+            }
+            if risk != told {
+                match &risk {
+                    Some(risk) => self.at_risk(risk.clone()),
+                    None => self.recovered(),
+                }
+                told = risk;
+            }
+            if receivers.is_empty() {
+                return;
+            }
+            let changes = receivers
+                .iter_mut()
+                .map(|receiver| Box::pin(receiver.changed()));
+            let (changed, index, _) = futures::future::select_all(changes).await;
+            if changed.is_err() {
+                // That member's sender is gone: with its hold live, its actor failed (a
+                // loss, as `ended` reads it); otherwise it has nothing more to say.
+                if receivers[index].borrow().is_live() {
+                    return self.lost_shared(LossReason::RuntimeFailed);
+                }
+                receivers.swap_remove(index);
+            }
+        }
+    }
+
+    /// Ends a live status as lost, for a shared sender: a release that came first stays
+    /// (the guard's drop may end it while this sender's follower is still running).
+    fn lost_shared(&self, reason: LossReason) {
+        self.status.send_if_modified(|status| {
+            let live = status.is_live();
+            if live {
+                *status = HoldStatus::Lost(reason);
+            }
+            live
+        });
+    }
+
     /// The hold was released: receivers never resolve.
     pub(crate) fn released(self) {
         self.status.send_replace(HoldStatus::Released);
@@ -445,5 +506,125 @@ impl LossSignal {
                 let _ = actor.send_message(to_message(reason));
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WITHIN: Duration = Duration::from_secs(1);
+
+    fn risk_until(deadline: Instant) -> AtRisk {
+        AtRisk::new(Instant::now(), deadline, Some("failing".to_owned()))
+    }
+
+    /// Resolves once the combined status satisfies `wanted` (fails the test after
+    /// [`WITHIN`]: the follower never got there).
+    async fn until(signal: &LossSignal, wanted: impl FnMut(&HoldStatus) -> bool) {
+        let mut receiver = signal.receiver.clone();
+        let reached = tokio::time::timeout(WITHIN, receiver.wait_for(wanted)).await;
+        assert!(
+            matches!(reached, Ok(Ok(_))),
+            "the combined status stayed {:?}",
+            *signal.receiver.borrow()
+        );
+    }
+
+    fn at_risk_until(deadline: Instant) -> impl FnMut(&HoldStatus) -> bool {
+        move |status| matches!(status, HoldStatus::AtRisk(risk) if risk.deadline == deadline)
+    }
+
+    /// Members `count` live holds and their combination, followed on a task.
+    fn follow(count: usize) -> (Vec<HoldStatusSender>, Arc<HoldStatusSender>, LossSignal) {
+        let members: Vec<_> = (0..count)
+            .map(|_| HoldStatusSender::new(Instant::now()))
+            .collect();
+        let combined = Arc::new(HoldStatusSender::new(Instant::now()));
+        let signal = combined.subscribe();
+        let signals = members.iter().map(HoldStatusSender::subscribe).collect();
+        let following = combined.clone();
+        tokio::spawn(async move { following.follow_all(signals).await });
+        (members, combined, signal)
+    }
+
+    /// At risk while any member is, with the earliest deadline; recovered once none is;
+    /// lost with the first member lost.
+    #[tokio::test(start_paused = true)]
+    async fn the_combination_warns_with_the_most_urgent_member() {
+        let (members, _combined, signal) = follow(2);
+        let (later, sooner) = (
+            Instant::now() + Duration::from_secs(10),
+            Instant::now() + Duration::from_secs(5),
+        );
+        members[0].at_risk(risk_until(later));
+        assert_eq!(
+            tokio::time::timeout(WITHIN, signal.at_risk())
+                .await
+                .map(|risk| risk.deadline()),
+            Ok(later),
+            "a member at risk is the combination at risk"
+        );
+        members[1].at_risk(risk_until(sooner));
+        until(&signal, at_risk_until(sooner)).await;
+        members[1].recovered();
+        until(&signal, at_risk_until(later)).await;
+        members[0].recovered();
+        assert!(
+            tokio::time::timeout(WITHIN, signal.recovered())
+                .await
+                .is_ok(),
+            "still at risk with every member recovered"
+        );
+        assert_eq!(signal.risk(), None);
+
+        members[1].at_risk(risk_until(sooner));
+        until(&signal, at_risk_until(sooner)).await;
+        members[0].lost(LossReason::Superseded);
+        assert_eq!(
+            tokio::time::timeout(WITHIN, signal.lost()).await,
+            Ok(LossReason::Superseded)
+        );
+        members[1].lost(LossReason::DeadlineExceeded);
+        tokio::task::yield_now().await;
+        assert_eq!(
+            signal.loss(),
+            Some(LossReason::Superseded),
+            "the first loss stays"
+        );
+    }
+
+    /// A released member says nothing more; a member whose sender is dropped while live
+    /// (its actor failed) is a loss; a release of the combination is never one.
+    #[tokio::test(start_paused = true)]
+    async fn released_and_failed_members_are_told_as_a_single_hold_would_be() {
+        let (mut members, combined, signal) = follow(3);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        members[2].at_risk(risk_until(deadline));
+        until(&signal, at_risk_until(deadline)).await;
+        if let Some(member) = members.pop() {
+            member.released();
+        }
+        assert!(
+            tokio::time::timeout(WITHIN, signal.recovered())
+                .await
+                .is_ok(),
+            "a released member kept the combination at risk"
+        );
+        drop(members.pop()); // its actor failed with the hold live
+        assert_eq!(
+            tokio::time::timeout(WITHIN, signal.lost()).await,
+            Ok(LossReason::RuntimeFailed)
+        );
+
+        let (members, combined_again, signal) = follow(1);
+        drop(combined);
+        combined_again.release_shared();
+        members[0].lost(LossReason::Superseded);
+        tokio::task::yield_now().await;
+        assert!(
+            tokio::time::timeout(WITHIN, signal.lost()).await.is_err(),
+            "a released combination was lost"
+        );
     }
 }

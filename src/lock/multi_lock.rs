@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::guard::LockGuard;
 use super::handle::Lock;
-use super::loss_signal::{HoldStatusSender, LossSignal};
+use super::loss_signal::{AtRisk, HoldStatusSender, LossSignal};
 use super::message::LockMsg;
 use super::store_call::bounded;
 use crate::error::{LockError, LossReason, StoreError};
@@ -29,7 +29,9 @@ use crate::store::{LeaseKey, LockStore, ReleaseOutcome};
 /// - **Cancel safe.** A timeout, a cancelled future or a failure releases every member
 ///   taken so far: no member stays held.
 /// - **Fenced per member.** [`MultiLockGuard::token`] gives each member's own token.
-/// - **One loss signal.** [`MultiLockGuard::lost`] fires when any member is lost.
+/// - **One loss signal.** [`MultiLockGuard::lost`] fires when any member is lost, and
+///   [`MultiLockGuard::at_risk`] warns first when any member's renewals are failing (see
+///   [`MultiLockGuard::loss_signal`]).
 /// - **One release.** Members are released together in one store call where the store
 ///   allows it ([`LockStore::release_many`](crate::store::LockStore::release_many)).
 ///
@@ -248,7 +250,7 @@ pub struct MultiLockGuard {
     release_timeout: Duration,
     status: Arc<HoldStatusSender>,
     loss: LossSignal,
-    /// Turns the first member loss into this guard's loss.
+    /// Turns the members' warnings and first loss into this guard's.
     forwarder: JoinHandle<()>,
 }
 
@@ -258,11 +260,7 @@ impl MultiLockGuard {
         let loss = status.subscribe();
         let signals: Vec<LossSignal> = members.iter().map(LockGuard::loss_signal).collect();
         let forwarding = status.clone();
-        let forwarder = tokio::spawn(async move {
-            let losses = signals.iter().map(|signal| Box::pin(signal.lost()));
-            let (reason, _, _) = futures::future::select_all(losses).await;
-            forwarding.lost(reason);
-        });
+        let forwarder = tokio::spawn(async move { forwarding.follow_all(signals).await });
         Self {
             members,
             store,
@@ -385,7 +383,20 @@ impl MultiLockGuard {
             .or_else(|| self.loss.loss())
     }
 
-    /// One owned, cloneable signal that fires when any member is lost.
+    /// One owned, cloneable signal over every member, behaving as a single guard's
+    /// [`LossSignal`] with the members taken together:
+    ///
+    /// - **lost** ([`LossSignal::lost`], [`LossSignal::loss`]) as soon as any member is
+    ///   lost, with that member's reason;
+    /// - **at risk** ([`LossSignal::at_risk`], [`LossSignal::risk`]) while any member is at
+    ///   risk and none is lost, with the [`AtRisk`] whose deadline comes first (the first
+    ///   loss that may follow); a loss without a warning (a takeover) skips it;
+    /// - **recovered** ([`LossSignal::recovered`]) once no member is at risk any more;
+    /// - never resolved by a release.
+    ///
+    /// The members' own signals ([`guards`](Self::guards)) say which one it is. This
+    /// signal follows them on a task of its own, so it may lag a member's by a scheduling
+    /// step; [`loss`](Self::loss) and [`risk`](Self::risk) read the members directly.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -400,6 +411,52 @@ impl MultiLockGuard {
     /// ```
     pub fn loss_signal(&self) -> LossSignal {
         self.loss.clone()
+    }
+
+    /// The most urgent member's renewal trouble (the earliest deadline) if any member is
+    /// at risk now and none is lost, without waiting.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// assert_eq!(both.risk(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn risk(&self) -> Option<AtRisk> {
+        if self.loss().is_some() {
+            return None;
+        }
+        self.members
+            .iter()
+            .filter_map(LockGuard::risk)
+            .min_by_key(AtRisk::deadline)
+    }
+
+    /// Resolves when any member is at risk — a warning before a loss: its renewals are
+    /// failing and, unless one is confirmed in [`AtRisk::time_left`], the multi-lock is
+    /// lost. Never resolves once a member is lost or the guard is released. See
+    /// [`loss_signal`](Self::loss_signal).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// ```
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// tokio::select! {
+    ///     risk = both.at_risk() => eprintln!("renewals failing; lost in {:?} unless renewed", risk.time_left()),
+    ///     () = tokio::time::sleep(Duration::from_millis(10)) => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) -> AtRisk {
+        self.loss.at_risk().await
     }
 
     /// Sends `to_message(reason)` to `actor` when any member is lost (never on release).
