@@ -282,9 +282,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::MemoryStore;
     use crate::kind::{Access, LockKind};
     use crate::store::LeaseId;
+    use crate::store::memory::MemoryStore;
     use crate::store::request::HolderId;
 
     fn name(name: &str) -> LockName {
