@@ -442,6 +442,19 @@ impl SharedActorState {
         if held_elsewhere && std::mem::take(&mut self.woken_while_attempting) {
             return self.start_attempt(myself, None);
         }
+        if held_elsewhere
+            && attempt.access == Access::Write
+            && self.readers_first == 0
+            && self.waiters.count_for(Access::Read) > 0
+        {
+            // A refused writer at the head of the line would keep this process's readers
+            // from ever asking, yet during a readers' turn (readers waited elsewhere when
+            // a writer left) the store admits them and not the writer. One attempt for the
+            // first reader, then the usual backoff; a refused reader also marks readers
+            // waiting, so they get the next turn.
+            self.readers_first = 1;
+            return self.start_attempt(myself, None);
+        }
         self.back_off(myself, &attempt.options, false, held_elsewhere);
     }
 

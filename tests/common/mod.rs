@@ -114,6 +114,7 @@ macro_rules! conformance_suite {
             primitives::permit_tokens_increase_across_processes,
             primitives::rw_lock_readers_share_and_the_writer_excludes,
             primitives::rw_lock_waiting_writer_holds_new_readers_back,
+            primitives::rw_lock_reader_behind_a_local_waiting_writer_takes_the_readers_turn,
             primitives::permit_loss_is_told_before_the_place_is_given,
             primitives::multi_lock_is_all_or_nothing,
             primitives::multi_lock_never_answers_with_a_lost_member,

@@ -256,6 +256,68 @@ pub(crate) async fn rw_lock_waiting_writer_holds_new_readers_back<B: Backend>(ba
     reading.release().await.unwrap();
 }
 
+/// A reader queued in a process behind that process's own waiting writer still takes the
+/// readers' turn when another process's writer leaves: readers waiting when a writer leaves
+/// go before the next writer, wherever that writer waits.
+pub(crate) async fn rw_lock_reader_behind_a_local_waiting_writer_takes_the_readers_turn<
+    B: Backend,
+>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    // Backoff long enough that the readers' mark (twice the longest) comfortably outlasts
+    // the moment between the writer's release and the reader's next attempt.
+    let options =
+        fast_options().with_retry_backoff(Duration::from_millis(50), Duration::from_millis(500));
+    let a = super::start_with(store.clone(), options.clone()).await;
+    let counted = FaultyStore::new(backend.peer(&store).await);
+    let b = super::start_with(counted.clone(), options).await;
+    let writing = a.rw_lock("journal").unwrap().write().await.unwrap();
+    let attempts = counted.acquire_calls();
+    let writer = {
+        let lock = b.rw_lock("journal").unwrap();
+        tokio::spawn(async move { lock.write().await })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), async || counted.acquire_calls()
+            > attempts)
+        .await,
+        "the writer never asked"
+    );
+    let reader = {
+        let lock = b.rw_lock("journal").unwrap();
+        tokio::spawn(async move { lock.read().await })
+    };
+    // The writer has asked again and the reader behind it once (its mark is on the record).
+    let attempts = counted.acquire_calls();
+    assert!(
+        eventually(Duration::from_secs(5), async || counted.acquire_calls()
+            >= attempts + 2)
+        .await,
+        "the process stopped asking"
+    );
+    let written = writing.token();
+    writing.release().await.unwrap();
+    let reading = timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the reader waiting behind its own process's writer never got the readers' turn")
+        .unwrap()
+        .unwrap();
+    assert!(
+        !writer.is_finished(),
+        "the writer got in beside or before the reader"
+    );
+    assert!(reading.token() > written);
+    let read = reading.token();
+    reading.release().await.unwrap();
+    let writing = timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer did not get in after the reader left")
+        .unwrap()
+        .unwrap();
+    assert!(writing.token() > read);
+}
+
 /// A permit holder whose store stops answering is told of its loss by its deadline, before
 /// the lease can run out and another process be given the place.
 pub(crate) async fn permit_loss_is_told_before_the_place_is_given<B: Backend>(backend: &B) {
