@@ -118,7 +118,7 @@ impl MultiLock {
                 // A member taken early may have been lost while a later one was waited
                 // for (and somebody else may hold it now): a guard is only ever handed
                 // out with every member held, so give all back and start over.
-                if held.iter().all(|guard| guard.loss().is_none()) {
+                if self.all_held_now(&held) {
                     return self.guard(held);
                 }
                 tracing::debug!(
@@ -129,6 +129,20 @@ impl MultiLock {
         }
         .instrument(span)
         .await
+    }
+
+    /// Whether every member in `held` (one guard per member, in the members' order) is held
+    /// now: not lost, and its loss deadline still ahead. A member's deadline can pass
+    /// before its actor has told its guard (a process paused while the others were waited
+    /// for wakes with the deadline timer and this check due at once), and a member past it
+    /// may be somebody else's already.
+    fn all_held_now(&self, held: &[LockGuard]) -> bool {
+        let now = Instant::now();
+        held.len() == self.members.len()
+            && held.iter().zip(&self.members).all(|(guard, member)| {
+                guard.loss().is_none()
+                    && now < guard.last_renewed() + member.options().renew_deadline()
+            })
     }
 
     /// The guard over `held` (every member, or those to give back).
@@ -211,7 +225,7 @@ impl MultiLock {
             }
         }
         // A member already lost is not held: all or nothing.
-        let complete = complete && held.iter().all(|guard| guard.loss().is_none());
+        let complete = complete && self.all_held_now(&held);
         if complete && failed.is_none() {
             return self.guard(held).map(Some);
         }
