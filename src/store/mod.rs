@@ -193,25 +193,29 @@ pub trait LockStore: Send + Sync + 'static {
     /// [`try_acquire`](Self::try_acquire) (the new lease gets a larger token), keeping the
     /// record's contention mark (other managers are still waiting).
     ///
+    /// On a shared record (`from.shared`) it is [`release`](Self::release) of `from` and
+    /// then [`try_acquire`](Self::try_acquire) of `to`, as one write: `from`'s place is
+    /// removed, then the grant rules decide `to` exactly as for any request (a semaphore
+    /// whose count was lowered, or a reader while a writer waits elsewhere, is refused:
+    /// [`HandOverOutcome::Released`], and the place is free). `to`'s token is the store's
+    /// next, larger than every token issued for the name, like any grant's.
+    ///
     /// The default releases and then tries to acquire: two calls, and another manager may
     /// win in between ([`HandOverOutcome::Released`]). A backend that can do it in one round
     /// trip should.
+    ///
+    /// # Errors
+    ///
+    /// What [`release`](Self::release) or [`try_acquire`](Self::try_acquire) would return;
+    /// an error after `from` was released leaves `to` possibly granted (the runtime then
+    /// releases both). A [`StoreError::KindMismatch`] for `to` writes nothing for it:
+    /// answered [`HandOverOutcome::Released`].
     async fn hand_over(
         &self,
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        let contended_for = match self.release(from).await? {
-            ReleaseOutcome::Released { contended_for } => contended_for,
-            _ => return Ok(HandOverOutcome::NotOwner),
-        };
-        Ok(match self.try_acquire(to).await? {
-            AcquireOutcome::Acquired { token } => HandOverOutcome::HandedOver {
-                token,
-                contended_for,
-            },
-            _ => HandOverOutcome::Released { contended_for },
-        })
+        release_then_acquire(self, from, to).await
     }
 
     /// How many consecutive fencing tokens each grant reserves for its holder, starting with
@@ -251,6 +255,29 @@ pub trait LockStore: Send + Sync + 'static {
     async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {
         let _ = names;
         None
+    }
+}
+
+/// [`LockStore::hand_over`] in two calls: `release(from)`, then `try_acquire(to)` (the
+/// default, and a backend's way when its one-call hand-over cannot apply).
+pub(crate) async fn release_then_acquire<S: LockStore + ?Sized>(
+    store: &S,
+    from: &LeaseKey,
+    to: &AcquireRequest,
+) -> Result<HandOverOutcome, StoreError> {
+    let contended_for = match store.release(from).await? {
+        ReleaseOutcome::Released { contended_for } => contended_for,
+        ReleaseOutcome::NotOwner => return Ok(HandOverOutcome::NotOwner),
+    };
+    match store.try_acquire(to).await {
+        Ok(AcquireOutcome::Acquired { token }) => Ok(HandOverOutcome::HandedOver {
+            token,
+            contended_for,
+        }),
+        Ok(AcquireOutcome::Busy { .. }) | Err(StoreError::KindMismatch { .. }) => {
+            Ok(HandOverOutcome::Released { contended_for })
+        }
+        Err(error) => Err(error),
     }
 }
 

@@ -46,8 +46,9 @@ pub enum HandOverOutcome {
         /// How long other managers have been trying to take the lock, if they have.
         contended_for: Option<Duration>,
     },
-    /// The old lease was released but the new one did not get the lock (a backend that
-    /// hands over in two steps lost the race in between).
+    /// The old lease was released but the new one did not get the lock: a backend that
+    /// hands over in two steps lost the race in between, or on a shared record the grant
+    /// rules refused the new lease (a lowered count, a writer waiting elsewhere).
     Released {
         /// How long other managers had been trying to take the lock, if they had.
         contended_for: Option<Duration>,

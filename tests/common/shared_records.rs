@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use mongolock::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore,
-    ReleaseOutcome,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
+    LeaseKey, LockStore, ReleaseOutcome,
 };
 use mongolock::{Access, HolderId, LockKind, LockName, LockRecord, MAX_PERMITS, StoreError};
 use tokio::time::sleep;
@@ -930,4 +930,129 @@ pub(crate) async fn shared_records_racing_first_grants_fill_the_semaphore<B: Bac
             .map(|record| record.held_count()),
         Some(PERMITS as usize)
     );
+}
+
+async fn hand_over(
+    store: &impl LockStore,
+    from: &LeaseKey,
+    to: &AcquireRequest,
+) -> HandOverOutcome {
+    store
+        .hand_over(from, to)
+        .await
+        .unwrap_or_else(|error| panic!("hand-over on {}: {error}", from.name))
+}
+
+/// A hand-over on a shared record is a release and an attempt in one write: the new lease
+/// takes the old one's place with the store's next token (past every token issued, also one
+/// another process was granted meanwhile); the grant rules still decide, so a reader is
+/// refused while a writer waits elsewhere and a write is refused during the readers' turn
+/// (the place is then free: `Released`); a lease that holds no unexpired place hands
+/// nothing over and writes nothing; a request of another count writes nothing for it.
+pub(crate) async fn shared_records_hand_over_is_a_release_and_an_attempt_in_one<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let (ours, theirs) = (Caller::new(), Caller::new());
+    let block = store.tokens_per_grant();
+    let handed = |outcome: HandOverOutcome| match outcome {
+        HandOverOutcome::HandedOver { token, .. } => token,
+        other => panic!("expected a hand-over, got {other:?}"),
+    };
+
+    // A semaphore of 2, both places held: one passes from our lease to our next one.
+    let sem = name("hand-over-semaphore");
+    let two = Access::Permit { permits: 2 };
+    let (first, t1) = granted(&store, &ours.request(&sem, two, LONG)).await;
+    let (_their, t2) = granted(&peer, &theirs.request(&sem, two, LONG)).await;
+    refused(&peer, &theirs.request(&sem, two, LONG)).await;
+    let next = ours.request(&sem, two, LONG);
+    let t3 = handed(hand_over(&store, &first, &next).await);
+    assert!(
+        t3 >= t2 + block && t2 >= t1 + block,
+        "a handed-over place takes the next token: {t1}, {t2}, {t3}"
+    );
+    refused(&peer, &theirs.request(&sem, two, LONG)).await; // still full
+    assert_eq!(
+        hand_over(&store, &first, &ours.request(&sem, two, LONG)).await,
+        HandOverOutcome::NotOwner,
+        "the old lease's place is gone"
+    );
+    let holders = snapshot(&store, &sem).await.map(|(_, _, holders)| holders);
+    let tokens: Vec<u64> = holders
+        .iter()
+        .flatten()
+        .map(|(_, token, _)| *token)
+        .collect();
+    assert_eq!(
+        tokens,
+        vec![t2, t3],
+        "the two places: theirs and the handed-over one"
+    );
+
+    // A count that differs writes nothing for the new lease: the old place is released.
+    let three = Access::Permit { permits: 3 };
+    let outcome = hand_over(&store, &next.key(), &ours.request(&sem, three, LONG)).await;
+    assert!(
+        matches!(outcome, HandOverOutcome::Released { .. }),
+        "another count is refused as a grant: {outcome:?}"
+    );
+    granted(&peer, &theirs.request(&sem, two, LONG)).await; // the place was freed
+
+    // An expired place hands nothing over.
+    let short = name("hand-over-expired");
+    let one = Access::Permit { permits: 1 };
+    let (gone, _) = granted(&store, &ours.request(&short, one, SHORT)).await;
+    sleep(SHORT + MARGIN).await;
+    assert_eq!(
+        hand_over(&store, &gone, &ours.request(&short, one, LONG)).await,
+        HandOverOutcome::NotOwner
+    );
+    granted(&peer, &theirs.request(&short, one, LONG)).await;
+
+    // Reader to reader while a writer waits elsewhere: refused, and the place is free.
+    let rw = name("hand-over-rw");
+    let (read, _) = granted(&store, &ours.request(&rw, Access::Read, LONG)).await;
+    let waiting_writer = || {
+        theirs
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(LONG)
+    };
+    refused(&peer, &waiting_writer()).await;
+    let outcome = hand_over(&store, &read, &ours.request(&rw, Access::Read, LONG)).await;
+    assert!(
+        matches!(outcome, HandOverOutcome::Released { .. }),
+        "a reader does not overtake a waiting writer: {outcome:?}"
+    );
+    let (write, _) = granted(&peer, &waiting_writer()).await;
+
+    // Writer to writer while readers wait elsewhere: the readers' turn refuses it.
+    let waiting_reader = || {
+        ours.request(&rw, Access::Read, LONG)
+            .with_retry_within(LONG)
+    };
+    refused(&store, &waiting_reader()).await;
+    let outcome = hand_over(&peer, &write, &theirs.request(&rw, Access::Write, LONG)).await;
+    assert!(
+        matches!(outcome, HandOverOutcome::Released { .. }),
+        "waiting readers go before the next writer: {outcome:?}"
+    );
+    let (read, t_read) = granted(&store, &waiting_reader()).await;
+
+    // Reader to writer, nobody else holding and nobody's mark on: the write goes through.
+    let quiet = name("hand-over-rw-quiet");
+    let (read_quiet, t_quiet) = granted(&store, &ours.request(&quiet, Access::Read, LONG)).await;
+    let t_write = handed(
+        hand_over(
+            &store,
+            &read_quiet,
+            &ours.request(&quiet, Access::Write, LONG),
+        )
+        .await,
+    );
+    assert!(t_write >= t_quiet + block);
+    refused(&peer, &theirs.request(&quiet, Access::Read, LONG)).await;
+    released(&store, &read).await;
+    assert!(t_read > 0);
 }

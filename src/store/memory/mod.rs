@@ -192,6 +192,45 @@ impl MemoryState {
         }
     }
 
+    /// A shared record's hand-over, under the store's lock: `from`'s place is released if
+    /// it still holds unexpired, then `to` is decided by the grant rules; the place is free
+    /// (and waiters told) only if `to` was refused.
+    fn hand_over_shared(
+        &mut self,
+        from: &LeaseKey,
+        to: &AcquireRequest,
+        now: Instant,
+    ) -> HandOverOutcome {
+        let held = self
+            .shared
+            .get(&from.name)
+            .is_some_and(|record| record.is_held_by(from.lease, now));
+        let Some(contended_for) = self
+            .shared
+            .get_mut(&from.name)
+            .filter(|_| held)
+            .and_then(|record| record.release(from.lease, now))
+        else {
+            return HandOverOutcome::NotOwner;
+        };
+        match self.try_acquire_shared(to, now) {
+            // A watch sees the grant, as MongoDB's change stream does.
+            Ok(AcquireOutcome::Acquired { token }) => HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            },
+            // Refused, or another kind asked for (which writes nothing): the place is free.
+            Ok(AcquireOutcome::Busy { .. }) | Err(_) => {
+                self.freed(&from.name);
+                self.recorded(&RecordEvent::Released {
+                    name: from.name.clone(),
+                    forced: false,
+                });
+                HandOverOutcome::Released { contended_for }
+            }
+        }
+    }
+
     /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
     /// watcher polls), a closed one is dropped.
     fn freed(&mut self, name: &LockName) {
@@ -524,6 +563,9 @@ impl LockStore for MemoryStore {
         check_lease_length(to.lease_duration)?;
         let now = Instant::now();
         let mut state = self.state();
+        if from.shared {
+            return Ok(state.hand_over_shared(from, to, now));
+        }
         let MemoryState {
             records,
             last_token,

@@ -345,6 +345,61 @@ pub(super) fn shared_acquire_outcome(
     })
 }
 
+/// Reads the answer of a shared hand-over's `findAndModify` (the record after it, which
+/// matched only while the old lease held an unexpired place): handed over iff the holders
+/// include `to`, with that entry's token; otherwise the old place was released and `to`
+/// refused. `None`: the old lease held no place (or the kind differs), nothing written.
+pub(super) fn shared_hand_over_outcome(
+    after: Option<Document>,
+    to: LeaseId,
+) -> Result<Option<HandOverOutcome>, StoreError> {
+    let Some(document) = after else {
+        return Ok(None);
+    };
+    let contended_for = last_contended(&document);
+    Ok(Some(match shared_acquire_outcome(Some(document), to)? {
+        AcquireOutcome::Acquired { token } => HandOverOutcome::HandedOver {
+            token,
+            contended_for,
+        },
+        AcquireOutcome::Busy { .. } => HandOverOutcome::Released { contended_for },
+    }))
+}
+
+/// What the record of a shared hand-over whose `findAndModify` matched nothing says, read
+/// back with the server's `$$NOW` (`found`): handed over after all if `to` holds a place
+/// (the test server has answered an applied write with nothing), `NotOwner` if `from`
+/// holds no unexpired place; `None` if it does (the request asked for another kind or
+/// count, which the caller's release and attempt then answer).
+pub(super) fn unmatched_hand_over(
+    found: Option<&Document>,
+    from: LeaseId,
+    to: LeaseId,
+) -> Result<Option<HandOverOutcome>, StoreError> {
+    let Some(document) = found else {
+        return Ok(Some(HandOverOutcome::NotOwner));
+    };
+    let now = match document.get(SERVER_NOW) {
+        Some(Bson::DateTime(now)) => *now,
+        _ => return Err(malformed(document, "the server did not report $$NOW")),
+    };
+    let entries = holder_entries(document)?;
+    let place = |lease: LeaseId| {
+        let lease = lease_value(lease);
+        entries
+            .iter()
+            .find(|entry| entry.get(LEASE) == Some(&lease))
+            .filter(|entry| matches!(entry.get(EXPIRES_AT), Some(Bson::DateTime(at)) if *at > now))
+    };
+    if let Some(entry) = place(to) {
+        return Ok(Some(HandOverOutcome::HandedOver {
+            token: token(entry, TOKEN)?,
+            contended_for: None,
+        }));
+    }
+    Ok(place(from).is_none().then_some(HandOverOutcome::NotOwner))
+}
+
 /// How many documents the statements of an `update` command's reply matched and modified
 /// (`n`, `nModified`), or what the server refused: a write error or write concern error of
 /// any statement.

@@ -80,7 +80,7 @@ use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_lease_length, check_permits,
+    check_lease_length, check_permits, release_then_acquire,
 };
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
@@ -346,6 +346,45 @@ impl MongoStore {
             }
         }
         Ok(AcquireOutcome::Busy { holder: None })
+    }
+
+    /// `hand_over` on a shared record: one `findAndModify` that removes `from`'s place and
+    /// decides `to` by the grant rules. When it matches nothing, one read says why: `from`
+    /// holds no unexpired place (`NotOwner`), or `to` asks for another kind or count (then
+    /// the release and the attempt are sent one after the other, and answer as the
+    /// contract says), or the test server answered an applied write with nothing.
+    async fn hand_over_shared(
+        &self,
+        from: &LeaseKey,
+        old: &Bson,
+        to: &AcquireRequest,
+        new: &Bson,
+    ) -> Result<HandOverOutcome, StoreError> {
+        let acquire = pipeline::shared_acquire(
+            to.access,
+            new,
+            to.holder.as_str(),
+            to.lease_duration,
+            to.waited,
+            to.retry_within,
+        );
+        let after = self
+            .collection
+            .find_one_and_update(
+                pipeline::shared_hand_over_filter(&from.name, old, to.access),
+                pipeline::shared_hand_over(old, new, acquire),
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(|error| errors::backend("hand over (findAndModify shared)", error))?;
+        if let Some(outcome) = document::shared_hand_over_outcome(after, to.lease)? {
+            return Ok(outcome);
+        }
+        let found = self.read_record(&from.name).await?;
+        match document::unmatched_hand_over(found.as_ref(), from.lease, to.lease)? {
+            Some(outcome) => Ok(outcome),
+            None => release_then_acquire(self, from, to).await,
+        }
     }
 
     /// Extends mutex leases, all with one expiry: one `update` for the batch (one
@@ -1081,6 +1120,9 @@ impl LockStore for MongoStore {
         check_lease_length(to.lease_duration)?;
         let old = document::lease_value(from.lease);
         let new = document::lease_value(to.lease);
+        if from.shared {
+            return self.hand_over_shared(from, &old, to, &new).await;
+        }
         let after = self
             .collection
             .find_one_and_update(

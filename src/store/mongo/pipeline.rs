@@ -514,6 +514,18 @@ pub(super) fn shared_extend(leases: &[Bson], expiry: Duration, all_or_none: bool
 /// change-stream feeds look for) and recomputes `expiresAt`. `trace`, if given, is a
 /// `release_many` batch id, recorded with the released leases.
 fn shared_release_where(gone: Document, trace: Option<&Bson>) -> Vec<Document> {
+    let [found, removed] = removal_stages(gone, trace, true);
+    vec![
+        found,
+        removed,
+        doc! { "$set": { EXPIRES_AT: record_expiry() } },
+        doc! { "$unset": GONE },
+    ]
+}
+
+/// The two stages that remove the holder entries for which `gone` is true (see
+/// [`shared_release_where`]); `stamp_released` sets `releasedAt` in the second.
+fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) -> [Document; 2] {
     let wrote_released = doc! { "$gt": [
         { "$size": { "$filter": {
             "input": field(GONE),
@@ -529,8 +541,10 @@ fn shared_release_where(gone: Document, trace: Option<&Bson>) -> Vec<Document> {
             field(READERS_WAITING_UNTIL),
             field(READERS_TURN_UNTIL),
         ] },
-        RELEASED_AT: "$$NOW",
     };
+    if stamp_released {
+        released.insert(RELEASED_AT, "$$NOW");
+    }
     if let Some(batch) = trace {
         released.insert(
             RELEASED,
@@ -540,12 +554,49 @@ fn shared_release_where(gone: Document, trace: Option<&Bson>) -> Vec<Document> {
             },
         );
     }
-    vec![
+    [
         doc! { "$set": { GONE: holders_where(gone), LAST_CONTENDED_MS: contended_ms() } },
         doc! { "$set": released },
-        doc! { "$set": { EXPIRES_AT: record_expiry() } },
-        doc! { "$unset": GONE },
     ]
+}
+
+/// `{_id: name, kind…, "holders.lease": from}` with `from`'s entry unexpired by the
+/// server's clock: a shared hand-over's filter (the kind and count of `access`, as
+/// [`shared_by_kind`]; the owner check of [`by_holder`]).
+pub(super) fn shared_hand_over_filter(name: &LockName, from: &Bson, access: Access) -> Document {
+    let mut filter = shared_by_kind(name, access);
+    filter.insert(format!("{HOLDERS}.{LEASE}"), from.clone());
+    let unexpired = doc! { "$and": [
+        { "$eq": [entry_field(LEASE), literal(from.clone())] },
+        { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] },
+    ] };
+    filter.insert(
+        "$expr",
+        doc! { "$gt": [{ "$size": holders_where(unexpired) }, 0] },
+    );
+    filter
+}
+
+/// The update pipeline of a shared record's hand-over from the lease `from` to the grant
+/// `acquire` (the stages [`shared_acquire`] gives for the new lease `to`), run by
+/// `findAndModify` on [`shared_hand_over_filter`]: removes `from`'s entry as a release
+/// does, then decides `to` by the grant rules in the same write. `releasedAt` is stamped
+/// only when `to` was refused, so the release feeds wake other processes' waiters only when
+/// a place is free. Granted iff the returned holders include `to`.
+pub(super) fn shared_hand_over(from: &Bson, to: &Bson, acquire: Vec<Document>) -> Vec<Document> {
+    let gone = doc! { "$eq": [entry_field(LEASE), literal(from.clone())] };
+    let granted = doc! { "$in": [literal(to.clone()), { "$map": {
+        "input": holders(),
+        "as": ENTRY,
+        "in": entry_field(LEASE),
+    } }] };
+    let mut stages = removal_stages(gone, None, false).to_vec();
+    stages.extend(acquire);
+    stages.push(
+        doc! { "$set": { RELEASED_AT: { "$cond": [granted, field(RELEASED_AT), "$$NOW"] } } },
+    );
+    stages.push(doc! { "$unset": GONE });
+    stages
 }
 
 /// The update pipeline of a shared record's release of `leases` (one for `release`, a
