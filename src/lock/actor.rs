@@ -36,7 +36,7 @@ use super::attempt::{self, Verdict};
 use super::backoff::Backoff;
 use super::hold::{self, Hold, HoldDue};
 use super::message::{DetachReply, GuardReply, LockMsg, ReleaseReply, TryReply};
-use super::orphan::{self, GrantClaim};
+use super::orphan::GrantClaim;
 use super::renewer::Renewer;
 use super::route::RouteGate;
 use super::starvation;
@@ -381,7 +381,7 @@ impl LockActorState {
         };
         match attempt::judge(
             &self.name,
-            sent_at,
+            (StoreOp::Acquire, sent_at),
             result,
             &attempt.options,
             &attempt.metrics,
@@ -687,34 +687,12 @@ impl LockActorState {
         hold.released();
         let to = LeaseId::new();
         let request = self.acquire_request(to, &next);
-        let limits = (
-            next.options.renew_deadline(),
-            orphan::late_answer_limit(&next.options),
-        );
+        let options = next.options.clone();
         self.phase = Phase::HandingOver {
             to: Attempt::new(to, next, None),
             reply,
         };
-        let new = request.key();
-        let store = self.store.clone();
-        let orphans = vec![new, from.clone()];
-        orphan::run_granting_call(
-            myself,
-            &self.store,
-            async move { store.hand_over(&from, &request).await },
-            limits,
-            |result| match result {
-                Ok(outcome) => matches!(outcome, HandOverOutcome::HandedOver { .. }),
-                Err(error) => !matches!(error, StoreError::Timeout(_)),
-            },
-            orphans,
-            move |sent_at, result, claim| LockMsg::HandOverDone {
-                to,
-                sent_at,
-                result,
-                claim,
-            },
-        );
+        attempt::send_hand_over(myself, &self.store, from, request, &options);
     }
 
     fn on_hand_over_done(
@@ -814,7 +792,8 @@ impl LockActorState {
         self.others_starving = false;
         let (_, longest_backoff) = options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
-        let answer = hold::release_answer(&self.name, lease, sent_at, result, &metrics);
+        metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        let answer = hold::release_answer(&self.name, lease, result, &metrics);
         if let Some(reply) = reply {
             let _ = reply.send(answer);
         }

@@ -13,7 +13,7 @@ use crate::error::StoreError;
 use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
-use crate::store::{AcquireOutcome, AcquireRequest, LockStore};
+use crate::store::{AcquireOutcome, AcquireRequest, HandOverOutcome, LeaseKey, LockStore};
 
 /// Sends one acquisition attempt for `request` (with the terms of `options`) off the
 /// actor's loop: its answer comes back as [`LockMsg::AttemptDone`], carrying a claim that
@@ -49,6 +49,40 @@ pub(crate) fn send_attempt(
     );
 }
 
+/// Passes the held `from` to `request.lease` in one store call
+/// ([`LockStore::hand_over`]) off the actor's loop: like an attempt, its answer comes back
+/// as [`LockMsg::HandOverDone`] with a claim that releases both leases unless the actor
+/// keeps the grant (an error may hide a hand-over the store applied).
+pub(crate) fn send_hand_over(
+    actor: &ActorRef<LockMsg>,
+    store: &Arc<dyn LockStore>,
+    from: LeaseKey,
+    request: AcquireRequest,
+    options: &LockOptions,
+) {
+    let to = request.lease;
+    let limits = (options.renew_deadline(), orphan::late_answer_limit(options));
+    let orphans = vec![request.key(), from.clone()];
+    let caller = store.clone();
+    orphan::run_granting_call(
+        actor,
+        store,
+        async move { caller.hand_over(&from, &request).await },
+        limits,
+        |result| match result {
+            Ok(outcome) => matches!(outcome, HandOverOutcome::HandedOver { .. }),
+            Err(error) => !matches!(error, StoreError::Timeout(_)),
+        },
+        orphans,
+        move |sent_at, result, claim| LockMsg::HandOverDone {
+            to,
+            sent_at,
+            result,
+            claim,
+        },
+    );
+}
+
 /// What an attempt's answer means.
 pub(crate) enum Verdict {
     /// Granted in time, with this token: the actor keeps it (and its claim).
@@ -58,17 +92,18 @@ pub(crate) enum Verdict {
     Refused(Option<StoreError>),
 }
 
-/// Judges the answer to the attempt sent at `sent_at` under `options`, recording its
-/// metrics and logging what went wrong.
+/// Judges the answer to the attempt sent at `sent_at` under `options` (by the store call
+/// `op`: an acquisition, or the grant part of a hand-over), recording its metrics and
+/// logging what went wrong.
 pub(crate) fn judge(
     name: &LockName,
-    sent_at: Instant,
+    (op, sent_at): (StoreOp, Instant),
     result: Result<AcquireOutcome, StoreError>,
     options: &LockOptions,
     metrics: &LockMetrics,
 ) -> Verdict {
     let took = sent_at.elapsed();
-    metrics.store_call(StoreOp::Acquire, took, result.is_err());
+    metrics.store_call(op, took, result.is_err());
     match result {
         Ok(AcquireOutcome::Acquired { token })
             if Instant::now() < sent_at + options.renew_deadline() =>

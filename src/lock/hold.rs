@@ -16,7 +16,7 @@ use super::message::LockMsg;
 use super::orphan;
 use super::renewer::{Renewal, Renewer};
 use crate::error::{LockError, LossReason, StoreError};
-use crate::metrics::{LockMetrics, RenewalResult, StoreOp};
+use crate::metrics::{LockMetrics, RenewalResult};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, ReleaseOutcome};
@@ -377,16 +377,14 @@ impl LostHold {
     }
 }
 
-/// What the guard that released the lease `lease` of `name` is told, from the release call
-/// sent at `sent_at` (with the metrics of that hold).
+/// What the guard that released the lease `lease` of `name` is told, from the store's
+/// answer to its release (recording a loss in the metrics of that hold).
 pub(crate) fn release_answer(
     name: &LockName,
     lease: LeaseId,
-    sent_at: Instant,
     result: Result<ReleaseOutcome, StoreError>,
     metrics: &LockMetrics,
 ) -> Result<(), LockError> {
-    metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
     match result {
         Ok(ReleaseOutcome::Released { .. }) => Ok(()),
         // The record no longer carried our lease: it had expired and been taken over before

@@ -7,7 +7,7 @@
 //!
 //! | part | states | moves on |
 //! |---|---|---|
-//! | acquisition | `Idle` → `Attempting` → `BackingOff` | a waiter, a grant (next waiter at once), busy (backoff), a release seen here or on the store (attempt now) |
+//! | acquisition | `Idle` → `Attempting` → `BackingOff` | a waiter, a grant (next waiter at once), busy (backoff), a release seen here or on the store (attempt now), a local release with waiters (the attempt is a hand-over) |
 //! | each hold | held → renewing → released or lost | its timer, its renewal's answer, its guard |
 //!
 //! A hold obeys exactly the mutex's rules (see `hold.rs`): it is only used while its loss
@@ -16,7 +16,9 @@
 //! passes a place to a local waiter without a store call: other holders of the name may
 //! have been granted larger tokens since this grant reserved its block (so a local pass
 //! would break "every token larger than every one before"), and a reader admitted here
-//! would overtake a writer waiting elsewhere.
+//! would overtake a writer waiting elsewhere. It passes it in one call instead
+//! ([`LockStore::hand_over`]): the release and the next local waiter's attempt in one
+//! write, under the store's grant rules and with the store's next token.
 //!
 //! Fairness here mirrors the store's: local waiters are served first come, first served,
 //! except that when this process's writer leaves, the readers waiting here go before the
@@ -47,13 +49,13 @@ use super::timer::{Timer, Timers};
 use super::waiters::{NextWaiter, Waiter, Waiters};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
-use crate::metrics::LockMetrics;
+use crate::metrics::{LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
 use crate::store::{
-    AcquireOutcome, AcquireRequest, ExtendOutcome, LeaseId, LockStore, ReleaseOutcome,
-    ReleaseWaiters, WaitingForRelease,
+    AcquireOutcome, AcquireRequest, ExtendOutcome, HandOverOutcome, LeaseId, LeaseKey, LockStore,
+    ReleaseOutcome, ReleaseWaiters, WaitingForRelease,
 };
 
 /// The actor behaviour; all state lives in [`SharedActorState`].
@@ -76,6 +78,22 @@ struct Attempt {
     options: Arc<LockOptions>,
     metrics: LockMetrics,
     for_try: Option<TryReply>,
+    /// A hand-over: the lease whose place this attempt takes over, released by the same
+    /// store call (its guard's answer waits in `releasing`).
+    handing_from: Option<LeaseId>,
+}
+
+impl Attempt {
+    fn new(lease: LeaseId, next: NextWaiter, for_try: Option<TryReply>) -> Self {
+        Self {
+            lease,
+            access: next.access,
+            options: next.options,
+            metrics: next.metrics,
+            for_try,
+            handing_from: None,
+        }
+    }
 }
 
 /// One lease this process holds on the name, with its own timer.
@@ -112,6 +130,9 @@ pub(crate) struct SharedActorState {
     /// (only those: readers arriving later queue in order, so writers are not shut out).
     readers_first: usize,
     woken_while_attempting: bool,
+    /// Other processes have waited longer than a backoff (the last hand-over said so):
+    /// the next release goes to the store plainly, and this process steps back.
+    others_starving: bool,
     release_waiters: ReleaseWaiters,
     generation: u64,
     requests_seen: u64,
@@ -155,6 +176,7 @@ impl Actor for SharedLockActor {
             backoff: Backoff::new(&LockOptions::default()),
             readers_first: 0,
             woken_while_attempting: false,
+            others_starving: false,
             release_waiters: base.release_waiters,
             generation: 0,
             requests_seen: 0,
@@ -253,8 +275,12 @@ impl Actor for SharedLockActor {
                 sent_at,
                 result,
             } => state.on_release_done(&myself, lease, sent_at, result),
-            // Shared kinds never hand over in the store.
-            LockMsg::HandOverDone { .. } => {}
+            LockMsg::HandOverDone {
+                to,
+                sent_at,
+                result,
+                claim,
+            } => state.on_hand_over_done(&myself, to, sent_at, result, claim),
             LockMsg::IdleDue { generation } => state.on_idle_due(&myself, generation),
         }
         Ok(())
@@ -352,11 +378,18 @@ impl SharedActorState {
         for_try: Option<TryReply>,
     ) {
         self.wake_timer.cancel();
-        let lease = LeaseId::new();
+        let request = self.acquire_request(&next, for_try.is_some());
+        let options = next.options.clone();
+        self.acquisition = Acquisition::Attempting(Attempt::new(request.lease, next, for_try));
+        attempt::send_attempt(myself, &self.store, request, &options);
+    }
+
+    /// The request of an attempt for `next`, under a new lease id.
+    fn acquire_request(&self, next: &NextWaiter, single_try: bool) -> AcquireRequest {
         let (_, longest_backoff) = next.options.retry_backoff();
-        let request = AcquireRequest::new(
+        AcquireRequest::new(
             self.name.clone(),
-            lease,
+            LeaseId::new(),
             self.holder.clone(),
             next.options.lease_duration(),
         )
@@ -365,20 +398,11 @@ impl SharedActorState {
         // A refused reader or writer is back within its longest backoff (sooner when a
         // release wakes it): its mark outlives that, and no longer. A single try comes
         // back only if its caller asks again: it marks nothing.
-        .with_retry_within(if for_try.is_some() {
+        .with_retry_within(if single_try {
             Duration::ZERO
         } else {
             longest_backoff * 2
-        });
-        let options = next.options.clone();
-        self.acquisition = Acquisition::Attempting(Attempt {
-            lease,
-            access: next.access,
-            options: next.options,
-            metrics: next.metrics,
-            for_try,
-        });
-        attempt::send_attempt(myself, &self.store, request, &options);
+        })
     }
 
     fn on_attempt_done(
@@ -400,7 +424,7 @@ impl SharedActorState {
         };
         match attempt::judge(
             &self.name,
-            sent_at,
+            (StoreOp::Acquire, sent_at),
             result,
             &attempt.options,
             &attempt.metrics,
@@ -538,7 +562,9 @@ impl SharedActorState {
         );
         self.arm_hold_timer(myself, lease);
         if !delivered {
-            self.release_hold(myself, lease, None);
+            // Nobody to hand it to either (every waiter of this access left): a plain
+            // release, which leaves the acquisition to the caller.
+            self.release_hold(myself, lease, None, false);
         }
     }
 
@@ -615,7 +641,7 @@ impl SharedActorState {
         let answer = match self.holds.get(&lease) {
             Some(held) if held.hold.is(lease, token) => {
                 if held.hold.is_valid_at(Instant::now()) {
-                    return self.release_hold(myself, lease, reply);
+                    return self.release_hold(myself, lease, reply, true);
                 }
                 // Past its deadline: the place may be somebody else's by now — a loss.
                 let reason = held.hold.deadline_reason();
@@ -629,11 +655,20 @@ impl SharedActorState {
         }
     }
 
-    /// The guard of `lease` let go: its place is released in the store. Never passed to a
-    /// local waiter without a store call, unlike a mutex: the next token of this grant's
-    /// block may be smaller than one another holder of the name was granted since, and
-    /// every grant's token must exceed every token issued before it.
-    fn release_hold(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId, reply: ReleaseReply) {
+    /// The guard of `lease` let go: its place goes back through the store, never to a local
+    /// waiter without a store call as a mutex's may (the next token of this grant's block
+    /// may be smaller than one another holder of the name was granted since, and every
+    /// grant's token must exceed every token issued before it). With local waiters and no
+    /// attempt in flight, one hand-over call releases the place and asks it for the next
+    /// waiter, under the store's grant rules, so a busy name takes one command per holder
+    /// instead of a release and an attempt; otherwise a plain release.
+    fn release_hold(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        reply: ReleaseReply,
+        may_hand_over: bool,
+    ) {
         let Some(mut held) = self.holds.remove(&lease) else {
             return;
         };
@@ -652,6 +687,19 @@ impl SharedActorState {
             },
         );
         held.hold.released();
+        let may_hand_over = may_hand_over
+            && !self.others_starving
+            && matches!(
+                self.acquisition,
+                Acquisition::Idle
+                    | Acquisition::BackingOff {
+                        yielding: false,
+                        ..
+                    }
+            );
+        if let Some(next) = may_hand_over.then(|| self.next_waiter()).flatten() {
+            return self.send_hand_over(myself, key, next);
+        }
         let store = self.store.clone();
         spawn_store_call(
             myself,
@@ -665,6 +713,107 @@ impl SharedActorState {
         );
     }
 
+    /// Sends the hand-over of the released place `from` to `next`, as the acquisition's
+    /// attempt.
+    fn send_hand_over(&mut self, myself: &ActorRef<LockMsg>, from: LeaseKey, next: NextWaiter) {
+        self.wake_timer.cancel();
+        self.woken_while_attempting = false;
+        let request = self.acquire_request(&next, false);
+        let options = next.options.clone();
+        let mut attempt = Attempt::new(request.lease, next, None);
+        attempt.handing_from = Some(from.lease);
+        self.acquisition = Acquisition::Attempting(attempt);
+        attempt::send_hand_over(myself, &self.store, from, request, &options);
+    }
+
+    /// The hand-over's answer is two: the release's, for the guard that let go, and the
+    /// attempt's, judged as any attempt's. After a grant the count of places held is what
+    /// it was, so the acquisition backs off again — except after a read, when more readers
+    /// may be let in at once.
+    fn on_hand_over_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        to: LeaseId,
+        sent_at: Instant,
+        result: Result<HandOverOutcome, StoreError>,
+        claim: GrantClaim,
+    ) {
+        if !matches!(&self.acquisition, Acquisition::Attempting(attempt) if attempt.lease == to) {
+            return; // a stale answer: dropping its claim releases both leases
+        }
+        let Acquisition::Attempting(attempt) =
+            std::mem::replace(&mut self.acquisition, Acquisition::Idle)
+        else {
+            return;
+        };
+        let (released, acquired) = match result {
+            Ok(HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            }) => {
+                let (_, longest_backoff) = attempt.options.retry_backoff();
+                self.others_starving =
+                    contended_for.is_some_and(|waited| waited >= longest_backoff);
+                (
+                    Ok(ReleaseOutcome::Released { contended_for }),
+                    Some(Ok(AcquireOutcome::Acquired { token })),
+                )
+            }
+            Ok(HandOverOutcome::Released { contended_for }) => (
+                Ok(ReleaseOutcome::Released { contended_for }),
+                Some(Ok(AcquireOutcome::Busy { holder: None })),
+            ),
+            // The place was not ours any more: nothing was written, nothing attempted.
+            Ok(HandOverOutcome::NotOwner) => (Ok(ReleaseOutcome::NotOwner), None),
+            Err(error) => (Err(error.clone()), Some(Err(error))),
+        };
+        if let Some(from) = attempt.handing_from {
+            // The call is counted once, as a hand-over, by `judge` below.
+            self.answer_release(from, released, None);
+        }
+        let Some(acquired) = acquired else {
+            return self.start_attempt(myself, None);
+        };
+        match attempt::judge(
+            &self.name,
+            (StoreOp::HandOver, sent_at),
+            acquired,
+            &attempt.options,
+            &attempt.metrics,
+        ) {
+            Verdict::Granted(token) => {
+                let (access, options) = (attempt.access, attempt.options.clone());
+                self.grant(myself, attempt, token, sent_at, claim);
+                if access == Access::Read || !self.waiters.prune() {
+                    self.start_attempt(myself, None);
+                } else {
+                    self.back_off(myself, &options, false, true);
+                }
+            }
+            Verdict::Refused(error) => self.attempt_failed(myself, attempt, error),
+        }
+    }
+
+    /// Answers the guard whose release of `lease` the store answered with `result`; a
+    /// release call sent at `sent_at` is counted in the metrics.
+    fn answer_release(
+        &mut self,
+        lease: LeaseId,
+        result: Result<ReleaseOutcome, StoreError>,
+        sent_at: Option<Instant>,
+    ) {
+        let Some(Releasing { reply, metrics, .. }) = self.releasing.remove(&lease) else {
+            return;
+        };
+        if let Some(sent_at) = sent_at {
+            metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        }
+        let answer = hold::release_answer(&self.name, lease, result, &metrics);
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+    }
+
     fn on_release_done(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -672,20 +821,14 @@ impl SharedActorState {
         sent_at: Instant,
         result: Result<ReleaseOutcome, StoreError>,
     ) {
-        let Some(Releasing {
-            reply,
-            options,
-            metrics,
-        }) = self.releasing.remove(&lease)
-        else {
+        let Some(releasing) = self.releasing.get(&lease) else {
             return;
         };
-        let (_, longest_backoff) = options.retry_backoff();
+        let (_, longest_backoff) = releasing.options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
-        let answer = hold::release_answer(&self.name, lease, sent_at, result, &metrics);
-        if let Some(reply) = reply {
-            let _ = reply.send(answer);
-        }
+        self.answer_release(lease, result, Some(sent_at));
+        // Stepping back below, if others still wait, gives them their turn.
+        self.others_starving = false;
         match step_back {
             // Others have waited long: let them have the freed place before we retry.
             Some(delay)

@@ -112,6 +112,7 @@ macro_rules! conformance_suite {
             primitives::semaphore_admits_its_count_and_gets_crashed_permits_back,
             primitives::semaphore_counts_are_fixed_by_the_record,
             primitives::permit_tokens_increase_across_processes,
+            primitives::released_permit_reaches_a_local_waiter_in_one_call,
             primitives::rw_lock_readers_share_and_the_writer_excludes,
             primitives::rw_lock_waiting_writer_holds_new_readers_back,
             primitives::rw_lock_reader_behind_a_local_waiting_writer_takes_the_readers_turn,

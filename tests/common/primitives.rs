@@ -15,7 +15,7 @@ use mongolock::testing::FaultyStore;
 use mongolock::{Access, HolderId, LockError, LockKind, LockName, LossReason};
 use tokio::time::{Instant, timeout};
 
-use super::{Backend, SLACK, fast_options, start};
+use super::{Backend, SLACK, fast_options, start, start_with};
 
 /// Waits until `condition` holds or `within` passes (a store seen from outside has no signal
 /// to wait on).
@@ -118,6 +118,56 @@ pub(crate) async fn permit_tokens_increase_across_processes<B: Backend>(backend:
         next.token(),
         other.token()
     );
+}
+
+/// A permit released while a task of the same process waits for it reaches that task in
+/// one hand-over call — no release and no new attempt — with the store's next token;
+/// the last holder, with nobody waiting, releases plainly.
+pub(crate) async fn released_permit_reaches_a_local_waiter_in_one_call<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let counting = FaultyStore::new(store.clone());
+    // Backoff long enough that the waiter's only attempts are the ones counted below.
+    let options =
+        fast_options().with_retry_backoff(Duration::from_secs(20), Duration::from_secs(30));
+    let a = start_with(counting.clone(), options).await;
+    let one = a.semaphore("relay-permit", 1).unwrap();
+    let first = one.acquire().await.unwrap();
+    let waiting = {
+        let one = one.clone();
+        tokio::spawn(async move { one.acquire().await })
+    };
+    assert!(
+        eventually(SLACK * 5, async || counting.acquire_calls() >= 2).await,
+        "the waiter's attempt was refused"
+    );
+    // A store with a release feed opens it for the waiter and wakes it once (one more
+    // refused attempt); after that, nothing but a release makes it try.
+    tokio::time::sleep(SLACK).await;
+    let attempts = counting.acquire_calls();
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let next = timeout(SLACK * 5, waiting)
+        .await
+        .expect("the released permit did not reach the waiter")
+        .unwrap()
+        .unwrap();
+    assert!(next.token() > first_token);
+    assert_eq!(
+        (counting.acquire_calls(), counting.hand_over_calls()),
+        (attempts, 1),
+        "after the refused attempts, one hand-over and no other attempt"
+    );
+    next.release().await.unwrap();
+    assert_eq!(
+        counting.hand_over_calls(),
+        1,
+        "nobody waits: a plain release"
+    );
+    let record = store
+        .inspect(&LockName::new("relay-permit").unwrap())
+        .await
+        .unwrap();
+    assert!(record.is_none_or(|record| record.holders.is_empty()));
 }
 
 /// A handle asking for another count, or a mutex on a semaphore's name, gets a typed
