@@ -400,26 +400,6 @@ pub(super) fn unmatched_hand_over(
     Ok(place(from).is_none().then_some(HandOverOutcome::NotOwner))
 }
 
-/// How many documents the statements of an `update` command's reply matched and modified
-/// (`n`, `nModified`), or what the server refused: a write error or write concern error of
-/// any statement.
-pub(super) fn update_counts(reply: &Document) -> Result<(usize, usize), String> {
-    for errors in ["writeErrors", "writeConcernError"] {
-        if let Some(error) = reply.get(errors) {
-            return Err(format!("{errors}: {error}"));
-        }
-    }
-    let count = |field: &str| match reply.get(field) {
-        Some(Bson::Int32(count)) => usize::try_from(*count).ok(),
-        Some(Bson::Int64(count)) => usize::try_from(*count).ok(),
-        _ => None,
-    };
-    match (count("n"), count("nModified")) {
-        (Some(matched), Some(modified)) => Ok((matched, modified)),
-        _ => Err(format!("the reply has no document counts: {reply}")),
-    }
-}
-
 /// The lease ids listed in the array `field` of `document` (values that are not lease ids
 /// are skipped: they cannot be any caller's).
 pub(super) fn leases_in(document: &Document, field: &str) -> HashSet<LeaseId> {

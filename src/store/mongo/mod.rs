@@ -67,7 +67,6 @@ mod shard_key;
 mod ttl_index;
 
 use std::collections::HashSet;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use mongodb::bson::{Bson, Document, doc};
@@ -458,12 +457,11 @@ impl MongoStore {
         })
     }
 
-    /// Extends places in shared records, all with one expiry: one `update` command with a
-    /// statement per record that changes the record only if every lease of the batch in it
-    /// still holds (so a modified count equal to the number of records means every lease
-    /// was extended). Otherwise — a place was lost, or renewed in the same server
-    /// millisecond as its last write — a second `update` extends each place that still
-    /// holds and one `aggregate` says which those are.
+    /// Extends places in shared records, all with one expiry: one `update` that changes a
+    /// record only if every lease of the batch in it still holds (so a modified count equal
+    /// to the number of records means every lease was extended). Otherwise — a place was
+    /// lost, or renewed in the same server millisecond as its last write — a second `update`
+    /// extends each place that still holds and one `aggregate` says which those are.
     async fn extend_shared(
         &self,
         requests: &[&ExtendRequest],
@@ -477,21 +475,32 @@ impl MongoStore {
                 .map(|r| (r.key.name.as_str(), document::lease_value(r.key.lease))),
         );
         let failed = |error| vec![Err(error); requests.len()];
-        match self
-            .extend_records(&batch, first.lease_duration, true)
-            .await
-        {
-            Ok((0, _)) => return vec![Ok(ExtendOutcome::NotOwner); requests.len()],
-            Ok((_, modified)) if modified == batch.records() => {
+        let every_lease = self
+            .update_records(
+                &batch,
+                pipeline::shared_extend(&batch, first.lease_duration, true),
+            )
+            .await;
+        match every_lease {
+            Ok(result) if result.matched_count == 0 => {
+                return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
+            }
+            Ok(result)
+                if usize::try_from(result.modified_count)
+                    .is_ok_and(|modified| modified == batch.records()) =>
+            {
                 return vec![Ok(ExtendOutcome::Extended); requests.len()];
             }
             Ok(_) => {}
             Err(error) => return failed(error),
         }
-        if let Err(error) = self
-            .extend_records(&batch, first.lease_duration, false)
-            .await
-        {
+        let each_held = self
+            .update_records(
+                &batch,
+                pipeline::shared_extend(&batch, first.lease_duration, false),
+            )
+            .await;
+        if let Err(error) = each_held {
             return failed(error);
         }
         match self.held_shared_leases(&batch).await {
@@ -500,45 +509,19 @@ impl MongoStore {
         }
     }
 
-    /// One `update` command with one statement per record of `batch`, each extending that
-    /// record's own leases (see [`pipeline::shared_extend`]); answers how many records
-    /// matched and how many were modified.
-    async fn extend_records(
+    /// Applies `update` to the records of `batch`: `updateOne` for one record, else `update`
+    /// with `multi`.
+    async fn update_records(
         &self,
         batch: &pipeline::LeasesByRecord<'_>,
-        expiry: Duration,
-        all_or_none: bool,
-    ) -> Result<(usize, usize), StoreError> {
-        const OPERATION: &str = "extend (update shared)";
-        let statements: Vec<Document> = batch
-            .iter()
-            .map(|(name, leases)| {
-                doc! {
-                    "q": pipeline::shared_record(name),
-                    "u": pipeline::shared_extend(leases, expiry, all_or_none),
-                    "multi": false,
-                }
-            })
-            .collect();
-        let mut command = doc! {
-            "update": self.collection.name(),
-            "updates": statements,
-            "ordered": false,
+        update: Vec<Document>,
+    ) -> Result<mongodb::results::UpdateResult, StoreError> {
+        let updated = if batch.records() == 1 {
+            self.collection.update_one(batch.filter(), update).await
+        } else {
+            self.collection.update_many(batch.filter(), update).await
         };
-        if let Some(concern) = self.write_concern() {
-            let concern = mongodb::bson::to_document(concern).map_err(|error| {
-                StoreError::rejected_caused_by("the write concern cannot be sent", error)
-            })?;
-            command.insert("writeConcern", concern);
-        }
-        let reply = self
-            .database
-            .run_command(command)
-            .await
-            .map_err(|error| errors::backend(OPERATION, error))?;
-        document::update_counts(&reply).map_err(|refused| {
-            StoreError::backend(format!("MongoDB {OPERATION} failed: {refused}"))
-        })
+        updated.map_err(|error| errors::backend("extend (update shared)", error))
     }
 
     /// Releases mutex leases in one `update` that records the batch on each document it
