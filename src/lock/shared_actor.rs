@@ -78,9 +78,6 @@ struct Attempt {
     options: Arc<LockOptions>,
     metrics: LockMetrics,
     for_try: Option<TryReply>,
-    /// A hand-over: the lease whose place this attempt takes over, released by the same
-    /// store call (its guard's answer waits in `releasing`).
-    handing_from: Option<LeaseId>,
 }
 
 impl Attempt {
@@ -91,9 +88,16 @@ impl Attempt {
             options: next.options,
             metrics: next.metrics,
             for_try,
-            handing_from: None,
         }
     }
+}
+
+/// A hand-over in flight: the place of the released lease `from` asked for a waiter (the
+/// grant goes to the first waiter of `to.access` when it comes back; the release's answer
+/// waits in `releasing`).
+struct HandingOver {
+    from: LeaseId,
+    to: Attempt,
 }
 
 /// One lease this process holds on the name, with its own timer.
@@ -124,6 +128,9 @@ pub(crate) struct SharedActorState {
     acquisition: Acquisition,
     holds: HashMap<LeaseId, SharedHold>,
     releasing: HashMap<LeaseId, Releasing>,
+    /// Hand-overs in flight, by the new lease: beside the acquisition, so a busy
+    /// semaphore passes each released permit on while an attempt is out.
+    handing_over: HashMap<LeaseId, HandingOver>,
     backoff: Backoff,
     /// This process's writer left with readers waiting here: they go first.
     /// How many of the readers waiting when this process's writer left still go first
@@ -173,6 +180,7 @@ impl Actor for SharedLockActor {
             acquisition: Acquisition::Idle,
             holds: HashMap::new(),
             releasing: HashMap::new(),
+            handing_over: HashMap::new(),
             backoff: Backoff::new(&LockOptions::default()),
             readers_first: 0,
             woken_while_attempting: false,
@@ -687,17 +695,10 @@ impl SharedActorState {
             },
         );
         held.hold.released();
-        let may_hand_over = may_hand_over
-            && !self.others_starving
-            && matches!(
-                self.acquisition,
-                Acquisition::Idle
-                    | Acquisition::BackingOff {
-                        yielding: false,
-                        ..
-                    }
-            );
-        if let Some(next) = may_hand_over.then(|| self.next_waiter()).flatten() {
+        if let Some(next) = may_hand_over
+            .then(|| self.hand_over_target(held.access))
+            .flatten()
+        {
             return self.send_hand_over(myself, key, next);
         }
         let store = self.store.clone();
@@ -713,23 +714,59 @@ impl SharedActorState {
         );
     }
 
-    /// Sends the hand-over of the released place `from` to `next`, as the acquisition's
-    /// attempt.
+    /// The waiter a released place of `access` is handed to, if any: not while this
+    /// process steps back for others or others starve, and only for a waiter no attempt
+    /// or hand-over in flight is already asking a place for. Permits go to the waiters of
+    /// their count, any number of hand-overs beside the attempt; a reader/writer lock's
+    /// place only when nothing else is in flight, to the waiter the next attempt would be
+    /// for (its local fairness).
+    fn hand_over_target(&mut self, access: Access) -> Option<NextWaiter> {
+        if self.others_starving
+            || matches!(
+                self.acquisition,
+                Acquisition::BackingOff { yielding: true, .. }
+            )
+        {
+            return None;
+        }
+        if let Access::Permit { .. } = access {
+            let attempting = match &self.acquisition {
+                Acquisition::Attempting(attempt) if attempt.access == access => 1,
+                _ => 0,
+            };
+            let asked = attempting + self.handing_over.len();
+            return (self.waiters.count_for(access) > asked)
+                .then(|| self.waiters.first_live_for(access))
+                .flatten();
+        }
+        let idle = matches!(
+            self.acquisition,
+            Acquisition::Idle | Acquisition::BackingOff { .. }
+        );
+        (idle && self.handing_over.is_empty())
+            .then(|| self.next_waiter())
+            .flatten()
+    }
+
+    /// Sends the hand-over of the released place `from` to `next`.
     fn send_hand_over(&mut self, myself: &ActorRef<LockMsg>, from: LeaseKey, next: NextWaiter) {
-        self.wake_timer.cancel();
-        self.woken_while_attempting = false;
         let request = self.acquire_request(&next, false);
         let options = next.options.clone();
-        let mut attempt = Attempt::new(request.lease, next, None);
-        attempt.handing_from = Some(from.lease);
-        self.acquisition = Acquisition::Attempting(attempt);
+        self.handing_over.insert(
+            request.lease,
+            HandingOver {
+                from: from.lease,
+                to: Attempt::new(request.lease, next, None),
+            },
+        );
         attempt::send_hand_over(myself, &self.store, from, request, &options);
     }
 
     /// The hand-over's answer is two: the release's, for the guard that let go, and the
-    /// attempt's, judged as any attempt's. After a grant the count of places held is what
-    /// it was, so the acquisition backs off again — except after a read, when more readers
-    /// may be let in at once.
+    /// attempt's, judged as any attempt's. The acquisition goes on as it was: a grant
+    /// leaves the count of places held as it found it — except a read, after which more
+    /// readers may be let in at once — and a place that became free (the new lease
+    /// refused, or the old one not ours any more) is one a waiter may try for now.
     fn on_hand_over_done(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -738,12 +775,8 @@ impl SharedActorState {
         result: Result<HandOverOutcome, StoreError>,
         claim: GrantClaim,
     ) {
-        if !matches!(&self.acquisition, Acquisition::Attempting(attempt) if attempt.lease == to) {
-            return; // a stale answer: dropping its claim releases both leases
-        }
-        let Acquisition::Attempting(attempt) =
-            std::mem::replace(&mut self.acquisition, Acquisition::Idle)
-        else {
+        // Not in flight any more (shut down): dropping its claim releases both leases.
+        let Some(HandingOver { from, to: attempt }) = self.handing_over.remove(&to) else {
             return;
         };
         let (released, acquired) = match result {
@@ -756,24 +789,22 @@ impl SharedActorState {
                     contended_for.is_some_and(|waited| waited >= longest_backoff);
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
-                    Some(Ok(AcquireOutcome::Acquired { token })),
+                    Ok(AcquireOutcome::Acquired { token }),
                 )
             }
             Ok(HandOverOutcome::Released { contended_for }) => (
                 Ok(ReleaseOutcome::Released { contended_for }),
-                Some(Ok(AcquireOutcome::Busy { holder: None })),
+                Ok(AcquireOutcome::Busy { holder: None }),
             ),
-            // The place was not ours any more: nothing was written, nothing attempted.
-            Ok(HandOverOutcome::NotOwner) => (Ok(ReleaseOutcome::NotOwner), None),
-            Err(error) => (Err(error.clone()), Some(Err(error))),
+            // The place was not ours any more: nothing was written.
+            Ok(HandOverOutcome::NotOwner) => (
+                Ok(ReleaseOutcome::NotOwner),
+                Ok(AcquireOutcome::Busy { holder: None }),
+            ),
+            Err(error) => (Err(error.clone()), Err(error)),
         };
-        if let Some(from) = attempt.handing_from {
-            // The call is counted once, as a hand-over, by `judge` below.
-            self.answer_release(from, released, None);
-        }
-        let Some(acquired) = acquired else {
-            return self.start_attempt(myself, None);
-        };
+        // The call is counted once, as a hand-over, by `judge` below.
+        self.answer_release(from, released, None);
         match attempt::judge(
             &self.name,
             (StoreOp::HandOver, sent_at),
@@ -782,15 +813,16 @@ impl SharedActorState {
             &attempt.metrics,
         ) {
             Verdict::Granted(token) => {
-                let (access, options) = (attempt.access, attempt.options.clone());
+                let access = attempt.access;
                 self.grant(myself, attempt, token, sent_at, claim);
-                if access == Access::Read || !self.waiters.prune() {
-                    self.start_attempt(myself, None);
-                } else {
-                    self.back_off(myself, &options, false, true);
+                if access == Access::Read || matches!(self.acquisition, Acquisition::Idle) {
+                    self.place_freed(myself);
                 }
             }
-            Verdict::Refused(error) => self.attempt_failed(myself, attempt, error),
+            Verdict::Refused(Some(error)) if !error.is_transient() => {
+                self.waiters.fail_first_for(attempt.access, error.into());
+            }
+            Verdict::Refused(_) => self.place_freed(myself),
         }
     }
 
@@ -857,12 +889,10 @@ impl SharedActorState {
         }
     }
 
-    /// Arms the idle stop when nothing is held, released, attempted or waited for.
+    /// Arms the idle stop when nothing is held, released, handed over, attempted or waited
+    /// for.
     fn idle_if_unused(&mut self, myself: &ActorRef<LockMsg>) {
-        if !self.holds.is_empty()
-            || !self.releasing.is_empty()
-            || !matches!(self.acquisition, Acquisition::Idle)
-        {
+        if !self.is_unused() {
             return;
         }
         let generation = self.next_generation();
@@ -873,11 +903,7 @@ impl SharedActorState {
     }
 
     fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
-        if generation != self.generation
-            || !self.holds.is_empty()
-            || !self.releasing.is_empty()
-            || !matches!(self.acquisition, Acquisition::Idle)
-        {
+        if generation != self.generation || !self.is_unused() {
             return;
         }
         if self.gate.try_retire(self.requests_seen) {
@@ -889,6 +915,14 @@ impl SharedActorState {
         } else {
             self.idle_if_unused(myself);
         }
+    }
+
+    /// Nothing held, released, handed over or attempted.
+    fn is_unused(&self) -> bool {
+        self.holds.is_empty()
+            && self.releasing.is_empty()
+            && self.handing_over.is_empty()
+            && matches!(self.acquisition, Acquisition::Idle)
     }
 
     /// Fails waiters, tells every live holder of its loss (each lease freed once its guard
@@ -907,6 +941,8 @@ impl SharedActorState {
                 let _ = reply.send(Err(LockError::ShutDown));
             }
         }
+        // Their answers find nothing in flight: their claims release both leases.
+        self.handing_over.clear();
         if let Acquisition::Attempting(Attempt {
             for_try: Some(reply),
             ..
