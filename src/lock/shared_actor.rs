@@ -819,10 +819,13 @@ impl SharedActorState {
                     self.place_freed(myself);
                 }
             }
-            Verdict::Refused(Some(error)) if !error.is_transient() => {
-                self.waiters.fail_first_for(attempt.access, error.into());
+            Verdict::Refused(error) => {
+                if let Some(error) = error.filter(|error| !error.is_transient()) {
+                    // Refused for good: only those who asked for this access fail.
+                    self.waiters.fail_first_for(attempt.access, error.into());
+                }
+                self.place_freed(myself);
             }
-            Verdict::Refused(_) => self.place_freed(myself),
         }
     }
 

@@ -76,14 +76,19 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   record, and the reverse. Only [`set_permits`](LockStore::set_permits) changes a count.
 /// - `Permit { permits: n }` is granted iff fewer than `n` unexpired holders remain.
 /// - `Write` is granted iff no unexpired holder remains and the readers' turn (below) is
-///   not on; `Read` iff no unexpired writer holds it, fewer than [`MAX_PERMITS`] readers
-///   do, and no writer waits — unless the readers' turn is on.
+///   not on or has let a reader in; `Read` iff no unexpired writer holds it, fewer than
+///   [`MAX_PERMITS`] readers do, and no writer waits — unless the readers' turn is on and
+///   the reader has waited since it began (the store's now minus `request.waited` is not
+///   after the turn's start).
 /// - A refused `Write` marks "a writer waits" until the store's now + `retry_within` (the
 ///   later of that and any mark already there); a refused `Read` marks "readers wait" the
-///   same way; a granted `Write` clears the writers' mark. Releasing a write while readers
-///   wait turns the readers' turn on until their mark ends: readers waiting when a writer
-///   leaves go before the next writer, and a writer waiting holds new readers back, each
-///   for no longer than a waiter's retry interval after its last attempt.
+///   same way; a granted `Write` clears the writers' mark and ends any readers' turn.
+///   Releasing a write while readers wait turns the readers' turn on, from now until their
+///   mark ends: readers waiting when a writer leaves go before the next writer, and a
+///   writer waiting holds new readers back. A turn lasts while its readers arrive: once
+///   one got in and nobody holds, the waiting writer goes next (readers who missed it have
+///   the turn after that writer). Each mark lasts no longer than a waiter's retry interval
+///   after its last attempt.
 /// - Every grant's token is larger than every token issued for the name before (shared
 ///   grants included), and each reserves a block as above.
 ///

@@ -16,7 +16,7 @@ use mongolock::store::{
     LeaseKey, LockStore, ReleaseOutcome,
 };
 use mongolock::{Access, HolderId, LockKind, LockName, LockRecord, MAX_PERMITS, StoreError};
-use tokio::time::sleep;
+use tokio::time::{Instant, sleep};
 
 use super::Backend;
 
@@ -579,9 +579,10 @@ pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Back
 }
 
 /// Readers refused while a writer held (with `retry_within`) go before a waiting writer once
-/// that writer releases: the readers' turn, which lasts until their mark ends. Without
-/// waiting readers a release lets the waiting writer in at once, and a reader refused with
-/// no `retry_within` leaves no mark.
+/// that writer releases: the readers' turn. It admits the readers that waited since before
+/// it began (by their `waited`), not newcomers, and ends once they got in and left, so the
+/// waiting writer is next. Without waiting readers a release lets the waiting writer in at
+/// once, and a reader refused with no `retry_within` leaves no mark.
 pub(crate) async fn shared_records_readers_go_first_after_a_write<B: Backend>(backend: &B) {
     const MARK: Duration = Duration::from_millis(500);
     let store = backend.fresh().await;
@@ -605,27 +606,34 @@ pub(crate) async fn shared_records_readers_go_first_after_a_write<B: Backend>(ba
     // Readers wait: they go first.
     let rw = name("readers-turn");
     let (held, _) = granted(&store, &first_writer.request(&rw, Access::Write, LONG)).await;
-    let waiting_reader = || {
-        reader
+    let waiting_since = Instant::now();
+    let waiting_reader = |caller: &Caller| {
+        caller
             .request(&rw, Access::Read, LONG)
             .with_retry_within(MARK)
+            .with_waited(waiting_since.elapsed())
     };
     let waiting_writer = || {
         next_writer
             .request(&rw, Access::Write, LONG)
             .with_retry_within(MARK)
     };
-    refused(&peer, &waiting_reader()).await;
+    refused(&peer, &waiting_reader(&reader)).await;
     refused(&peer, &waiting_writer()).await;
+    sleep(MARGIN).await; // the readers' wait began well before the turn
     released(&store, &held).await;
+    sleep(MARGIN).await;
     refused(&peer, &waiting_writer()).await;
-    let (read, _) = granted(&peer, &waiting_reader()).await;
-    // A reader that did not wait comes in during the turn too, writer waiting or not.
-    let (late, _) = granted(&store, &Caller::new().request(&rw, Access::Read, LONG)).await;
+    // A reader that started waiting after the writer left waits behind the writer.
+    refused(&store, &Caller::new().request(&rw, Access::Read, LONG)).await;
+    let (read, _) = granted(&peer, &waiting_reader(&reader)).await;
+    // Every reader that waited before the turn gets in, from any process.
+    let (other, _) = granted(&store, &waiting_reader(&Caller::new())).await;
+    refused(&peer, &waiting_writer()).await; // the turn's readers hold
     released(&peer, &read).await;
-    released(&store, &late).await;
-    refused(&peer, &waiting_writer()).await; // the turn outlasts the readers
-    sleep(MARK + MARGIN).await;
+    released(&store, &other).await;
+    // The turn let its readers in and nobody holds: the writer goes, well before the
+    // readers' mark ends.
     granted(&peer, &waiting_writer()).await;
 }
 
@@ -724,10 +732,14 @@ pub(crate) async fn shared_records_release_many_spans_names_and_kinds<B: Backend
     let (permit_b, _) = granted(&store, &ours.request(&sem, three, LONG)).await;
     let (write_key, _) = granted(&store, &ours.request(&rw, Access::Write, LONG)).await;
     // Readers and a writer wait for the write lock, with marks.
-    let waiting_reader = theirs
-        .request(&rw, Access::Read, LONG)
-        .with_retry_within(LONG);
-    refused(&peer, &waiting_reader).await;
+    let waiting_since = Instant::now();
+    let waiting_reader = || {
+        theirs
+            .request(&rw, Access::Read, LONG)
+            .with_retry_within(LONG)
+            .with_waited(waiting_since.elapsed())
+    };
+    refused(&peer, &waiting_reader()).await;
     refused(
         &peer,
         &theirs
@@ -762,7 +774,7 @@ pub(crate) async fn shared_records_release_many_spans_names_and_kinds<B: Backend
         "only our permits were released"
     );
     // The released write let the waiting readers' turn begin, ahead of the waiting writer.
-    granted(&peer, &waiting_reader).await;
+    granted(&peer, &waiting_reader()).await;
 
     let (x, _) = granted(
         &store,

@@ -37,6 +37,11 @@ pub(super) struct SharedRecord {
     readers_waiting_until: Option<Instant>,
     /// Readers go before writers until this (set when a writer leaves while readers wait).
     readers_turn_until: Option<Instant>,
+    /// When the current readers' turn began: the readers it admits past a waiting writer
+    /// are those waiting since then or before.
+    readers_turn_from: Option<Instant>,
+    /// A reader got in during the current turn: once nobody holds, a waiting writer goes.
+    readers_turn_served: bool,
     /// When another holder first failed to get in since the last grant.
     contended_since: Option<Instant>,
 }
@@ -70,6 +75,8 @@ impl SharedRecord {
             writer_waiting_until: None,
             readers_waiting_until: None,
             readers_turn_until: None,
+            readers_turn_from: None,
+            readers_turn_served: false,
             contended_since: None,
         }
     }
@@ -119,18 +126,24 @@ impl SharedRecord {
             .iter()
             .any(|holder| holder.access.excludes_all());
         let readers_turn = live(self.readers_turn_until, now);
+        let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
+        let waited_for_the_turn = readers_turn
+            && self
+                .readers_turn_from
+                .is_some_and(|from| waiting_since <= from);
         let free = match (request.access, self.kind) {
             (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
-            (Access::Write, _) => self.holders.is_empty() && !readers_turn,
+            (Access::Write, _) => {
+                self.holders.is_empty() && (!readers_turn || self.readers_turn_served)
+            }
             (Access::Read, _) => {
                 !writer_holds
                     && self.holders.len() < MAX_PERMITS as usize
-                    && (readers_turn || !live(self.writer_waiting_until, now))
+                    && (waited_for_the_turn || !live(self.writer_waiting_until, now))
             }
             (Access::Exclusive, _) => false,
         };
         if !free {
-            let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
             self.contended_since = Some(
                 self.contended_since
                     .map_or(waiting_since, |since| since.min(waiting_since)),
@@ -149,8 +162,14 @@ impl SharedRecord {
         let token = reserve();
         self.last_token = token;
         self.contended_since = None;
-        if request.access == Access::Write {
-            self.writer_waiting_until = None;
+        match request.access {
+            // The writer's wait is over, and so is any readers' turn it came after.
+            Access::Write => {
+                self.writer_waiting_until = None;
+                self.readers_turn_until = None;
+            }
+            Access::Read if readers_turn => self.readers_turn_served = true,
+            _ => {}
         }
         self.holders.push(SharedHolder {
             lease: request.lease,
@@ -192,6 +211,8 @@ impl SharedRecord {
         let released = self.holders.remove(at);
         if released.access == Access::Write && live(self.readers_waiting_until, now) {
             self.readers_turn_until = self.readers_waiting_until;
+            self.readers_turn_from = Some(now);
+            self.readers_turn_served = false;
         }
         Some(self.contended_since.map(|since| now - since))
     }

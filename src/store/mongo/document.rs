@@ -84,6 +84,12 @@ pub(super) const WRITER_WAITING_UNTIL: &str = "writerWaitingUntil";
 pub(super) const READERS_WAITING_UNTIL: &str = "readersWaitingUntil";
 /// Until when readers go before writers (set when a write is released while readers wait).
 pub(super) const READERS_TURN_UNTIL: &str = "readersTurnUntil";
+/// When the current readers' turn began: the readers it admits past a waiting writer are
+/// those waiting since then or before.
+pub(super) const READERS_TURN_FROM: &str = "readersTurnFrom";
+/// Whether a reader got in during the current readers' turn: once nobody holds, a waiting
+/// writer goes.
+pub(super) const READERS_TURN_SERVED: &str = "readersTurnServed";
 /// When a shared record last lost holders by a release (server time): the release feed's
 /// and the record feed's sign that places came free.
 pub(super) const RELEASED_AT: &str = "releasedAt";

@@ -33,6 +33,8 @@
 //!   grantedHolder: "host:…",                    // the last grant's holder (for change streams)
 //!   expiresAt:    ISODate("…"),                 // the latest holder expiry or live mark (TTL)
 //!   writerWaitingUntil, readersWaitingUntil, readersTurnUntil: ISODate("…") | null,
+//!   readersTurnFrom: ISODate("…"),              // when the readers' turn began (a write's release)
+//!   readersTurnServed: true | false,            // a reader got in during that turn
 //!   contendedAt:  ISODate("…") | null,          // since when others were refused
 //!   lastContendedMs: NumberLong(…) | null,      // at the last release: how long they had waited
 //!   releasedAt:   ISODate("…"),                 // the last release of a holder

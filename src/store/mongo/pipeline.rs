@@ -20,8 +20,9 @@ use mongodb::bson::{Bson, DateTime, Document, doc};
 use super::document::{
     ACCESS, ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
     GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS, LEASE, LEASE_ID,
-    PERMITS, READERS_TURN_UNTIL, READERS_WAITING_UNTIL, RELEASED, RELEASED_AT, RELEASED_BATCH,
-    RELEASED_LEASES, SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
+    PERMITS, READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL,
+    RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES, SEMAPHORE, SERVER_NOW, TOKEN, WRITE,
+    WRITER_WAITING_UNTIL, kind_value,
 };
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
@@ -362,23 +363,36 @@ fn count_with_access(access: &str) -> Document {
 
 /// The grant rule of `access` (the contract's "Shared kinds"), on holders already pruned
 /// of expired entries: a permit while fewer than `permits` hold; the write while nobody
-/// holds and the readers' turn is off; a read while no writer holds, fewer than
-/// `MAX_PERMITS` read, and no writer waits unless it is the readers' turn.
-fn grant_rule(access: Access) -> Bson {
+/// holds and the readers' turn is off or has let a reader in; a read while no writer
+/// holds, fewer than `MAX_PERMITS` read, and no writer waits — unless it is the readers'
+/// turn and this reader (waiting since `waiting_since`) waited since the turn began.
+fn grant_rule(access: Access, waiting_since: &Document) -> Bson {
     let held = doc! { "$size": field(HOLDERS) };
     match access {
         Access::Permit { permits } => doc! { "$lt": [held, i64::from(permits)] }.into(),
         Access::Write => doc! { "$and": [
             { "$eq": [held, 0] },
-            { "$not": [live(READERS_TURN_UNTIL)] },
+            { "$or": [
+                { "$not": [live(READERS_TURN_UNTIL)] },
+                { "$eq": [field(READERS_TURN_SERVED), true] },
+            ] },
         ] }
         .into(),
-        Access::Read => doc! { "$and": [
-            { "$eq": [count_with_access(WRITE), 0] },
-            { "$lt": [held, i64::from(MAX_PERMITS)] },
-            { "$or": [live(READERS_TURN_UNTIL), { "$not": [live(WRITER_WAITING_UNTIL)] }] },
-        ] }
-        .into(),
+        Access::Read => {
+            let waited_for_the_turn = doc! { "$and": [
+                live(READERS_TURN_UNTIL),
+                { "$lte": [
+                    waiting_since,
+                    { "$ifNull": [field(READERS_TURN_FROM), DateTime::from_millis(0)] },
+                ] },
+            ] };
+            doc! { "$and": [
+                { "$eq": [count_with_access(WRITE), 0] },
+                { "$lt": [held, i64::from(MAX_PERMITS)] },
+                { "$or": [waited_for_the_turn, { "$not": [live(WRITER_WAITING_UNTIL)] }] },
+            ] }
+            .into()
+        }
         // A mutex never reaches a shared record's pipeline.
         _ => false.into(),
     }
@@ -456,9 +470,29 @@ pub(super) fn shared_acquire(
         };
         decided.insert(mark, when_free(granted, refused));
     }
+    match access {
+        // The writer's wait is over, and so is any readers' turn it came after.
+        Access::Write => {
+            decided.insert(
+                READERS_TURN_UNTIL,
+                when_free(Bson::Null, field(READERS_TURN_UNTIL).into()),
+            );
+        }
+        Access::Read => {
+            let served = doc! { "$or": [
+                { "$eq": [field(READERS_TURN_SERVED), true] },
+                live(READERS_TURN_UNTIL),
+            ] };
+            decided.insert(
+                READERS_TURN_SERVED,
+                when_free(served.into(), field(READERS_TURN_SERVED).into()),
+            );
+        }
+        _ => {}
+    }
     vec![
         doc! { "$set": { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() } },
-        doc! { "$set": { FREE: grant_rule(access) } },
+        doc! { "$set": { FREE: grant_rule(access, &waiting_since) } },
         doc! { "$set": decided },
         doc! { "$set": { EXPIRES_AT: record_expiry() } },
         doc! { "$unset": [FREE, NEXT_TOKEN] },
@@ -538,13 +572,15 @@ fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) ->
         } } },
         0,
     ] };
+    let turn_begins = doc! { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] };
+    let on_turn = |begun: Bson, otherwise: &str| -> Document {
+        doc! { "$cond": [&turn_begins, begun, field(otherwise)] }
+    };
     let mut released = doc! {
         HOLDERS: holders_where(doc! { "$not": [gone.clone()] }),
-        READERS_TURN_UNTIL: { "$cond": [
-            { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] },
-            field(READERS_WAITING_UNTIL),
-            field(READERS_TURN_UNTIL),
-        ] },
+        READERS_TURN_UNTIL: on_turn(field(READERS_WAITING_UNTIL).into(), READERS_TURN_UNTIL),
+        READERS_TURN_FROM: on_turn("$$NOW".into(), READERS_TURN_FROM),
+        READERS_TURN_SERVED: on_turn(false.into(), READERS_TURN_SERVED),
     };
     if stamp_released {
         released.insert(RELEASED_AT, "$$NOW");
