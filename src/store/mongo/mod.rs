@@ -389,8 +389,15 @@ impl MongoStore {
     }
 
     /// Extends mutex leases, all with one expiry: one `update` for the batch (one
-    /// `updateOne` for a single lease), plus one `aggregate` when not every lease was
-    /// modified.
+    /// `updateOne` for a single lease), plus one `aggregate` when some lease was matched but
+    /// not modified.
+    ///
+    /// MongoDB counts only the documents an update changed. An expired lease matches the
+    /// owner check but is left as it is; so is a lease renewed in the same server millisecond
+    /// as its last write (`$$NOW + lease` is the expiry it already has). Only then is a second
+    /// round trip needed, to tell the two apart. One lease and many take the same decision,
+    /// so the batch with one lease named twice (one statement, one `$$NOW`, one document
+    /// modified) exercises the same-millisecond answer deterministically.
     async fn extend_mutexes(
         &self,
         requests: &[&ExtendRequest],
@@ -398,28 +405,34 @@ impl MongoStore {
         let Some(first) = requests.first() else {
             return Vec::new();
         };
-        if let [single] = requests {
-            return vec![self.extend_mutex(single).await];
-        }
         let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
         let leases: Vec<_> = requests
             .iter()
             .map(|r| document::lease_value(r.key.lease))
             .collect();
         let failed = |error| vec![Err(error); requests.len()];
-        let updated = self
-            .collection
-            .update_many(
-                pipeline::by_leases(&names, &leases),
-                pipeline::extend(first.lease_duration),
-            )
-            .await;
-        let extended = match updated {
-            Ok(result) => result.modified_count,
-            Err(error) => return failed(errors::backend("extend (update many)", error)),
+        let update = pipeline::extend(first.lease_duration);
+        let updated = match requests {
+            [single] => {
+                self.collection
+                    .update_one(pipeline::by_owner(&single.key.name, &leases[0]), update)
+                    .await
+            }
+            _ => {
+                self.collection
+                    .update_many(pipeline::by_leases(&names, &leases), update)
+                    .await
+            }
         };
-        if usize::try_from(extended).is_ok_and(|extended| extended == requests.len()) {
+        let result = match updated {
+            Ok(result) => result,
+            Err(error) => return failed(errors::backend("extend (update)", error)),
+        };
+        if usize::try_from(result.modified_count).is_ok_and(|modified| modified == requests.len()) {
             return vec![Ok(ExtendOutcome::Extended); requests.len()];
+        }
+        if result.matched_count == 0 {
+            return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
         }
         match self.held_leases(&names, &leases).await {
             Ok(held) => outcomes_by_lease(requests, &held),
@@ -427,36 +440,12 @@ impl MongoStore {
         }
     }
 
-    /// One mutex lease's renewal: one `updateOne`, plus one `aggregate` when it was matched
-    /// but not modified.
+    /// One mutex lease's renewal: the batch's decision for a batch of one.
     async fn extend_mutex(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        let lease = document::lease_value(request.key.lease);
-        // An expired lease matches the owner check but is not modified (MongoDB counts only
-        // documents an update changed). So is a lease renewed in the same server millisecond
-        // as its last write ($$NOW + lease is the expiry it already has): only then is a
-        // second round trip needed, to tell the two apart.
-        let result = self
-            .collection
-            .update_one(
-                pipeline::by_owner(&request.key.name, &lease),
-                pipeline::extend(request.lease_duration),
-            )
+        self.extend_mutexes(&[request])
             .await
-            .map_err(|error| errors::backend("extend (update)", error))?;
-        if result.modified_count > 0 {
-            return Ok(ExtendOutcome::Extended);
-        }
-        if result.matched_count == 0 {
-            return Ok(ExtendOutcome::NotOwner);
-        }
-        let held = self
-            .held_leases(&[request.key.name.as_str()], &[lease])
-            .await?;
-        Ok(if held.contains(&request.key.lease) {
-            ExtendOutcome::Extended
-        } else {
-            ExtendOutcome::NotOwner
-        })
+            .pop()
+            .unwrap_or(Ok(ExtendOutcome::NotOwner))
     }
 
     /// Extends places in shared records, all with one expiry: one `update` that changes a
