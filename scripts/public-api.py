@@ -15,12 +15,15 @@ the source because the JSON output needs a nightly toolchain.
 
 import html
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "target" / "doc" / "mongolock"
+# Where `cargo doc` wrote: CARGO_TARGET_DIR when set (relative to the working directory, as
+# cargo reads it), else the repository's target directory.
+DOC = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target").resolve() / "doc" / "mongolock"
 LISTING = ROOT / "public-api.txt"
 
 MEMBER = re.compile(
