@@ -23,6 +23,10 @@ pub(crate) struct Cli {
     /// `RUST_LOG`, when set, chooses the library's events instead.
     #[arg(short, long, global = true, action = ArgAction::Count)]
     pub verbose: u8,
+    /// Where the locks live: given before the subcommand (like `kubectl` or `etcdctl`) or
+    /// after it.
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -135,16 +139,23 @@ pub(crate) enum Command {
     Guard(GuardArgs),
 }
 
-/// Where the locks live.
+/// Where the locks live. Global: accepted before or after the subcommand.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ConnectionArgs {
     /// MongoDB connection string (MongoDB 5.0 or newer). Unless it sets them, mongolock uses
     /// serverSelectionTimeoutMS=5000 and heartbeatFrequencyMS=500.
-    #[arg(long, env = "MONGODB_URI", hide_env_values = true, value_name = "URI")]
+    #[arg(
+        long,
+        global = true,
+        env = "MONGODB_URI",
+        hide_env_values = true,
+        value_name = "URI"
+    )]
     pub uri: Option<String>,
     /// Database of the lock collection [default: the URI's database, else "mongolock"].
     #[arg(
         long,
+        global = true,
         env = "MONGOLOCK_DATABASE",
         hide_env_values = true,
         value_name = "NAME"
@@ -153,6 +164,7 @@ pub(crate) struct ConnectionArgs {
     /// Collection holding one document per lock.
     #[arg(
         long,
+        global = true,
         env = "MONGOLOCK_COLLECTION",
         hide_env_values = true,
         value_name = "NAME",
@@ -178,9 +190,6 @@ pub(crate) struct RunArgs {
     /// give the same N).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(mongolock::MAX_PERMITS)))]
     pub permits: Option<u32>,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     /// Give up (exit 75) if the lock (every lock, with several) is not acquired within this
     /// time; 0 tries once [default: wait forever].
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
@@ -196,9 +205,6 @@ pub(crate) struct ElectArgs {
     /// Name of the election (the lock it runs on).
     #[arg(long, value_name = "NAME")]
     pub name: String,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub held: HeldCommandArgs,
@@ -235,9 +241,6 @@ pub(crate) struct StatusArgs {
     /// every lock of the collection].
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     /// Refresh every SECONDS (default 2) until Ctrl-C. On a terminal the screen is redrawn;
     /// into a pipe or file each refresh is appended. Every refresh says when it was taken.
     #[arg(
@@ -267,9 +270,6 @@ pub(crate) struct WatchArgs {
     /// The locks to watch.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]
     pub names: Vec<String>,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     /// Print one JSON object per change for scripts: `{"time", "name", "change"
     /// (current|acquired|released|force_released|expired|deleted), "holder", "token",
     /// "expires_in_ms"}`.
@@ -280,9 +280,6 @@ pub(crate) struct WatchArgs {
 /// `mongolock doctor`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DoctorArgs {
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     /// The lease the application uses, to judge renewal headroom, clock offsets and failover
     /// timing against (renewed every third of it; a loss told after two thirds).
     #[arg(
@@ -304,9 +301,6 @@ pub(crate) struct DoctorArgs {
 /// `mongolock check`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct CheckArgs {
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     /// Worker processes.
     #[arg(long, value_name = "P", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub processes: u32,
@@ -341,9 +335,6 @@ pub(crate) struct CheckArgs {
 /// `mongolock __check-worker` (internal; see `check`).
 #[derive(Debug, Clone, Args)]
 pub(crate) struct CheckWorkerArgs {
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
     /// The run's id, part of every scratch name.
     #[arg(long)]
     pub run: String,
@@ -376,9 +367,6 @@ pub(crate) struct ReleaseArgs {
     /// Really take the lock away from its holder.
     #[arg(long)]
     pub force: bool,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub connection: ConnectionArgs,
 }
 
 /// `mongolock __guard` (internal; see `guardian`).
@@ -438,7 +426,6 @@ mod tests {
         assert_eq!(args.held.lease, Duration::from_secs(15));
         assert_eq!(args.held.grace, None);
         assert_eq!(args.held.command, ["sh", "-c", "exit 7"]);
-        assert_eq!(args.connection.collection, "distributed_locks");
         assert!(parse(&["mongolock", "run", "--lock", "jobs"]).is_err());
     }
 
@@ -499,6 +486,58 @@ mod tests {
             Some(Duration::from_secs(2))
         );
         assert!(watch(&["mongolock", "status", "--watch=0"]).is_err());
+    }
+
+    #[test]
+    fn connection_flags_go_before_or_after_the_subcommand() {
+        for args in [
+            &[
+                "mongolock",
+                "--uri",
+                "mongodb://h",
+                "--database",
+                "d",
+                "status",
+            ][..],
+            &[
+                "mongolock",
+                "status",
+                "--uri",
+                "mongodb://h",
+                "--database",
+                "d",
+            ],
+            &[
+                "mongolock",
+                "--uri",
+                "mongodb://h",
+                "status",
+                "--database",
+                "d",
+            ],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert!(matches!(cli.command, Command::Status(_)), "{args:?}");
+            assert_eq!(
+                cli.connection.uri.as_deref(),
+                Some("mongodb://h"),
+                "{args:?}"
+            );
+            assert_eq!(cli.connection.database.as_deref(), Some("d"), "{args:?}");
+            assert_eq!(cli.connection.collection, "distributed_locks", "{args:?}");
+        }
+        let cli = Cli::try_parse_from([
+            "mongolock",
+            "--collection",
+            "c",
+            "run",
+            "--lock",
+            "x",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert_eq!(cli.connection.collection, "c");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::child::Child;
 use super::connect::Endpoint;
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
-use super::{CliError, ElectArgs, duration, exit_code};
+use super::{CliError, ConnectionArgs, ElectArgs, duration, exit_code};
 use mongolock::{
     Election, ElectionEvent, ElectionOptions, LeaderInfo, LockManager, LockName, LockOptions,
 };
@@ -37,6 +37,7 @@ fn election_options(lease: Duration) -> Result<ElectionOptions, CliError> {
 /// Runs `mongolock elect`; returns the command's exit code once it exits on its own.
 pub(super) async fn elect(
     args: ElectArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
@@ -47,7 +48,7 @@ pub(super) async fn elect(
         args.held.lease,
         renew_deadline_for(args.held.lease),
     )?;
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
         started = connection.start(LockOptions::default()) => started?,

@@ -21,8 +21,9 @@
 //! when `mongolock` is killed with SIGKILL; [`child`] says how terminals and signals are handled.
 //! Progress goes to stderr ([`progress`]). The connection comes from `--uri` or
 //! `MONGODB_URI`; the database from `--database`, the URI's path, or `mongolock`; the
-//! collection from `--collection` (default `distributed_locks`, the library's default). Exit
-//! codes are listed in [`exit_code`].
+//! collection from `--collection` (default `distributed_locks`, the library's default). The
+//! three flags are global: like `kubectl` or `etcdctl`, they go before the subcommand or
+//! after it. Exit codes are listed in [`exit_code`].
 
 mod args;
 mod check;
@@ -73,15 +74,16 @@ pub(crate) fn execute(cli: Cli) -> Result<u8, CliError> {
     // `Child::spawn` on why the thread matters.
     let result = runtime.block_on(async {
         let mut signals = signals::Signals::install()?;
+        let at = &cli.connection;
         match cli.command {
-            Command::Run(args) => run::run(args, &mut signals, progress).await,
-            Command::Elect(args) => elect::elect(args, &mut signals, progress).await,
-            Command::Status(args) => status::status(args, &mut signals, progress).await,
-            Command::Release(args) => release::release(args, &mut signals, progress).await,
-            Command::Watch(args) => watch::watch(args, &mut signals, progress).await,
-            Command::Doctor(args) => doctor::doctor(args, &mut signals, progress).await,
-            Command::Check(args) => check::check(args, &mut signals, progress).await,
-            Command::CheckWorker(args) => check::worker::run(args).await,
+            Command::Run(args) => run::run(args, at, &mut signals, progress).await,
+            Command::Elect(args) => elect::elect(args, at, &mut signals, progress).await,
+            Command::Status(args) => status::status(args, at, &mut signals, progress).await,
+            Command::Release(args) => release::release(args, at, &mut signals, progress).await,
+            Command::Watch(args) => watch::watch(args, at, &mut signals, progress).await,
+            Command::Doctor(args) => doctor::doctor(args, at, &mut signals, progress).await,
+            Command::Check(args) => check::check(args, at, &mut signals, progress).await,
+            Command::CheckWorker(args) => check::worker::run(args, at).await,
             Command::Guard(_) => Err(CliError::Internal("the guardian runs apart".to_owned())),
         }
     });

@@ -5,16 +5,17 @@ use mongolock::{LockKind, LockName, LockRecord, store::LockStore};
 
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
-use super::{CliError, ReleaseArgs, duration};
+use super::{CliError, ConnectionArgs, ReleaseArgs, duration};
 
 /// Runs `mongolock release`: without `--force` only shows who holds the lock (exit 64).
 pub(super) async fn release(
     args: ReleaseArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
     let name = LockName::new(&args.name).map_err(|error| CliError::Usage(error.to_string()))?;
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let store = &connection.store;
     if !args.force {
         let record = tokio::select! {

@@ -12,7 +12,7 @@ use super::connect::Endpoint;
 use super::hold::{Ask, Held, Target};
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
-use super::{CliError, RunArgs, duration, exit_code};
+use super::{CliError, ConnectionArgs, RunArgs, duration, exit_code};
 use mongolock::{AtRisk, LockError, LockManager, LockOptions, LossReason, LossSignal};
 
 /// How often a waiting `run` says it is still waiting.
@@ -21,6 +21,7 @@ const WAIT_REPORT_EVERY: Duration = Duration::from_secs(10);
 /// Runs `mongolock run`; returns the command's exit code.
 pub(super) async fn run(
     args: RunArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
@@ -38,7 +39,7 @@ pub(super) async fn run(
         options.lease_duration(),
         options.renew_deadline(),
     )?;
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
         started = connection.start(options) => started?,

@@ -17,7 +17,7 @@ use serde_json::json;
 use super::connect::Connection;
 use super::progress::Progress;
 use super::signals::Signals;
-use super::{CliError, StatusArgs, duration};
+use super::{CliError, ConnectionArgs, StatusArgs, duration};
 use mongolock::store::LockStore;
 use mongolock::{LockKind, LockName, LockRecord, StoreError};
 
@@ -28,6 +28,7 @@ type Row = (String, Option<LockRecord>);
 /// version nor creates the TTL index.
 pub(super) async fn status(
     args: StatusArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
@@ -36,7 +37,7 @@ pub(super) async fn status(
         .iter()
         .map(|name| LockName::new(name).map_err(|error| CliError::Usage(error.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let Some(every) = args.watch else {
         let locks = tokio::select! {
             listed = read(&connection, &names) => {

@@ -11,15 +11,16 @@ use serde_json::json;
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
 use super::status::print_flushed;
-use super::{CliError, WatchArgs, duration};
+use super::{CliError, ConnectionArgs, WatchArgs, duration};
 
 /// Runs `mongolock watch`: exit 0 after Ctrl-C or SIGTERM.
 pub(super) async fn watch(
     args: WatchArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
     let manager = tokio::select! {
         started = connection.start(LockOptions::default()) => started?,

@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use super::connect::Connection;
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
-use super::{CheckArgs, CliError, duration};
+use super::{CheckArgs, CliError, ConnectionArgs, duration};
 use record::{Record, Section};
 use verdict::{Check, FinalRecord};
 
@@ -53,10 +53,11 @@ struct Reports {
 /// Runs `mongolock check`: exit 0 when every check passed, 1 when one failed.
 pub(super) async fn check(
     args: CheckArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let run = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
     let nanos = |duration: Duration| u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
     let from = clock::now() + nanos(START_ALLOWANCE);
@@ -69,7 +70,7 @@ pub(super) async fn check(
         duration::show(args.duration)
     ));
     let outcome = tokio::select! {
-        reports = run_workers(&args, &connection, &run, (from, until)) => reports,
+        reports = run_workers(&args, at, &connection, &run, (from, until)) => reports,
         signal = signals.recv() => Err(interrupted(signal)),
     };
     let records = final_records(&connection, &run).await;
@@ -109,6 +110,7 @@ pub(super) async fn check(
 /// Starts the workers, gathers their reports, and waits for them to exit.
 async fn run_workers(
     args: &CheckArgs,
+    at: &ConnectionArgs,
     connection: &Connection,
     run: &str,
     (from, until): (u64, u64),
@@ -129,10 +131,7 @@ async fn run_workers(
             .args(["--database", connection.store.database().name()])
             .args(["--collection", connection.store.collection_name()])
             // The URI goes by the environment: `ps` would show a password in the arguments.
-            .env(
-                "MONGODB_URI",
-                args.connection.uri.as_deref().unwrap_or_default(),
-            )
+            .env("MONGODB_URI", at.uri.as_deref().unwrap_or_default())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

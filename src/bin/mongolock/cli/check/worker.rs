@@ -17,7 +17,7 @@ use rand::Rng;
 use super::clock;
 use super::record::{Record, Section, StaleWrite, Write};
 use crate::cli::connect::Connection;
-use crate::cli::{CheckWorkerArgs, CliError};
+use crate::cli::{CheckWorkerArgs, CliError, ConnectionArgs};
 
 /// The longest a critical section lasts (uniformly random from zero).
 const LONGEST_SECTION: Duration = Duration::from_millis(10);
@@ -68,14 +68,11 @@ fn emit(record: &Record) {
 }
 
 /// Runs the worker; the parent reads its stdout.
-pub(crate) async fn run(args: CheckWorkerArgs) -> Result<u8, CliError> {
+pub(crate) async fn run(args: CheckWorkerArgs, at: &ConnectionArgs) -> Result<u8, CliError> {
     let counts = CommandCounts::default();
     let protected_name = super::protected_collection(&args.run);
-    let connection = Connection::open_monitored(
-        &args.connection,
-        Some(counts.handler(protected_name.clone())),
-    )
-    .await?;
+    let connection =
+        Connection::open_monitored(at, Some(counts.handler(protected_name.clone()))).await?;
     let protected = FencedCollection::new(
         connection
             .store

@@ -22,16 +22,17 @@ use serde_json::json;
 
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
-use super::{CliError, DoctorArgs, duration};
+use super::{CliError, ConnectionArgs, DoctorArgs, duration};
 use facts::Topology;
 
 /// Runs `mongolock doctor`; returns the exit code of the worst finding.
 pub(super) async fn doctor(
     args: DoctorArgs,
+    at: &ConnectionArgs,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
-    let connection = super::connect(&args.connection, signals, progress).await?;
+    let connection = super::connect(at, signals, progress).await?;
     let lease = LockOptions::default().with_lease_duration(args.lease);
     let examined = tokio::select! {
         examined = examine(&connection, &lease, usize::from(args.samples), progress) => examined?,
