@@ -296,6 +296,10 @@ pub(crate) struct DoctorArgs {
     /// "collection", "lease_ms", "findings": [{"check", "status", "seen", "fix"}], "worst"}`.
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when the worst finding is a warning, for a gate that accepts only a clean bill
+    /// (without it, warnings exit 0: locks work, at a cost the fixes name).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// `mongolock check`.

@@ -6,8 +6,8 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `watch`: stopped with Ctrl-C; `release --force`: released, or nothing held the lock; `doctor`: every finding ok |
-//! | 1 | `doctor`: the worst finding is a warning; `check`: a check failed |
+//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `watch`: stopped with Ctrl-C; `release --force`: released, or nothing held the lock; `doctor`: no finding is a problem (warnings allowed) |
+//! | 1 | `doctor --strict`: the worst finding is a warning; `check`: a check failed |
 //! | 2 | `doctor`: some finding is a problem |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | `run`/`elect`: the command was killed by signal N (`sh` convention); any subcommand: `mongolock` got signal N before it was done (130 for Ctrl-C) |
@@ -51,9 +51,9 @@ Exit codes:
   128+N        run/elect: the command was killed by signal N;
                any subcommand: mongolock got signal N first (130: Ctrl-C)
   0            status: done; release --force: released, or not held;
-               doctor: every finding ok
-  1 / 2        doctor: the worst finding is a warning / a problem;
-               check: 1 when a check failed
+               doctor: no finding is a problem (warnings allowed)
+  1 / 2        doctor: 1 with --strict if the worst finding is a warning,
+               2 if one is a problem; check: 1 when a check failed
   64           usage error: bad flag or value, missing URI, invalid lock name,
                release without --force
   69           MongoDB unreachable, failing, or older than 5.0
@@ -120,9 +120,11 @@ Exit codes:
 /// The exit codes of `mongolock doctor`.
 pub(crate) const DOCTOR_HELP: &str = "\
 Exit codes:
-  0            every finding is ok: fit for locks
-  1            the worst finding is a warning (locks work; see the fixes)
-  2            some finding is a problem (locks are unsafe or will not work)
+  0            every finding is ok, or the worst is a warning: fit for locks
+               (a warning costs margin, availability or latency; see its fix)
+  1            --strict only: the worst finding is a warning
+  2            some finding is a problem (locks are unsafe or will not work),
+               with or without --strict
   64           usage error: bad flag or value, missing URI, invalid collection
   69           MongoDB unreachable
   70           internal error

@@ -23,11 +23,13 @@ impl Status {
         }
     }
 
-    /// `mongolock doctor`'s exit code for this worst finding.
-    pub(crate) fn exit_code(self) -> u8 {
+    /// `mongolock doctor`'s exit code for this worst finding: a warning fails (1) only when
+    /// `strict`, since locks still work and stay safe with one.
+    pub(crate) fn exit_code(self, strict: bool) -> u8 {
         match self {
             Self::Ok => 0,
-            Self::Warning => 1,
+            Self::Warning if strict => 1,
+            Self::Warning => 0,
             Self::Problem => 2,
         }
     }
@@ -151,7 +153,8 @@ mod tests {
             Finding::warning("b", "meh", "do x"),
         ];
         assert_eq!(worst(&findings), Status::Warning);
-        assert_eq!(worst(&findings).exit_code(), 1);
+        assert_eq!(worst(&findings).exit_code(false), 0);
+        assert_eq!(worst(&findings).exit_code(true), 1);
         let table = render_table("head", &findings);
         assert!(table.contains("b  warning  meh\n"), "{table}");
         assert!(table.contains("fix: do x"), "{table}");
@@ -163,6 +166,8 @@ mod tests {
         assert_eq!(json["worst"], "warning");
         assert_eq!(json["findings"][1]["fix"], "do x");
         assert_eq!(worst(&[]), Status::Ok);
-        assert_eq!(Status::Problem.exit_code(), 2);
+        assert_eq!(Status::Problem.exit_code(false), 2);
+        assert_eq!(Status::Problem.exit_code(true), 2);
+        assert_eq!(Status::Ok.exit_code(true), 0);
     }
 }

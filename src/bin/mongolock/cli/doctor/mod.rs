@@ -1,6 +1,8 @@
 //! `mongolock doctor`: points at a deployment and says whether it is fit for locks and why,
 //! one finding per line (ok, warning or problem, with the fix), as a table or JSON. The exit
-//! code follows the worst finding.
+//! code follows the worst finding: 2 for a problem, 0 otherwise, or 1 for a warning with
+//! `--strict`. Deploy scripts gate on it, and a warning (no failover on a one-member replica
+//! set, a slow heartbeat) leaves locks working and safe, so only `--strict` fails on one.
 //!
 //! It reads the server's own reports ([`facts`]), measures round trips with the store's own
 //! commands on a scratch lock it deletes afterwards ([`round_trips`]), reads every member's
@@ -25,7 +27,8 @@ use super::signals::{Signals, interrupted};
 use super::{CliError, ConnectionArgs, DoctorArgs, duration};
 use facts::Topology;
 
-/// Runs `mongolock doctor`; returns the exit code of the worst finding.
+/// Runs `mongolock doctor`; returns the exit code of the worst finding (a warning fails only
+/// with `--strict`).
 pub(super) async fn doctor(
     args: DoctorArgs,
     at: &ConnectionArgs,
@@ -64,7 +67,7 @@ pub(super) async fn doctor(
         finding::render_table(&header, &findings)
     };
     print!("{text}");
-    Ok(finding::worst(&findings).exit_code())
+    Ok(finding::worst(&findings).exit_code(args.strict))
 }
 
 /// What was read and measured.
