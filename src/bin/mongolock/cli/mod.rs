@@ -26,6 +26,7 @@
 //! after it. Exit codes are listed in [`exit_code`].
 
 mod args;
+mod at_risk;
 mod check;
 pub(crate) mod child;
 pub(crate) mod connect;

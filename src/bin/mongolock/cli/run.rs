@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::future::select_all;
 use tokio::time::Instant;
 
+use super::at_risk;
 use super::child::{Child, fencing_env};
 use super::connect::Endpoint;
 use super::hold::{Ask, Held, Target};
@@ -195,17 +196,6 @@ async fn report_waiting(
     progress.say(line);
 }
 
-/// The progress line for a hold at risk; `what` is what is held (`lock "x"`).
-fn at_risk_line(what: &str, risk: &AtRisk) -> String {
-    let cause = risk
-        .last_error()
-        .map_or_else(|| "no answer in time".to_owned(), str::to_owned);
-    format!(
-        "renewals of {what} are failing ({cause}); the lock is lost in {} unless the store answers",
-        duration::show(risk.time_left())
-    )
-}
-
 /// A change in the hold of one of the held locks (by its index).
 enum Change {
     AtRisk(usize, AtRisk),
@@ -254,7 +244,7 @@ async fn supervise(
             change = next_change(&losses, &warned) => match change {
                 Change::AtRisk(at, risk) => {
                     warned[at] = true;
-                    progress.say(at_risk_line(&names[at], &risk));
+                    at_risk::tell(progress, &names[at], &risk);
                 }
                 Change::Recovered(at) => {
                     warned[at] = false;
