@@ -121,7 +121,7 @@ impl Candidate<'_> {
                     }
                     Ok(ElectionEvent::AtRisk { time_left, .. }) => {
                         self.progress.say(format_args!(
-                            "renewals of the leadership of {:?} are failing; deposed in {} unless the store answers",
+                            "renewals of the leadership of {:?} are failing: deposed in {} unless one succeeds",
                             self.name.as_str(),
                             duration::show(time_left)
                         ));
