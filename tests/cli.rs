@@ -2296,13 +2296,19 @@ fn doctor_exits_0_with_only_warnings_and_1_with_strict() {
 }
 
 /// A hold at risk is told in one short line — the lock, the time left, the cause in a few
-/// words — not the driver's whole error (a raw dump of the server's reply); `-v` adds the
-/// full error on a line of its own.
+/// words — not the driver's whole error (a raw dump of the server's reply); `-v`, or a
+/// `RUST_LOG` that selects `mongolock=info`, adds the full error on a line of its own.
 #[test]
 fn the_at_risk_line_is_short_and_v_adds_the_full_error() {
     let fixture = Fixture::new();
-    for verbose in [false, true] {
-        let app = app_name(&fixture, if verbose { "risk-v" } else { "risk" });
+    // Plain, with -v, and with RUST_LOG choosing the events instead of -v.
+    for (verbose, rust_log) in [(false, false), (true, false), (true, true)] {
+        let purpose = match (verbose, rust_log) {
+            (false, _) => "risk",
+            (true, false) => "risk-v",
+            (true, true) => "risk-log",
+        };
+        let app = app_name(&fixture, purpose);
         // One renewal (an `update`) fails as if the primary were shutting down.
         let _fail = FailPoint::on(
             &fixture.uri,
@@ -2310,12 +2316,18 @@ fn the_at_risk_line_is_short_and_v_adds_the_full_error() {
             doc! { "failCommands": ["update"], "errorCode": 91, "appName": &app },
         );
         let uri = fixture.uri_with(&format!("appName={app}&retryWrites=false"));
-        let extra: &[&str] = if verbose {
+        let extra: &[&str] = if verbose && !rust_log {
             &["-v", "--lease", "3s"]
         } else {
             &["--lease", "3s"]
         };
-        let holder = Running::spawn(&mut fixture.run_at(&uri, "risk", extra, "exec sleep 30"));
+        let mut run = fixture.run_at(&uri, "risk", extra, "exec sleep 30");
+        if rust_log {
+            run.env("RUST_LOG", "mongolock=info");
+        } else {
+            run.env_remove("RUST_LOG");
+        }
+        let holder = Running::spawn(&mut run);
         holder.wait_until(Stream::Stderr, SHORT, "the recovery line", |text| {
             text.contains("mongolock: renewals of lock \"risk\" succeed again")
         });
