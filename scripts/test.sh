@@ -42,6 +42,9 @@ done
 # The crate as published (cargo package) builds every target on its own; its README has no
 # relative links.
 scripts/check-package.sh
+# A new user's first contact: every README snippet builds in a fresh crate that has only the
+# README's [dependencies] block, and the embedded-store ones run.
+scripts/check-readme.sh
 python3 scripts/check-msrv.py
 # Docs build without warnings (broken or private links), with and without the features.
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --all-features
