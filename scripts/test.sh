@@ -45,6 +45,8 @@ scripts/check-package.sh
 # A new user's first contact: every README snippet builds in a fresh crate that has only the
 # README's [dependencies] block, and the embedded-store ones run.
 scripts/check-readme.sh
+# Licences, banned crates and sources of the dependency graph (deny.toml).
+scripts/deny.sh
 python3 scripts/check-msrv.py
 # Docs build without warnings (broken or private links), with and without the features.
 RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --all-features
