@@ -24,7 +24,7 @@ esac
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
-cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test helpers --test properties
+cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test run_locked --test properties
 # The deterministic simulation, a fortieth of the schedules scripts/test.sh runs.
 MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-100}" cargo test -q --all-features --test simulation
 if "$doc"; then

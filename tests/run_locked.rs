@@ -1,5 +1,6 @@
-//! The library's helpers: `Lock::run_locked` (run a future while holding a lock) on the
-//! memory store under Tokio's paused clock, and the holder identity's host part.
+//! `Lock::run_locked` (run a future while holding a lock) on the memory store under Tokio's
+//! paused clock; and, the one other test of a convenience with no store behind it, the
+//! holder identity's host part.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
