@@ -11,6 +11,7 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 use crate::process::Running;
+use crate::support::fail_point::FailPoint;
 use crate::support::{self, eventually, uri};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mongolock");
@@ -123,6 +124,24 @@ impl Fixture {
             (false, false) => "/?",
         };
         format!("{}{separator}{option}", self.uri)
+    }
+
+    /// The next lease renewal (an `update`) of the `mongolock` processes started with the
+    /// returned URI fails once, as if the primary were shutting down (error 91); the fail
+    /// point stays on until the returned guard is dropped. The URI names them by an `appName`
+    /// the fail point singles out, and turns off the driver's own retry, which would hide the
+    /// failure from the library.
+    pub(crate) fn renewal_fails_once(&self, purpose: &str) -> (FailPoint, String) {
+        let app = app_name(self, purpose);
+        let fail = FailPoint::on(
+            &self.uri,
+            doc! { "times": 1 }.into(),
+            doc! { "failCommands": ["update"], "errorCode": 91, "appName": &app },
+        );
+        (
+            fail,
+            self.uri_with(&format!("appName={app}&retryWrites=false")),
+        )
     }
 
     /// `mongolock elect --name NAME --lease 2s --grace 300ms -- sh -c SCRIPT`.

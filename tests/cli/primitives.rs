@@ -1,12 +1,10 @@
 //! `mongolock run` of semaphores, reader/writer locks and several locks, and their flags.
 
-use mongodb::bson::doc;
 use nix::sys::signal::Signal;
 
-use crate::fixture::{Fixture, SHORT, app_name, code, holder_part, lock_in, read, stderr, stdout};
+use crate::fixture::{Fixture, SHORT, code, holder_part, lock_in, read, stderr, stdout};
 use crate::process::{Running, Stream};
 use crate::support::eventually;
-use crate::support::fail_point::FailPoint;
 
 /// `run --permits 2`: two runs hold a permit at once, a third is refused or waits, and takes
 /// the permit a finished run gives back; `status` shows the holders.
@@ -247,13 +245,7 @@ fn several_locks_are_held_all_at_once_and_lost_together() {
 #[test]
 fn renewal_trouble_of_several_locks_is_told_per_lock() {
     let fixture = Fixture::new();
-    let app = app_name(&fixture, "renew-all");
-    let _fail = FailPoint::on(
-        &fixture.uri,
-        doc! { "times": 1 }.into(),
-        doc! { "failCommands": ["update"], "errorCode": 91, "appName": &app },
-    );
-    let uri = fixture.uri_with(&format!("appName={app}&retryWrites=false"));
+    let (_fail, uri) = fixture.renewal_fails_once("renew-all");
     let holder = Running::spawn(&mut fixture.run_at(
         &uri,
         "x",

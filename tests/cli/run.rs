@@ -207,15 +207,7 @@ fn progress_says_who_holds_the_lock_while_waiting_and_when_it_is_acquired() {
 #[test]
 fn renewal_trouble_and_with_v_the_library_events_reach_stderr() {
     let fixture = Fixture::new();
-    let app = app_name(&fixture, "renewal");
-    // One renewal (an `update`) fails as if the primary were shutting down.
-    let _fail = FailPoint::on(
-        &fixture.uri,
-        doc! { "times": 1 }.into(),
-        doc! { "failCommands": ["update"], "errorCode": 91, "appName": &app },
-    );
-    // Without the driver's own retry, which would hide the failure from the library.
-    let uri = fixture.uri_with(&format!("appName={app}&retryWrites=false"));
+    let (_fail, uri) = fixture.renewal_fails_once("renewal");
     let holder = Running::spawn(&mut fixture.run_at(
         &uri,
         "renew",
