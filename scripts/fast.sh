@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The edit-test loop: formatting, lints, unit tests, the conformance suite on the memory
 # store (paused time), the layering check, a short deterministic simulation and the
-# public-API listing. No server, no network. About 20 s once the first build is done (18.6 s
-# and 21.9 s measured on two cores busy with other builds, load average 10); the full suite
-# is scripts/test.sh.
+# public-API listing. No server, no network. At most about 20 s once the first build is done
+# (measured warm on two cores busy with other builds: 18.6 s and 21.9 s at load average 10,
+# 8.4 s and 14.1 s at 7); the full suite is scripts/test.sh.
 #
-# The doc tests are left to scripts/test.sh: rustdoc compiles all of them again on every run
-# (about 50 s on two cores), warm or not. `scripts/fast.sh --doc` runs them too.
+# The doc tests are left to scripts/test.sh: rustdoc compiles all of them again on every run,
+# warm or not (16 s to 47 s here, by the load). `scripts/fast.sh --doc` runs them too.
 #
 # usage: scripts/fast.sh [--doc]
 set -euo pipefail
