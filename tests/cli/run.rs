@@ -233,8 +233,7 @@ fn renewal_trouble_and_with_v_the_library_events_reach_stderr() {
         SHORT,
         "the at-risk and recovery lines",
         |text| {
-            text.contains("mongolock: renewals of lock \"renew\" are failing")
-                && text.contains("the lock is lost in")
+            text.contains("mongolock: renewals of lock \"renew\" are failing: lost in ")
                 && text.contains("mongolock: renewals of lock \"renew\" succeed again")
         },
     );
@@ -330,5 +329,80 @@ fn a_primary_stepping_down_stalls_run_for_about_a_heartbeat_not_ten_seconds() {
             took < Duration::from_secs(3),
             "errorCode {error_code}: {took:?}"
         );
+    }
+}
+
+/// A hold at risk is told in one short line — the lock, the time left, the cause in a few
+/// words — not the driver's whole error (a raw dump of the server's reply); `-v`, or a
+/// `RUST_LOG` that selects `mongolock=info`, adds the full error on a line of its own.
+#[test]
+fn the_at_risk_line_is_short_and_v_adds_the_full_error() {
+    let fixture = Fixture::new();
+    // Plain, with -v, and with RUST_LOG choosing the events instead of -v.
+    for (verbose, rust_log) in [(false, false), (true, false), (true, true)] {
+        let purpose = match (verbose, rust_log) {
+            (false, _) => "risk",
+            (true, false) => "risk-v",
+            (true, true) => "risk-log",
+        };
+        let app = app_name(&fixture, purpose);
+        // One renewal (an `update`) fails as if the primary were shutting down.
+        let _fail = FailPoint::on(
+            &fixture.uri,
+            doc! { "times": 1 }.into(),
+            doc! { "failCommands": ["update"], "errorCode": 91, "appName": &app },
+        );
+        let uri = fixture.uri_with(&format!("appName={app}&retryWrites=false"));
+        let extra: &[&str] = if verbose && !rust_log {
+            &["-v", "--lease", "3s"]
+        } else {
+            &["--lease", "3s"]
+        };
+        let mut run = fixture.run_at(&uri, "risk", extra, "exec sleep 30");
+        if rust_log {
+            run.env("RUST_LOG", "mongolock=info");
+        } else {
+            run.env_remove("RUST_LOG");
+        }
+        let holder = Running::spawn(&mut run);
+        holder.wait_until(Stream::Stderr, SHORT, "the recovery line", |text| {
+            text.contains("mongolock: renewals of lock \"risk\" succeed again")
+        });
+        holder.signal(Signal::SIGTERM);
+        let output = holder.finish(SHORT);
+        let text = stderr(&output);
+        let at_risk: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("mongolock: renewals of lock \"risk\" are failing"))
+            .collect();
+        let [line] = at_risk[..] else {
+            panic!("one at-risk line expected: {text}")
+        };
+        let (_, time_left) = line
+            .split_once(": lost in ")
+            .unwrap_or_else(|| panic!("no time left: {line}"));
+        assert!(
+            time_left.starts_with(|c: char| c.is_ascii_digit()),
+            "time left: {line}"
+        );
+        assert!(line.contains("ShutdownInProgress"), "the cause: {line}");
+        assert!(line.len() <= 120, "{} characters: {line}", line.len());
+        // The full error: the store's words, the driver's and the server's reply, after the
+        // short line.
+        let full = text.lines().position(|line| {
+            line.starts_with("mongolock: info: renewals of lock \"risk\" are failing: ")
+                && line.contains("MongoDB extend")
+                && line.contains("server response")
+        });
+        if verbose {
+            let short = text.lines().position(|shown| shown == line);
+            assert!(
+                full.is_some() && full > short,
+                "-v shows the full error after the short line: {text}"
+            );
+        } else {
+            assert_eq!(full, None, "only with -v: {text}");
+            assert!(!text.contains("server response"), "{text}");
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! Usage errors, help texts and an unreachable server.
 
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::fixture::{BIN, UNREACHABLE, assert_contains_all, code, stderr, stdout};
+use crate::fixture::{
+    BIN, DATABASE, Fixture, UNREACHABLE, assert_contains_all, code, lock_in, stderr, stdout,
+};
 
 #[test]
 fn an_unreachable_server_fails_fast_with_one_line() {
@@ -190,5 +192,66 @@ fn run_help_says_what_each_flag_holds_and_every_exit_code() {
             "76           lock lost",
             "78           the name is another kind of lock",
         ],
+    );
+}
+
+/// The connection flags go before the subcommand too, as with `kubectl` or `etcdctl`
+/// (`mongolock --uri URI status`), and the environment still stands in for them.
+#[test]
+fn connection_flags_are_accepted_before_the_subcommand() {
+    let fixture = Fixture::new();
+    let (_holder, token) = fixture.hold("global", &[]);
+    let before = |subcommand: &str| {
+        let mut command = Command::new(BIN);
+        command
+            .args(["--uri", &fixture.uri, "--database", DATABASE])
+            .args(["--collection", &fixture.collection, subcommand])
+            .env_remove("MONGODB_URI")
+            .stdin(Stdio::null())
+            .current_dir(&fixture.dir);
+        command
+    };
+    let status_of = |output: &Output| {
+        assert_eq!(code(output.status), Some(0), "{}", stderr(output));
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        let lock = lock_in(&json, "global").clone();
+        (lock["state"].clone(), lock["token"].clone())
+    };
+    let held = (serde_json::json!("held"), serde_json::json!(token));
+
+    let output = before("status")
+        .args(["--json", "global"])
+        .output()
+        .expect("status");
+    assert_eq!(status_of(&output), held);
+
+    // The URI from the environment, the database before the subcommand and the collection
+    // after it.
+    let output = Command::new(BIN)
+        .args(["--database", DATABASE, "status", "--json", "global"])
+        .args(["--collection", &fixture.collection])
+        .env("MONGODB_URI", &fixture.uri)
+        .stdin(Stdio::null())
+        .output()
+        .expect("status");
+    assert_eq!(status_of(&output), held);
+
+    // `run` takes them there as well, and holds the lock in that collection.
+    let output = before("run")
+        .args([
+            "--lock",
+            "global-run",
+            "--",
+            "sh",
+            "-c",
+            "echo $MONGOLOCK_LOCK",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "global-run\n");
+    assert!(
+        fixture.status_json(&[]).to_string().contains("global-run"),
+        "the run's lock is in the fixture's collection"
     );
 }
