@@ -14,8 +14,7 @@
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation |
 //! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
-//! | `actor.rs` | the per-name state machine of a mutex: `idle → attempting → held → releasing` |
-//! | `shared_actor.rs` | the per-name actor of a semaphore or reader/writer lock: one acquisition at a time, many holds |
+//! | `engine/` | the per-name actor, one for every kind: the acquisition for local waiters, the held leases, their release (its own table) |
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
 //! | `renewer.rs` | batched renewals: one store call for the leases due together |
@@ -23,16 +22,16 @@
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
 //! | `starvation.rs` | when local waiters step back for other processes |
-//! | `attempt.rs` | one acquisition attempt: sent off the loop with its claim, its answer judged |
+//! | `attempt.rs` | one acquisition attempt or hand-over: sent off the loop with its claim, its answer judged |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
 //! | `watch.rs` | [`LockWatch`]: what happens to some locks, from the store's record feed or by polling |
 
-mod actor;
 mod attempt;
 mod backoff;
 mod batch_size;
+mod engine;
 mod guard;
 mod handle;
 mod hold;
@@ -46,7 +45,6 @@ mod run;
 mod runtime;
 mod rw_lock;
 mod semaphore;
-mod shared_actor;
 mod starvation;
 mod store_call;
 mod supervisor;

@@ -12,11 +12,10 @@ use std::time::Duration;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
-use super::actor::{LockActor, LockActorArgs};
+use super::engine::{NameActor, NameActorArgs, Retire};
 use super::message::LockMsg;
 use super::renewer::Renewer;
 use super::route::{CachedRoute, Route, RouteGate};
-use super::shared_actor::{SharedActorArgs, SharedLockActor};
 use super::timer::Timers;
 use crate::kind::LockKind;
 use crate::name::LockName;
@@ -197,8 +196,7 @@ impl SupervisorState {
         }
     }
 
-    /// The actor of `name`, started for `kind` if there is none: a mutex's, or a shared
-    /// kind's (an actor serves one kind; a request of another is refused by it).
+    /// The actor of `name`, started for a request of `kind` if there is none.
     async fn child(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
@@ -207,24 +205,26 @@ impl SupervisorState {
     ) -> Option<&Route> {
         if !self.children.contains_key(name) {
             let gate = Arc::new(RouteGate::default());
-            let args = LockActorArgs {
+            let supervisor = myself.clone();
+            let retire: Retire = Arc::new(move |name: &LockName, actor| {
+                let _ = supervisor.send_message(SupervisorMsg::ChildIdle {
+                    name: name.clone(),
+                    actor,
+                });
+            });
+            let args = NameActorArgs {
                 name: name.clone(),
+                kind,
                 store: self.store.clone(),
                 holder: self.holder.clone(),
-                supervisor: myself.clone(),
                 idle_timeout: self.idle_timeout,
                 renewer: self.renewer.clone(),
                 release_waiters: self.release_waiters.clone(),
                 timers: self.timers.clone(),
                 gate: gate.clone(),
+                retire,
             };
-            let spawned = if kind.is_shared() {
-                let args = SharedActorArgs { base: args, kind };
-                Actor::spawn_linked(None, SharedLockActor, args, myself.get_cell()).await
-            } else {
-                Actor::spawn_linked(None, LockActor, args, myself.get_cell()).await
-            };
-            match spawned {
+            match Actor::spawn_linked(None, NameActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {
                     self.children.insert(name.clone(), Route { actor, gate });
                 }

@@ -109,8 +109,9 @@ impl Waiters {
             .count()
     }
 
-    /// Hands a guard to the first waiter asking for `access` still listening (see
-    /// [`deliver`](Self::deliver)).
+    /// Hands a guard to the first waiter asking for `access` still listening. `make_guard`
+    /// is called once per waiter tried; a guard that could not be delivered is disarmed (it
+    /// never held anything for its caller). Returns whether a waiter took it.
     pub(crate) fn deliver_for(
         &mut self,
         access: Access,
@@ -141,18 +142,6 @@ impl Waiters {
     /// The first waiter still listening, after dropping those whose caller went away.
     pub(crate) fn next_live(&mut self) -> Option<NextWaiter> {
         if self.prune() { self.front() } else { None }
-    }
-
-    /// Hands a guard to the first waiter still listening. `make_guard` is called once per
-    /// waiter tried; a guard that could not be delivered is disarmed (it never held anything
-    /// for its caller). Returns whether a waiter took it.
-    pub(crate) fn deliver(&mut self, mut make_guard: impl FnMut() -> LockGuard) -> bool {
-        while let Some(waiter) = self.queue.pop_front() {
-            if waiter.deliver(&mut make_guard) {
-                return true;
-            }
-        }
-        false
     }
 
     /// Answers every waiter with `error` and empties the queue.

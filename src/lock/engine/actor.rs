@@ -1,0 +1,148 @@
+//! The per-name actor: what it is started with, and its one `step` per message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
+
+use super::state::NameState;
+use crate::kind::LockKind;
+use crate::lock::message::LockMsg;
+use crate::lock::renewer::Renewer;
+use crate::lock::route::RouteGate;
+use crate::lock::timer::Timers;
+use crate::name::LockName;
+use crate::store::request::HolderId;
+use crate::store::{LockStore, ReleaseWaiters};
+
+/// Tells whoever started the actor that it retired idle (its route takes no more requests):
+/// a callback rather than the supervisor's address, so the actor does not depend on it.
+pub(crate) type Retire = Arc<dyn Fn(&LockName, ActorId) + Send + Sync>;
+
+/// The actor behaviour; all state lives in [`NameState`].
+pub(crate) struct NameActor;
+
+/// What a per-name actor is started with.
+pub(crate) struct NameActorArgs {
+    pub(crate) name: LockName,
+    /// The kind of the request that started it; the name's record decides from then on.
+    pub(crate) kind: LockKind,
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) holder: HolderId,
+    /// How long the actor lingers with nothing held or queued (the manager's setting).
+    pub(crate) idle_timeout: Duration,
+    pub(crate) renewer: Renewer,
+    pub(crate) release_waiters: ReleaseWaiters,
+    pub(crate) timers: Timers,
+    /// The count of requests sent on this actor's route (see `route`).
+    pub(crate) gate: Arc<RouteGate>,
+    pub(crate) retire: Retire,
+}
+
+impl Actor for NameActor {
+    type Msg = LockMsg;
+    type State = NameState;
+    type Arguments = NameActorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        args: NameActorArgs,
+    ) -> Result<NameState, ActorProcessingErr> {
+        Ok(NameState::new(args))
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<LockMsg>,
+        state: &mut NameState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.stopped();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<LockMsg>,
+        message: LockMsg,
+        state: &mut NameState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.step(&myself, message);
+        Ok(())
+    }
+}
+
+impl NameState {
+    /// One transition per message.
+    fn step(&mut self, myself: &ActorRef<LockMsg>, message: LockMsg) {
+        if message.is_counted_request() {
+            self.requests_seen += 1;
+        }
+        match message {
+            LockMsg::Acquire {
+                access,
+                options,
+                requested_at,
+                reply,
+            } => match self.admit(access) {
+                Ok(()) => self.on_acquire(myself, access, options, requested_at, reply),
+                Err(error) => {
+                    let _ = reply.send(Err(error));
+                }
+            },
+            LockMsg::TryAcquire {
+                access,
+                options,
+                reply,
+            } => match self.admit(access) {
+                Ok(()) => self.on_try_acquire(myself, access, options, reply),
+                Err(error) => {
+                    let _ = reply.send(Err(error));
+                }
+            },
+            #[cfg(feature = "testing")]
+            LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", self.name),
+            LockMsg::Release {
+                lease,
+                token,
+                reply,
+            } => self.on_release(myself, lease, token, reply),
+            LockMsg::Detach {
+                lease,
+                token,
+                reply,
+            } => self.on_detach(myself, lease, token, reply),
+            LockMsg::Shutdown { reply } => {
+                self.shut_down();
+                let _ = reply.send(());
+                myself.stop(Some("manager shut down".to_owned()));
+            }
+            LockMsg::AttemptDone {
+                lease,
+                sent_at,
+                result,
+                claim,
+            } => self.on_attempt_done(myself, lease, sent_at, result, claim),
+            LockMsg::RetryDue { generation } => self.on_retry_due(myself, generation),
+            LockMsg::Wake => self.on_wake(myself),
+            LockMsg::HoldDue { lease } => self.on_hold_due(myself, lease),
+            LockMsg::RenewDone {
+                lease,
+                sent_at,
+                result,
+            } => self.on_renew_done(myself, lease, sent_at, result),
+            LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            } => self.on_release_done(myself, lease, sent_at, result),
+            LockMsg::HandOverDone {
+                to,
+                sent_at,
+                result,
+                claim,
+            } => self.on_hand_over_done(myself, to, sent_at, result, claim),
+            LockMsg::IdleDue { generation } => self.on_idle_due(myself, generation),
+        }
+    }
+}

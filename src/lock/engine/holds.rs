@@ -1,0 +1,174 @@
+//! The holds: each lease this process holds on the name (at most one for a mutex) with its
+//! own timer, and what moves one — a grant, its timer (a renewal, or the loss deadline), a
+//! renewal's answer, a loss.
+//!
+//! A hold is only ever used while it is provably valid (its loss deadline ahead; see
+//! `hold.rs`): a release that arrives past the deadline is a loss, and a lost hold's lease
+//! stays on the store until its guard lets go or the loss margin has passed.
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::acquisition::Attempt;
+use super::state::NameState;
+use crate::error::{LossReason, StoreError};
+use crate::kind::Access;
+use crate::lock::hold::{Hold, HoldDue};
+use crate::lock::message::LockMsg;
+use crate::lock::orphan::GrantClaim;
+use crate::lock::timer::Timer;
+use crate::store::{ExtendOutcome, LeaseId};
+
+/// One lease this process holds, with its timer.
+pub(super) struct Place {
+    pub(super) hold: Hold,
+    pub(super) access: Access,
+    pub(super) timer: Timer<LockMsg>,
+}
+
+impl Place {
+    /// The hold, its timer stopped.
+    pub(super) fn end(mut self) -> Hold {
+        self.timer.cancel();
+        self.hold
+    }
+}
+
+/// Whether a lost hold's lease may still be on the store.
+pub(super) enum LeaseLeft {
+    /// It may (a deadline loss): free it once the holder lets go.
+    OnStore,
+    /// The store already said it is somebody else's.
+    Gone,
+}
+
+impl NameState {
+    /// The attempt won: a guard for its caller (or, if it left, for the next waiter with
+    /// the same access), and renewals from now on.
+    pub(super) fn grant(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        attempt: Attempt,
+        token: u64,
+        sent_at: Instant,
+        claim: GrantClaim,
+    ) {
+        claim.keep();
+        let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
+        let access = attempt.access;
+        let mut hold = Hold::new(
+            attempt.lease,
+            (token, reserved_until),
+            attempt.options,
+            attempt.metrics,
+            sent_at,
+        );
+        if self.kind.is_shared() {
+            hold = hold.in_shared_record();
+        }
+        let make_guard = || hold.guard(&self.name, myself);
+        let delivered = match attempt.for_try {
+            Some(reply) => match reply.send(Ok(Some(make_guard()))) {
+                Ok(()) => true,
+                Err(Ok(Some(guard))) => {
+                    guard.disarm();
+                    false
+                }
+                Err(_) => false,
+            },
+            None => self.waiters.deliver_for(access, make_guard),
+        };
+        tracing::debug!(lock = %self.name, token, access = access.as_str(), delivered, "acquired");
+        let first_renewal = self.renewer.align(
+            hold.next_renewal_after(sent_at),
+            hold.options().renew_interval(),
+        );
+        hold.granted(first_renewal);
+        let lease = hold.lease();
+        let timer = self.timers.timer();
+        self.holds.insert(
+            lease,
+            Place {
+                hold,
+                access,
+                timer,
+            },
+        );
+        // Armed before anything else: a mutex passed on locally keeps this timer (its
+        // renewals and its deadline), and a released hold cancels it.
+        self.arm_hold_timer(myself, lease);
+        if !delivered {
+            // The caller left while the attempt was in flight: a mutex passes to the next
+            // waiter or goes back; a shared place goes back plainly (the acquisition serves
+            // the other waiters).
+            let pass_on = self.passes_locally();
+            self.release_hold(myself, lease, None, pass_on);
+        }
+    }
+
+    /// Sets the hold's one timer (see [`Hold::timer_at`]).
+    pub(super) fn arm_hold_timer(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        if let Some(place) = self.holds.get_mut(&lease) {
+            let at = place.hold.timer_at();
+            place
+                .timer
+                .set(myself, at, move || LockMsg::HoldDue { lease });
+        }
+    }
+
+    pub(super) fn on_hold_due(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        let Some(place) = self.holds.get_mut(&lease) else {
+            return;
+        };
+        match place.hold.due(Instant::now()) {
+            HoldDue::Deadline => {
+                let reason = place.hold.deadline_reason();
+                return self.lose(myself, lease, reason, LeaseLeft::OnStore);
+            }
+            HoldDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
+            HoldDue::Nothing => {}
+        }
+        self.arm_hold_timer(myself, lease);
+    }
+
+    pub(super) fn on_renew_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ExtendOutcome, StoreError>,
+    ) {
+        let Some(place) = self.holds.get_mut(&lease) else {
+            return;
+        };
+        match place
+            .hold
+            .apply_renewal(&self.name, sent_at, result, &self.renewer)
+        {
+            Some(reason) => self.lose(myself, lease, reason, LeaseLeft::Gone),
+            None => self.arm_hold_timer(myself, lease),
+        }
+    }
+
+    /// Ends the hold of `lease` with a loss signal, then serves waiters. A lease `left` on
+    /// the store is freed once the holder lets go, or after the loss margin (see
+    /// `hold::LostHold`) — never at the instant the holder is told.
+    pub(super) fn lose(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        reason: LossReason,
+        left: LeaseLeft,
+    ) {
+        let Some(place) = self.holds.remove(&lease) else {
+            return;
+        };
+        let hold = place.end();
+        tracing::warn!(lock = %self.name, token = hold.token(), %reason, "lost");
+        let lost = hold.lose(&self.name, &reason);
+        if matches!(left, LeaseLeft::OnStore) {
+            lost.spawn_release(&self.store);
+        }
+        self.place_freed(myself);
+    }
+}

@@ -1,0 +1,380 @@
+//! How a held place moves on when its guard lets go: a mutex passes to the next local
+//! waiter under its reserved tokens while that is provably safe; otherwise, with a local
+//! waiter to serve, one hand-over call releases the place and asks it for that waiter
+//! (readers' turn included); otherwise a plain release. A multi-lock detaches its member's
+//! lease to release it with its others in one call.
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::acquisition::{Attempt, Phase};
+use super::holds::{LeaseLeft, Place};
+use super::state::NameState;
+use crate::error::{LockError, LossReason, StoreError};
+use crate::kind::Access;
+use crate::lock::attempt::{self, Verdict};
+use crate::lock::hold;
+use crate::lock::message::{DetachReply, LockMsg, ReleaseReply};
+use crate::lock::orphan::GrantClaim;
+use crate::lock::starvation;
+use crate::lock::store_call::spawn_store_call;
+use crate::lock::waiters::NextWaiter;
+use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
+use crate::options::LockOptions;
+use crate::store::{AcquireOutcome, HandOverOutcome, LeaseId, LeaseKey, ReleaseOutcome};
+use std::sync::Arc;
+
+/// A release in flight (plain, detached or the release half of a hand-over).
+pub(super) struct Releasing {
+    pub(super) reply: ReleaseReply,
+    options: Arc<LockOptions>,
+    metrics: LockMetrics,
+}
+
+/// A hand-over in flight: the place of the released lease `from` asked for a waiter (the
+/// grant goes to the first waiter of `to.access` when it comes back; the release's answer
+/// waits in `releasing`).
+pub(super) struct HandingOver {
+    from: LeaseId,
+    to: Attempt,
+}
+
+impl NameState {
+    pub(super) fn on_release(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        token: u64,
+        reply: ReleaseReply,
+    ) {
+        let answer = match self.holds.get(&lease) {
+            Some(place) if place.hold.is(lease, token) => {
+                if place.hold.is_valid_at(Instant::now()) {
+                    return self.release_hold(myself, lease, reply, true);
+                }
+                // Past its deadline (the process was paused, or the deadline's own message
+                // is still queued): the place may be somebody else's by now, so the
+                // critical section may not have been exclusive — a loss, not a release.
+                let reason = place.hold.deadline_reason();
+                self.lose(myself, lease, reason.clone(), LeaseLeft::OnStore);
+                Err(LockError::Lost(reason))
+            }
+            // A stale guard (its hold was lost and already reported): nothing to release.
+            // The guard reports its loss itself.
+            _ => Ok(()),
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// A multi-lock takes this hold's lease to release it with its other members in one
+    /// store call: the hold ends here as a release (never passed on locally: the lease is
+    /// the multi-lock's to free), and the call's answer comes back as `ReleaseDone`.
+    /// Multi-locks are made of mutexes only.
+    pub(super) fn on_detach(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        token: u64,
+        reply: DetachReply,
+    ) {
+        let answer = match self.holds.get(&lease) {
+            _ if self.kind.is_shared() => Err(LockError::KindMismatch {
+                name: self.name.as_str().to_owned(),
+                found: self.kind,
+                asked: Access::Exclusive.kind(),
+            }),
+            Some(place)
+                if place.hold.is(lease, token) && place.hold.is_valid_at(Instant::now()) =>
+            {
+                let Some(place) = self.holds.remove(&lease) else {
+                    return;
+                };
+                let hold = place.end();
+                let key = hold.key(&self.name);
+                self.releasing.insert(
+                    lease,
+                    Releasing {
+                        reply: None,
+                        options: hold.options().clone(),
+                        metrics: hold.metrics().clone(),
+                    },
+                );
+                hold.released();
+                Ok(key)
+            }
+            Some(place) if place.hold.is(lease, token) => {
+                // Past its deadline: a loss, exactly as a late release is.
+                let reason = place.hold.deadline_reason();
+                self.lose(myself, lease, reason.clone(), LeaseLeft::OnStore);
+                Err(LockError::Lost(reason))
+            }
+            _ => Err(LockError::Lost(LossReason::Superseded)),
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// The guard of `lease` let go: a mutex passes to the next local waiter without a store
+    /// call while its hold is provably valid and reserved tokens last; with a local waiter
+    /// to serve (and `may_pass_on`), one hand-over call releases the place and asks it for
+    /// that waiter, under the store's grant rules, so a busy name takes one command per
+    /// holder instead of a release and an attempt; otherwise a plain release.
+    pub(super) fn release_hold(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        reply: ReleaseReply,
+        may_pass_on: bool,
+    ) {
+        let Some(place) = self.holds.remove(&lease) else {
+            return;
+        };
+        if place.access == Access::Write {
+            self.readers_first = self.waiters.count_for(Access::Read);
+        }
+        let next = may_pass_on
+            .then(|| self.hand_over_target(place.access))
+            .flatten();
+        let next = match next {
+            Some(next)
+                if self.passes_locally()
+                    && place.hold.can_pass_locally(&next.options, Instant::now()) =>
+            {
+                return self.pass_locally(myself, place, reply, next);
+            }
+            next => next,
+        };
+        let hold = place.end();
+        let key = hold.key(&self.name);
+        let timeout = hold.options().renew_deadline();
+        self.releasing.insert(
+            lease,
+            Releasing {
+                reply,
+                options: hold.options().clone(),
+                metrics: hold.metrics().clone(),
+            },
+        );
+        hold.released();
+        if let Some(next) = next {
+            return self.send_hand_over(myself, key, next);
+        }
+        let store = self.store.clone();
+        spawn_store_call(
+            myself,
+            timeout,
+            async move { store.release(&key).await },
+            move |sent_at, result| LockMsg::ReleaseDone {
+                lease,
+                sent_at,
+                result,
+            },
+        );
+    }
+
+    /// Passes a mutex's `place` to the first waiter with no store call at all: the lease
+    /// stays, its renewal and deadline timer keeps running, and the waiter gets the next
+    /// of the tokens the store reserved with the grant (so tokens still increase across
+    /// processes: the store's next grant is past the whole block). The block's size bounds
+    /// how many local holders follow one another before a store call hears whether other
+    /// processes wait.
+    fn pass_locally(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        place: Place,
+        reply: ReleaseReply,
+        next: NextWaiter,
+    ) {
+        let Place {
+            hold,
+            access,
+            timer,
+        } = place;
+        let hold = hold.pass_locally(next.options, next.metrics);
+        if let Some(reply) = reply {
+            let _ = reply.send(Ok(()));
+        }
+        let delivered = self
+            .waiters
+            .deliver_for(access, || hold.guard(&self.name, myself));
+        hold.metrics().attempt(AttemptResult::Acquired);
+        hold.metrics().held(1.0);
+        tracing::debug!(lock = %self.name, token = hold.token(), delivered, "lock passed to a local waiter");
+        let lease = hold.lease();
+        self.holds.insert(
+            lease,
+            Place {
+                hold,
+                access,
+                timer,
+            },
+        );
+        if !delivered {
+            // Every waiter left meanwhile: nobody holds the lease now.
+            self.release_hold(myself, lease, None, true);
+        }
+    }
+
+    /// The waiter a released place of `access` goes to, if any: not while this process
+    /// steps back for others or others starve, and only for a waiter no attempt or
+    /// hand-over in flight is already asking a place for. Permits go to the waiters of
+    /// their count, any number of hand-overs beside the attempt; a mutex's or a
+    /// reader/writer lock's place only when nothing else is in flight, to the waiter the
+    /// next attempt would be for (its local fairness).
+    fn hand_over_target(&mut self, access: Access) -> Option<NextWaiter> {
+        if self.others_starving
+            || matches!(
+                self.acquisition.phase,
+                Phase::BackingOff { yielding: true, .. }
+            )
+        {
+            return None;
+        }
+        if let Access::Permit { .. } = access {
+            let attempting = match &self.acquisition.phase {
+                Phase::Attempting { attempt, .. } if attempt.access == access => 1,
+                _ => 0,
+            };
+            let asked = attempting + self.handing_over.len();
+            return (self.waiters.count_for(access) > asked)
+                .then(|| self.waiters.first_live_for(access))
+                .flatten();
+        }
+        let idle = matches!(
+            self.acquisition.phase,
+            Phase::Idle | Phase::BackingOff { .. }
+        );
+        (idle && self.handing_over.is_empty())
+            .then(|| self.next_waiter())
+            .flatten()
+    }
+
+    /// Sends the hand-over of the released place `from` to `next`.
+    fn send_hand_over(&mut self, myself: &ActorRef<LockMsg>, from: LeaseKey, next: NextWaiter) {
+        let request = self.acquire_request(&next, false);
+        let options = next.options.clone();
+        self.handing_over.insert(
+            request.lease,
+            HandingOver {
+                from: from.lease,
+                to: Attempt::new(request.lease, next, None),
+            },
+        );
+        attempt::send_hand_over(myself, &self.store, from, request, &options);
+    }
+
+    /// The hand-over's answer is two: the release's, for the guard that let go, and the
+    /// attempt's, judged as any attempt's. The acquisition goes on as it was: a grant
+    /// leaves the count of places held as it found it — except a read, after which more
+    /// readers may be let in at once — and a place that became free (the new lease
+    /// refused, or the old one not ours any more) is one a waiter may try for now.
+    pub(super) fn on_hand_over_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        to: LeaseId,
+        sent_at: Instant,
+        result: Result<HandOverOutcome, StoreError>,
+        claim: GrantClaim,
+    ) {
+        // Not in flight any more (shut down): dropping its claim releases both leases.
+        let Some(HandingOver { from, to: attempt }) = self.handing_over.remove(&to) else {
+            return;
+        };
+        let (released, acquired) = match result {
+            Ok(HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            }) => {
+                let (_, longest_backoff) = attempt.options.retry_backoff();
+                self.others_starving =
+                    contended_for.is_some_and(|waited| waited >= longest_backoff);
+                (
+                    Ok(ReleaseOutcome::Released { contended_for }),
+                    Ok(AcquireOutcome::Acquired { token }),
+                )
+            }
+            Ok(HandOverOutcome::Released { contended_for }) => (
+                Ok(ReleaseOutcome::Released { contended_for }),
+                Ok(AcquireOutcome::Busy { holder: None }),
+            ),
+            // The place was not ours any more: nothing was written.
+            Ok(HandOverOutcome::NotOwner) => (
+                Ok(ReleaseOutcome::NotOwner),
+                Ok(AcquireOutcome::Busy { holder: None }),
+            ),
+            Err(error) => (Err(error.clone()), Err(error)),
+        };
+        // The call is counted once, as a hand-over, by `judge` below.
+        self.answer_release(from, released, None);
+        match attempt::judge(
+            &self.name,
+            (StoreOp::HandOver, sent_at),
+            acquired,
+            &attempt.options,
+            &attempt.metrics,
+        ) {
+            Verdict::Granted(token) => {
+                let access = attempt.access;
+                self.grant(myself, attempt, token, sent_at, claim);
+                if access == Access::Read || self.acquisition.is_idle() {
+                    self.place_freed(myself);
+                }
+            }
+            Verdict::Refused(error) => {
+                if let Some(error) = error.filter(|error| !error.is_transient()) {
+                    // Refused for good: only those who asked for this access fail.
+                    self.waiters.fail_first_for(attempt.access, error.into());
+                }
+                self.place_freed(myself);
+            }
+        }
+    }
+
+    /// Answers the guard whose release of `lease` the store answered with `result`; a
+    /// release call sent at `sent_at` is counted in the metrics.
+    fn answer_release(
+        &mut self,
+        lease: LeaseId,
+        result: Result<ReleaseOutcome, StoreError>,
+        sent_at: Option<Instant>,
+    ) {
+        let Some(Releasing { reply, metrics, .. }) = self.releasing.remove(&lease) else {
+            return;
+        };
+        if let Some(sent_at) = sent_at {
+            metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
+        }
+        let answer = hold::release_answer(&self.name, lease, result, &metrics);
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+    }
+
+    pub(super) fn on_release_done(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        sent_at: Instant,
+        result: Result<ReleaseOutcome, StoreError>,
+    ) {
+        let Some(releasing) = self.releasing.get(&lease) else {
+            return;
+        };
+        let (_, longest_backoff) = releasing.options.retry_backoff();
+        let step_back = starvation::step_back(&result, longest_backoff);
+        self.answer_release(lease, result, Some(sent_at));
+        // Stepping back below, if others still wait, gives them their turn.
+        self.others_starving = false;
+        match step_back {
+            // Others have waited long: let them have the freed place before we retry.
+            Some(delay)
+                if self.waiters.prune()
+                    && !matches!(self.acquisition.phase, Phase::Attempting { .. }) =>
+            {
+                self.retry_after(myself, delay, true, false);
+            }
+            _ => self.place_freed(myself),
+        }
+    }
+}

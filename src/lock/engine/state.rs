@@ -1,0 +1,204 @@
+//! What one name's actor owns — the kind, the local waiters, the acquisition, the holds and
+//! the releases in flight — and the rules that depend on the kind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::acquisition::{Acquisition, Phase};
+use super::actor::{NameActorArgs, Retire};
+use super::holds::Place;
+use super::release::{HandingOver, Releasing};
+use crate::error::{LockError, LossReason};
+use crate::kind::{Access, LockKind};
+use crate::lock::message::LockMsg;
+use crate::lock::renewer::Renewer;
+use crate::lock::route::RouteGate;
+use crate::lock::timer::Timers;
+use crate::lock::waiters::Waiters;
+use crate::metrics::LockMetrics;
+use crate::name::LockName;
+use crate::options::LockNameLabel;
+use crate::store::request::HolderId;
+use crate::store::{LeaseId, LockStore, ReleaseWaiters};
+
+pub(crate) struct NameState {
+    pub(super) name: LockName,
+    pub(super) store: Arc<dyn LockStore>,
+    pub(super) holder: HolderId,
+    /// The kind this process uses the name as. It changes only while nothing is held, in
+    /// flight or waited for here: then the name's record (if any) answers a new request.
+    pub(super) kind: LockKind,
+    /// The semaphore capacity this actor added to the permits gauge, taken back when it
+    /// stops.
+    pub(super) reported_permits: Option<(LockNameLabel, f64)>,
+    pub(super) waiters: Waiters,
+    pub(super) acquisition: Acquisition,
+    /// The leases this process holds on the name (at most one for a mutex), each with its
+    /// own timer.
+    pub(super) holds: HashMap<LeaseId, Place>,
+    /// Releases in flight, by the released lease.
+    pub(super) releasing: HashMap<LeaseId, Releasing>,
+    /// Hand-overs in flight, by the new lease: beside the acquisition, so a busy
+    /// semaphore passes each released permit on while an attempt is out.
+    pub(super) handing_over: HashMap<LeaseId, HandingOver>,
+    /// How many of the readers waiting when this process's writer left still go first
+    /// (only those: readers arriving later queue in order, so writers are not shut out).
+    pub(super) readers_first: usize,
+    /// Other processes have waited longer than a backoff (the last hand-over said so):
+    /// the next release goes to the store plainly, and this process steps back.
+    pub(super) others_starving: bool,
+    /// Counts this manager's actors waiting for another process's release.
+    pub(super) release_waiters: ReleaseWaiters,
+    /// Requests received, compared with the route's count before an idle stop.
+    pub(super) requests_seen: u64,
+    gate: Arc<RouteGate>,
+    retire: Retire,
+    idle_timeout: Duration,
+    /// Sends this name's renewals batched with the other names' of the manager.
+    pub(super) renewer: Renewer,
+    pub(super) timers: Timers,
+}
+
+impl NameState {
+    pub(super) fn new(args: NameActorArgs) -> Self {
+        Self {
+            acquisition: Acquisition::new(&args.timers),
+            name: args.name,
+            store: args.store,
+            holder: args.holder,
+            kind: args.kind,
+            reported_permits: None,
+            waiters: Waiters::default(),
+            holds: HashMap::new(),
+            releasing: HashMap::new(),
+            handing_over: HashMap::new(),
+            readers_first: 0,
+            others_starving: false,
+            release_waiters: args.release_waiters,
+            requests_seen: 0,
+            gate: args.gate,
+            retire: args.retire,
+            idle_timeout: args.idle_timeout,
+            renewer: args.renewer,
+            timers: args.timers,
+        }
+    }
+
+    /// The actor stopped: the gauges it moved go back.
+    pub(super) fn stopped(&mut self) {
+        if let Some((policy, permits)) = self.reported_permits.take() {
+            LockMetrics::semaphore_permits(&self.name, &policy, -permits);
+        }
+    }
+
+    /// Whether a request for `access` can be served here. A name is held here either as a
+    /// mutex or as a shared kind, never both at once: a request of the other family is
+    /// refused while anything is held, in flight or waited for; otherwise the actor takes
+    /// up the asked kind and the store's record answers for it.
+    pub(super) fn admit(&mut self, access: Access) -> Result<(), LockError> {
+        let asked = access.kind();
+        if self.is_unused() && !self.waiters.prune() {
+            self.kind = asked;
+            return Ok(());
+        }
+        if asked.is_shared() == self.kind.is_shared() {
+            return Ok(());
+        }
+        Err(LockError::KindMismatch {
+            name: self.name.as_str().to_owned(),
+            found: self.kind,
+            asked,
+        })
+    }
+
+    /// A mutex has one holder, so this process attempts only while it holds nothing and has
+    /// no release in flight; a shared kind's holders each have their own lease, and its
+    /// acquisition runs beside them.
+    pub(super) fn may_attempt(&self) -> bool {
+        self.kind.is_shared()
+            || (self.holds.is_empty() && self.releasing.is_empty() && self.handing_over.is_empty())
+    }
+
+    /// Whether a released mutex may pass straight to a local waiter under its reserved
+    /// tokens. A shared kind never does: other holders of the name may have been granted
+    /// larger tokens since this grant reserved its block (every grant's token must exceed
+    /// every one before it), and a reader admitted here would overtake a writer waiting
+    /// elsewhere; its places go back through the store (`hand_over`).
+    pub(super) fn passes_locally(&self) -> bool {
+        !self.kind.is_shared()
+    }
+
+    /// A place this process held is free again: a waiter backing off (not yielding) tries
+    /// now; with nothing left to do, the actor idles.
+    pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
+        match self.acquisition.phase {
+            Phase::Idle
+            | Phase::BackingOff {
+                yielding: false, ..
+            } => {
+                self.acquisition.stale_timers();
+                self.start_attempt(myself);
+            }
+            Phase::Attempting { ref mut woken, .. } => *woken = true,
+            Phase::BackingOff { yielding: true, .. } => {}
+        }
+    }
+
+    /// Nothing held, released, handed over or attempted.
+    pub(super) fn is_unused(&self) -> bool {
+        self.holds.is_empty()
+            && self.releasing.is_empty()
+            && self.handing_over.is_empty()
+            && matches!(self.acquisition.phase, Phase::Idle)
+    }
+
+    /// Arms the idle stop when the actor is unused.
+    pub(super) fn idle_if_unused(&mut self, myself: &ActorRef<LockMsg>) {
+        if self.is_unused() {
+            let at = Instant::now() + self.idle_timeout;
+            self.acquisition
+                .set_wake(myself, at, |generation| LockMsg::IdleDue { generation });
+        }
+    }
+
+    pub(super) fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
+        if !self.acquisition.is_current(generation) || !self.is_unused() {
+            return;
+        }
+        if self.gate.try_retire(self.requests_seen) {
+            // No request can reach us any more: the supervisor forgets us, we stop.
+            (self.retire)(&self.name, myself.get_id());
+            myself.stop(Some("idle".to_owned()));
+        } else {
+            // A request is on its way; if its sender took it elsewhere, try again later.
+            self.idle_if_unused(myself);
+        }
+    }
+
+    /// Fails waiters, tells every live holder of its loss (each lease freed once its guard
+    /// lets go, or after the loss margin) and answers what is in flight. A grant still in
+    /// flight is released through its claim when its answer finds this actor gone.
+    pub(super) fn shut_down(&mut self) {
+        self.waiters.fail_all(LockError::ShutDown);
+        for (_, place) in self.holds.drain() {
+            place
+                .end()
+                .lose(&self.name, &LossReason::Shutdown)
+                .spawn_release(&self.store);
+        }
+        for (_, releasing) in self.releasing.drain() {
+            if let Some(reply) = releasing.reply {
+                let _ = reply.send(Err(LockError::ShutDown));
+            }
+        }
+        // Their answers find nothing in flight: their claims release both leases.
+        self.handing_over.clear();
+        if let Some(reply) = self.acquisition.stop() {
+            let _ = reply.send(Err(LockError::ShutDown));
+        }
+    }
+}
