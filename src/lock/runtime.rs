@@ -11,6 +11,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::engine::ManagerContext;
 use super::handle::Lock;
 use super::renewer::Renewer;
 use super::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
@@ -90,12 +91,14 @@ impl Runtime {
         let (alive, supervisor_gone) = oneshot::channel();
         let args = SupervisorArgs {
             alive,
-            timers,
-            renewer: Renewer::start(store.clone()),
-            release_waiters: release_waiters.clone(),
-            store: store.clone(),
-            holder: holder.clone(),
-            idle_timeout,
+            context: ManagerContext {
+                timers,
+                renewer: Renewer::start(store.clone()),
+                release_waiters: release_waiters.clone(),
+                store: store.clone(),
+                holder: holder.clone(),
+                idle_timeout,
+            },
         };
         let (supervisor, _) = Actor::spawn(None, Supervisor, args)
             .await

@@ -7,20 +7,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
-use super::engine::{NameActor, NameActorArgs, Retire};
+use super::engine::{ManagerContext, NameActor, NameActorArgs, Retire};
 use super::message::LockMsg;
-use super::renewer::Renewer;
 use super::route::{CachedRoute, Route, RouteGate};
-use super::timer::Timers;
 use crate::kind::LockKind;
 use crate::name::LockName;
-use crate::store::request::HolderId;
-use crate::store::{LockStore, ReleaseWaiters};
 
 /// Messages of the supervisor.
 pub(crate) enum SupervisorMsg {
@@ -47,23 +42,14 @@ pub(crate) enum SupervisorMsg {
 pub(crate) struct Supervisor;
 
 pub(crate) struct SupervisorArgs {
-    pub(crate) store: Arc<dyn LockStore>,
-    pub(crate) holder: HolderId,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) renewer: Renewer,
-    pub(crate) release_waiters: ReleaseWaiters,
-    pub(crate) timers: Timers,
+    /// What every lock actor is started with.
+    pub(crate) context: ManagerContext,
     /// Dropped with the supervisor's state when it stops: tells the release forwarder.
     pub(crate) alive: oneshot::Sender<()>,
 }
 
 pub(crate) struct SupervisorState {
-    store: Arc<dyn LockStore>,
-    holder: HolderId,
-    idle_timeout: Duration,
-    renewer: Renewer,
-    release_waiters: ReleaseWaiters,
-    timers: Timers,
+    context: ManagerContext,
     _alive: oneshot::Sender<()>,
     /// Each live lock actor by name, with the route requests take to it. Ordered, so that
     /// messages to every child (wake-ups, shutdown) go out in one order on every run.
@@ -81,12 +67,7 @@ impl Actor for Supervisor {
         args: SupervisorArgs,
     ) -> Result<SupervisorState, ActorProcessingErr> {
         Ok(SupervisorState {
-            store: args.store,
-            holder: args.holder,
-            idle_timeout: args.idle_timeout,
-            renewer: args.renewer,
-            release_waiters: args.release_waiters,
-            timers: args.timers,
+            context: args.context,
             _alive: args.alive,
             children: BTreeMap::new(),
         })
@@ -215,12 +196,7 @@ impl SupervisorState {
             let args = NameActorArgs {
                 name: name.clone(),
                 kind,
-                store: self.store.clone(),
-                holder: self.holder.clone(),
-                idle_timeout: self.idle_timeout,
-                renewer: self.renewer.clone(),
-                release_waiters: self.release_waiters.clone(),
-                timers: self.timers.clone(),
+                context: self.context.clone(),
                 gate: gate.clone(),
                 retire,
             };

@@ -22,18 +22,25 @@ pub(crate) type Retire = Arc<dyn Fn(&LockName, ActorId) + Send + Sync>;
 /// The actor behaviour; all state lives in [`NameState`].
 pub(crate) struct NameActor;
 
+/// What every per-name actor of one manager shares.
+#[derive(Clone)]
+pub(crate) struct ManagerContext {
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) holder: HolderId,
+    /// How long an actor lingers with nothing held or queued (the manager's setting).
+    pub(crate) idle_timeout: Duration,
+    /// Sends the renewals of every name batched.
+    pub(crate) renewer: Renewer,
+    pub(crate) release_waiters: ReleaseWaiters,
+    pub(crate) timers: Timers,
+}
+
 /// What a per-name actor is started with.
 pub(crate) struct NameActorArgs {
     pub(crate) name: LockName,
     /// The kind of the request that started it; the name's record decides from then on.
     pub(crate) kind: LockKind,
-    pub(crate) store: Arc<dyn LockStore>,
-    pub(crate) holder: HolderId,
-    /// How long the actor lingers with nothing held or queued (the manager's setting).
-    pub(crate) idle_timeout: Duration,
-    pub(crate) renewer: Renewer,
-    pub(crate) release_waiters: ReleaseWaiters,
-    pub(crate) timers: Timers,
+    pub(crate) context: ManagerContext,
     /// The count of requests sent on this actor's route (see `route`).
     pub(crate) gate: Arc<RouteGate>,
     pub(crate) retire: Retire,

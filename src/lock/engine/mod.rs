@@ -31,7 +31,7 @@ mod holds;
 mod release;
 mod state;
 
-pub(crate) use actor::{NameActor, NameActorArgs, Retire};
+pub(crate) use actor::{ManagerContext, NameActor, NameActorArgs, Retire};
 
 #[cfg(test)]
 mod tests {

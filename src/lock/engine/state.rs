@@ -65,11 +65,12 @@ pub(crate) struct NameState {
 
 impl NameState {
     pub(super) fn new(args: NameActorArgs) -> Self {
+        let context = args.context;
         Self {
-            acquisition: Acquisition::new(&args.timers),
+            acquisition: Acquisition::new(&context.timers),
             name: args.name,
-            store: args.store,
-            holder: args.holder,
+            store: context.store,
+            holder: context.holder,
             kind: args.kind,
             reported_permits: None,
             waiters: Waiters::default(),
@@ -78,13 +79,13 @@ impl NameState {
             handing_over: HashMap::new(),
             readers_first: 0,
             others_starving: false,
-            release_waiters: args.release_waiters,
+            release_waiters: context.release_waiters,
             requests_seen: 0,
             gate: args.gate,
             retire: args.retire,
-            idle_timeout: args.idle_timeout,
-            renewer: args.renewer,
-            timers: args.timers,
+            idle_timeout: context.idle_timeout,
+            renewer: context.renewer,
+            timers: context.timers,
         }
     }
 
