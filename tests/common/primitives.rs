@@ -229,6 +229,44 @@ pub(crate) async fn semaphore_counts_are_fixed_by_the_record<B: Backend>(backend
     held.release().await.unwrap();
 }
 
+/// The name's record decides its kind, not the first request this process made: a mistaken
+/// request of another kind is refused by the record and leaves nothing behind, and a lock
+/// released here (its record gone) can be taken as a semaphore at once.
+pub(crate) async fn a_name_is_the_kind_its_record_says<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let held_elsewhere = b.semaphore("exports", 2).unwrap().acquire().await.unwrap();
+    assert!(matches!(
+        a.lock("exports").unwrap().try_acquire().await,
+        Err(LockError::KindMismatch {
+            found: LockKind::Semaphore { permits: 2 },
+            ..
+        })
+    ));
+    let permit = a.semaphore("exports", 2).unwrap().try_acquire().await;
+    assert!(
+        matches!(permit, Ok(Some(_))),
+        "a permit was refused after a mistaken lock request: {permit:?}"
+    );
+    drop((permit, held_elsewhere));
+
+    let name = "reports";
+    a.lock(name)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let permit = a.semaphore(name, 2).unwrap().try_acquire().await;
+    assert!(
+        matches!(permit, Ok(Some(_))),
+        "a name freed as a lock was refused as a semaphore: {permit:?}"
+    );
+}
+
 /// Readers share, the writer excludes everyone, and every grant's token is larger than
 /// every one before it, reads included: a fenced resource orders the writer after the
 /// readers it excluded.
