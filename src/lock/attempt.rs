@@ -1,4 +1,4 @@
-//! One acquisition attempt, as both per-name actors send it and judge its answer: the
+//! One acquisition attempt, as the per-name actor sends it and judges its answer: the
 //! store call runs off the actor's loop with a claim on whatever it grants, and its answer
 //! is only a grant if it came back before the lease's own renew deadline.
 
