@@ -199,17 +199,17 @@ impl NameState {
     /// mutex is held here: its waiters get it when it is passed on or freed).
     pub(super) fn start_attempt(&mut self, myself: &ActorRef<LockMsg>) {
         self.acquisition.wake_timer.cancel();
-        if !self.may_attempt() {
-            self.acquisition.phase = Phase::Idle;
-            return;
-        }
-        match self.next_waiter() {
+        match self.may_attempt().then(|| self.next_waiter()).flatten() {
             Some(next) => self.send_attempt(myself, next, None),
-            None => {
-                self.acquisition.phase = Phase::Idle;
-                self.idle_if_unused(myself);
-            }
+            None => self.stop_attempting(myself),
         }
+    }
+
+    /// No attempt until a waiter or a freed place asks for one; an unused actor arms its
+    /// idle stop.
+    fn stop_attempting(&mut self, myself: &ActorRef<LockMsg>) {
+        self.acquisition.phase = Phase::Idle;
+        self.idle_if_unused(myself);
     }
 
     fn send_attempt(
@@ -312,8 +312,7 @@ impl NameState {
             return self.start_attempt(myself);
         }
         if !self.waiters.prune() {
-            self.acquisition.phase = Phase::Idle;
-            return self.idle_if_unused(myself);
+            return self.stop_attempting(myself);
         }
         if held_elsewhere && woken {
             return self.start_attempt(myself);
