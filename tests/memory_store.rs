@@ -144,6 +144,44 @@ async fn requests_racing_an_idle_stop_are_never_lost() {
     manager.shutdown().await;
 }
 
+/// A grant whose answer comes back after its first renewal was due (a stalled store, or one
+/// that applied the call at its restart) is given back and asked for again: a caller gets a
+/// guard only with a useful part of its window left, never one told of its loss moments
+/// later.
+#[tokio::test(start_paused = true)]
+async fn a_grant_answered_late_is_given_back_not_handed_out() {
+    use std::time::Duration;
+
+    use mongolock::testing::FaultyStore;
+
+    // Renewals due after 1 s, the loss deadline at 2 s.
+    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = mongolock::LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    store.stall(Duration::from_millis(1_500));
+    let lock = manager.lock("late").unwrap();
+    let acquiring = tokio::spawn(async move { lock.acquire().await });
+    while store.acquire_calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    // Only the first attempt stalls: it is applied, and answered, 1.5 s after it was sent.
+    store.heal();
+    let guard = acquiring.await.unwrap().unwrap();
+    assert!(
+        guard.last_renewed().elapsed() < options.renew_interval(),
+        "a guard was handed out {:?} into its window",
+        guard.last_renewed().elapsed()
+    );
+    assert!(
+        store.acquire_calls() >= 2,
+        "the late grant was not given back"
+    );
+    guard.release().await.unwrap();
+    manager.shutdown().await;
+}
+
 /// A manager on a fresh memory store whose idle lock actors stop after `idle`.
 async fn manager_idling_after(idle: std::time::Duration) -> mongolock::LockManager {
     mongolock::LockManager::builder(MemoryStore::new())

@@ -1,6 +1,7 @@
 //! One acquisition attempt, as the per-name actor sends it and judges its answer: the
 //! store call runs off the actor's loop with a claim on whatever it grants, and its answer
-//! is only a grant if it came back before the lease's own renew deadline.
+//! is only a grant if it came back while most of the lease's window is left (before its
+//! first renewal is due).
 
 use std::sync::Arc;
 
@@ -88,7 +89,7 @@ pub(crate) enum Verdict {
     /// Granted in time, with this token: the actor keeps it (and its claim).
     Granted(u64),
     /// Not granted: held elsewhere (`None`), or the store failed. A grant answered after
-    /// its renew deadline is refused too; dropping its claim releases it.
+    /// its first renewal was due is refused too; dropping its claim releases it.
     Refused(Option<StoreError>),
 }
 
@@ -106,13 +107,16 @@ pub(crate) fn judge(
     metrics.store_call(op, took, result.is_err());
     match result {
         Ok(AcquireOutcome::Acquired { token })
-            if Instant::now() < sent_at + options.renew_deadline() =>
+            if Instant::now() < sent_at + options.renew_interval() =>
         {
             metrics.attempt(AttemptResult::Acquired);
             Verdict::Granted(token)
         }
         Ok(AcquireOutcome::Acquired { .. }) => {
-            // Answered after its own renew deadline: it cannot be used safely.
+            // Answered after its first renewal was due (a store that stalled, or applied the
+            // call at its restart): what is left of the window until the loss deadline may
+            // be too little for any work, and past that deadline it cannot be used safely
+            // at all. Given back, and asked for again with a whole window.
             tracing::warn!(lock = %name, ?took, "acquisition answered too late to use; releasing it");
             metrics.attempt(AttemptResult::Error);
             Verdict::Refused(None)
