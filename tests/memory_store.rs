@@ -182,6 +182,47 @@ async fn a_grant_answered_late_is_given_back_not_handed_out() {
     manager.shutdown().await;
 }
 
+/// A store that stops answering (a hung connection) warns every kind of holder while time
+/// is left: its renewal going unanswered puts the hold at risk well before the deadline,
+/// which still decides the loss.
+#[tokio::test(start_paused = true)]
+async fn a_hung_store_warns_before_the_loss() {
+    use mongolock::testing::FaultyStore;
+    use tokio::time::timeout;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = mongolock::LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let lock = manager.lock("hung").unwrap().acquire().await.unwrap();
+    let permit = manager
+        .semaphore("hung-permits", 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    store.hang();
+    for signal in [lock.loss_signal(), permit.loss_signal()] {
+        let risk = timeout(options.renew_deadline(), signal.at_risk())
+            .await
+            .expect("lost with no warning while the store hung");
+        assert!(
+            risk.time_left() >= options.renew_deadline() - options.renew_interval() * 2,
+            "warned only {:?} before the loss",
+            risk.time_left()
+        );
+        assert_eq!(signal.loss(), None, "at risk is not lost");
+    }
+    store.heal();
+    for signal in [lock.loss_signal(), permit.loss_signal()] {
+        timeout(options.renew_deadline(), signal.lost())
+            .await
+            .expect("a hung renewal's holder is told of its loss by its deadline");
+    }
+    manager.shutdown().await;
+}
+
 /// A manager on a fresh memory store whose idle lock actors stop after `idle`.
 async fn manager_idling_after(idle: std::time::Duration) -> mongolock::LockManager {
     mongolock::LockManager::builder(MemoryStore::new())

@@ -41,6 +41,9 @@ pub(crate) struct Hold {
     /// When the next renewal is due (unless one is in flight).
     next_renewal: Instant,
     renewal_in_flight: bool,
+    /// When the renewal in flight, still unanswered, puts the hold at risk: a store that
+    /// stops answering is warned of while time is left, not only at the loss.
+    silent_at: Option<Instant>,
     /// Since when a renewal has come back without confirming the lease (an error, or no
     /// answer in time), if one has since the last confirmation: the hold is at risk, and as
     /// the lease may be gone, only a store call may pass it on.
@@ -54,6 +57,9 @@ pub(crate) struct Hold {
 pub(crate) enum HoldDue {
     /// The loss deadline passed.
     Deadline,
+    /// The renewal in flight has gone unanswered for as long as a failed one waits before
+    /// its retry: the store is silent, and the hold at risk.
+    Silent,
     /// A renewal is due now.
     Renewal,
     /// Nothing yet (the timer is re-armed for [`Hold::timer_at`]).
@@ -81,6 +87,7 @@ impl Hold {
             deadline,
             next_renewal,
             renewal_in_flight: false,
+            silent_at: None,
             at_risk_since: None,
             last_error: None,
             status: HoldStatusSender::new(sent_at),
@@ -147,6 +154,7 @@ impl Hold {
             deadline: self.deadline,
             next_renewal: self.next_renewal,
             renewal_in_flight: self.renewal_in_flight,
+            silent_at: self.silent_at,
             at_risk_since: self.at_risk_since,
             last_error: self.last_error,
             status: self.status.successor(),
@@ -184,6 +192,8 @@ impl Hold {
     pub(crate) fn due(&self, now: Instant) -> HoldDue {
         if now >= self.deadline {
             HoldDue::Deadline
+        } else if self.silent_at.is_some_and(|at| now >= at) {
+            HoldDue::Silent
         } else if !self.renewal_in_flight && now >= self.next_renewal {
             HoldDue::Renewal
         } else {
@@ -191,12 +201,13 @@ impl Hold {
         }
     }
 
-    /// When the hold's one timer must fire: at its next renewal, or at its loss deadline
-    /// while a renewal is in flight (a renewal is always due before the deadline, so the
-    /// deadline is armed whenever a store call could hang).
+    /// When the hold's one timer must fire: at its next renewal, or while a renewal is in
+    /// flight at the moment its silence puts the hold at risk, then at its loss deadline (a
+    /// renewal is always due before the deadline, so the deadline is armed whenever a store
+    /// call could hang).
     pub(crate) fn timer_at(&self) -> Instant {
         if self.renewal_in_flight {
-            self.deadline
+            self.silent_at.unwrap_or(self.deadline).min(self.deadline)
         } else {
             self.next_renewal.min(self.deadline)
         }
@@ -252,6 +263,10 @@ impl Hold {
     /// A renewal goes out now; returns until when its answer is useful (the loss deadline).
     pub(crate) fn renewal_sent(&mut self) -> Instant {
         self.renewal_in_flight = true;
+        self.silent_at = self
+            .at_risk_since
+            .is_none()
+            .then(|| Instant::now() + self.retry_delay());
         self.deadline
     }
 
@@ -260,6 +275,7 @@ impl Hold {
     pub(crate) fn renewal_answered(&mut self, sent_at: Instant, failed: bool) -> bool {
         self.metrics
             .store_call(crate::metrics::StoreOp::Extend, sent_at.elapsed(), failed);
+        self.silent_at = None;
         std::mem::replace(&mut self.renewal_in_flight, false)
     }
 
@@ -278,20 +294,36 @@ impl Hold {
     /// A renewal failed with `error`: the hold is at risk; retry a quarter cadence later,
     /// never past the deadline (the deadline timer decides the loss).
     pub(crate) fn renewal_failed(&mut self, error: StoreError) {
+        // A renewal our own timeout cut short went unanswered: that is a silent store, not a
+        // failing one.
+        self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+        self.mark_at_risk();
+        self.next_renewal = (Instant::now() + self.retry_delay()).min(self.deadline);
+    }
+
+    /// The renewal in flight has gone unanswered as long as a failed one waits to be
+    /// retried: the hold is at risk while the renewal may still come back.
+    pub(crate) fn store_silent(&mut self) {
+        self.silent_at = None;
+        self.mark_at_risk();
+    }
+
+    fn mark_at_risk(&mut self) {
         let since = *self.at_risk_since.get_or_insert_with(|| {
             self.metrics.at_risk(1.0);
             Instant::now()
         });
-        // A renewal our own timeout cut short went unanswered: that is a silent store, not a
-        // failing one.
-        self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
         self.status.at_risk(AtRisk::new(
             since,
             self.deadline,
             self.last_error.as_ref().map(StoreError::report),
         ));
-        let retry = (self.options.renew_interval() / 4).max(Duration::from_millis(1));
-        self.next_renewal = (Instant::now() + retry).min(self.deadline);
+    }
+
+    /// How long after a renewal failed, or went unanswered, the hold acts on it: a quarter
+    /// of the renewal cadence.
+    fn retry_delay(&self) -> Duration {
+        (self.options.renew_interval() / 4).max(Duration::from_millis(1))
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.

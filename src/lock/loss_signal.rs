@@ -3,8 +3,9 @@
 //! that comes before a loss ([`AtRisk`]).
 //!
 //! While held, a hold may be **at risk**: a renewal came back unconfirmed (an error, or no
-//! answer in time) and the loss deadline is still ahead. It recovers when a renewal is
-//! confirmed, or ends in a loss at the deadline.
+//! answer in time), or has gone unanswered for a quarter of the renewal cadence (a store
+//! that stopped answering), and the loss deadline is still ahead. It recovers when a
+//! renewal is confirmed, or ends in a loss at the deadline.
 //!
 //! A hold ends in exactly one of two ways. A **release** (by the guard, or by the runtime
 //! for a guard nobody holds) is never a loss: receivers stay pending forever. Anything else —
@@ -72,7 +73,7 @@ impl AtRisk {
         }
     }
 
-    /// When the first unconfirmed renewal came back.
+    /// When the first unconfirmed renewal came back, or went unanswered too long.
     pub fn since(&self) -> Instant {
         self.since
     }

@@ -126,6 +126,10 @@ impl NameState {
                 return self.lose(myself, lease, reason, LeaseLeft::OnStore);
             }
             HoldDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
+            HoldDue::Silent => {
+                tracing::warn!(lock = %self.name, token = place.hold.token(), "lease renewal unanswered; at risk until it is answered or the renew deadline");
+                place.hold.store_silent();
+            }
             HoldDue::Nothing => {}
         }
         self.arm_hold_timer(myself, lease);
