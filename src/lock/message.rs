@@ -106,15 +106,6 @@ pub(crate) enum LockMsg {
 }
 
 impl LockMsg {
-    /// The kind of lock a request asks for (`None` for other messages): the supervisor
-    /// starts the actor that serves it.
-    pub(crate) fn asked_kind(&self) -> Option<crate::kind::LockKind> {
-        match self {
-            Self::Acquire { access, .. } | Self::TryAcquire { access, .. } => Some(access.kind()),
-            _ => None,
-        }
-    }
-
     /// Whether this is a request its sender counted on the actor's route (see `route`).
     pub(crate) fn is_counted_request(&self) -> bool {
         match self {

@@ -14,7 +14,6 @@ use tokio::sync::oneshot;
 use super::engine::{ManagerContext, NameActor, NameActorArgs, Retire};
 use super::message::LockMsg;
 use super::route::{CachedRoute, Route, RouteGate};
-use crate::kind::LockKind;
 use crate::name::LockName;
 
 /// Messages of the supervisor.
@@ -160,8 +159,7 @@ impl SupervisorState {
         // Two tries: a child that retired or died but whose end the supervisor has not heard
         // of yet refuses the request, and a fresh child takes it.
         for _ in 0..2 {
-            let kind = message.asked_kind().unwrap_or(LockKind::Mutex);
-            let Some(child) = self.child(myself, &name, kind).await else {
+            let Some(child) = self.child(myself, &name).await else {
                 return; // spawn failed: the caller's reply channel closes, it gets an error
             };
             match child.send_request(message) {
@@ -177,13 +175,9 @@ impl SupervisorState {
         }
     }
 
-    /// The actor of `name`, started for a request of `kind` if there is none.
-    async fn child(
-        &mut self,
-        myself: &ActorRef<SupervisorMsg>,
-        name: &LockName,
-        kind: LockKind,
-    ) -> Option<&Route> {
+    /// The actor of `name`, started if there is none (it takes up the kind of the first
+    /// request it serves).
+    async fn child(&mut self, myself: &ActorRef<SupervisorMsg>, name: &LockName) -> Option<&Route> {
         if !self.children.contains_key(name) {
             let gate = Arc::new(RouteGate::default());
             let supervisor = myself.clone();
@@ -195,7 +189,6 @@ impl SupervisorState {
             });
             let args = NameActorArgs {
                 name: name.clone(),
-                kind,
                 context: self.context.clone(),
                 gate: gate.clone(),
                 retire,

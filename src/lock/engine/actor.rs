@@ -6,7 +6,6 @@ use std::time::Duration;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 
 use super::state::NameState;
-use crate::kind::LockKind;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
@@ -38,8 +37,6 @@ pub(crate) struct ManagerContext {
 /// What a per-name actor is started with.
 pub(crate) struct NameActorArgs {
     pub(crate) name: LockName,
-    /// The kind of the request that started it; the name's record decides from then on.
-    pub(crate) kind: LockKind,
     pub(crate) context: ManagerContext,
     /// The count of requests sent on this actor's route (see `route`).
     pub(crate) gate: Arc<RouteGate>,

@@ -71,7 +71,8 @@ impl NameState {
             name: args.name,
             store: context.store,
             holder: context.holder,
-            kind: args.kind,
+            // Taken up from the first request (see `admit`).
+            kind: LockKind::Mutex,
             reported_permits: None,
             waiters: Waiters::default(),
             holds: HashMap::new(),
