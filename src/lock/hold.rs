@@ -41,8 +41,9 @@ pub(crate) struct Hold {
     /// When the next renewal is due (unless one is in flight).
     next_renewal: Instant,
     renewal_in_flight: bool,
-    /// When the renewal in flight, still unanswered, puts the hold at risk: a store that
-    /// stops answering is warned of while time is left, not only at the loss.
+    /// When the renewal in flight, still unanswered, puts the hold at risk (halfway from its
+    /// sending to the deadline): a store that stops answering is warned of while time is
+    /// left, not only at the loss.
     silent_at: Option<Instant>,
     /// Since when a renewal has come back without confirming the lease (an error, or no
     /// answer in time), if one has since the last confirmation: the hold is at risk, and as
@@ -57,8 +58,8 @@ pub(crate) struct Hold {
 pub(crate) enum HoldDue {
     /// The loss deadline passed.
     Deadline,
-    /// The renewal in flight has gone unanswered for as long as a failed one waits before
-    /// its retry: the store is silent, and the hold at risk.
+    /// The renewal in flight has gone unanswered for half the time it had until the
+    /// deadline: the store is silent, and the hold at risk.
     Silent,
     /// A renewal is due now.
     Renewal,
@@ -263,10 +264,13 @@ impl Hold {
     /// A renewal goes out now; returns until when its answer is useful (the loss deadline).
     pub(crate) fn renewal_sent(&mut self) -> Instant {
         self.renewal_in_flight = true;
+        // Halfway to the deadline: late enough that a loaded store's slow answer is not a
+        // false alarm, early enough that half the time left remains to act on the warning.
+        let now = Instant::now();
         self.silent_at = self
             .at_risk_since
             .is_none()
-            .then(|| Instant::now() + self.retry_delay());
+            .then(|| now + self.deadline.saturating_duration_since(now) / 2);
         self.deadline
     }
 
@@ -301,8 +305,8 @@ impl Hold {
         self.next_renewal = (Instant::now() + self.retry_delay()).min(self.deadline);
     }
 
-    /// The renewal in flight has gone unanswered as long as a failed one waits to be
-    /// retried: the hold is at risk while the renewal may still come back.
+    /// The renewal in flight has gone unanswered for half its time: the hold is at risk
+    /// while the renewal may still come back.
     pub(crate) fn store_silent(&mut self) {
         self.silent_at = None;
         self.mark_at_risk();
@@ -320,8 +324,7 @@ impl Hold {
         ));
     }
 
-    /// How long after a renewal failed, or went unanswered, the hold acts on it: a quarter
-    /// of the renewal cadence.
+    /// How long after a renewal failed the next is sent: a quarter of the renewal cadence.
     fn retry_delay(&self) -> Duration {
         (self.options.renew_interval() / 4).max(Duration::from_millis(1))
     }

@@ -3,8 +3,8 @@
 //! that comes before a loss ([`AtRisk`]).
 //!
 //! While held, a hold may be **at risk**: a renewal came back unconfirmed (an error, or no
-//! answer in time), or has gone unanswered for a quarter of the renewal cadence (a store
-//! that stopped answering), and the loss deadline is still ahead. It recovers when a
+//! answer in time), or has gone unanswered for half the time it had until the deadline (a
+//! store that stopped answering), and the loss deadline is still ahead. It recovers when a
 //! renewal is confirmed, or ends in a loss at the deadline.
 //!
 //! A hold ends in exactly one of two ways. A **release** (by the guard, or by the runtime
