@@ -32,7 +32,7 @@ pub use record_event::{RECORD_FEED_CAPACITY, RecordEvent};
 pub use release_demand::ReleaseDemand;
 pub(crate) use release_demand::{ReleaseWaiters, WaitingForRelease};
 pub use request::{AcquireRequest, ExtendRequest, LeaseId, LeaseKey};
-pub(crate) use request::{check_lease_length, check_permits};
+pub(crate) use request::{check_hand_over, check_lease_length, check_permits};
 
 use crate::error::StoreError;
 #[cfg(doc)]
@@ -62,7 +62,8 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   and `inspect` shows it (a new grant clears the mark).
 /// - Lock names are opaque values, never interpreted as keys, paths or query operators.
 /// - A lease length of zero or beyond [`MAX_LEASE_DURATION`](crate::MAX_LEASE_DURATION) is refused with
-///   [`StoreError::Rejected`], and nothing is written.
+///   [`StoreError::Rejected`], and nothing is written. A `waited` or `retry_within` beyond it
+///   counts as that long (up to `Duration::MAX`, still an answer, never an error).
 /// - A grant with token `t` reserves the tokens `t .. t + tokens_per_grant()`: the next grant
 ///   of that name returns a token of at least `t + tokens_per_grant()`; the record
 ///   ([`LockRecord::token`]) shows `t`.
@@ -211,7 +212,10 @@ pub trait LockStore: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// What [`release`](Self::release) or [`try_acquire`](Self::try_acquire) would return;
+    /// [`StoreError::Rejected`], with nothing written (`from` keeps its place), when `to`
+    /// names another lock than `from` or asks for a lease length or semaphore count no grant
+    /// can have. Otherwise what [`release`](Self::release) or
+    /// [`try_acquire`](Self::try_acquire) would return;
     /// an error after `from` was released leaves `to` possibly granted (the runtime then
     /// releases both). A [`StoreError::KindMismatch`] for `to` writes nothing for it:
     /// answered [`HandOverOutcome::Released`].
@@ -270,6 +274,7 @@ pub(crate) async fn release_then_acquire<S: LockStore + ?Sized>(
     from: &LeaseKey,
     to: &AcquireRequest,
 ) -> Result<HandOverOutcome, StoreError> {
+    check_hand_over(from, to)?;
     let contended_for = match store.release(from).await? {
         ReleaseOutcome::Released { contended_for } => contended_for,
         ReleaseOutcome::NotOwner => return Ok(HandOverOutcome::NotOwner),

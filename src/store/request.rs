@@ -37,6 +37,41 @@ pub(crate) fn check_permits(permits: u32) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How long a refused requester's waiting mark lasts: its `retry_within`, up to
+/// [`MAX_LEASE_DURATION`]. Nothing in a record outlasts the longest lease, and a requester
+/// that says it may be back only after that (up to `Duration::MAX`) still gets an answer
+/// instead of an overflow of the store's clock.
+pub(crate) fn mark_length(retry_within: Duration) -> Duration {
+    retry_within.min(MAX_LEASE_DURATION)
+}
+
+/// How long a requester is counted as having waited: its `waited`, up to
+/// [`MAX_LEASE_DURATION`], so that "the store's now minus `waited`" is a time the store's
+/// clock can express (`Duration::MAX` would overflow it) and both stores agree on it.
+pub(crate) fn wait_length(waited: Duration) -> Duration {
+    waited.min(MAX_LEASE_DURATION)
+}
+
+/// Refuses a hand-over that could not be a grant of `from`'s lock, before a store writes
+/// anything (the old lease keeps its place): `to` must name the same lock, with a lease
+/// length and a semaphore count a grant could have.
+pub(crate) fn check_hand_over(from: &LeaseKey, to: &AcquireRequest) -> Result<(), StoreError> {
+    check_lease_length(to.lease_duration)?;
+    if let Access::Permit { permits } = to.access {
+        check_permits(permits)?;
+    }
+    if to.name != from.name {
+        return Err(StoreError::Rejected {
+            message: format!(
+                "a hand-over passes one lock: the lease of {} cannot be handed to {}",
+                from.name, to.name
+            ),
+            source: None,
+        });
+    }
+    Ok(())
+}
+
 /// Identifies one grant of a lock: a fresh random id is sent with every acquisition attempt,
 /// and extend/release only act on a record that still carries it (the owner check).
 ///

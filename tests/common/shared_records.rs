@@ -1068,3 +1068,110 @@ pub(crate) async fn shared_records_hand_over_is_a_release_and_an_attempt_in_one<
     released(&store, &read).await;
     assert!(t_read > 0);
 }
+
+/// Requests at the edges of their types are answered, never a panic: a `retry_within` or
+/// `waited` of `Duration::MAX` is an ordinary attempt (a refused writer's mark then holds
+/// new readers back); a hand-over whose new lease asks for a semaphore of 0 permits or
+/// above `MAX_PERMITS`, or for another name than the one it passes, is `Rejected` before
+/// anything is written: the old lease keeps its place and no record of a count nobody can
+/// hold is left behind.
+pub(crate) async fn shared_records_requests_at_the_edges_are_answered_not_panicked<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (ours, theirs) = (Caller::new(), Caller::new());
+    let forever = Duration::MAX;
+
+    let rw = name("edges-rw");
+    let (read, _) = granted(&store, &ours.request(&rw, Access::Read, LONG)).await;
+    refused(
+        &store,
+        &theirs
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(forever)
+            .with_waited(forever),
+    )
+    .await;
+    refused(&store, &ours.request(&rw, Access::Read, LONG)).await; // the writer waits
+    released(&store, &read).await;
+    let (written, _) = granted(&store, &theirs.request(&rw, Access::Write, LONG)).await;
+    refused(
+        &store,
+        &ours
+            .request(&rw, Access::Read, LONG)
+            .with_retry_within(forever)
+            .with_waited(forever),
+    )
+    .await;
+    released(&store, &written).await;
+
+    let sem = name("edges-semaphore");
+    let two = Access::Permit { permits: 2 };
+    let (first, _) = granted(
+        &store,
+        &ours
+            .request(&sem, two, LONG)
+            .with_retry_within(forever)
+            .with_waited(forever),
+    )
+    .await;
+    granted(&store, &theirs.request(&sem, two, LONG)).await;
+    refused(
+        &store,
+        &theirs
+            .request(&sem, two, LONG)
+            .with_retry_within(forever)
+            .with_waited(forever),
+    )
+    .await;
+    let mutex = name("edges-mutex");
+    let (held, _) = granted(
+        &store,
+        &ours
+            .request(&mutex, Access::Exclusive, LONG)
+            .with_retry_within(forever),
+    )
+    .await;
+    refused(
+        &store,
+        &theirs
+            .request(&mutex, Access::Exclusive, LONG)
+            .with_retry_within(forever)
+            .with_waited(forever),
+    )
+    .await;
+
+    let before = snapshot(&store, &sem).await;
+    for permits in [0, MAX_PERMITS + 1] {
+        let to = ours.request(&sem, Access::Permit { permits }, LONG);
+        assert_rejected(
+            store.hand_over(&first, &to).await,
+            &format!("a hand-over to a semaphore of {permits}"),
+        );
+    }
+    let elsewhere = name("edges-elsewhere");
+    for (from, access) in [(&first, Access::Permit { permits: 0 }), (&first, two)] {
+        let to = ours.request(&elsewhere, access, LONG);
+        assert_rejected(
+            store.hand_over(from, &to).await,
+            "a hand-over to another name",
+        );
+    }
+    assert_rejected(
+        store
+            .hand_over(&held, &ours.request(&elsewhere, Access::Exclusive, LONG))
+            .await,
+        "a mutex hand-over to another name",
+    );
+    assert_eq!(snapshot(&store, &sem).await, before, "a rejection wrote");
+    assert_eq!(
+        inspect(&store, &elsewhere).await,
+        None,
+        "a rejected hand-over created a record"
+    );
+    assert_eq!(extend(&store, &first, LONG).await, ExtendOutcome::Extended);
+    assert_eq!(extend(&store, &held, LONG).await, ExtendOutcome::Extended);
+    released(&store, &first).await;
+    granted(&store, &theirs.request(&sem, two, LONG)).await;
+    granted(&store, &theirs.request(&elsewhere, two, LONG)).await;
+}

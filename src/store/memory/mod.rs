@@ -13,12 +13,13 @@ use super::request::HolderId;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
     LeaseKey, LockStore, RECORD_FEED_CAPACITY, RELEASE_FEED_CAPACITY, RecordEvent, ReleaseDemand,
-    ReleaseOutcome, TOKENS_PER_GRANT, check_lease_length, check_permits,
+    ReleaseOutcome, TOKENS_PER_GRANT, check_hand_over, check_lease_length, check_permits,
 };
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::options::MAX_LEASE_DURATION;
+use crate::store::request::wait_length;
 use shared::{SharedGrant, SharedRecord, mismatch};
 
 /// How often the sweeper removes expired records unless configured otherwise.
@@ -458,7 +459,7 @@ impl LockStore for MemoryStore {
         if let Some(current) = state.records.get_mut(&request.name)
             && !current.is_expired(now)
         {
-            let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
+            let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
             current.contended_since = Some(
                 current
                     .contended_since
@@ -560,7 +561,7 @@ impl LockStore for MemoryStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        check_lease_length(to.lease_duration)?;
+        check_hand_over(from, to)?;
         let now = Instant::now();
         let mut state = self.state();
         if from.shared {

@@ -10,7 +10,7 @@ use crate::error::StoreError;
 use crate::kind::{Access, LockKind, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::outcome::{Holding, LockRecord};
-use crate::store::request::HolderId;
+use crate::store::request::{HolderId, mark_length, wait_length};
 use crate::store::{AcquireRequest, LeaseId};
 
 /// One holder of a shared record.
@@ -126,7 +126,7 @@ impl SharedRecord {
             .iter()
             .any(|holder| holder.access.excludes_all());
         let readers_turn = live(self.readers_turn_until, now);
-        let waiting_since = now.checked_sub(request.waited).unwrap_or(now);
+        let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
         let waited_for_the_turn = readers_turn
             && self
                 .readers_turn_from
@@ -148,7 +148,7 @@ impl SharedRecord {
                 self.contended_since
                     .map_or(waiting_since, |since| since.min(waiting_since)),
             );
-            let mark = now + request.retry_within;
+            let mark = now + mark_length(request.retry_within);
             let waiting = match request.access {
                 Access::Write => Some(&mut self.writer_waiting_until),
                 Access::Read => Some(&mut self.readers_waiting_until),

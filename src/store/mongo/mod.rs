@@ -81,7 +81,7 @@ use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_lease_length, check_permits, release_then_acquire,
+    check_hand_over, check_lease_length, check_permits, release_then_acquire,
 };
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
@@ -1091,7 +1091,7 @@ impl LockStore for MongoStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        check_lease_length(to.lease_duration)?;
+        check_hand_over(from, to)?;
         let old = document::lease_value(from.lease);
         let new = document::lease_value(to.lease);
         if from.shared {

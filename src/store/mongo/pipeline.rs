@@ -27,6 +27,7 @@ use super::document::{
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
+use crate::store::request::{mark_length, wait_length};
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";
@@ -176,7 +177,7 @@ pub(super) fn acquire(
     };
     // When this requester started waiting, by the server's clock.
     let waiting_since = doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(waited) }
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(wait_length(waited)) }
     };
     vec![
         doc! { "$set": { FREE: free } },
@@ -417,7 +418,7 @@ pub(super) fn shared_acquire(
         Bson::Document(doc! { "$cond": [field(FREE), then, otherwise] })
     };
     let waiting_since = doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(waited) }
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(wait_length(waited)) }
     };
     let entry = doc! {
         LEASE: literal(lease.clone()),
@@ -459,7 +460,7 @@ pub(super) fn shared_acquire(
         } else {
             doc! { "$max": [
                 { "$ifNull": [field(mark), DateTime::from_millis(0)] },
-                now_plus(retry_within),
+                now_plus(mark_length(retry_within)),
             ] }
             .into()
         };
