@@ -8,6 +8,11 @@
 //! keeps each held lease's end (from the lease length the store reported, counted on this
 //! process's clock from when it heard of the write) and, when that passes, asks the store
 //! whether the lease is still held.
+//!
+//! A name's grants are kept by token: one for a held mutex, one per permit or reader of a
+//! semaphore or reader/writer lock. A shared record's events do not say which holder left
+//! or renewed, so after each of its grants and releases the task reads the record and
+//! reports the difference, holder by holder.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -19,6 +24,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::error::StoreError;
+use crate::kind::LockKind;
 use crate::name::LockName;
 use crate::store::outcome::LockRecord;
 use crate::store::request::HolderId;
@@ -51,19 +57,23 @@ const BUFFERED_CHANGES: usize = 1024;
 #[non_exhaustive]
 pub enum LockChange {
     /// The lock's state when the watch began, or after it had to read the records again
-    /// because it may have missed changes (its feed restarted, or its reader fell behind).
+    /// because it may have missed changes (its feed restarted, or its reader fell behind):
+    /// one per holding (each permit of a semaphore, each reader of a reader/writer lock),
+    /// or one with `holder: None` when nobody holds it.
     Current {
         /// The lock.
         name: LockName,
         /// The holder of an unexpired lease, `None` when the lock is free.
         holder: Option<HolderId>,
-        /// The last grant's fencing token (0 when the store has no record).
+        /// The holding's fencing token; when free, the last grant's (0 when the store has
+        /// no record).
         token: u64,
-        /// Time left on the lease by the store's clock, `None` when free.
+        /// Time left on the holding's lease by the store's clock, `None` when free.
         expires_in: Option<Duration>,
     },
     /// A new grant: `holder` holds the lock under `token` (after it was free, after the
-    /// previous lease [expired](Self::Expired), or handed over within one manager).
+    /// previous lease [expired](Self::Expired), or handed over within one manager), or one
+    /// more place of a semaphore or reader/writer lock beside the holders it has.
     Acquired {
         /// The lock.
         name: LockName,
@@ -72,7 +82,8 @@ pub enum LockChange {
         /// The grant's fencing token.
         token: u64,
     },
-    /// The holder released the lock.
+    /// The holder released the lock (or its place in a shared lock: the other holders
+    /// keep theirs).
     Released {
         /// The lock.
         name: LockName,
@@ -146,8 +157,15 @@ impl LockChange {
 /// a store call (within the block of fencing tokens its grant reserved) stays one grant to
 /// it.
 ///
+/// A semaphore or reader/writer lock is followed holder by holder: each permit's or
+/// reader's grant, release and expiry is its own change with its own holder and token, and
+/// a place passed to another waiter of the same manager through the store is a release and
+/// a grant.
+///
 /// Watching costs nothing on the locks themselves; on MongoDB it holds one change stream
-/// (a `getMore` per write to a watched name, renewals included). It ends (`recv` returns
+/// (a `getMore` per write to a watched name, renewals included), and reads a semaphore's or
+/// reader/writer lock's record once per grant, release and lease end (its change events
+/// do not say which holder left). It ends (`recv` returns
 /// `None`) when the manager shuts down; dropping it stops it.
 ///
 /// Also a [`futures::Stream`] of [`LockChange`].
@@ -223,14 +241,81 @@ impl futures::Stream for LockWatch {
     }
 }
 
+/// One grant the watcher counts as held.
+#[derive(Debug, Clone)]
+struct Held {
+    holder: Option<HolderId>,
+    /// When its lease ends, on this process's clock.
+    ends_at: Instant,
+}
+
 /// What the watcher last knew of one name.
 #[derive(Debug, Clone, Default)]
 struct Known {
-    holder: Option<HolderId>,
+    /// The record's kind as last read; `None` until a record was read (again, after a
+    /// deletion: a name's kind may change only with its record).
+    kind: Option<LockKind>,
+    /// The grants held, by token: one for a held mutex, one per permit or reader of a
+    /// shared lock.
+    held: BTreeMap<u64, Held>,
+    /// The last grant reported (0: none).
     token: u64,
-    /// When the current lease ends, on this process's clock; `None` when not held.
-    ends_at: Option<Instant>,
+    /// Its holder: the holder of a grant whose event does not name one (the store only
+    /// knows it is the same as the last grant's).
+    holder: Option<HolderId>,
 }
+
+impl Known {
+    fn from_record(record: Option<&LockRecord>, now: Instant) -> Self {
+        let Some(record) = record else {
+            return Self::default();
+        };
+        let held = record
+            .holders
+            .iter()
+            .map(|holding| {
+                let held = Held {
+                    holder: Some(holding.holder.clone()),
+                    ends_at: now + holding.expires_in,
+                };
+                (holding.token, held)
+            })
+            .collect::<BTreeMap<_, _>>();
+        let holder = match held.get(&record.token) {
+            Some(last) => last.holder.clone(),
+            None if record.kind.is_shared() => None,
+            None => record.holder.clone(),
+        };
+        Self {
+            kind: Some(record.kind),
+            held,
+            token: record.token,
+            holder,
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        !self.held.is_empty()
+    }
+}
+
+/// Why a shared record is compared with what is known.
+enum Cause {
+    /// The feed reported a grant (the one the event names).
+    Grant {
+        holder: Option<HolderId>,
+        token: u64,
+        lease_left: Duration,
+    },
+    /// The feed reported a release of some holder (which, the record tells).
+    Release { forced: bool },
+    /// A lease's end came, or a poll: nothing was written that the watch knows of.
+    Read,
+}
+
+/// How long a grant that was already gone when its record was read counts as held: time
+/// for its release to come through the feed, after which it is taken as expired.
+const GONE_GRANT_GRACE: Duration = RETRY_AFTER;
 
 /// The task behind a [`LockWatch`].
 struct Watcher {
@@ -316,6 +401,13 @@ impl Watcher {
         self.changes.send(change).await.map_err(|_| Stop)
     }
 
+    async fn emit_all(&self, changes: Vec<LockChange>) -> Result<(), Stop> {
+        for change in changes {
+            self.emit(change).await?;
+        }
+        Ok(())
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         match tokio::time::timeout(RETRY_AFTER * 10, self.store.inspect(name)).await {
             Ok(read) => read,
@@ -323,8 +415,8 @@ impl Watcher {
         }
     }
 
-    /// Reads every record and reports it as [`LockChange::Current`]; a name that cannot be
-    /// read is retried until it can.
+    /// Reads every record and reports it as [`LockChange::Current`] (one per holding); a
+    /// name that cannot be read is retried until it can.
     async fn resync(&mut self) -> Result<(), Stop> {
         for name in self.names.clone() {
             let record = loop {
@@ -336,14 +428,28 @@ impl Watcher {
                     }
                 }
             };
-            let known = known_from(record.as_ref());
-            self.emit(LockChange::Current {
-                name: name.clone(),
-                holder: record.as_ref().and_then(|record| record.holder.clone()),
-                token: known.token,
-                expires_in: record.as_ref().and_then(|record| record.expires_in),
-            })
-            .await?;
+            let known = Known::from_record(record.as_ref(), Instant::now());
+            let holdings = record
+                .as_ref()
+                .map_or(&[][..], |record| &record.holders[..]);
+            if holdings.is_empty() {
+                self.emit(LockChange::Current {
+                    name: name.clone(),
+                    holder: None,
+                    token: known.token,
+                    expires_in: None,
+                })
+                .await?;
+            }
+            for holding in holdings {
+                self.emit(LockChange::Current {
+                    name: name.clone(),
+                    holder: Some(holding.holder.clone()),
+                    token: holding.token,
+                    expires_in: Some(holding.expires_in),
+                })
+                .await?;
+            }
             self.known.insert(name, known);
         }
         Ok(())
@@ -362,24 +468,33 @@ impl Watcher {
             };
             let known = self.known.get(&name).cloned().unwrap_or_default();
             let event = match &record {
-                None if known.ends_at.is_some() || known.token != 0 => {
+                None if known.is_held() || known.token != 0 => {
                     Some(RecordEvent::Deleted { name: name.clone() })
                 }
                 // A grant that began and ended between two reads shows only as a new token
                 // on a free record: nothing to report.
                 None => None,
-                Some(record) => match (record.expires_in, known.ends_at) {
+                Some(record) if record.kind.is_shared() => {
+                    self.reconcile(&name, record, Cause::Read).await?;
+                    None
+                }
+                Some(record) => match (record.expires_in, known.is_held()) {
                     (Some(left), _) if record.token != known.token => Some(RecordEvent::Granted {
                         name: name.clone(),
                         holder: record.holder.clone(),
                         token: record.token,
                         lease_left: left,
                     }),
-                    (Some(left), Some(_)) => Some(RecordEvent::Renewed {
+                    (Some(left), true) => Some(RecordEvent::Renewed {
                         name: name.clone(),
                         lease_left: left,
                     }),
-                    (None, Some(ends_at)) if Instant::now() < ends_at => {
+                    (None, true)
+                        if known
+                            .held
+                            .values()
+                            .all(|held| Instant::now() < held.ends_at) =>
+                    {
                         Some(RecordEvent::Released {
                             name: name.clone(),
                             forced: false,
@@ -398,66 +513,240 @@ impl Watcher {
 
     /// The earliest end of a held lease.
     fn next_end(&self) -> Option<Instant> {
-        self.known.values().filter_map(|known| known.ends_at).min()
+        self.known
+            .values()
+            .flat_map(|known| known.held.values())
+            .map(|held| held.ends_at)
+            .min()
     }
 
-    /// A name whose lease end has passed.
+    /// A name one of whose leases has reached its end.
     fn ended_lease(&self) -> Option<LockName> {
         let now = Instant::now();
         self.known
             .iter()
-            .find(|(_, known)| known.ends_at.is_some_and(|ends_at| ends_at <= now))
+            .find(|(_, known)| known.held.values().any(|held| held.ends_at <= now))
             .map(|(name, _)| name.clone())
     }
 
-    /// The lease of `name` should have ended: asks the store (its clock decides).
+    /// A lease of `name` should have ended: asks the store (its clock decides).
     async fn check_expiry(&mut self, name: &LockName) -> Result<(), Stop> {
         let record = match self.inspect(name).await {
             Ok(record) => record,
             Err(error) => {
                 tracing::debug!(%error, %name, "watch: could not read the record; retrying");
+                let now = Instant::now();
                 if let Some(known) = self.known.get_mut(name) {
-                    known.ends_at = Some(Instant::now() + RETRY_AFTER);
+                    for held in known.held.values_mut().filter(|held| held.ends_at <= now) {
+                        held.ends_at = now + RETRY_AFTER;
+                    }
                 }
                 return Ok(());
             }
         };
-        let Some(known) = self.known.get(name).cloned() else {
-            return Ok(());
-        };
         match record {
-            Some(record) if record.token == known.token && record.expires_in.is_some() => {
-                // Renewed after all (this clock ran ahead of the store's): wait for its end.
-                let left = record.expires_in.unwrap_or_default();
-                if let Some(entry) = self.known.get_mut(name) {
-                    entry.ends_at = Some(Instant::now() + left);
-                }
-                Ok(())
+            Some(record) if record.kind.is_shared() => {
+                self.reconcile(name, &record, Cause::Read).await
             }
-            Some(record) if record.token != known.token && record.expires_in.is_some() => {
-                // Taken over already: the feed's grant may still be on its way.
-                self.apply(RecordEvent::Granted {
-                    name: name.clone(),
-                    holder: record.holder.clone(),
-                    token: record.token,
-                    lease_left: record.expires_in.unwrap_or_default(),
-                })
-                .await
-            }
-            _ => self.expired(name, known).await,
+            record => self.mutex_checked(name, record).await,
         }
     }
 
-    async fn expired(&mut self, name: &LockName, known: Known) -> Result<(), Stop> {
-        if let Some(entry) = self.known.get_mut(name) {
-            entry.ends_at = None;
+    /// A mutex whose lease should have ended, as the store has it.
+    async fn mutex_checked(
+        &mut self,
+        name: &LockName,
+        record: Option<LockRecord>,
+    ) -> Result<(), Stop> {
+        let Some(known) = self.known.get_mut(name) else {
+            return Ok(());
+        };
+        if let Some(record) = &record {
+            known.kind = Some(record.kind);
         }
-        self.emit(LockChange::Expired {
+        let Some((&token, _)) = known.held.last_key_value() else {
+            return Ok(());
+        };
+        match record {
+            Some(record) if record.token == token && record.expires_in.is_some() => {
+                // Renewed after all (this clock ran ahead of the store's): wait for its end.
+                let left = record.expires_in.unwrap_or_default();
+                if let Some(held) = known.held.get_mut(&token) {
+                    held.ends_at = Instant::now() + left;
+                }
+                Ok(())
+            }
+            Some(record) if record.token != token && record.expires_in.is_some() => {
+                // Taken over already: the feed's grant may still be on its way.
+                let cause = Cause::Grant {
+                    holder: record.holder.clone(),
+                    token: record.token,
+                    lease_left: record.expires_in.unwrap_or_default(),
+                };
+                self.granted(name, cause, true).await
+            }
+            _ => {
+                let Some(held) = known.held.remove(&token) else {
+                    return Ok(());
+                };
+                self.emit(LockChange::Expired {
+                    name: name.clone(),
+                    holder: held.holder,
+                    token,
+                })
+                .await
+            }
+        }
+    }
+
+    /// A new grant as its event reports it. A mutex's (`replaces`) takes the place of the
+    /// one held before, which ran out unless the lock was handed over within one manager
+    /// (the same holder); a shared record's is one more holding.
+    async fn granted(&mut self, name: &LockName, grant: Cause, replaces: bool) -> Result<(), Stop> {
+        let Cause::Grant {
+            holder,
+            token,
+            lease_left,
+        } = grant
+        else {
+            return Ok(());
+        };
+        let known = self.known.entry(name.clone()).or_default();
+        let holder = holder.or_else(|| known.holder.clone());
+        let mut changes = Vec::new();
+        if replaces {
+            for (ended, held) in std::mem::take(&mut known.held) {
+                if held.holder != holder {
+                    changes.push(LockChange::Expired {
+                        name: name.clone(),
+                        holder: held.holder,
+                        token: ended,
+                    });
+                }
+            }
+        }
+        known.held.insert(
+            token,
+            Held {
+                holder: holder.clone(),
+                ends_at: Instant::now() + lease_left,
+            },
+        );
+        known.token = token;
+        known.holder.clone_from(&holder);
+        changes.push(LockChange::Acquired {
             name: name.clone(),
-            holder: known.holder,
-            token: known.token,
-        })
-        .await
+            holder,
+            token,
+        });
+        self.emit_all(changes).await
+    }
+
+    /// Compares a shared record with what is known of it and reports the difference: the
+    /// grants that ended — released if before their lease's end by this clock (forced if a
+    /// forced release was reported), expired after it — then the new grants in grant order
+    /// (the reported one among them, also if it has ended since). A grant event does not
+    /// say which holder left in a hand-over, nor a release event which holder left: the
+    /// record does.
+    async fn reconcile(
+        &mut self,
+        name: &LockName,
+        record: &LockRecord,
+        cause: Cause,
+    ) -> Result<(), Stop> {
+        let now = Instant::now();
+        let known = self.known.entry(name.clone()).or_default();
+        known.kind = Some(record.kind);
+        let present: BTreeMap<u64, _> = record
+            .holders
+            .iter()
+            .map(|holding| (holding.token, holding))
+            .collect();
+        let forced = matches!(cause, Cause::Release { forced: true });
+        let mut changes = Vec::new();
+        let ended: Vec<u64> = known
+            .held
+            .keys()
+            .filter(|token| !present.contains_key(token))
+            .copied()
+            .collect();
+        for token in ended {
+            let Some(held) = known.held.remove(&token) else {
+                continue;
+            };
+            let (name, holder) = (name.clone(), held.holder);
+            changes.push(if held.ends_at <= now {
+                LockChange::Expired {
+                    name,
+                    holder,
+                    token,
+                }
+            } else if forced {
+                LockChange::ForceReleased {
+                    name,
+                    holder,
+                    token,
+                }
+            } else {
+                LockChange::Released {
+                    name,
+                    holder,
+                    token,
+                }
+            });
+        }
+        for (token, held) in &mut known.held {
+            if let Some(holding) = present.get(token) {
+                held.ends_at = now + holding.expires_in;
+            }
+        }
+        let mut new: BTreeMap<u64, Held> = present
+            .range(known.token.saturating_add(1)..)
+            .map(|(&token, holding)| {
+                let held = Held {
+                    holder: Some(holding.holder.clone()),
+                    ends_at: now + holding.expires_in,
+                };
+                (token, held)
+            })
+            .collect();
+        if let Cause::Grant {
+            holder,
+            token,
+            lease_left,
+        } = cause
+            && token > known.token
+        {
+            let fallback = known.holder.clone();
+            new.entry(token).or_insert_with(|| Held {
+                holder: holder.or(fallback),
+                // Already gone: its release may still be on its way through the feed.
+                ends_at: now + lease_left.max(GONE_GRANT_GRACE),
+            });
+        }
+        for (token, held) in new {
+            changes.push(LockChange::Acquired {
+                name: name.clone(),
+                holder: held.holder.clone(),
+                token,
+            });
+            known.token = token;
+            known.holder.clone_from(&held.holder);
+            known.held.insert(token, held);
+        }
+        self.emit_all(changes).await
+    }
+
+    /// Reads `name`'s record after a feed event about a record whose kind is shared or not
+    /// known: `None` when it cannot be read (the next lease end or event reads it again).
+    async fn read_after_event(&mut self, name: &LockName) -> Option<Option<LockRecord>> {
+        match self.inspect(name).await {
+            Ok(record) => Some(record),
+            Err(error) => {
+                tracing::debug!(%error, %name, "watch: could not read the record after an event");
+                None
+            }
+        }
     }
 
     /// Turns one store event into changes, in order, keeping what is known up to date.
@@ -471,51 +760,60 @@ impl Watcher {
                 lease_left,
             } => {
                 let known = self.known.get(&name).cloned().unwrap_or_default();
-                if known.ends_at.is_some() && known.token == token {
-                    return Ok(()); // already reported (by the expiry check)
+                if token <= known.token {
+                    return Ok(()); // already reported (from a read)
                 }
-                let holder = match holder {
-                    Some(holder) => Some(holder),
-                    None => known.holder.clone(),
-                };
-                // A new holder while the last lease was still counted as held: that lease
-                // ran out (a hand-over keeps the holder).
-                if known.ends_at.is_some() && holder != known.holder {
-                    self.expired(&name, known).await?;
-                }
-                self.known.insert(
-                    name.clone(),
-                    Known {
-                        holder: holder.clone(),
-                        token,
-                        ends_at: Some(now + lease_left),
-                    },
-                );
-                self.emit(LockChange::Acquired {
-                    name,
+                let cause = Cause::Grant {
                     holder,
                     token,
-                })
-                .await
+                    lease_left,
+                };
+                if known.kind == Some(LockKind::Mutex) {
+                    return self.granted(&name, cause, true).await;
+                }
+                match self.read_after_event(&name).await {
+                    Some(Some(record)) if record.kind.is_shared() => {
+                        self.reconcile(&name, &record, cause).await
+                    }
+                    Some(Some(_)) => self.granted(&name, cause, true).await,
+                    // Gone again, or unreadable: the grant as reported, beside the others
+                    // of a shared record (the next read or event settles the rest).
+                    _ => {
+                        let shared = known.kind.is_some_and(LockKind::is_shared);
+                        self.granted(&name, cause, !shared).await
+                    }
+                }
             }
             RecordEvent::Renewed { name, lease_left } => {
+                // A shared record's renewal does not say whose: each holding's end is read
+                // when it comes.
                 if let Some(known) = self.known.get_mut(&name)
-                    && known.ends_at.is_some()
+                    && known.kind == Some(LockKind::Mutex)
+                    && let Some(held) = known.held.values_mut().next_back()
                 {
-                    known.ends_at = Some(now + lease_left);
+                    held.ends_at = now + lease_left;
                 }
                 Ok(())
             }
             RecordEvent::Released { name, forced } => {
-                let Some(known) = self
-                    .known
-                    .get_mut(&name)
-                    .filter(|known| known.ends_at.is_some())
-                else {
+                let Some(known) = self.known.get_mut(&name).filter(|known| known.is_held()) else {
                     return Ok(()); // already reported as expired
                 };
-                known.ends_at = None;
-                let (holder, token) = (known.holder.clone(), known.token);
+                if known.kind.is_some_and(LockKind::is_shared) {
+                    return match self.read_after_event(&name).await {
+                        Some(Some(record)) if record.kind.is_shared() => {
+                            self.reconcile(&name, &record, Cause::Release { forced })
+                                .await
+                        }
+                        Some(None) => self.forget(&name).await,
+                        _ => Ok(()),
+                    };
+                }
+                let Some((token, held)) = known.held.pop_last() else {
+                    return Ok(());
+                };
+                known.held.clear();
+                let (holder, token) = (held.holder, token);
                 self.emit(if forced {
                     LockChange::ForceReleased {
                         name,
@@ -531,31 +829,23 @@ impl Watcher {
                 })
                 .await
             }
-            RecordEvent::Deleted { name } => {
-                // Forgotten, as the store forgot it: its next grant is new whatever its token.
-                let known = self.known.insert(name.clone(), Known::default());
-                // Only a held lock's deletion is news; a free lock's record being cleaned up
-                // (a TTL index, a sweeper) changes nothing for anyone.
-                if known.is_some_and(|known| known.ends_at.is_some()) {
-                    self.emit(LockChange::Deleted { name }).await
-                } else {
-                    Ok(())
-                }
-            }
+            RecordEvent::Deleted { name } => self.forget(&name).await,
             // Resync, and variants a newer store may add: read everything again.
             _ => self.resync().await,
         }
     }
-}
 
-fn known_from(record: Option<&LockRecord>) -> Known {
-    match record {
-        Some(record) => Known {
-            holder: record.holder.clone(),
-            token: record.token,
-            ends_at: record.expires_in.map(|left| Instant::now() + left),
-        },
-        None => Known::default(),
+    /// The record of `name` is gone: forgotten, as the store forgot it (its next grant is
+    /// new whatever its token, and may be of another kind). Only a held lock's deletion is
+    /// news; a free lock's record being cleaned up (a TTL index, a sweeper) changes nothing
+    /// for anyone.
+    async fn forget(&mut self, name: &LockName) -> Result<(), Stop> {
+        let known = self.known.insert(name.clone(), Known::default());
+        if known.is_some_and(|known| known.is_held()) {
+            self.emit(LockChange::Deleted { name: name.clone() }).await
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -109,6 +109,7 @@ macro_rules! conformance_suite {
             embedding::resign_waits_for_bound_work_to_stop,
             embedding::shutdown_waits_for_bound_work_to_stop,
             watching::watch_reports_grants_releases_expiry_takeover_and_deletion,
+            watching::watch_follows_every_holder_of_a_shared_lock,
             primitives::semaphore_admits_its_count_and_gets_crashed_permits_back,
             primitives::semaphore_counts_are_fixed_by_the_record,
             primitives::a_name_is_the_kind_its_record_says,

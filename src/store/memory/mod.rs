@@ -133,6 +133,7 @@ impl MemoryState {
     /// The owner-checked release of `key`, under the store's lock.
     fn release(&mut self, key: &LeaseKey) -> ReleaseOutcome {
         let now = Instant::now();
+        let mut removed = false;
         let contended_for = if key.shared {
             match self
                 .shared
@@ -147,6 +148,7 @@ impl MemoryState {
                 Some(record) if record.lease == key.lease => {
                     let contended_for = record.contended_since.map(|since| now - since);
                     self.records.remove(&key.name);
+                    removed = true;
                     contended_for
                 }
                 _ => return ReleaseOutcome::NotOwner,
@@ -157,6 +159,13 @@ impl MemoryState {
             name: key.name.clone(),
             forced: false,
         });
+        // A released mutex leaves no record here (MongoDB keeps it until its TTL index
+        // removes it, and says so then): the name may next be of another kind.
+        if removed {
+            self.recorded(&RecordEvent::Deleted {
+                name: key.name.clone(),
+            });
+        }
         ReleaseOutcome::Released { contended_for }
     }
 
