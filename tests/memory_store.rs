@@ -767,3 +767,94 @@ async fn a_multi_lock_warns_before_a_member_is_lost_and_recovers() {
     store.heal();
     manager.shutdown().await;
 }
+
+/// A store that stops answering (a hung connection) warns before the loss, as a failing
+/// one does: a renewal that has not come back by the at-risk point puts a mutex's guard, a
+/// permit's and a multi-lock's at risk while their loss deadline is still ahead, and the
+/// at-risk gauge counts them; only at the deadline are they lost. A renewal that comes
+/// back in time after all clears the warning.
+#[tokio::test(start_paused = true)]
+async fn a_store_that_stops_answering_warns_before_the_loss() {
+    use futures::FutureExt;
+    use mongolock::testing::FaultyStore;
+    use mongolock::{LockGuard, LockManager, LossReason};
+    use std::time::Duration;
+    use tokio::time::{Instant, timeout};
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let mutex = manager.lock("hung-mutex").unwrap().acquire().await.unwrap();
+    let permit = manager
+        .semaphore("hung-permits", 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let both = manager
+        .lock_all(["hung-a", "hung-b"])
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+
+    store.hang(); // renewals now go out and never come back
+    let hung_at = Instant::now();
+    let check = |what: &str, risk: mongolock::AtRisk, lost: Option<LossReason>| {
+        assert_eq!(lost, None, "{what}: lost before (or instead of) a warning");
+        assert!(
+            risk.time_left() > Duration::ZERO,
+            "{what}: warned with no time left"
+        );
+        assert_eq!(
+            risk.last_error(),
+            None,
+            "{what}: a silent store reports no error"
+        );
+    };
+    let within = options.renew_deadline();
+    let risk = timeout(within, mutex.at_risk())
+        .await
+        .expect("the mutex was never warned while its store hung");
+    check("mutex", risk, mutex.loss());
+    let risk = timeout(within, permit.at_risk())
+        .await
+        .expect("the permit was never warned while its store hung");
+    check("permit", risk, permit.loss());
+    let risk = timeout(within, both.at_risk())
+        .await
+        .expect("the multi-lock was never warned while its store hung");
+    check("multi-lock", risk, both.loss());
+    assert!(
+        hung_at.elapsed() < options.renew_deadline(),
+        "warned only at the deadline"
+    );
+
+    for (what, guard) in [("mutex", &mutex), ("permit", &permit)] {
+        let reason = timeout(within, guard.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: not lost at the deadline"));
+        assert_eq!(reason, LossReason::DeadlineExceeded, "{what}");
+    }
+    let reason = timeout(within, both.lost()).await.expect("multi-lock lost");
+    assert_eq!(reason, LossReason::DeadlineExceeded);
+    store.heal();
+
+    // A renewal slow enough to warn that comes back in time clears the warning.
+    let guard: LockGuard = manager.lock("slow").unwrap().acquire().await.unwrap();
+    let slow = (options.renew_deadline() - options.renew_interval()) * 3 / 4;
+    store.stall(slow);
+    timeout(within, guard.at_risk())
+        .await
+        .expect("a renewal unanswered past the at-risk point did not warn");
+    store.heal();
+    timeout(within, guard.loss_signal().recovered())
+        .await
+        .expect("the late confirmation did not clear the warning");
+    assert!(guard.risk().is_none());
+    assert!(guard.lost().now_or_never().is_none(), "lost after all");
+    drop(guard);
+    manager.shutdown().await;
+}

@@ -218,6 +218,22 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         totals.value(&snapshotter, "mongolock_at_risk_locks", &[]),
         Some(0.0)
     );
+    // So is one whose store stops answering, before the loss.
+    faulty.hang();
+    tokio::time::timeout(LockOptions::default().renew_deadline(), guard.at_risk())
+        .await
+        .expect("no warning while the store hung");
+    assert_eq!(guard.loss(), None);
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_at_risk_locks", &[]),
+        Some(1.0)
+    );
+    guard.lost().await;
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_at_risk_locks", &[]),
+        Some(0.0)
+    );
+    faulty.heal();
     drop(guard);
     c.shutdown().await;
 }
