@@ -20,7 +20,8 @@ use crate::store::outcome::LockRecord;
 ///
 /// A crashed holder's permit comes back when its lease expires. The count lives in the
 /// name's record: while the record exists, a handle asking for another count gets
-/// [`LockError::KindMismatch`], and only [`set_permits`](Self::set_permits) changes it. A
+/// [`LockError::KindMismatch`], and only [`set_permits`](Self::set_permits) changes it
+/// (handles asking for a count the record had before are then held to the new one). A
 /// record nobody holds is removed by the store's clean-up (the memory store's sweeper,
 /// MongoDB's TTL index) and the next handle's count applies again.
 ///
@@ -196,9 +197,10 @@ impl Semaphore {
     /// Changes the semaphore's count to `permits` for every process; returns the count it
     /// had (`None`: the store had no record of it). Holders keep their permits: a lower
     /// count admits nobody new until fewer than `permits` are held, a higher one admits
-    /// waiters at their next attempt. This handle (and its clones) ask for the new count
-    /// from now on; other handles still asking for the old one get
-    /// [`LockError::KindMismatch`] and must be recreated.
+    /// waiters at their next attempt, in every process. This handle (and its clones) ask
+    /// for the new count from now on; other handles still asking for the old one are held
+    /// to the new count by the store (only a count the record never had gets
+    /// [`LockError::KindMismatch`]).
     ///
     /// # Errors
     ///

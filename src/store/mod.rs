@@ -74,8 +74,10 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// - The record's kind ([`LockKind`], with a semaphore's count) is fixed by the grant that
 ///   creates it and stays while the record exists; a request of another kind or count gets
 ///   [`StoreError::KindMismatch`] and writes nothing. So does a mutex request on a shared
-///   record, and the reverse. Only [`set_permits`](LockStore::set_permits) changes a count.
-/// - `Permit { permits: n }` is granted iff fewer than `n` unexpired holders remain.
+///   record, and the reverse. Only [`set_permits`](LockStore::set_permits) changes a count;
+///   a permit request of a count the record had before that is decided by the record's
+///   count (those waiting under the old count are admitted by a higher one).
+/// - `Permit { .. }` is granted iff fewer unexpired holders remain than the record's count.
 /// - `Write` is granted iff no unexpired holder remains and the readers' turn (below) is
 ///   not on or has let a reader in; `Read` iff no unexpired writer holds it, fewer than
 ///   [`MAX_PERMITS`] readers do, and no writer waits — unless the readers' turn is on and
@@ -178,8 +180,8 @@ pub trait LockStore: Send + Sync + 'static {
     /// Sets the count of the semaphore `name` to `permits` (creating its record if there is
     /// none), returning the count it had (`None`: no record). Holders keep their permits: a
     /// lower count admits nobody new until fewer than `permits` hold one; a higher count
-    /// admits waiters at their next attempt. Handles asking for the old count get
-    /// [`StoreError::KindMismatch`] from then on.
+    /// admits waiters at their next attempt, whatever count they ask for among those the
+    /// record has had; a count it never had still gets [`StoreError::KindMismatch`].
     ///
     /// # Errors
     ///

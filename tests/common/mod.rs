@@ -113,6 +113,7 @@ macro_rules! conformance_suite {
             primitives::semaphore_admits_its_count_and_gets_crashed_permits_back,
             primitives::semaphore_counts_are_fixed_by_the_record,
             primitives::a_name_is_the_kind_its_record_says,
+            primitives::semaphore_raised_count_admits_waiters_of_the_old_count,
             primitives::permit_tokens_increase_across_processes,
             primitives::released_permit_reaches_a_local_waiter_in_one_call,
             primitives::rw_lock_readers_share_and_the_writer_excludes,

@@ -219,13 +219,20 @@ pub(crate) async fn semaphore_counts_are_fixed_by_the_record<B: Backend>(backend
     let record = three.inspect().await.unwrap().expect("a record");
     assert_eq!(record.kind, LockKind::Semaphore { permits: 5 });
     assert!(five.try_acquire().await.unwrap().is_some());
+    // A handle of the old count is judged by the new one (three of five held now).
+    let by_the_new_count = three.try_acquire().await.unwrap();
+    assert!(
+        by_the_new_count.is_some(),
+        "a handle of the old count was refused a place the new count has"
+    );
     assert!(
         matches!(
-            three.try_acquire().await,
+            b.semaphore("imports", 4).unwrap().try_acquire().await,
             Err(LockError::KindMismatch { .. })
         ),
-        "a handle still asking for the old count must be told"
+        "a count the record never had must be told"
     );
+    drop(by_the_new_count);
     held.release().await.unwrap();
 }
 
@@ -586,4 +593,61 @@ pub(crate) async fn multi_lock_reports_any_member_loss<B: Backend>(backend: &B) 
         .expect("the loss of a member was not told");
     assert_eq!(reason, LossReason::Superseded);
     assert!(matches!(both.release().await, Err(LockError::Lost(_))));
+}
+
+/// Raising a semaphore's count admits the waiters at their next attempt, in every process:
+/// the waiters of the handle it was called on and those of another process's handle of the
+/// old count get permits under the new count, never a `KindMismatch`; a handle of the old
+/// count asking afterwards is judged by the new count too (the count the record had is no
+/// misconfiguration), while a count the record never had is still refused.
+pub(crate) async fn semaphore_raised_count_admits_waiters_of_the_old_count<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let a = start(store.clone()).await;
+    let b = start(backend.peer(&store).await).await;
+    let here = a.semaphore("raised", 1).unwrap();
+    let there = b.semaphore("raised", 1).unwrap();
+    let held = here.acquire().await.unwrap();
+    let waiting_here = tokio::spawn({
+        let here = here.clone();
+        async move { here.acquire().await }
+    });
+    let waiting_there = tokio::spawn({
+        let there = there.clone();
+        async move { there.acquire().await }
+    });
+
+    assert_eq!(here.set_permits(3).await.unwrap(), Some(1));
+    let within = Duration::from_secs(5);
+    let admitted_here = timeout(within, waiting_here)
+        .await
+        .expect("the waiter on the raised handle was not admitted")
+        .expect("the waiter panicked")
+        .expect("the waiter on the raised handle failed");
+    let admitted_there = timeout(within, waiting_there)
+        .await
+        .expect("the other process's waiter was not admitted")
+        .expect("the waiter panicked")
+        .expect("the other process's waiter of the old count failed");
+    assert!(admitted_here.token() > held.token() && admitted_there.token() > held.token());
+    assert_eq!(
+        there
+            .try_acquire()
+            .await
+            .unwrap()
+            .map(|guard| guard.token()),
+        None,
+        "a fourth permit of three"
+    );
+    match b.semaphore("raised", 2).unwrap().try_acquire().await {
+        Err(LockError::KindMismatch { found, asked, .. }) => {
+            assert_eq!(found, LockKind::Semaphore { permits: 3 });
+            assert_eq!(asked, LockKind::Semaphore { permits: 2 });
+        }
+        other => panic!("a count the record never had gave {other:?}"),
+    }
+    drop((held, admitted_here, admitted_there));
+    a.shutdown().await;
+    b.shutdown().await;
 }

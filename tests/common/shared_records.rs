@@ -397,8 +397,10 @@ pub(crate) async fn shared_records_kind_mismatches_change_nothing<B: Backend>(ba
 }
 
 /// `set_permits` creates a semaphore or changes its count: a raise admits more at once, a
-/// cut admits nobody new until fewer hold than the new count, the old count is a mismatch
-/// from then on; a count of 0 or above `MAX_PERMITS` is rejected and writes nothing.
+/// cut admits nobody new until fewer hold than the new count, a request of a count the
+/// record had before is decided by the new count (its waiters are admitted), one of a count
+/// it never had is a mismatch; a count of 0 or above `MAX_PERMITS` is rejected and writes
+/// nothing.
 pub(crate) async fn shared_records_set_permits_changes_the_count<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let caller = Caller::new();
@@ -431,13 +433,16 @@ pub(crate) async fn shared_records_set_permits_changes_the_count<B: Backend>(bac
     refused(&store, &caller.request(&sem, two, LONG)).await;
     assert_eq!(store.set_permits(&sem, 3).await.expect("raise"), Some(2));
     let three = Access::Permit { permits: 3 };
-    let (c, _) = granted(&store, &caller.request(&sem, three, LONG)).await;
+    let (c, _) = granted(&store, &caller.request(&sem, two, LONG)).await;
     refused(&store, &caller.request(&sem, three, LONG)).await;
+    refused(&store, &caller.request(&sem, two, LONG)).await;
     assert_mismatch(
-        store.try_acquire(&caller.request(&sem, two, LONG)).await,
+        store
+            .try_acquire(&caller.request(&sem, Access::Permit { permits: 4 }, LONG))
+            .await,
         &sem,
         LockKind::Semaphore { permits: 3 },
-        LockKind::Semaphore { permits: 2 },
+        LockKind::Semaphore { permits: 4 },
     );
 
     assert_eq!(store.set_permits(&sem, 1).await.expect("cut"), Some(3));

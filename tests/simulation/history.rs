@@ -10,8 +10,10 @@
 //!
 //! 1. **Exclusion with a margin.** A grant may happen only where its access fits beside the
 //!    name's occupants: nobody beside a mutex holder or a writer; no writer beside a reader;
-//!    fewer than N permits beside a permit of a semaphore of N (the grant's own count, so
-//!    a count lowered by `set_permits` admits nobody until fewer hold). Occupants not yet
+//!    fewer than N permits beside a permit of a semaphore of N (the count its record had
+//!    at the grant, as the witness read it: a count lowered by `set_permits` admits nobody
+//!    until fewer hold, and a request of a count the record had before is held to the
+//!    current one). Occupants not yet
 //!    told (and before their deadline) are reported apart from those within the margin.
 //! 2. **Tokens increase** per name: every token the store issues is above every one it
 //!    issued for the name before (checked in the store's order by the witness); a token
@@ -241,6 +243,13 @@ impl History {
         expires: Option<Instant>,
     ) -> usize {
         let now = Instant::now();
+        // A permit is held to the count its record had at the grant, as the witness read it.
+        let access = match access {
+            Access::Permit { .. } => recorder::lock(&self.ledger)
+                .count_of(name, token)
+                .map_or(access, |permits| Access::Permit { permits }),
+            other => other,
+        };
         let lease = lease
             .or_else(|| recorder::lock(&self.ledger).lease_of(name, token, self.timings.block));
         self.note(format!(

@@ -18,7 +18,7 @@ use mongolock::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
     LeaseKey, RecordEvent, ReleaseDemand, ReleaseOutcome,
 };
-use mongolock::{LockName, StoreError, store::LockStore};
+use mongolock::{Access, LockKind, LockName, StoreError, store::LockStore};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -50,6 +50,10 @@ pub(crate) struct Ledger {
     issued: BTreeMap<String, Vec<(Instant, u64)>>,
     /// What the witness found wrong, for the history to report.
     store_violations: Vec<String>,
+    /// Per name and permit token, the semaphore's count in its record when the store
+    /// granted it: the count the grant is held to (a request of a count the record had
+    /// before `set_permits` changed it is decided by the current one).
+    counts: HashMap<(String, u64), u32>,
 }
 
 struct LeaseFacts {
@@ -137,6 +141,12 @@ impl Ledger {
             .iter()
             .find(|(_, granted)| **granted == lease)
             .map(|(token, _)| *token)
+    }
+
+    /// The semaphore's count a permit grant of `token` on `name` was decided by, if the
+    /// witness saw it.
+    pub(crate) fn count_of(&self, name: &str, token: u64) -> Option<u32> {
+        self.counts.get(&(name.to_owned(), token)).copied()
     }
 
     /// What the witness found wrong since the last call.
@@ -307,6 +317,24 @@ impl<S> Witness<S> {
     }
 }
 
+impl<S: LockStore> Witness<S> {
+    /// Notes the count a permit grant of `token` was decided by: the record's, read right
+    /// after the grant (the memory store answers without yielding, so nothing runs
+    /// between the two calls).
+    async fn count_granted(&self, request: &AcquireRequest, token: u64) {
+        if !matches!(request.access, Access::Permit { .. }) {
+            return;
+        }
+        if let Ok(Some(record)) = self.inner.inspect(&request.name).await
+            && let LockKind::Semaphore { permits } = record.kind
+        {
+            lock(&self.ledger)
+                .counts
+                .insert((request.name.as_str().to_owned(), token), permits);
+        }
+    }
+}
+
 #[async_trait]
 impl<S: LockStore> LockStore for Witness<S> {
     async fn prepare(&self) -> Result<(), StoreError> {
@@ -317,6 +345,7 @@ impl<S: LockStore> LockStore for Witness<S> {
         let result = self.inner.try_acquire(request).await;
         if let Ok(AcquireOutcome::Acquired { token }) = &result {
             lock(&self.ledger).issued(&request.name, *token);
+            self.count_granted(request, *token).await;
         }
         result
     }
@@ -367,6 +396,7 @@ impl<S: LockStore> LockStore for Witness<S> {
         let result = self.inner.hand_over(from, to).await;
         if let Ok(HandOverOutcome::HandedOver { token, .. }) = &result {
             lock(&self.ledger).issued(&to.name, *token);
+            self.count_granted(to, *token).await;
         }
         result
     }

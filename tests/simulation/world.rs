@@ -590,7 +590,7 @@ impl World {
     }
 
     /// An operator changes the semaphore's count: holders keep their permits, handles
-    /// asking for the old count are refused from then on.
+    /// asking for a count the record had before are held to the new one.
     async fn operator_sets_permits(&mut self) {
         let permits = self.rng.random_range(2..=4);
         if let Ok(old) = self.store.set_permits(&lock_name(SEMAPHORE), permits).await {

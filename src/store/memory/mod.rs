@@ -185,7 +185,7 @@ impl MemoryState {
         let record = shared
             .entry(request.name.clone())
             .or_insert_with(|| SharedRecord::new(asked));
-        if record.kind() != asked {
+        if !record.accepts(asked) {
             return Err(mismatch(&request.name, record.kind(), asked));
         }
         match record.try_acquire(request, now, || reserve_tokens(last_token)) {

@@ -27,6 +27,9 @@ struct SharedHolder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SharedRecord {
     kind: LockKind,
+    /// The counts a semaphore had before `set_permits` changed it: requests still asking
+    /// for one of them are judged by the current count.
+    recounted_from: Vec<u32>,
     /// Earliest grant first; expired ones are pruned by the next write.
     holders: Vec<SharedHolder>,
     /// The last grant's token.
@@ -70,6 +73,7 @@ impl SharedRecord {
     pub(super) fn new(kind: LockKind) -> Self {
         Self {
             kind,
+            recounted_from: Vec::new(),
             holders: Vec::new(),
             last_token: 0,
             writer_waiting_until: None,
@@ -85,11 +89,26 @@ impl SharedRecord {
         self.kind
     }
 
+    /// Whether a request of `asked` may be decided on this record: its kind, or a count
+    /// the semaphore had before `set_permits` changed it.
+    pub(super) fn accepts(&self, asked: LockKind) -> bool {
+        self.kind == asked
+            || matches!(
+                (self.kind, asked),
+                (LockKind::Semaphore { .. }, LockKind::Semaphore { permits })
+                    if self.recounted_from.contains(&permits)
+            )
+    }
+
     /// Changes a semaphore's count; returns the old one.
     pub(super) fn set_permits(&mut self, permits: u32) -> Option<u32> {
         match self.kind {
             LockKind::Semaphore { permits: old } => {
                 self.kind = LockKind::Semaphore { permits };
+                if old != permits && !self.recounted_from.contains(&old) {
+                    self.recounted_from.push(old);
+                }
+                self.recounted_from.retain(|&count| count != permits);
                 Some(old)
             }
             _ => None,
@@ -132,7 +151,9 @@ impl SharedRecord {
                 .readers_turn_from
                 .is_some_and(|from| waiting_since <= from);
         let free = match (request.access, self.kind) {
-            (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
+            // The record's count, which a request of a count it had before is judged by.
+            (Access::Permit { .. }, LockKind::Semaphore { permits })
+            | (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
             (Access::Write, _) => {
                 self.holders.is_empty() && (!readers_turn || self.readers_turn_served)
             }

@@ -61,6 +61,9 @@ pub(super) const SEMAPHORE: &str = "semaphore";
 pub(super) const RWLOCK: &str = "rwlock";
 /// A semaphore's count (an Int64 from 1 to `MAX_PERMITS`).
 pub(super) const PERMITS: &str = "permits";
+/// A semaphore's counts before `set_permits` changed it: requests asking for one of them
+/// are decided by the current count.
+pub(super) const RECOUNTED_FROM: &str = "recountedFrom";
 /// A shared record's holders, earliest grant first: sub-documents of [`LEASE`],
 /// [`HOLDER`], [`TOKEN`] (that grant's fencing token), [`ACCESS`], [`ACQUIRED_AT`] and
 /// [`EXPIRES_AT`]. Expired entries stay until the next acquisition prunes them.
@@ -291,6 +294,23 @@ pub(super) fn record_kind(document: &Document) -> Result<LockKind, StoreError> {
         }
         Some(_) => Err(malformed(document, "an unknown kind of lock")),
     }
+}
+
+/// Whether a request of `asked` may be decided on the record `document` of kind `found`:
+/// its kind, or a count the semaphore had before `set_permits` changed it.
+pub(super) fn accepts(document: &Document, found: LockKind, asked: LockKind) -> bool {
+    if found == asked {
+        return true;
+    }
+    let (LockKind::Semaphore { .. }, LockKind::Semaphore { permits }) = (found, asked) else {
+        return false;
+    };
+    document.get_array(RECOUNTED_FROM).is_ok_and(|counts| {
+        counts
+            .iter()
+            .filter_map(whole_number)
+            .any(|count| count == i64::from(permits))
+    })
 }
 
 /// An integral number as a stored count or duration may be (Int32, Int64 or an integral

@@ -24,6 +24,7 @@
 //!   _id:          "imports",
 //!   kind:         "semaphore" | "rwlock",       // a mutex's document has no kind
 //!   permits:      NumberLong(3),                // a semaphore's count (set_permits changes it)
+//!   recountedFrom: [NumberLong(1), …],          // its counts before set_permits changed it
 //!   holders: [{                                 // earliest grant first
 //!     lease: UUID("…"), holder: "host:4242:1a2b3c4d", token: NumberLong(…),
 //!     access: "permit" | "read" | "write", acquiredAt: ISODate("…"), expiresAt: ISODate("…"),
@@ -118,7 +119,9 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   duplicate-key error (two first acquisitions racing) unless the one read it costs finds
 ///   a shared record of the name: then [`StoreError::KindMismatch`], and nothing was written.
 /// - **acquire a permit, a read or the write** (a shared record):
-///   `findAndModify({_id: name, kind, permits}, <pipeline>, upsert, returnDocument: after)`.
+///   `findAndModify({_id: name, kind, $or: [{permits}, {recountedFrom: permits}]}, <pipeline>,
+///   upsert, returnDocument: after)` (a semaphore of the count asked, or one `set_permits`
+///   changed from it: the record's count decides).
 ///   The pipeline prunes expired holders and applies the grant rule of the access (see
 ///   [`LockStore`]'s "Shared kinds"): a grant appends `{lease, holder, token, access,
 ///   acquiredAt, expiresAt}` with the next token block; a refusal marks the record contended
@@ -296,7 +299,7 @@ impl MongoStore {
             return Ok(());
         };
         match document::record_kind(&found)? {
-            kind if kind == asked => Ok(()),
+            kind if document::accepts(&found, kind, asked) => Ok(()),
             kind => Err(document::kind_mismatch(name, kind, asked)),
         }
     }

@@ -21,8 +21,8 @@ use super::document::{
     ACCESS, ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
     GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS, LEASE, LEASE_ID,
     PERMITS, READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL,
-    RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES, SEMAPHORE, SERVER_NOW, TOKEN, WRITE,
-    WRITER_WAITING_UNTIL, kind_value,
+    RECOUNTED_FROM, RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES, SEMAPHORE, SERVER_NOW,
+    TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
 };
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
@@ -57,16 +57,21 @@ pub(super) fn mutex_by_name(name: &LockName) -> Document {
     doc! { ID: name.as_str(), KIND: { "$exists": false } }
 }
 
-/// `{_id: name, kind, permits}` (a semaphore) or `{_id: name, kind}` (a reader/writer lock):
-/// the shared acquisition's filter. Only plain equalities, so the upsert of a first grant
-/// starts from exactly these fields.
+/// `{_id: name, kind, $or: [{permits}, {recountedFrom: permits}]}` (a semaphore of that
+/// count, or one `set_permits` changed from it) or `{_id: name, kind}` (a reader/writer
+/// lock): the shared acquisition's filter. The upsert of a first grant starts from its
+/// equalities (`_id`, `kind`); [`shared_acquire`] writes a new semaphore's count.
 pub(super) fn shared_by_kind(name: &LockName, access: Access) -> Document {
     let mut filter = doc! { ID: name.as_str() };
     if let Some(kind) = kind_value(access.kind()) {
         filter.insert(KIND, kind);
     }
     if let Access::Permit { permits } = access {
-        filter.insert(PERMITS, i64::from(permits));
+        let counts = vec![
+            doc! { PERMITS: i64::from(permits) },
+            doc! { RECOUNTED_FROM: i64::from(permits) },
+        ];
+        filter.insert("$or", counts);
     }
     filter
 }
@@ -370,7 +375,9 @@ fn count_with_access(access: &str) -> Document {
 fn grant_rule(access: Access, waiting_since: &Document) -> Bson {
     let held = doc! { "$size": field(HOLDERS) };
     match access {
-        Access::Permit { permits } => doc! { "$lt": [held, i64::from(permits)] }.into(),
+        // The record's count (set by the stage before for a new record): a request of a
+        // count it had before `set_permits` changed it is decided by the current one.
+        Access::Permit { .. } => doc! { "$lt": [held, field(PERMITS)] }.into(),
         Access::Write => doc! { "$and": [
             { "$eq": [held, 0] },
             { "$or": [
@@ -491,8 +498,15 @@ pub(super) fn shared_acquire(
         }
         _ => {}
     }
+    let mut first = doc! { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() };
+    if let Access::Permit { permits } = access {
+        first.insert(
+            PERMITS,
+            doc! { "$ifNull": [field(PERMITS), i64::from(permits)] },
+        );
+    }
     vec![
-        doc! { "$set": { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() } },
+        doc! { "$set": first },
         doc! { "$set": { FREE: grant_rule(access, &waiting_since) } },
         doc! { "$set": decided },
         doc! { "$set": { EXPIRES_AT: record_expiry() } },
@@ -678,8 +692,25 @@ pub(super) fn force_release_shared() -> Vec<Document> {
 /// [`semaphore_by_name`]: sets the count, and gives a record it creates an empty holder
 /// list and an expiry of now (so an unused one is collected like a released lock).
 pub(super) fn set_permits(permits: u32) -> Vec<Document> {
+    let new = i64::from(permits);
+    let before = doc! { "$ifNull": [field(RECOUNTED_FROM), []] };
+    // The old count joins the counts the record had (once), the new one leaves them.
+    let old = doc! { "$cond": [
+        { "$or": [
+            { "$eq": [{ "$ifNull": [field(PERMITS), Bson::Null] }, Bson::Null] },
+            { "$in": [field(PERMITS), before.clone()] },
+        ] },
+        [],
+        [field(PERMITS)],
+    ] };
+    let recounted_from = doc! { "$filter": {
+        "input": { "$concatArrays": [before, old] },
+        "as": "count",
+        "cond": { "$ne": ["$$count", new] },
+    } };
     vec![doc! { "$set": {
-        PERMITS: i64::from(permits),
+        RECOUNTED_FROM: recounted_from,
+        PERMITS: new,
         HOLDERS: holders(),
         EXPIRES_AT: { "$ifNull": [field(EXPIRES_AT), "$$NOW"] },
     } }]
@@ -796,7 +827,11 @@ mod tests {
         let name = LockName::new("$gt").unwrap();
         assert_eq!(
             shared_by_kind(&name, Access::Permit { permits: 3 }),
-            doc! { "_id": "$gt", "kind": "semaphore", "permits": 3_i64 }
+            doc! {
+                "_id": "$gt",
+                "kind": "semaphore",
+                "$or": [{ "permits": 3_i64 }, { "recountedFrom": 3_i64 }],
+            }
         );
         assert_eq!(
             shared_by_kind(&name, Access::Read),
