@@ -251,7 +251,9 @@ async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow
         released_at.elapsed()
     );
 
-    // Nothing holds it now: a second forced release writes nothing.
+    // Nothing holds it now: a second forced release writes nothing. (The TTL monitor may
+    // delete the released record at any moment, expiresAt being past: gone is unchanged
+    // too, and the count below is of the name never used, not of the collection.)
     let before = raw(&operator)
         .find_one(doc! { "_id": "$wedged" })
         .await
@@ -261,10 +263,20 @@ async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow
         .find_one(doc! { "_id": "$wedged" })
         .await
         .unwrap();
-    assert_eq!(before, unchanged);
+    assert!(
+        unchanged.is_none() || unchanged == before,
+        "{before:?} → {unchanged:?}"
+    );
     let never_used = LockName::new("{\"$ne\": 1}").unwrap();
     assert_eq!(operator.force_release(&never_used).await.unwrap(), None);
-    assert_eq!(raw(&operator).count_documents(doc! {}).await.unwrap(), 1);
+    assert_eq!(
+        raw(&operator)
+            .count_documents(doc! { "_id": never_used.as_str() })
+            .await
+            .unwrap(),
+        0,
+        "a forced release of a name never used writes nothing"
+    );
 
     let other = start(peer_of(&store).await).await;
     assert_next_token_is_larger(&other, "$wedged", guard.token()).await;
