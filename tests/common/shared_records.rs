@@ -752,6 +752,10 @@ pub(crate) async fn shared_records_release_many_spans_names_and_kinds<B: Backend
             .with_retry_within(LONG),
     )
     .await;
+    // The store reads a reader's arrival as its clock less `waited`, measured here before the
+    // request is sent: its transit makes the reader look later by as much. The wait begins
+    // well before the turn, so a slow machine does not make it look like a late-comer.
+    sleep(MARGIN).await;
 
     let keys = [
         mutex_key.clone(),
