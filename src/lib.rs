@@ -116,7 +116,9 @@ pub use lock::{
 };
 pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{InvalidName, LockName, MAX_LOCK_NAME_BYTES};
-pub use options::{LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_STEP};
+pub use options::{
+    LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_SETTING_DURATION,
+};
 pub use store::memory::MemoryStore;
 #[cfg(feature = "mongodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]

@@ -25,10 +25,24 @@ pub const MAX_LEASE_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60)
 /// never work against a real server.
 pub const MIN_LEASE_DURATION: Duration = Duration::from_millis(100);
 
-/// The finest time step any setting may use, and the least room between the renew interval,
-/// the renew deadline and the lease duration: 1 ms, the resolution of MongoDB's clock
-/// (`$$NOW`) and of the runtime's timers.
-pub const MIN_STEP: Duration = Duration::from_millis(1);
+/// The shortest duration every timing setting but the lease may take — the renew interval
+/// and deadline, the retry backoff, an election's retry period, a manager's idle actor
+/// timeout — and the least room between the renew interval, the renew deadline and the lease
+/// duration: 1 ms, the resolution of MongoDB's clock (`$$NOW`) and of the runtime's timers.
+/// A shorter setting could not be told apart from zero. The lease has its own, larger floor,
+/// [`MIN_LEASE_DURATION`].
+///
+/// ```
+/// use mongolock::{LockOptions, MIN_SETTING_DURATION};
+/// use std::time::Duration;
+///
+/// let lease = Duration::from_secs(30);
+/// let options = LockOptions::default().with_lease_duration(lease);
+/// // The renew deadline must end at least this much before the lease does.
+/// assert!(options.clone().with_renew_deadline(lease - MIN_SETTING_DURATION).validate().is_ok());
+/// assert!(options.with_renew_deadline(lease).validate().is_err());
+/// ```
+pub const MIN_SETTING_DURATION: Duration = Duration::from_millis(1);
 
 /// How a lock is held and waited for. Build it by chaining `with_*` setters on the default;
 /// the combination is checked by [`LockManager::start`](crate::LockManager::start) and
@@ -48,10 +62,10 @@ pub const MIN_STEP: Duration = Duration::from_millis(1);
 /// renew interval and the backoff (`retry_period ..= 1.2 × retry_period`).
 ///
 /// Rules: [`MIN_LEASE_DURATION`] `<= lease_duration <=` [`MAX_LEASE_DURATION`]; every other
-/// duration at least [`MIN_STEP`] (1 ms) and at most a year; `renew_interval <
-/// renew_deadline < lease_duration`, each at least [`MIN_STEP`] apart; and backoff `min <=
-/// max`. An invalid combination is refused with the bound it breaks named, never accepted to
-/// fail at run time.
+/// duration at least [`MIN_SETTING_DURATION`] (1 ms) and at most a year; `renew_interval <
+/// renew_deadline < lease_duration`, each at least [`MIN_SETTING_DURATION`] apart; and
+/// backoff `min <= max`. An invalid combination is refused with the bound it breaks named,
+/// never accepted to fail at run time.
 ///
 /// ```
 /// use mongolock::LockOptions;
@@ -299,9 +313,9 @@ impl LockOptions {
             ("retry_backoff min", self.retry_backoff_min),
             ("retry_backoff max", self.retry_backoff_max),
         ] {
-            if value < MIN_STEP {
+            if value < MIN_SETTING_DURATION {
                 return invalid(format!(
-                    "{setting} ({value:?}) must be at least {MIN_STEP:?}, the resolution of the store's clock and of the runtime's timers"
+                    "{setting} ({value:?}) must be at least {MIN_SETTING_DURATION:?}, the resolution of the store's clock and of the runtime's timers"
                 ));
             }
             if value > MAX_LEASE_DURATION {
@@ -316,15 +330,15 @@ impl LockOptions {
                 self.lease_duration
             ));
         }
-        if deadline + MIN_STEP > self.lease_duration {
+        if deadline + MIN_SETTING_DURATION > self.lease_duration {
             return invalid(format!(
-                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} shorter than lease_duration ({:?}) so the holder learns of a loss before anyone else can take the lock",
+                "renew_deadline ({deadline:?}) must be at least {MIN_SETTING_DURATION:?} shorter than lease_duration ({:?}) so the holder learns of a loss before anyone else can take the lock",
                 self.lease_duration
             ));
         }
-        if interval + MIN_STEP > deadline {
+        if interval + MIN_SETTING_DURATION > deadline {
             return invalid(format!(
-                "renew_deadline ({deadline:?}) must be at least {MIN_STEP:?} longer than renew_interval ({interval:?}), or the lock is lost before its first renewal"
+                "renew_deadline ({deadline:?}) must be at least {MIN_SETTING_DURATION:?} longer than renew_interval ({interval:?}), or the lock is lost before its first renewal"
             ));
         }
         if self.retry_backoff_min > self.retry_backoff_max {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use mongolock::store::LockStore;
 use mongolock::{
     Access, ElectionOptions, LockError, LockGuard, LockKind, LockManager, LockName, LockOptions,
-    MAX_LEASE_DURATION, MAX_LOCK_NAME_BYTES, MAX_PERMITS, MIN_LEASE_DURATION, MIN_STEP,
+    MAX_LEASE_DURATION, MAX_LOCK_NAME_BYTES, MAX_PERMITS, MIN_LEASE_DURATION, MIN_SETTING_DURATION,
     MemoryStore,
 };
 use mongolock::{LockNameLabel, StoreError};
@@ -121,10 +121,12 @@ fn assert_consistent(options: &LockOptions) -> Result<(), TestCaseError> {
         options.renew_interval(),
         options.renew_deadline(),
     );
-    prop_assert!(cadence >= MIN_STEP);
-    prop_assert!(cadence + MIN_STEP <= deadline && deadline + MIN_STEP <= expiry);
+    prop_assert!(cadence >= MIN_SETTING_DURATION);
+    prop_assert!(
+        cadence + MIN_SETTING_DURATION <= deadline && deadline + MIN_SETTING_DURATION <= expiry
+    );
     prop_assert!((MIN_LEASE_DURATION..=MAX_LEASE_DURATION).contains(&expiry));
-    prop_assert!(min >= MIN_STEP && min <= max && max <= MAX_LEASE_DURATION);
+    prop_assert!(min >= MIN_SETTING_DURATION && min <= max && max <= MAX_LEASE_DURATION);
     Ok(())
 }
 
@@ -283,7 +285,7 @@ use mongolock::HolderId;
                 .with_idle_actor_timeout(idle)
                 .start()
                 .await;
-            let usable = (MIN_STEP..=MAX_LEASE_DURATION).contains(&idle);
+            let usable = (MIN_SETTING_DURATION..=MAX_LEASE_DURATION).contains(&idle);
             match started {
                 Ok(manager) => {
                     prop_assert!(usable);

@@ -165,7 +165,8 @@ impl ElectionOptions {
 
     /// Checks `lease_duration > renew_deadline > 1.2 × retry_period > 0`, and the bounds of
     /// the lock options these timings become ([`LockOptions::validate`]: a lease of at least
-    /// [`MIN_LEASE_DURATION`](crate::MIN_LEASE_DURATION), steps of at least [`MIN_STEP`](crate::MIN_STEP)).
+    /// [`MIN_LEASE_DURATION`](crate::MIN_LEASE_DURATION), other durations and the gaps
+    /// between them of at least [`MIN_SETTING_DURATION`](crate::MIN_SETTING_DURATION)).
     ///
     /// # Errors
     ///

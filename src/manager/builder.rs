@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::LockManager;
 use crate::error::LockError;
 use crate::lock::Runtime;
-use crate::options::{LockOptions, MAX_LEASE_DURATION, MIN_STEP};
+use crate::options::{LockOptions, MAX_LEASE_DURATION, MIN_SETTING_DURATION};
 use crate::store::LockStore;
 use crate::store::request::HolderId;
 
@@ -96,7 +96,7 @@ impl LockManagerBuilder {
 
     /// How long a per-name actor stays alive with no holder and no waiter before it is
     /// stopped, bounding memory by the number of active locks (default: 60 s; at least
-    /// [`MIN_STEP`](crate::MIN_STEP), at most a year).
+    /// [`MIN_SETTING_DURATION`](crate::MIN_SETTING_DURATION), at most a year).
     ///
     /// ```
     /// use mongolock::{LockManager, MemoryStore};
@@ -145,9 +145,9 @@ impl LockManagerBuilder {
     /// ```
     pub async fn start(self) -> Result<LockManager, LockError> {
         self.defaults.validate()?;
-        if !(MIN_STEP..=MAX_LEASE_DURATION).contains(&self.idle_actor_timeout) {
+        if !(MIN_SETTING_DURATION..=MAX_LEASE_DURATION).contains(&self.idle_actor_timeout) {
             return Err(LockError::InvalidOptions(format!(
-                "idle_actor_timeout ({:?}) must be at least {MIN_STEP:?} and at most {MAX_LEASE_DURATION:?}",
+                "idle_actor_timeout ({:?}) must be at least {MIN_SETTING_DURATION:?} and at most {MAX_LEASE_DURATION:?}",
                 self.idle_actor_timeout
             )));
         }
