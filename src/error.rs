@@ -8,7 +8,11 @@ use std::time::Duration;
 use crate::kind::LockKind;
 use crate::name::{InvalidName, LockName};
 
-/// A backend's own error, shared so that [`StoreError`] stays `Clone`.
+/// A backend's own error as the [`source`](std::error::Error::source) of a
+/// [`StoreError::Backend`] or [`StoreError::Rejected`], shared so that [`StoreError`] stays
+/// `Clone`. Backends build it through [`StoreError::backend_caused_by`] and
+/// [`StoreError::rejected_caused_by`]; users reach it as the error's source, so it belongs
+/// with the backend contract in [`store`](crate::store).
 pub type BackendCause = Arc<dyn std::error::Error + Send + Sync>;
 
 /// Everything that can go wrong when using locks. Each variant says what to do about it.

@@ -34,8 +34,9 @@
 //! guards, options, elections, errors, events, the two stores — is at the crate root. Four
 //! modules hold what only some users need:
 //!
-//! - [`store`] — the backend contract ([`store::LockStore`]) and its requests and answers,
-//!   for implementing a backend or calling one directly;
+//! - [`store`] — the backend contract ([`store::LockStore`]), its requests and answers and
+//!   the backend's own error a [`StoreError`] carries ([`store::BackendCause`]), for
+//!   implementing a backend or calling one directly;
 //! - `fence` (feature `mongodb`) — writes a stale holder cannot apply, for the data the lock
 //!   protects;
 //! - [`metrics`] — metric names and buckets, and the Prometheus exporter (feature
@@ -108,7 +109,7 @@ pub mod testing;
 
 pub use campaign::{BackgroundLock, LockEvent};
 pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, LeaderInfo};
-pub use error::{BackendCause, LockError, LossReason, StoreError};
+pub use error::{LockError, LossReason, StoreError};
 pub use kind::{Access, LockKind, MAX_PERMITS};
 pub use lock::{
     AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal, MultiLock, MultiLockGuard, RwLock,

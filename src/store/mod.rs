@@ -14,7 +14,8 @@
 //! single-process use) and, with the `mongodb` feature,
 //! `MongoStore`; what a store reports to users —
 //! [`LockRecord`], [`HolderId`](crate::HolderId),
-//! [`StoreError`] — lives at the crate root.
+//! [`StoreError`] — lives at the crate root; a backend's own error travels inside a
+//! [`StoreError`] as its [`BackendCause`].
 
 pub(crate) mod memory;
 #[cfg(feature = "mongodb")]
@@ -27,6 +28,7 @@ pub(crate) mod request;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
+pub use crate::error::BackendCause;
 pub use outcome::{AcquireOutcome, ExtendOutcome, HandOverOutcome, ReleaseOutcome};
 pub use record_event::{RECORD_FEED_CAPACITY, RecordEvent};
 pub use release_demand::ReleaseDemand;

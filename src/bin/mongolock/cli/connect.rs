@@ -69,7 +69,7 @@ impl Endpoint {
     /// A store error in a few words: what failed, then the driver's error as [`describe`]
     /// puts it (never its debug dump).
     pub(crate) fn describe_store(&self, error: &StoreError) -> String {
-        let driver = |source: &Option<mongolock::BackendCause>| {
+        let driver = |source: &Option<mongolock::store::BackendCause>| {
             source
                 .as_deref()
                 .and_then(|cause| cause.downcast_ref::<Error>())
