@@ -713,7 +713,7 @@ async fn a_multi_lock_warns_before_a_member_is_lost_and_recovers() {
         .await
         .unwrap();
     let both = manager
-        .lock_all(["member-a", "member-b"])
+        .multi_lock(["member-a", "member-b"])
         .unwrap()
         .acquire()
         .await

@@ -432,9 +432,9 @@ proptest! {
                     prop_assert!(!name_is_valid(&name));
                     let rw_refused = matches!(manager.rw_lock(&name), Err(LockError::InvalidName { .. }));
                     prop_assert!(rw_refused, "rw_lock accepted an invalid name");
-                    let all = manager.lock_all([name.as_str(), "valid"]);
+                    let all = manager.multi_lock([name.as_str(), "valid"]);
                     let all_refused = matches!(all, Err(LockError::InvalidName { .. }));
-                    prop_assert!(all_refused, "lock_all accepted an invalid name");
+                    prop_assert!(all_refused, "multi_lock accepted an invalid name");
                     prop_assert!(store.is_empty(), "an invalid name wrote a record");
                 }
                 Err(other) => prop_assert!(false, "not InvalidName: {other:?}"),
@@ -583,11 +583,11 @@ proptest! {
         })?;
     }
 
-    /// `lock_all` over any list of names — repeats, any order — takes each distinct name
+    /// `multi_lock` over any list of names — repeats, any order — takes each distinct name
     /// exactly once, in byte order, with a token each, or (one name held elsewhere) none of
     /// them; an empty list is refused.
     #[test]
-    fn lock_all_takes_each_distinct_name_once_in_byte_order(
+    fn multi_lock_takes_each_distinct_name_once_in_byte_order(
         names in name_lists(),
         blocker in any::<prop::sample::Index>(),
     ) {
@@ -597,7 +597,7 @@ proptest! {
             let mut distinct: Vec<&str> = names.iter().map(String::as_str).collect();
             distinct.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
             distinct.dedup();
-            let all = manager.lock_all(&names)?;
+            let all = manager.multi_lock(&names)?;
             let order: Vec<&str> = all.names().map(LockName::as_str).collect();
             prop_assert_eq!(&order, &distinct);
             let guard = all.try_acquire().await?.expect("every name is free");
@@ -615,7 +615,7 @@ proptest! {
             for name in &distinct {
                 prop_assert!(manager.lock(name)?.try_acquire().await?.is_some(), "{} was not released", name);
             }
-            prop_assert!(matches!(manager.lock_all(Vec::<String>::new()), Err(LockError::InvalidOptions(_))));
+            prop_assert!(matches!(manager.multi_lock(Vec::<String>::new()), Err(LockError::InvalidOptions(_))));
             // With one name held by another process, a try takes nothing, and gives back at
             // once what it took meanwhile.
             let other = LockManager::start(store.clone(), LockOptions::default()).await?;
@@ -688,7 +688,7 @@ proptest! {
             manager.shutdown().await;
             // A multi-lock over the name and its look-alike, in either order.
             let (store, manager) = start().await?;
-            let all = manager.lock_all([lookalike.as_str(), name.as_str()])?;
+            let all = manager.multi_lock([lookalike.as_str(), name.as_str()])?;
             let both = all.try_acquire().await?.expect("free");
             prop_assert_eq!(both.len(), 2);
             prop_assert!(both.token(&name).is_some() && both.token(&lookalike).is_some());

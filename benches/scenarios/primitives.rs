@@ -174,7 +174,7 @@ pub(crate) async fn p1(args: &Args) -> Result<(), String> {
             semaphore: manager.semaphore("p1-semaphore", permits)?,
             read: Reading(manager.rw_lock("p1-read")?),
             write: Writing(manager.rw_lock("p1-write")?),
-            multi: manager.lock_all((0..k).map(|i| format!("p1-multi-{i}")))?,
+            multi: manager.multi_lock((0..k).map(|i| format!("p1-multi-{i}")))?,
             floors: Vec::new(),
         })
     })()

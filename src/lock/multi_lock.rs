@@ -40,7 +40,7 @@ use crate::store::{LeaseKey, LockStore, ReleaseOutcome};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
 /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-/// let transfer = manager.lock_all(["account-b", "account-a"])?;
+/// let transfer = manager.multi_lock(["account-b", "account-a"])?;
 /// let both = transfer.acquire().await?;
 /// let (a, b) = (both.token("account-a"), both.token("account-b"));
 /// assert!(a.is_some() && b.is_some());
@@ -73,7 +73,7 @@ impl MultiLock {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["b", "a", "b"])?;
+    /// let both = manager.multi_lock(["b", "a", "b"])?;
     /// let names: Vec<&str> = both.names().map(|name| name.as_str()).collect();
     /// assert_eq!(names, ["a", "b"]);
     /// # Ok(()) }
@@ -97,7 +97,7 @@ impl MultiLock {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let all = manager.lock_all(["a", "b", "c"])?.acquire().await?;
+    /// let all = manager.multi_lock(["a", "b", "c"])?.acquire().await?;
     /// assert_eq!(all.len(), 3);
     /// # Ok(()) }
     /// ```
@@ -182,7 +182,7 @@ impl MultiLock {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let _b = manager.lock("b")?.acquire().await?;
-    /// let both = manager.lock_all(["a", "b"])?;
+    /// let both = manager.multi_lock(["a", "b"])?;
     /// assert!(matches!(both.acquire_timeout(Duration::from_millis(50)).await, Err(LockError::Timeout(_))));
     /// assert!(manager.lock("a")?.try_acquire().await?.is_some(), "a was released");
     /// # Ok(()) }
@@ -209,7 +209,7 @@ impl MultiLock {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let _c = manager.lock("c")?.acquire().await?;
-    /// assert!(manager.lock_all(["a", "c"])?.try_acquire().await?.is_none());
+    /// assert!(manager.multi_lock(["a", "c"])?.try_acquire().await?.is_none());
     /// assert!(manager.lock("a")?.try_acquire().await?.is_some(), "a was given back");
     /// # Ok(()) }
     /// ```
@@ -247,7 +247,7 @@ impl MultiLock {
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
 /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-/// let both = manager.lock_all(["account-a", "account-b"])?.acquire().await?;
+/// let both = manager.multi_lock(["account-a", "account-b"])?.acquire().await?;
 /// tokio::select! {
 ///     reason = both.lost() => eprintln!("a member was lost: {reason}"),
 ///     _ = async { /* move money, each write fenced with both.token(..) */ } => {}
@@ -291,7 +291,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// assert_eq!(manager.lock_all(["a", "b"])?.acquire().await?.len(), 2);
+    /// assert_eq!(manager.multi_lock(["a", "b"])?.acquire().await?.len(), 2);
     /// # Ok(()) }
     /// ```
     pub fn len(&self) -> usize {
@@ -304,7 +304,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// assert!(!manager.lock_all(["a"])?.acquire().await?.is_empty());
+    /// assert!(!manager.multi_lock(["a"])?.acquire().await?.is_empty());
     /// # Ok(()) }
     /// ```
     pub fn is_empty(&self) -> bool {
@@ -317,7 +317,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// assert!(both.token("a").is_some());
     /// assert_eq!(both.token("z"), None);
     /// # Ok(()) }
@@ -336,7 +336,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["b", "a"])?.acquire().await?;
+    /// let both = manager.multi_lock(["b", "a"])?.acquire().await?;
     /// let names: Vec<&str> = both.tokens().map(|(name, _)| name.as_str()).collect();
     /// assert_eq!(names, ["a", "b"]);
     /// # Ok(()) }
@@ -353,7 +353,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// assert_eq!(both.guards()[0].name().as_str(), "a");
     /// # Ok(()) }
     /// ```
@@ -372,7 +372,7 @@ impl MultiLockGuard {
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// assert!(tokio::time::timeout(Duration::from_millis(10), both.lost()).await.is_err());
     /// # Ok(()) }
     /// ```
@@ -386,7 +386,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// assert_eq!(both.loss(), None);
     /// # Ok(()) }
     /// ```
@@ -416,7 +416,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// let signal = both.loss_signal();
     /// let watcher = tokio::spawn(async move { signal.lost().await });
     /// manager.shutdown().await;
@@ -434,7 +434,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// assert_eq!(both.risk(), None);
     /// # Ok(()) }
     /// ```
@@ -462,7 +462,7 @@ impl MultiLockGuard {
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// tokio::select! {
     ///     risk = both.at_risk() => eprintln!("renewals failing; lost in {:?} unless renewed", risk.time_left()),
     ///     () = tokio::time::sleep(Duration::from_millis(10)) => {}
@@ -486,7 +486,7 @@ impl MultiLockGuard {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
-    /// let both = manager.lock_all(["a", "b"])?.acquire().await?;
+    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
     /// both.notify(&worker, |reason| reason);
     /// # Ok(()) }
     /// ```
@@ -516,7 +516,7 @@ impl MultiLockGuard {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let all = manager.lock_all(["a", "b"])?;
+    /// let all = manager.multi_lock(["a", "b"])?;
     /// all.acquire().await?.release().await?;
     /// assert!(all.try_acquire().await?.is_some());
     /// # Ok(()) }

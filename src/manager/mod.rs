@@ -235,23 +235,23 @@ impl LockManager {
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let both = manager.lock_all(["account-a", "account-b"])?.acquire().await?;
-    /// assert!(manager.lock_all(Vec::<&str>::new()).is_err());
+    /// let both = manager.multi_lock(["account-a", "account-b"])?.acquire().await?;
+    /// assert!(manager.multi_lock(Vec::<&str>::new()).is_err());
     /// # Ok(()) }
     /// ```
-    pub fn lock_all<I, N>(&self, names: I) -> Result<MultiLock, LockError>
+    pub fn multi_lock<I, N>(&self, names: I) -> Result<MultiLock, LockError>
     where
         I: IntoIterator<Item = N>,
         N: AsRef<str>,
     {
-        self.lock_all_with(names, (*self.defaults).clone())
+        self.multi_lock_with(names, (*self.defaults).clone())
     }
 
-    /// [`lock_all`](Self::lock_all) with options of its own for every member.
+    /// [`multi_lock`](Self::multi_lock) with options of its own for every member.
     ///
     /// # Errors
     ///
-    /// As [`lock_all`](Self::lock_all), and [`LockError::InvalidOptions`] for bad options.
+    /// As [`multi_lock`](Self::multi_lock), and [`LockError::InvalidOptions`] for bad options.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -259,10 +259,10 @@ impl LockManager {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
     /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let options = LockOptions::default().with_lease_duration(Duration::from_secs(60));
-    /// let both = manager.lock_all_with(["a", "b"], options)?;
+    /// let both = manager.multi_lock_with(["a", "b"], options)?;
     /// # Ok(()) }
     /// ```
-    pub fn lock_all_with<I, N>(
+    pub fn multi_lock_with<I, N>(
         &self,
         names: I,
         options: LockOptions,

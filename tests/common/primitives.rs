@@ -456,7 +456,7 @@ pub(crate) async fn multi_lock_is_all_or_nothing<B: Backend>(backend: &B) {
     let a = start(store.clone()).await;
     let b = start(backend.peer(&store).await).await;
     let blocker = b.lock("account-b").unwrap().acquire().await.unwrap();
-    let transfer = a.lock_all(["account-b", "account-a"]).unwrap();
+    let transfer = a.multi_lock(["account-b", "account-a"]).unwrap();
     assert!(transfer.try_acquire().await.unwrap().is_none());
     assert!(matches!(
         transfer.acquire_timeout(Duration::from_millis(300)).await,
@@ -513,7 +513,7 @@ pub(crate) async fn multi_lock_never_answers_with_a_lost_member<B: Backend>(back
     let b = start(backend.peer(&store).await).await;
     let blocker = b.lock("lost-b").unwrap().acquire().await.unwrap();
     let waiting = {
-        let both = a.lock_all(["lost-a", "lost-b"]).unwrap();
+        let both = a.multi_lock(["lost-a", "lost-b"]).unwrap();
         tokio::spawn(async move { both.acquire().await })
     };
     // A takes "lost-a" and waits for "lost-b"; then its store fails past the deadline.
@@ -557,8 +557,8 @@ pub(crate) async fn multi_locks_in_opposite_orders_never_deadlock<B: Backend>(ba
     let store = backend.fresh().await;
     let a = start(store.clone()).await;
     let b = start(backend.peer(&store).await).await;
-    let forward = a.lock_all(["x", "y", "z"]).unwrap();
-    let backward = b.lock_all(["z", "y", "x"]).unwrap();
+    let forward = a.multi_lock(["x", "y", "z"]).unwrap();
+    let backward = b.multi_lock(["z", "y", "x"]).unwrap();
     let rounds = |multi: mongolock::MultiLock| {
         tokio::spawn(async move {
             for _ in 0..10 {
@@ -583,7 +583,7 @@ pub(crate) async fn multi_locks_in_opposite_orders_never_deadlock<B: Backend>(ba
 pub(crate) async fn multi_lock_reports_any_member_loss<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let a = start(store.clone()).await;
-    let both = a.lock_all(["m1", "m2"]).unwrap().acquire().await.unwrap();
+    let both = a.multi_lock(["m1", "m2"]).unwrap().acquire().await.unwrap();
     let signal = both.loss_signal();
     backend
         .delete_record(&store, &LockName::new("m2").unwrap())

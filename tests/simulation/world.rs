@@ -445,7 +445,7 @@ impl World {
             let odd = [SEMAPHORE, RW_LOCK][self.rng.random_range(0..2)];
             names.insert(self.rng.random_range(0..=names.len()), odd);
         }
-        if let Ok(all) = self.managers[manager].manager.lock_all(&names) {
+        if let Ok(all) = self.managers[manager].manager.multi_lock(&names) {
             self.spawn_client(manager, Target::All(all));
         }
     }

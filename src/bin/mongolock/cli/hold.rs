@@ -162,7 +162,7 @@ impl Target {
             }
             Ask::Read(name) => Handle::Read(manager.rw_lock(name.as_str())?),
             Ask::Write(name) => Handle::Write(manager.rw_lock(name.as_str())?),
-            Ask::All(names) => Handle::All(manager.lock_all(names.iter().map(LockName::as_str))?),
+            Ask::All(names) => Handle::All(manager.multi_lock(names.iter().map(LockName::as_str))?),
         };
         let members = ask
             .names()
