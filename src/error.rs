@@ -47,7 +47,7 @@ pub enum LockError {
     Timeout(Duration),
     /// The manager was shut down; start a new one.
     #[error("the lock manager has shut down")]
-    ShutDown,
+    Shutdown,
     /// The actor running this lock failed while serving the request. The supervisor replaces
     /// it; retrying is safe.
     #[error("the runtime actor for lock {0:?} failed; retry the call")]

@@ -433,7 +433,7 @@ async fn a_shut_down_manager_keeps_no_election_running() {
         calls,
         "the election kept reading the store after shutdown"
     );
-    assert!(matches!(election.leader().await, Err(LockError::ShutDown)));
+    assert!(matches!(election.leader().await, Err(LockError::Shutdown)));
     // What is left: the memory store's sweeper, started by the manager.
     assert_eq!(alive(), baseline + 1, "tasks left running after shutdown");
     drop(election);

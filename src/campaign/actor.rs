@@ -228,10 +228,10 @@ impl<E: CampaignEvent> CampaignState<E> {
         let guard = match result {
             Ok(guard) if self.campaigning => guard,
             Ok(_) => return, // stopped meanwhile: the guard drops and releases
-            Err(LockError::ShutDown) => {
+            Err(LockError::Shutdown) => {
                 self.campaigning = false;
                 for reply in self.waiting.drain(..) {
-                    let _ = reply.send(Err(LockError::ShutDown));
+                    let _ = reply.send(Err(LockError::Shutdown));
                 }
                 myself.stop(Some("lock manager shut down".to_owned()));
                 return;

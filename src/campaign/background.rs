@@ -142,7 +142,7 @@ impl BackgroundLock {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the manager has shut down.
+    /// [`LockError::Shutdown`] if the manager has shut down.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};
@@ -162,7 +162,7 @@ impl BackgroundLock {
     /// # Errors
     ///
     /// [`LockError::CampaignStopped`] if [`stop`](Self::stop) is called first,
-    /// [`LockError::ShutDown`] if the manager shuts down.
+    /// [`LockError::Shutdown`] if the manager shuts down.
     ///
     /// # Cancel safety
     ///
@@ -230,7 +230,7 @@ impl BackgroundLock {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the background lock has stopped.
+    /// [`LockError::Shutdown`] if the background lock has stopped.
     ///
     /// ```
     /// # use mongolock::{LockEvent, LockManager, LockOptions, MemoryStore};
@@ -264,7 +264,7 @@ impl BackgroundLock {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the background lock has stopped.
+    /// [`LockError::Shutdown`] if the background lock has stopped.
     ///
     /// ```
     /// # use mongolock::{LockManager, LockOptions, MemoryStore};

@@ -84,7 +84,7 @@ impl<E: CampaignEvent> Campaign<E> {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the manager has shut down.
+    /// [`LockError::Shutdown`] if the manager has shut down.
     pub(crate) fn start(&self) -> Result<(), LockError> {
         self.send(CampaignMsg::Start { reply: None })
     }
@@ -95,7 +95,7 @@ impl<E: CampaignEvent> Campaign<E> {
     /// # Errors
     ///
     /// [`LockError::CampaignStopped`] if [`stop`](Self::stop) is called first,
-    /// [`LockError::ShutDown`] if the manager shuts down.
+    /// [`LockError::Shutdown`] if the manager shuts down.
     ///
     /// # Cancel safety
     ///
@@ -104,7 +104,7 @@ impl<E: CampaignEvent> Campaign<E> {
     pub(crate) async fn wait_acquired(&self) -> Result<u64, LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(CampaignMsg::Start { reply: Some(reply) })?;
-        answer.await.map_err(|_| LockError::ShutDown)?
+        answer.await.map_err(|_| LockError::Shutdown)?
     }
 
     /// Stops any bound actor, releases the lock if held, and stops trying.
@@ -116,7 +116,7 @@ impl<E: CampaignEvent> Campaign<E> {
     pub(crate) async fn stop(&self) -> Result<(), LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(CampaignMsg::Stop { reply: Some(reply) })?;
-        answer.await.map_err(|_| LockError::ShutDown)?
+        answer.await.map_err(|_| LockError::Shutdown)?
     }
 
     /// Events from now on. A receiver that falls more than 64 events behind skips ahead
@@ -130,7 +130,7 @@ impl<E: CampaignEvent> Campaign<E> {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the campaign has stopped.
+    /// [`LockError::Shutdown`] if the campaign has stopped.
     pub(crate) fn subscribe_actor<M: Message>(
         &self,
         actor: &ActorRef<M>,
@@ -149,7 +149,7 @@ impl<E: CampaignEvent> Campaign<E> {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the campaign has stopped.
+    /// [`LockError::Shutdown`] if the campaign has stopped.
     pub(crate) fn run_while_held<F, Fut>(&self, spawn: F) -> Result<(), LockError>
     where
         F: Fn(u64, ActorCell) -> Fut + Send + Sync + 'static,
@@ -164,7 +164,7 @@ impl<E: CampaignEvent> Campaign<E> {
     pub(crate) async fn probe(&self) -> Result<Option<TermState>, LockError> {
         let (reply, answer) = oneshot::channel();
         self.send(CampaignMsg::Probe { reply })?;
-        answer.await.map_err(|_| LockError::ShutDown)
+        answer.await.map_err(|_| LockError::Shutdown)
     }
 
     /// Adds an in-process sink that sees every event in order (the leader gauge).
@@ -184,7 +184,7 @@ impl<E: CampaignEvent> Campaign<E> {
         self.engine
             .actor
             .send_message(message)
-            .map_err(|_| LockError::ShutDown)
+            .map_err(|_| LockError::Shutdown)
     }
 }
 

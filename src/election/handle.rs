@@ -73,7 +73,7 @@ impl Election {
     /// # Errors
     ///
     /// [`LockError::CampaignStopped`] if [`resign`](Self::resign) is called first,
-    /// [`LockError::ShutDown`] if the manager shuts down.
+    /// [`LockError::Shutdown`] if the manager shuts down.
     ///
     /// # Cancel safety
     ///
@@ -96,7 +96,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the election has stopped.
+    /// [`LockError::Shutdown`] if the election has stopped.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};
@@ -188,7 +188,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the election has stopped.
+    /// [`LockError::Shutdown`] if the election has stopped.
     ///
     /// ```
     /// # use mongolock::{ElectionEvent, ElectionOptions, LockManager, LockOptions, MemoryStore};
@@ -221,7 +221,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the election has stopped.
+    /// [`LockError::Shutdown`] if the election has stopped.
     ///
     /// ```
     /// # use mongolock::{ElectionOptions, LockManager, LockOptions, MemoryStore};

@@ -71,7 +71,7 @@ impl Election {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] if the election has stopped.
+    /// [`LockError::Shutdown`] if the election has stopped.
     ///
     /// # Cancel safety
     ///

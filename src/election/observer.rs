@@ -39,7 +39,7 @@ pub(crate) fn spawn(
             let record = match lock.inspect().await {
                 Ok(record) => record,
                 // The manager shut down: nothing to observe for any more.
-                Err(LockError::ShutDown) => return,
+                Err(LockError::Shutdown) => return,
                 Err(error) => {
                     tracing::debug!(lock = %lock.name(), %error, "could not observe the lock holder");
                     continue;

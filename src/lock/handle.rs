@@ -90,7 +90,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`LockError::ShutDown`] after
+    /// [`LockError::Shutdown`] after
     /// [`LockManager::shutdown`](crate::LockManager::shutdown); [`LockError::Store`] when
     /// the store refuses the request for good
     /// ([`StoreError::Rejected`](crate::StoreError::Rejected) and other non-transient
@@ -184,7 +184,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`LockError::Store`] if the one attempt failed; [`LockError::ShutDown`] after
+    /// [`LockError::Store`] if the one attempt failed; [`LockError::Shutdown`] after
     /// shutdown.
     ///
     /// # Cancel safety
@@ -224,7 +224,7 @@ impl Lock {
     /// # Errors
     ///
     /// [`LockError::Store`] if the store cannot be read within the renew deadline;
-    /// [`LockError::ShutDown`] after
+    /// [`LockError::Shutdown`] after
     /// [`LockManager::shutdown`](crate::LockManager::shutdown) (a shut-down manager sends
     /// nothing more to the store).
     ///
@@ -245,7 +245,7 @@ impl Lock {
     /// ```
     pub async fn inspect(&self) -> Result<Option<LockRecord>, LockError> {
         if self.runtime.is_shut_down() {
-            return Err(LockError::ShutDown);
+            return Err(LockError::Shutdown);
         }
         let store = &self.runtime.store;
         let started = Instant::now();
@@ -262,7 +262,7 @@ impl Lock {
     /// [`Semaphore::set_permits`](super::semaphore::Semaphore::set_permits)).
     pub(crate) async fn set_permits(&self, permits: u32) -> Result<Option<u32>, LockError> {
         if self.runtime.is_shut_down() {
-            return Err(LockError::ShutDown);
+            return Err(LockError::Shutdown);
         }
         let store = &self.runtime.store;
         Ok(bounded(
@@ -387,13 +387,13 @@ impl Lock {
                 message: request,
                 route: self.route.clone(),
             })
-            .map_err(|_| LockError::ShutDown)
+            .map_err(|_| LockError::Shutdown)
     }
 
     async fn answer<T>(&self, answer: oneshot::Receiver<T>) -> Result<T, LockError> {
         answer.await.map_err(|_| {
             if self.runtime.is_shut_down() {
-                LockError::ShutDown
+                LockError::Shutdown
             } else {
                 LockError::ActorFailed(self.name.clone())
             }

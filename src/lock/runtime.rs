@@ -178,7 +178,7 @@ impl Runtime {
 
     /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::error::LossReason::Shutdown);
     /// each lease is freed once its guard lets go or the loss margin passes) and stops the
-    /// actors; later calls fail with [`LockError::ShutDown`].
+    /// actors; later calls fail with [`LockError::Shutdown`].
     pub(crate) async fn shutdown(&self) {
         // Voluntary hand-overs first: campaigns stop their bound actors and release.
         let hooks: Vec<ShutdownHook> = std::mem::take(&mut *self.hooks()).into_values().collect();

@@ -378,7 +378,7 @@ impl LockManager {
     }
 
     /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::LossReason::Shutdown)),
-    /// fails pending acquisitions with [`LockError::ShutDown`], and stops all actors.
+    /// fails pending acquisitions with [`LockError::Shutdown`], and stops all actors.
     /// Idempotent.
     ///
     /// Each held lease is freed on the store as soon as its guard is dropped or released
@@ -400,7 +400,7 @@ impl LockManager {
     /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
     /// let lock = manager.lock("orders")?;
     /// manager.shutdown().await;
-    /// assert!(matches!(lock.acquire().await, Err(LockError::ShutDown)));
+    /// assert!(matches!(lock.acquire().await, Err(LockError::Shutdown)));
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self) {

@@ -34,7 +34,7 @@ pub fn seed_random(seed: u64) {
 ///
 /// # Errors
 ///
-/// [`LockError::ShutDown`] after the manager has shut down.
+/// [`LockError::Shutdown`] after the manager has shut down.
 ///
 /// ```
 /// use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};

@@ -600,7 +600,7 @@ pub(crate) async fn shutdown_releases_everything<B: Backend>(backend: &B) {
             Ok(LossReason::Shutdown)
         );
     }
-    assert!(matches!(waiter.await.unwrap(), Err(LockError::ShutDown)));
+    assert!(matches!(waiter.await.unwrap(), Err(LockError::Shutdown)));
     // Told holders may still be working: nobody else gets their locks until they let go…
     assert!(
         b.lock("s1").unwrap().try_acquire().await.unwrap().is_none(),
@@ -626,7 +626,7 @@ pub(crate) async fn shutdown_releases_everything<B: Backend>(backend: &B) {
     drop(s1);
     assert!(matches!(
         a.lock("s1").unwrap().acquire().await,
-        Err(LockError::ShutDown)
+        Err(LockError::Shutdown)
     ));
     a.shutdown().await; // idempotent
 }

@@ -185,7 +185,7 @@ impl NameState {
     /// lets go, or after the loss margin) and answers what is in flight. A grant still in
     /// flight is released through its claim when its answer finds this actor gone.
     pub(super) fn shut_down(&mut self) {
-        self.waiters.fail_all(LockError::ShutDown);
+        self.waiters.fail_all(LockError::Shutdown);
         for (_, place) in self.holds.drain() {
             place
                 .end()
@@ -194,13 +194,13 @@ impl NameState {
         }
         for (_, releasing) in self.releasing.drain() {
             if let Some(reply) = releasing.reply {
-                let _ = reply.send(Err(LockError::ShutDown));
+                let _ = reply.send(Err(LockError::Shutdown));
             }
         }
         // Their answers find nothing in flight: their claims release both leases.
         self.handing_over.clear();
         if let Some(reply) = self.acquisition.stop() {
-            let _ = reply.send(Err(LockError::ShutDown));
+            let _ = reply.send(Err(LockError::Shutdown));
         }
     }
 }

@@ -188,7 +188,7 @@ mod tests {
             CliError::from_lock(LockError::InvalidOptions("x".into())).exit_code(),
             64
         );
-        assert_eq!(CliError::from_lock(LockError::ShutDown).exit_code(), 70);
+        assert_eq!(CliError::from_lock(LockError::Shutdown).exit_code(), 70);
         let not_found = std::io::Error::from(std::io::ErrorKind::NotFound);
         let spawn = CliError::Spawn {
             program: "nope".into(),
