@@ -376,7 +376,7 @@ impl Lock {
                 }
             }
         }
-        #[cfg(feature = "testing")]
+        #[cfg(test)]
         self.runtime
             .routed_by_supervisor
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

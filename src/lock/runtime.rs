@@ -27,11 +27,11 @@ pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     /// How many of the lock actors' timers are pending, for the crate's tests (the count
     /// only: the timer service ends with the actors, not with the last handle).
-    #[cfg(feature = "testing")]
+    #[cfg(test)]
     pub(crate) pending_timers: Arc<std::sync::atomic::AtomicUsize>,
     /// Requests handles sent through the supervisor (not on a known route), for the
     /// crate's tests.
-    #[cfg(feature = "testing")]
+    #[cfg(test)]
     pub(crate) routed_by_supervisor: AtomicU64,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
@@ -86,7 +86,7 @@ impl Runtime {
     ) -> Result<Arc<Self>, LockError> {
         let (release_waiters, demand) = ReleaseWaiters::new();
         let timers = Timers::start();
-        #[cfg(feature = "testing")]
+        #[cfg(test)]
         let pending_timers = timers.count();
         let (alive, supervisor_gone) = oneshot::channel();
         let args = SupervisorArgs {
@@ -117,9 +117,9 @@ impl Runtime {
         }
         Ok(Arc::new(Self {
             supervisor,
-            #[cfg(feature = "testing")]
+            #[cfg(test)]
             pending_timers,
-            #[cfg(feature = "testing")]
+            #[cfg(test)]
             routed_by_supervisor: AtomicU64::new(0),
             store,
             holder,
@@ -193,5 +193,151 @@ impl Runtime {
         {
             let _ = done.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    /// A runtime on a fresh memory store whose idle lock actors stop after `idle`.
+    async fn runtime_idling_after(idle: Duration) -> Arc<Runtime> {
+        let store = MemoryStore::new();
+        store.prepare().await.unwrap();
+        Runtime::start(Arc::new(store), HolderId::generate(), idle)
+            .await
+            .unwrap()
+    }
+
+    fn lock(runtime: &Arc<Runtime>, name: &str) -> Lock {
+        runtime.lock(
+            LockName::new(name).unwrap(),
+            Arc::new(LockOptions::default()),
+        )
+    }
+
+    fn pending_timers(runtime: &Runtime) -> usize {
+        runtime.pending_timers.load(Ordering::Relaxed)
+    }
+
+    fn routed_by_supervisor(runtime: &Runtime) -> u64 {
+        runtime.routed_by_supervisor.load(Ordering::Relaxed)
+    }
+
+    /// An actor that ignores what it is sent.
+    struct Sink;
+
+    impl Actor for Sink {
+        type Msg = ();
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    /// No task or timer outlives its purpose: after many acquire/release cycles the runtime
+    /// is back to the tasks it had before, and the timer service holds no timer of a
+    /// released hold (they are cancelled, not left until they fire; a loss notification of
+    /// a released hold ends).
+    #[tokio::test(start_paused = true)]
+    async fn released_holds_leave_no_sleeping_timers() {
+        let runtime = runtime_idling_after(Duration::from_secs(60)).await;
+        let lock = lock(&runtime, "cycled");
+        lock.acquire().await.unwrap().release().await.unwrap();
+        // Let the first cycle's background work finish; what is alive now is the baseline
+        // (the supervisor, the lock actor, the renewer, the timer service, the store's
+        // sweeper).
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let alive = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
+        let baseline = alive() + 1; // the sink actor below
+        let (sink, _) = Actor::spawn(None, Sink, ()).await.unwrap();
+        for _ in 0..200 {
+            let guard = lock.acquire().await.unwrap();
+            guard.notify(&sink, |_| ()); // watches for a loss that never comes
+            guard.release().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(
+            alive(),
+            baseline,
+            "tasks left behind by 200 acquire/release cycles"
+        );
+        assert_eq!(
+            pending_timers(&runtime),
+            1,
+            "timers left behind by 200 acquire/release cycles (only the idle actor's stop is due)"
+        );
+        let held = lock.acquire().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(pending_timers(&runtime), 1, "one timer per held lock");
+        held.release().await.unwrap();
+        runtime.shutdown().await;
+    }
+
+    /// After the supervisor has routed a handle's first request, the handle and its clones
+    /// reach the lock's actor directly; once the actor stopped for idleness the next request
+    /// goes through the supervisor again, which starts a fresh actor.
+    #[tokio::test(start_paused = true)]
+    async fn handles_reach_their_actor_directly_after_the_first_request() {
+        let idle = Duration::from_millis(100);
+        let runtime = runtime_idling_after(idle).await;
+        let lock = lock(&runtime, "direct");
+        for _ in 0..50 {
+            let clone = lock.clone();
+            clone.acquire().await.unwrap().release().await.unwrap();
+            assert!(lock.try_acquire().await.unwrap().is_some());
+        }
+        assert_eq!(routed_by_supervisor(&runtime), 1);
+        tokio::time::sleep(idle * 3).await;
+        assert_eq!(runtime.active_locks().await, 0, "the idle actor stopped");
+        lock.acquire().await.unwrap().release().await.unwrap();
+        assert_eq!(routed_by_supervisor(&runtime), 2);
+        runtime.shutdown().await;
+    }
+
+    /// Requests racing an actor's idle stop are never lost: each either reaches the actor
+    /// before it retires (and keeps it) or goes through the supervisor to a fresh one.
+    #[tokio::test(start_paused = true)]
+    async fn requests_racing_an_idle_stop_are_never_lost() {
+        let idle = Duration::from_millis(1);
+        let runtime = runtime_idling_after(idle).await;
+        let lock = lock(&runtime, "racy");
+        let mut tasks = Vec::new();
+        for task in 0..8_u64 {
+            let lock = lock.clone();
+            tasks.push(tokio::spawn(async move {
+                for round in 0..100_u64 {
+                    // Pauses around the idle timeout, so requests arrive just before, at and
+                    // just after the actor retires.
+                    tokio::time::sleep(Duration::from_micros((task * 131 + round * 17) % 2_500))
+                        .await;
+                    let guard = lock
+                        .acquire_timeout(Duration::from_secs(5))
+                        .await
+                        .expect("an acquisition was lost");
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert!(
+            routed_by_supervisor(&runtime) > 1,
+            "the actor stopped and was restarted"
+        );
+        runtime.shutdown().await;
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-#[cfg(any(test, feature = "testing"))]
+#[cfg(test)]
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,7 +28,7 @@ pub(crate) struct Timers {
     commands: mpsc::UnboundedSender<Command>,
     next_id: Arc<AtomicU64>,
     /// How many timers are pending, for the leak checks of the crate's tests.
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(test)]
     pending: Arc<AtomicUsize>,
 }
 
@@ -36,17 +36,17 @@ impl Timers {
     /// Starts the service task.
     pub(crate) fn start() -> Self {
         let (commands, incoming) = mpsc::unbounded_channel();
-        #[cfg(any(test, feature = "testing"))]
+        #[cfg(test)]
         let pending = Arc::new(AtomicUsize::new(0));
         tokio::spawn(run(
             incoming,
-            #[cfg(any(test, feature = "testing"))]
+            #[cfg(test)]
             pending.clone(),
         ));
         Self {
             commands,
             next_id: Arc::new(AtomicU64::new(0)),
-            #[cfg(any(test, feature = "testing"))]
+            #[cfg(test)]
             pending,
         }
     }
@@ -68,7 +68,7 @@ impl Timers {
     }
 
     /// The pending count alone: it reads the count without keeping the service running.
-    #[cfg(feature = "testing")]
+    #[cfg(test)]
     pub(crate) fn count(&self) -> Arc<AtomicUsize> {
         self.pending.clone()
     }
@@ -121,7 +121,7 @@ impl<M: Message> Drop for Timer<M> {
 /// The service: pending timers by due time, with an index by id for replacing and cancelling.
 async fn run(
     mut incoming: mpsc::UnboundedReceiver<Command>,
-    #[cfg(any(test, feature = "testing"))] pending: Arc<AtomicUsize>,
+    #[cfg(test)] pending: Arc<AtomicUsize>,
 ) {
     let mut due: BTreeMap<(Instant, u64), Fire> = BTreeMap::new();
     let mut by_id: HashMap<u64, Instant> = HashMap::new();
@@ -156,7 +156,7 @@ async fn run(
                 }
             }
         }
-        #[cfg(any(test, feature = "testing"))]
+        #[cfg(test)]
         pending.store(due.len(), Ordering::Relaxed);
     }
 }

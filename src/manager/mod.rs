@@ -371,12 +371,6 @@ impl LockManager {
         self.runtime.active_locks().await
     }
 
-    /// The running part, for the `testing` hooks.
-    #[cfg(feature = "testing")]
-    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
-        &self.runtime
-    }
-
     /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::LossReason::Shutdown)),
     /// fails pending acquisitions with [`LockError::Shutdown`], and stops all actors.
     /// Idempotent.
