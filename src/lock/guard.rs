@@ -6,6 +6,7 @@ use tokio::sync::oneshot;
 use super::loss_signal::{AtRisk, LossSignal};
 use super::message::LockMsg;
 use crate::error::{LockError, LossReason};
+use crate::kind::Access;
 use crate::name::LockName;
 use crate::store::LeaseId;
 
@@ -37,6 +38,7 @@ use crate::store::LeaseId;
 pub struct LockGuard {
     name: LockName,
     token: u64,
+    access: Access,
     lease: LeaseId,
     actor: ActorRef<LockMsg>,
     loss: LossSignal,
@@ -47,6 +49,7 @@ impl LockGuard {
     pub(crate) fn new(
         name: LockName,
         token: u64,
+        access: Access,
         lease: LeaseId,
         actor: ActorRef<LockMsg>,
         loss: LossSignal,
@@ -54,6 +57,7 @@ impl LockGuard {
         Self {
             name,
             token,
+            access,
             lease,
             actor,
             loss,
@@ -106,6 +110,27 @@ impl LockGuard {
     /// ```
     pub fn name(&self) -> &LockName {
         &self.name
+    }
+
+    /// What this guard holds: the whole of a mutex ([`Access::Exclusive`]), one permit of a
+    /// semaphore ([`Access::Permit`], with the count it was acquired under), a read lock or
+    /// the write lock of a reader/writer lock. Code handed a guard can tell whether it may
+    /// write under it.
+    ///
+    /// ```
+    /// use mongolock::Access;
+    /// # use mongolock::{LockManager, LockOptions, MemoryStore};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
+    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
+    /// let read = manager.rw_lock("config")?.read().await?;
+    /// assert_eq!(read.access(), Access::Read);
+    /// let permit = manager.semaphore("workers", 4)?.acquire().await?;
+    /// assert_eq!(permit.access(), Access::Permit { permits: 4 });
+    /// assert_eq!(manager.lock("orders")?.acquire().await?.access(), Access::Exclusive);
+    /// # Ok(()) }
+    /// ```
+    pub fn access(&self) -> Access {
+        self.access
     }
 
     /// When the last acquire or renewal that the store confirmed was *sent* (the runtime's
@@ -315,6 +340,7 @@ impl fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("name", &self.name)
             .field("token", &self.token)
+            .field("access", &self.access)
             .field("lost", &self.loss())
             .finish()
     }

@@ -16,6 +16,7 @@ use super::message::LockMsg;
 use super::orphan;
 use super::renewer::{Renewal, Renewer};
 use crate::error::{LockError, LossReason, StoreError};
+use crate::kind::Access;
 use crate::metrics::{LockMetrics, RenewalResult};
 use crate::name::LockName;
 use crate::options::LockOptions;
@@ -23,9 +24,9 @@ use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, R
 
 pub(crate) struct Hold {
     lease: LeaseId,
-    /// One holder of a shared record (a semaphore's or reader/writer lock's), not a mutex's
-    /// one lease: its key says so to the store.
-    shared: bool,
+    /// What the lease holds. Anything but a mutex's [`Access::Exclusive`] is one holder of
+    /// a shared record (a semaphore's or reader/writer lock's): its key says so to the store.
+    access: Access,
     token: u64,
     /// The last fencing token the store reserved for this lease's grant: local holders after
     /// this one take the tokens up to it, with no store call.
@@ -79,7 +80,7 @@ impl Hold {
         let next_renewal = sent_at + options.renew_interval();
         Self {
             lease,
-            shared: false,
+            access: Access::Exclusive,
             token,
             reserved_until,
             options,
@@ -95,9 +96,9 @@ impl Hold {
         }
     }
 
-    /// Marks the hold as one holder of a shared record.
-    pub(crate) fn in_shared_record(mut self) -> Self {
-        self.shared = true;
+    /// Marks the hold as one holder of a shared record, holding `access` in it.
+    pub(crate) fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
         self
     }
 
@@ -146,7 +147,7 @@ impl Hold {
         self.metrics.hold_ended(self.acquired_at.elapsed());
         let next = Self {
             lease: self.lease,
-            shared: self.shared,
+            access: self.access,
             token: self.token + 1,
             reserved_until: self.reserved_until,
             options,
@@ -169,6 +170,7 @@ impl Hold {
         LockGuard::new(
             name.clone(),
             self.token,
+            self.access,
             self.lease,
             actor.clone(),
             self.status.subscribe(),
@@ -176,7 +178,7 @@ impl Hold {
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
-        if self.shared {
+        if self.access.kind().is_shared() {
             LeaseKey::shared(name.clone(), self.lease)
         } else {
             LeaseKey::new(name.clone(), self.lease)

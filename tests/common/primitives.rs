@@ -46,6 +46,7 @@ pub(crate) async fn semaphore_admits_its_count_and_gets_crashed_permits_back<B: 
     let first = pair_a.acquire().await.unwrap();
     let second = pair_b.acquire().await.unwrap();
     assert!(second.token() > first.token());
+    assert_eq!(first.access(), Access::Permit { permits: 2 });
     assert!(
         pair_a.try_acquire().await.unwrap().is_none(),
         "a third permit of two was granted"
@@ -290,6 +291,10 @@ pub(crate) async fn rw_lock_readers_share_and_the_writer_excludes<B: Backend>(ba
     let schema_b = b.rw_lock("schema").unwrap();
     let read_a = schema_a.read().await.unwrap();
     let read_b = schema_b.read().await.unwrap();
+    assert_eq!(
+        (read_a.access(), read_b.access()),
+        (Access::Read, Access::Read)
+    );
     let record = schema_a.inspect().await.unwrap().expect("a record");
     assert_eq!(record.kind, LockKind::ReadWrite);
     assert_eq!(record.holders.len(), 2);
@@ -302,6 +307,11 @@ pub(crate) async fn rw_lock_readers_share_and_the_writer_excludes<B: Backend>(ba
         .expect("the writer did not get in after the readers left")
         .unwrap();
     assert!(writing.token() > last_read);
+    assert_eq!(
+        writing.access(),
+        Access::Write,
+        "a guard says it is the writer's"
+    );
     assert!(schema_a.try_read().await.unwrap().is_none());
     assert!(schema_a.try_write().await.unwrap().is_none());
     let written = writing.token();

@@ -56,16 +56,14 @@ impl NameState {
         claim.keep();
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let access = attempt.access;
-        let mut hold = Hold::new(
+        let hold = Hold::new(
             attempt.lease,
             (token, reserved_until),
             attempt.options,
             attempt.metrics,
             sent_at,
-        );
-        if self.kind.is_shared() {
-            hold = hold.in_shared_record();
-        }
+        )
+        .with_access(access);
         let make_guard = || hold.guard(&self.name, myself);
         let delivered = match attempt.for_try {
             Some(reply) => match reply.send(Ok(Some(make_guard()))) {
