@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mongolock::{LockError, LockManager, LockName, LockOptions, MemoryStore};
+use mongolock::{HolderId, LockError, LockManager, LockName, LockOptions, MemoryStore};
 
 #[tokio::main]
 async fn main() -> Result<(), LockError> {
@@ -54,9 +54,9 @@ async fn main() -> Result<(), LockError> {
     if let Some(record) = bob.lock("orders")?.inspect().await? {
         println!(
             "inspect: holder={} token={} expires_in={:?}",
-            record.holder.map(|h| h.to_string()).unwrap_or_default(),
+            record.holder().map(HolderId::as_str).unwrap_or_default(),
             record.token,
-            record.expires_in
+            record.expires_in()
         );
     }
 

@@ -332,7 +332,7 @@ async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
     assert_eq!(guard.loss(), None, "the passed-on hold was lost");
     let record = lock.inspect().await.unwrap().unwrap();
     assert!(
-        record.holder.is_some(),
+        record.holder().is_some(),
         "the lease expired on the store while its holder was never told"
     );
     guard.release().await.unwrap();
@@ -653,7 +653,7 @@ async fn a_store_that_stops_answering_warns_before_the_loss() {
         .await
         .unwrap();
     let both = manager
-        .lock_all(["hung-a", "hung-b"])
+        .multi_lock(["hung-a", "hung-b"])
         .unwrap()
         .acquire()
         .await

@@ -233,12 +233,12 @@ async fn force_release_frees_a_held_lock_the_holder_learns_and_tokens_still_grow
         .unwrap()
         .expect("the held grant");
     let released_at = Instant::now();
-    assert_eq!(cleared.holder.as_ref(), Some(holder.holder_id()));
+    assert_eq!(cleared.holder(), Some(holder.holder_id()));
     assert_eq!(cleared.token, guard.token());
-    let left = cleared.expires_in.expect("time the grant had left");
+    let left = cleared.expires_in().expect("time the grant had left");
     assert!(left <= fast_options().lease_duration(), "{left:?}");
     let after = operator.inspect(&name).await.unwrap().expect("kept");
-    assert_eq!((after.holder, after.token), (None, guard.token()));
+    assert_eq!((after.holder(), after.token), (None, guard.token()));
 
     // The holder hears of it at its next renewal, before anyone could rely on it holding.
     let bound = fast_options().renew_interval() + SLACK;
@@ -373,11 +373,7 @@ async fn operator_like_names_are_stored_as_plain_ids() {
             manager.holder_id().as_str()
         );
         let record = other.lock(name).unwrap().inspect().await.unwrap().unwrap();
-        assert_eq!(
-            record.holder.as_ref(),
-            Some(manager.holder_id()),
-            "{name:?}"
-        );
+        assert_eq!(record.holder(), Some(manager.holder_id()), "{name:?}");
         assert!(
             other
                 .lock(name)
@@ -442,9 +438,9 @@ async fn assert_lease_still_live(observer: &MongoStore, holder: &LockManager) ->
         .await
         .unwrap()
         .expect("the record");
-    assert_eq!(record.holder.as_ref(), Some(holder.holder_id()));
+    assert_eq!(record.holder(), Some(holder.holder_id()));
     record
-        .expires_in
+        .expires_in()
         .expect("the lease must be unexpired on the server when the loss is reported")
 }
 

@@ -53,7 +53,7 @@ async fn run_locked_returns_the_output_and_releases_before_returning() {
         lock.inspect()
             .await
             .unwrap()
-            .and_then(|record| record.holder),
+            .and_then(|record| record.holder().cloned()),
         None,
         "released by the time run_locked returns, not left to expire"
     );

@@ -1038,7 +1038,7 @@ fn samples_of(at: u64, lock: String, record: LockRecord) -> Vec<Sample> {
         return vec![Sample {
             at,
             lock,
-            holder: record.holder.map(|h| h.as_str().to_owned()),
+            holder: record.holder().map(|h| h.as_str().to_owned()),
             token: record.token,
         }];
     }

@@ -44,9 +44,9 @@ impl LeaderInfo {
 
     pub(crate) fn from_record(record: &LockRecord) -> Option<Self> {
         Some(Self {
-            holder: record.holder.clone()?,
+            holder: record.holder().cloned()?,
             token: record.token,
-            expires_in: record.expires_in?,
+            expires_in: record.expires_in()?,
         })
     }
 }

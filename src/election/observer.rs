@@ -47,7 +47,7 @@ pub(crate) fn spawn(
             };
             let seen = record
                 .as_ref()
-                .and_then(|r| r.holder.clone().map(|holder| (holder, r.token)));
+                .and_then(|r| r.holder().cloned().map(|holder| (holder, r.token)));
             if last_seen.as_ref() == Some(&seen) {
                 continue;
             }

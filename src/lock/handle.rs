@@ -239,7 +239,7 @@ impl Lock {
     /// let lock = manager.lock("orders")?;
     /// let guard = lock.acquire().await?;
     /// let record = lock.inspect().await?.expect("a held lock has a record");
-    /// assert_eq!(record.holder.as_ref(), Some(manager.holder_id()));
+    /// assert_eq!(record.holder(), Some(manager.holder_id()));
     /// assert_eq!(record.token, guard.token());
     /// # Ok(()) }
     /// ```
@@ -343,7 +343,10 @@ impl Lock {
     }
 
     async fn holder(&self) -> Result<Option<HolderId>, LockError> {
-        Ok(self.inspect().await?.and_then(|record| record.holder))
+        Ok(self
+            .inspect()
+            .await?
+            .and_then(|record| record.holder().cloned()))
     }
 
     /// The runtime this handle belongs to.

@@ -284,7 +284,7 @@ impl Known {
         let holder = match held.get(&record.token) {
             Some(last) => last.holder.clone(),
             None if record.kind.is_shared() => None,
-            None => record.holder.clone(),
+            None => record.holder().cloned(),
         };
         Self {
             kind: Some(record.kind),
@@ -478,10 +478,10 @@ impl Watcher {
                     self.reconcile(&name, record, Cause::Read).await?;
                     None
                 }
-                Some(record) => match (record.expires_in, known.is_held()) {
+                Some(record) => match (record.expires_in(), known.is_held()) {
                     (Some(left), _) if record.token != known.token => Some(RecordEvent::Granted {
                         name: name.clone(),
-                        holder: record.holder.clone(),
+                        holder: record.holder().cloned(),
                         token: record.token,
                         lease_left: left,
                     }),
@@ -568,20 +568,20 @@ impl Watcher {
             return Ok(());
         };
         match record {
-            Some(record) if record.token == token && record.expires_in.is_some() => {
+            Some(record) if record.token == token && record.expires_in().is_some() => {
                 // Renewed after all (this clock ran ahead of the store's): wait for its end.
-                let left = record.expires_in.unwrap_or_default();
+                let left = record.expires_in().unwrap_or_default();
                 if let Some(held) = known.held.get_mut(&token) {
                     held.ends_at = Instant::now() + left;
                 }
                 Ok(())
             }
-            Some(record) if record.token != token && record.expires_in.is_some() => {
+            Some(record) if record.token != token && record.expires_in().is_some() => {
                 // Taken over already: the feed's grant may still be on its way.
                 let cause = Cause::Grant {
-                    holder: record.holder.clone(),
+                    holder: record.holder().cloned(),
                     token: record.token,
-                    lease_left: record.expires_in.unwrap_or_default(),
+                    lease_left: record.expires_in().unwrap_or_default(),
                 };
                 self.granted(name, cause, true).await
             }

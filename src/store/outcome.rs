@@ -95,32 +95,31 @@ pub enum ReleaseOutcome {
 
 /// What a store knows about one lock, for inspection (dashboards, the CLI, "who holds this?").
 ///
+/// One shape for every kind: [`holders`](Self::holders) lists each unexpired holding (the
+/// one holder of a held mutex, a semaphore's permit holders, a reader/writer lock's readers
+/// or its writer), and [`holder`](Self::holder), [`expires_in`](Self::expires_in),
+/// [`is_held`](Self::is_held) and [`held_count`](Self::held_count) are derived from it.
+///
 /// ```
 /// use mongolock::LockRecord;
 /// let record = LockRecord::free(3);
 /// assert!(!record.is_held());
+/// assert_eq!((record.holder(), record.token, record.expires_in()), (None, 3, None));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockRecord {
-    /// The manager instance holding an unexpired lease, or `None` when the lock is free.
-    pub holder: Option<HolderId>,
     /// The fencing token of the last grant for this name (0 when the store no longer
-    /// remembers it). Local holders the grant's lease passed to without a store call have the
-    /// tokens after it (see
+    /// remembers it), held or not. Local holders the grant's lease passed to without a store
+    /// call have the tokens after it (see
     /// [`LockStore::tokens_per_grant`](crate::store::LockStore::tokens_per_grant)).
     pub token: u64,
-    /// Time left on the current lease by the store's clock, `None` when free.
-    pub expires_in: Option<Duration>,
     /// How long other managers have been trying to take the held lock (since their first
     /// failed attempt during the current grant), `None` when free or uncontended.
     pub contended_for: Option<Duration>,
     /// What kind of lock the name is.
     pub kind: LockKind,
-    /// Every unexpired holding, earliest grant first: the one holder of a held mutex, a
-    /// semaphore's permit holders, a reader/writer lock's readers or its writer. For a shared
-    /// kind, [`holder`](Self::holder) is the first of these, [`expires_in`](Self::expires_in)
-    /// the longest time left and [`token`](Self::token) the last grant's.
+    /// Every unexpired holding, earliest grant first: empty when the lock is free.
     pub holders: Vec<Holding>,
 }
 
@@ -169,20 +168,18 @@ impl LockRecord {
     ///
     /// ```
     /// let record = mongolock::LockRecord::free(3);
-    /// assert_eq!((record.holder, record.token, record.expires_in), (None, 3, None));
+    /// assert_eq!((record.holder(), record.token, record.expires_in()), (None, 3, None));
     /// ```
     pub fn free(token: u64) -> Self {
         Self {
-            holder: None,
             token,
-            expires_in: None,
             contended_for: None,
             kind: LockKind::Mutex,
             holders: Vec::new(),
         }
     }
 
-    /// A lock held by `holder` under `token`, with `expires_in` left on the lease.
+    /// A mutex held by `holder` under `token`, with `expires_in` left on the lease.
     ///
     /// ```
     /// use mongolock::HolderId;
@@ -191,19 +188,13 @@ impl LockRecord {
     /// let record = LockRecord::held(HolderId::from_string("web1".into()), 7, Duration::from_secs(3))
     ///     .with_contended_for(Duration::from_secs(1));
     /// assert!(record.is_held());
+    /// assert_eq!(record.holder().map(|h| h.as_str()), Some("web1"));
     /// assert_eq!(record.contended_for, Some(Duration::from_secs(1)));
     /// ```
     pub fn held(holder: HolderId, token: u64, expires_in: Duration) -> Self {
         Self {
-            holders: vec![Holding::new(
-                holder.clone(),
-                token,
-                Access::Exclusive,
-                expires_in,
-            )],
-            holder: Some(holder),
+            holders: vec![Holding::new(holder, token, Access::Exclusive, expires_in)],
             token,
-            expires_in: Some(expires_in),
             contended_for: None,
             kind: LockKind::Mutex,
         }
@@ -219,19 +210,29 @@ impl LockRecord {
     ///     Holding::new(HolderId::from_string(id.into()), token, Access::Read, Duration::from_secs(secs))
     /// };
     /// let record = LockRecord::shared(LockKind::ReadWrite, 12, vec![reader("a", 9, 3), reader("b", 12, 7)]);
-    /// assert_eq!(record.holder.as_ref().map(|h| h.as_str()), Some("a"));
-    /// assert_eq!(record.expires_in, Some(Duration::from_secs(7)));
+    /// assert_eq!(record.holder().map(|h| h.as_str()), Some("a"));
+    /// assert_eq!(record.expires_in(), Some(Duration::from_secs(7)));
     /// assert!(!LockRecord::shared(LockKind::ReadWrite, 12, vec![]).is_held());
     /// ```
     pub fn shared(kind: LockKind, token: u64, holders: Vec<Holding>) -> Self {
         Self {
-            holder: holders.first().map(|first| first.holder.clone()),
             token,
-            expires_in: holders.iter().map(|holding| holding.expires_in).max(),
             contended_for: None,
             kind,
             holders,
         }
+    }
+
+    /// The manager instance of the earliest unexpired holding (a mutex's one holder), `None`
+    /// when the lock is free.
+    pub fn holder(&self) -> Option<&HolderId> {
+        self.holders.first().map(|holding| &holding.holder)
+    }
+
+    /// The longest time left on any holding's lease by the store's clock (when the last of
+    /// them runs out if nobody renews), `None` when free.
+    pub fn expires_in(&self) -> Option<Duration> {
+        self.holders.iter().map(|holding| holding.expires_in).max()
     }
 
     /// How many permits (or, for a reader/writer lock, read or write holdings) are held.
@@ -258,6 +259,6 @@ impl LockRecord {
 
     /// Whether an unexpired lease holds the lock.
     pub fn is_held(&self) -> bool {
-        self.holder.is_some()
+        !self.holders.is_empty()
     }
 }

@@ -330,7 +330,9 @@ async fn bound_work_drains_before<B: Backend>(backend: &B, how: HandOver) {
     );
     let holder = observer.lock("drained").unwrap().inspect().await.unwrap();
     assert!(
-        holder.as_ref().is_none_or(|record| record.holder.is_none()),
+        holder
+            .as_ref()
+            .is_none_or(|record| record.holder().is_none()),
         "{holder:?}"
     );
 }

@@ -530,7 +530,7 @@ pub(crate) async fn late_release_does_not_free_successor<B: Backend>(backend: &B
         .unwrap()
         .expect("record");
     assert_eq!(
-        record.holder.as_ref(),
+        record.holder(),
         Some(peer.holder_id()),
         "the successor still holds the lock"
     );

@@ -327,7 +327,7 @@ pub(crate) async fn shared_records_expired_permit_comes_back<B: Backend>(backend
         ReleaseOutcome::NotOwner
     ));
     let record = inspect(&store, &sem).await.expect("record");
-    assert_eq!(record.holder.as_ref(), Some(&next.holder));
+    assert_eq!(record.holder(), Some(&next.holder));
     assert_eq!(record.token, second);
     released(&peer, &taken).await;
 }
@@ -807,7 +807,7 @@ pub(crate) async fn shared_records_inspect_shows_shared_holders<B: Backend>(back
     let (_b, tb) = granted(&store, &second.request(&sem, three, LONG / 2)).await;
     let record = inspect(&store, &sem).await.expect("record");
     assert_eq!(record.kind, LockKind::Semaphore { permits: 3 });
-    assert_eq!(record.holder.as_ref(), Some(&first.holder));
+    assert_eq!(record.holder(), Some(&first.holder));
     assert_eq!(record.token, tb);
     let seen: Vec<_> = record
         .holders
@@ -830,10 +830,10 @@ pub(crate) async fn shared_records_inspect_shows_shared_holders<B: Backend>(back
         window(LONG / 2).contains(&record.holders[1].expires_in),
         "{record:?}"
     );
-    assert_eq!(record.expires_in, Some(record.holders[0].expires_in));
+    assert_eq!(record.expires_in(), Some(record.holders[0].expires_in));
     released(&store, &a).await;
     let record = inspect(&store, &sem).await.expect("record");
-    assert_eq!(record.holder.as_ref(), Some(&second.holder), "{record:?}");
+    assert_eq!(record.holder(), Some(&second.holder), "{record:?}");
     assert_eq!(record.held_count(), 1);
 
     let rw = name("seen-rwlock");

@@ -56,7 +56,7 @@ impl NameState {
         claim.keep();
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let access = attempt.access;
-        let hold = Hold::new(
+        let mut hold = Hold::new(
             attempt.lease,
             (token, reserved_until),
             attempt.options,

@@ -661,8 +661,11 @@ mod tests {
         let record = lock_record(&document).unwrap();
         assert_eq!(record.kind, LockKind::ReadWrite);
         assert_eq!(record.token, 48);
-        assert_eq!(record.holder, Some(HolderId::from_string("a".into())));
-        assert_eq!(record.expires_in, Some(Duration::from_secs(5)));
+        assert_eq!(
+            record.holder().cloned(),
+            Some(HolderId::from_string("a".into()))
+        );
+        assert_eq!(record.expires_in(), Some(Duration::from_secs(5)));
         assert_eq!(record.contended_for, Some(Duration::from_millis(700)));
         let seen: Vec<_> = record
             .holders
@@ -701,8 +704,11 @@ mod tests {
             EXPIRES_AT: DateTime::from_millis(1_002_500), SERVER_NOW: now,
         };
         let record = lock_record(&held).unwrap();
-        assert_eq!(record.holder, Some(HolderId::from_string("me".into())));
-        assert_eq!(record.expires_in, Some(Duration::from_millis(2500)));
+        assert_eq!(
+            record.holder().cloned(),
+            Some(HolderId::from_string("me".into()))
+        );
+        assert_eq!(record.expires_in(), Some(Duration::from_millis(2500)));
         assert_eq!(record.token, 9);
         let released = doc! {
             ID: "a", LEASE_ID: Bson::Null, HOLDER: Bson::Null, TOKEN: 9_i64,
@@ -710,7 +716,7 @@ mod tests {
         };
         let record = lock_record(&released).unwrap();
         assert_eq!(
-            (record.holder, record.expires_in, record.token),
+            (record.holder(), record.expires_in(), record.token),
             (None, None, 9)
         );
         let bad = doc! { ID: "a", TOKEN: "nine", SERVER_NOW: now };

@@ -719,7 +719,7 @@ impl MongoStore {
     /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
     /// let store = mongolock::MongoStore::new(db);
     /// for (name, record) in store.list().await? {
-    ///     match &record.holder {
+    ///     match record.holder() {
     ///         Some(holder) => println!("{name}: held by {holder}, token {}", record.token),
     ///         None => println!("{name}: free"),
     ///     }
@@ -787,7 +787,7 @@ impl MongoStore {
     /// let store = mongolock::MongoStore::new(db);
     /// let name = mongolock::LockName::new("nightly-report")?;
     /// match store.force_release(&name).await? {
-    ///     Some(cleared) => println!("freed; it was held by {:?} (token {})", cleared.holder, cleared.token),
+    ///     Some(cleared) => println!("freed; it was held by {:?} (token {})", cleared.holder(), cleared.token),
     ///     None => println!("nothing held it"),
     /// }
     /// # Ok(()) }

@@ -238,8 +238,8 @@ fn describe(ask: &Ask, record: &LockRecord, detailed: bool) -> Option<String> {
     let mut holders = record.holders.clone();
     if holders.is_empty() {
         // A record that names only its holder.
-        let holder = record.holder.clone()?;
-        let left = record.expires_in.unwrap_or_default();
+        let holder = record.holder().cloned()?;
+        let left = record.expires_in().unwrap_or_default();
         holders.push(Holding::new(holder, record.token, Access::Exclusive, left));
     }
     let by = holder_list(&holders, detailed);

@@ -90,12 +90,12 @@ fn describe(record: &LockRecord) -> String {
     let first = record.holders.first();
     let holder = first
         .map(|holding| holding.holder.clone())
-        .or_else(|| record.holder.clone())
+        .or_else(|| record.holder().cloned())
         .map_or_else(|| "unknown".to_owned(), |holder| holder.to_string());
     let token = first.map_or(record.token, |holding| holding.token);
     let left = first
         .map(|holding| holding.expires_in)
-        .or(record.expires_in)
+        .or(record.expires_in())
         .map(|left| format!(", {} left", duration::show(left)))
         .unwrap_or_default();
     format!("held by {holder} (token {token}{left})")

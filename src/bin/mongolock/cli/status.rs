@@ -134,9 +134,9 @@ fn lock_json((name, found): &Row) -> serde_json::Value {
     json!({
         "name": name,
         "state": if record.is_held() { "held" } else { "free" },
-        "holder": record.holder.as_ref().map(mongolock::HolderId::as_str),
+        "holder": record.holder().map(mongolock::HolderId::as_str),
         "token": record.token,
-        "expires_in_ms": millis(record.expires_in),
+        "expires_in_ms": millis(record.expires_in()),
         "contended_for_ms": millis(record.contended_for),
         "kind": kind,
         "permits": permits,
@@ -360,20 +360,9 @@ pub(super) fn render_table(locks: &[Row]) -> String {
     table
 }
 
-/// The record's holders, earliest grant first (a record naming only its holder: that one).
+/// The record's holders, earliest grant first.
 fn holdings(record: &LockRecord) -> Vec<mongolock::Holding> {
-    if !record.holders.is_empty() {
-        return record.holders.clone();
-    }
-    match &record.holder {
-        Some(holder) => vec![mongolock::Holding::new(
-            holder.clone(),
-            record.token,
-            mongolock::Access::Exclusive,
-            record.expires_in.unwrap_or_default(),
-        )],
-        None => Vec::new(),
-    }
+    record.holders.clone()
 }
 
 /// `free`, `held`, `2/3 held` (`0/3 held` when free), `read (2)`, `write`.
