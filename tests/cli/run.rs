@@ -403,6 +403,9 @@ fn the_at_risk_line_is_short_and_v_adds_the_full_error() {
         } else {
             assert_eq!(full, None, "only with -v: {text}");
             assert!(!text.contains("server response"), "{text}");
+            // The short line comes first: no longer warning of the same renewal before it.
+            let first = text.lines().find(|shown| shown.contains("renew"));
+            assert_eq!(first, Some(line), "the at-risk line first: {text}");
         }
     }
 }

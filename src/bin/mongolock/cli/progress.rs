@@ -43,7 +43,10 @@ impl Verbosity {
     fn default_filter(self) -> Option<&'static str> {
         match self {
             Self::Quiet => None,
-            Self::Normal => Some("mongolock=warn"),
+            // A failed renewal is told by the CLI's own at-risk line (lock, time left, cause
+            // in a few words); the library's per-renewal warning would repeat it, longer,
+            // before it. `-v` and `RUST_LOG` show it.
+            Self::Normal => Some("mongolock=warn,mongolock::lock::hold=error"),
             Self::Verbose => Some("mongolock=debug"),
             Self::Trace => Some("mongolock=trace"),
         }
@@ -152,6 +155,9 @@ mod tests {
         assert_eq!(Verbosity::from_flags(false, 1), Verbosity::Verbose);
         assert_eq!(Verbosity::from_flags(false, 3), Verbosity::Trace);
         assert_eq!(Verbosity::Quiet.default_filter(), None);
-        assert_eq!(Verbosity::Normal.default_filter(), Some("mongolock=warn"));
+        assert_eq!(
+            Verbosity::Normal.default_filter(),
+            Some("mongolock=warn,mongolock::lock::hold=error")
+        );
     }
 }
