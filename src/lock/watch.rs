@@ -681,18 +681,8 @@ impl Watcher {
                     holder,
                     token,
                 }
-            } else if forced {
-                LockChange::ForceReleased {
-                    name,
-                    holder,
-                    token,
-                }
             } else {
-                LockChange::Released {
-                    name,
-                    holder,
-                    token,
-                }
+                let_go(name, holder, token, forced)
             });
         }
         for (token, held) in &mut known.held {
@@ -814,20 +804,7 @@ impl Watcher {
                 };
                 known.held.clear();
                 let (holder, token) = (held.holder, token);
-                self.emit(if forced {
-                    LockChange::ForceReleased {
-                        name,
-                        holder,
-                        token,
-                    }
-                } else {
-                    LockChange::Released {
-                        name,
-                        holder,
-                        token,
-                    }
-                })
-                .await
+                self.emit(let_go(name, holder, token, forced)).await
             }
             RecordEvent::Deleted { name } => self.forget(&name).await,
             // Resync, and variants a newer store may add: read everything again.
@@ -862,5 +839,23 @@ async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// A holding that ended before its lease ran out: an operator's forced release, or its
+/// holder's own.
+fn let_go(name: LockName, holder: Option<HolderId>, token: u64, forced: bool) -> LockChange {
+    if forced {
+        LockChange::ForceReleased {
+            name,
+            holder,
+            token,
+        }
+    } else {
+        LockChange::Released {
+            name,
+            holder,
+            token,
+        }
     }
 }

@@ -128,6 +128,16 @@ impl Running {
         }
     }
 
+    /// Stops a `mongolock` that still holds its lock with SIGTERM: it exits 143 (the
+    /// command's signal, forwarded) and never reports the lock lost.
+    pub(crate) fn terminate_still_holding(self, limit: Duration) {
+        self.signal(Signal::SIGTERM);
+        let output = self.finish(limit);
+        let text = crate::fixture::stderr(&output);
+        assert_eq!(crate::fixture::code(output.status), Some(143), "{text}");
+        assert!(!text.contains("lost lock"), "{text}");
+    }
+
     /// Waits for the exit (at most `limit`) and returns the status and output.
     pub(crate) fn finish(mut self, limit: Duration) -> Output {
         let mut child = self.child.take().expect("not finished yet");

@@ -237,14 +237,7 @@ fn renewal_trouble_and_with_v_the_library_events_reach_stderr() {
                 && text.contains("mongolock: renewals of lock \"renew\" succeed again")
         },
     );
-    holder.signal(Signal::SIGTERM);
-    let output = holder.finish(SHORT);
-    assert_eq!(code(output.status), Some(143), "{}", stderr(&output));
-    assert!(
-        !stderr(&output).contains("lost lock"),
-        "{}",
-        stderr(&output)
-    );
+    holder.terminate_still_holding(SHORT);
 }
 
 #[test]
