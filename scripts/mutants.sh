@@ -15,9 +15,11 @@
 #   scripts/mutants.sh -f src/store/memory/shared.rs    one file (any cargo-mutants option
 #                                             after the script's own: -F REGEX, --shard 1/8…)
 #
-# Time: a mutant costs one incremental build of the library and three test binaries plus
-# the oracle's run, 40–90 s on two cores; the whole set is therefore a night's run (about
-# 1,000 mutants), so run it by file or by shard (`--shard k/n`) and gather the results.
+# Time: the scratch copy's first build is a full build of the test targets (12 minutes
+# measured on two busy cores), then a mutant costs one incremental build (about 40 s) and
+# the oracle's run (up to its timeout, about 2 minutes, for a mutant that hangs it); the
+# whole set (about 1,000 mutants) is a night's run, so run it by file, by function
+# (`-F REGEX`) or by shard (`--shard k/n`) and gather the results.
 # Not part of scripts/test.sh or CI.
 #
 # Results: mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt), git-ignored.
