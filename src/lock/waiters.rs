@@ -60,10 +60,13 @@ impl Waiter {
 }
 
 /// Waiters in arrival order, with the waiters gauge kept in step (each waiter counted under
-/// its own labels).
+/// its own labels), and the one exception to that order: the readers' turn.
 #[derive(Default)]
 pub(crate) struct Waiters {
     queue: VecDeque<Waiter>,
+    /// How many of the readers waiting when this process's writer left still go first
+    /// (only those: readers arriving later queue in order, so writers are not shut out).
+    readers_first: usize,
 }
 
 impl Waiters {
@@ -137,6 +140,36 @@ impl Waiters {
             waiter.metrics.waiters(-1.0);
             let _ = waiter.reply.send(Err(error));
         }
+    }
+
+    /// The waiter the next attempt is for: the first in line, or, during a readers' turn,
+    /// the first reader.
+    pub(crate) fn next_in_turn(&mut self) -> Option<NextWaiter> {
+        if self.readers_first > 0 {
+            match self.first_live_for(Access::Read) {
+                Some(reader) => {
+                    self.readers_first -= 1;
+                    return Some(reader);
+                }
+                None => self.readers_first = 0,
+            }
+        }
+        self.next_live()
+    }
+
+    /// This process's writer left: the readers waiting now go first.
+    pub(crate) fn writer_left(&mut self) {
+        self.readers_first = self.count_for(Access::Read);
+    }
+
+    /// A writer at the head of the line was refused while readers wait: if no readers'
+    /// turn is on, the first reader gets one attempt (returns whether it does).
+    pub(crate) fn reader_turn_for_refused_writer(&mut self) -> bool {
+        if self.readers_first > 0 || self.count_for(Access::Read) == 0 {
+            return false;
+        }
+        self.readers_first = 1;
+        true
     }
 
     /// The first waiter still listening, after dropping those whose caller went away.

@@ -15,7 +15,7 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::state::NameState;
-use crate::error::StoreError;
+use crate::error::{LockError, StoreError};
 use crate::kind::Access;
 use crate::lock::attempt::{self, Verdict};
 use crate::lock::backoff::Backoff;
@@ -27,15 +27,20 @@ use crate::metrics::{LockMetrics, StoreOp};
 use crate::options::LockOptions;
 use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, WaitingForRelease};
 
+/// The acquisition's phase and what outlives a phase: the backoff (it grows across refused
+/// attempts and resets only on a grant) and the one wake timer (the next attempt while
+/// backing off, the idle stop while idle), whose generation makes an older timer stale.
 pub(super) struct Acquisition {
     pub(super) phase: Phase,
     backoff: Backoff,
-    /// Bumped whenever the wake timer is set or made stale; an older timer is ignored.
     generation: u64,
     wake_timer: Timer<LockMsg>,
 }
 
+/// Each phase owns what only it uses.
+#[derive(Default)]
 pub(super) enum Phase {
+    #[default]
     Idle,
     Attempting {
         attempt: Attempt,
@@ -109,29 +114,17 @@ impl Acquisition {
     pub(super) fn is_current(&self, generation: u64) -> bool {
         generation == self.generation
     }
-
-    /// The attempt for `lease`, if it is the one in flight (the phase becomes `Idle`).
-    fn take_attempt(&mut self, lease: LeaseId) -> Option<Attempt> {
-        if !matches!(&self.phase, Phase::Attempting { attempt, .. } if attempt.lease == lease) {
-            return None;
-        }
-        match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Attempting { attempt, .. } => Some(attempt),
-            _ => None,
-        }
-    }
-
-    /// Stops for good; returns the reply of a single try in flight, to be answered.
-    pub(super) fn stop(&mut self) -> Option<TryReply> {
-        self.wake_timer.cancel();
-        match std::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Attempting { attempt, .. } => attempt.for_try,
-            _ => None,
-        }
-    }
 }
 
 impl NameState {
+    /// One transition of the acquisition: `next` is given the phase it is in (owned) and
+    /// returns the phase it goes to. Transitions never nest: what runs inside one sees the
+    /// acquisition idle, as it is between an answer and the next attempt.
+    pub(super) fn advance(&mut self, next: impl FnOnce(&mut Self, Phase) -> Phase) {
+        let phase = std::mem::take(&mut self.acquisition.phase);
+        self.acquisition.phase = next(self, phase);
+    }
+
     pub(super) fn on_acquire(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -152,9 +145,10 @@ impl NameState {
             requested_at,
             reply,
         });
-        if self.acquisition.is_idle() {
-            self.start_attempt(myself);
-        }
+        self.advance(|this, phase| match phase {
+            Phase::Idle => this.start_attempt(myself),
+            phase => phase,
+        });
     }
 
     pub(super) fn on_try_acquire(
@@ -164,52 +158,43 @@ impl NameState {
         options: Arc<LockOptions>,
         reply: TryReply,
     ) {
-        if self.acquisition.is_idle() && self.may_attempt() && self.waiters.next_live().is_none() {
-            let metrics = LockMetrics::for_access(&self.name, options.lock_name_label(), access);
-            let next = NextWaiter {
-                access,
-                options,
-                metrics,
-                waited: Duration::ZERO,
-            };
-            self.send_attempt(myself, next, Some(reply));
-        } else {
-            // This process holds the name or has tasks queued for it: a newcomer does not
-            // jump their queue.
-            let _ = reply.send(Ok(None));
-        }
-    }
-
-    /// The waiter the next attempt is for: the first in line, or, while this process's
-    /// writer has just left, the first reader.
-    pub(super) fn next_waiter(&mut self) -> Option<NextWaiter> {
-        if self.readers_first > 0 {
-            match self.waiters.first_live_for(Access::Read) {
-                Some(reader) => {
-                    self.readers_first -= 1;
-                    return Some(reader);
-                }
-                None => self.readers_first = 0,
+        self.advance(|this, phase| match phase {
+            Phase::Idle if this.may_attempt() && this.waiters.next_live().is_none() => {
+                let metrics =
+                    LockMetrics::for_access(&this.name, options.lock_name_label(), access);
+                let next = NextWaiter {
+                    access,
+                    options,
+                    metrics,
+                    waited: Duration::ZERO,
+                };
+                this.send_attempt(myself, next, Some(reply))
             }
-        }
-        self.waiters.next_live()
+            phase => {
+                // This process holds the name or has tasks queued for it: a newcomer does
+                // not jump their queue.
+                let _ = reply.send(Ok(None));
+                phase
+            }
+        });
     }
 
     /// Sends one attempt for the next waiter, or idles if there is nothing to do (or a
     /// mutex is held here: its waiters get it when it is passed on or freed).
-    pub(super) fn start_attempt(&mut self, myself: &ActorRef<LockMsg>) {
+    fn start_attempt(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
         self.acquisition.wake_timer.cancel();
-        match self.may_attempt().then(|| self.next_waiter()).flatten() {
+        match self
+            .may_attempt()
+            .then(|| self.waiters.next_in_turn())
+            .flatten()
+        {
             Some(next) => self.send_attempt(myself, next, None),
-            None => self.stop_attempting(myself),
+            None => {
+                // No attempt until a waiter or a freed place asks for one.
+                self.idle_if_unused(myself);
+                Phase::Idle
+            }
         }
-    }
-
-    /// No attempt until a waiter or a freed place asks for one; an unused actor arms its
-    /// idle stop.
-    fn stop_attempting(&mut self, myself: &ActorRef<LockMsg>) {
-        self.acquisition.phase = Phase::Idle;
-        self.idle_if_unused(myself);
     }
 
     fn send_attempt(
@@ -217,15 +202,16 @@ impl NameState {
         myself: &ActorRef<LockMsg>,
         next: NextWaiter,
         for_try: Option<TryReply>,
-    ) {
+    ) -> Phase {
         self.acquisition.wake_timer.cancel();
         let request = self.acquire_request(&next, for_try.is_some());
         let options = next.options.clone();
-        self.acquisition.phase = Phase::Attempting {
-            attempt: Attempt::new(request.lease, next, for_try),
-            woken: false,
-        };
+        let lease = request.lease;
         attempt::send_attempt(myself, &self.store, request, &options);
+        Phase::Attempting {
+            attempt: Attempt::new(lease, next, for_try),
+            woken: false,
+        }
     }
 
     /// The request of an attempt for `next`, under a new lease id.
@@ -257,32 +243,28 @@ impl NameState {
         result: Result<AcquireOutcome, StoreError>,
         claim: GrantClaim,
     ) {
-        let woken = matches!(
-            self.acquisition.phase,
-            Phase::Attempting { woken: true, .. }
-        );
-        // Not the attempt in flight: dropping its claim releases whatever it granted.
-        let Some(attempt) = self.acquisition.take_attempt(lease) else {
-            return;
-        };
-        match attempt::judge(
-            &self.name,
-            (StoreOp::Acquire, sent_at),
-            result,
-            &attempt.options,
-            &attempt.metrics,
-        ) {
-            Verdict::Granted(token) => {
-                self.acquisition.backoff.reset();
-                self.grant(myself, attempt, token, sent_at, claim);
-                // Another place may be free: serve the next waiter at once (a mutex held
-                // here waits for its release instead).
-                if self.acquisition.is_idle() {
-                    self.start_attempt(myself);
+        self.advance(|this, phase| match phase {
+            Phase::Attempting { attempt, woken } if attempt.lease == lease => {
+                match attempt::judge(
+                    &this.name,
+                    (StoreOp::Acquire, sent_at),
+                    result,
+                    &attempt.options,
+                    &attempt.metrics,
+                ) {
+                    Verdict::Granted(token) => {
+                        this.acquisition.backoff.reset();
+                        this.grant(myself, attempt, token, sent_at, claim, false);
+                        // Another place may be free: serve the next waiter at once (a
+                        // mutex held here waits for its release instead).
+                        this.start_attempt(myself)
+                    }
+                    Verdict::Refused(error) => this.attempt_failed(myself, attempt, error, woken),
                 }
             }
-            Verdict::Refused(error) => self.attempt_failed(myself, attempt, error, woken),
-        }
+            // Not the attempt in flight: dropping its claim releases whatever it granted.
+            phase => phase,
+        });
     }
 
     fn attempt_failed(
@@ -291,7 +273,7 @@ impl NameState {
         attempt: Attempt,
         error: Option<StoreError>,
         woken: bool,
-    ) {
+    ) -> Phase {
         if let Some(reply) = attempt.for_try {
             let _ = reply.send(match error {
                 Some(error) => Err(error.into()),
@@ -312,64 +294,100 @@ impl NameState {
             return self.start_attempt(myself);
         }
         if !self.waiters.prune() {
-            return self.stop_attempting(myself);
+            self.idle_if_unused(myself);
+            return Phase::Idle;
         }
         if held_elsewhere && woken {
             return self.start_attempt(myself);
         }
         if held_elsewhere
             && attempt.access == Access::Write
-            && self.readers_first == 0
-            && self.waiters.count_for(Access::Read) > 0
+            && self.waiters.reader_turn_for_refused_writer()
         {
             // A refused writer at the head of the line would keep this process's readers
             // from ever asking, yet during a readers' turn (readers waited elsewhere when
             // a writer left) the store admits them and not the writer. One attempt for the
             // first reader, then the usual backoff; a refused reader also marks readers
             // waiting, so they get the next turn.
-            self.readers_first = 1;
             return self.start_attempt(myself);
         }
         self.acquisition.backoff.follow(&attempt.options);
         let delay = crate::random::with_rng(|rng| self.acquisition.backoff.next_delay(rng));
-        self.retry_after(myself, delay, false, held_elsewhere);
+        self.retry_after(myself, delay, false, held_elsewhere)
     }
 
+    /// Backs off for `delay`: the phase to go to.
     pub(super) fn retry_after(
         &mut self,
         myself: &ActorRef<LockMsg>,
         delay: Duration,
         yielding: bool,
         held_elsewhere: bool,
-    ) {
+    ) -> Phase {
         let at = Instant::now() + delay;
         self.acquisition
             .set_wake(myself, at, |generation| LockMsg::RetryDue { generation });
-        self.acquisition.phase = Phase::BackingOff {
+        Phase::BackingOff {
             yielding,
             _waiting: held_elsewhere.then(|| self.release_waiters.waiting()),
-        };
+        }
     }
 
     pub(super) fn on_retry_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
-        if self.acquisition.is_current(generation)
-            && matches!(self.acquisition.phase, Phase::BackingOff { .. })
-        {
-            self.start_attempt(myself);
-        }
+        self.advance(|this, phase| match phase {
+            Phase::BackingOff { .. } if this.acquisition.is_current(generation) => {
+                this.start_attempt(myself)
+            }
+            phase => phase,
+        });
     }
 
     /// The store says the name became free (released or deleted, by any process).
     pub(super) fn on_wake(&mut self, myself: &ActorRef<LockMsg>) {
-        match self.acquisition.phase {
+        self.advance(|this, phase| match phase {
             Phase::BackingOff {
                 yielding: false, ..
             } => {
-                self.acquisition.stale_timers(); // the pending retry timer is now stale
-                self.start_attempt(myself);
+                this.acquisition.stale_timers(); // the pending retry timer is now stale
+                this.start_attempt(myself)
             }
-            Phase::Attempting { ref mut woken, .. } => *woken = true,
-            _ => {}
-        }
+            Phase::Attempting { attempt, .. } => Phase::Attempting {
+                attempt,
+                woken: true,
+            },
+            phase => phase,
+        });
+    }
+
+    /// A place this process held is free again: a waiter backing off (not yielding) tries
+    /// now; with nothing left to do, the actor idles.
+    pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
+        self.advance(|this, phase| match phase {
+            Phase::Idle
+            | Phase::BackingOff {
+                yielding: false, ..
+            } => {
+                this.acquisition.stale_timers();
+                this.start_attempt(myself)
+            }
+            Phase::Attempting { attempt, .. } => Phase::Attempting {
+                attempt,
+                woken: true,
+            },
+            phase @ Phase::BackingOff { yielding: true, .. } => phase,
+        });
+    }
+
+    /// Stops for good: a single try in flight is answered.
+    pub(super) fn stop_acquiring(&mut self) {
+        self.acquisition.wake_timer.cancel();
+        self.advance(|_, phase| {
+            if let Phase::Attempting { attempt, .. } = phase
+                && let Some(reply) = attempt.for_try
+            {
+                let _ = reply.send(Err(LockError::Shutdown));
+            }
+            Phase::Idle
+        });
     }
 }

@@ -24,6 +24,10 @@ pub(super) struct Place {
     pub(super) hold: Hold,
     pub(super) access: Access,
     pub(super) timer: Timer<LockMsg>,
+    /// Other processes have waited longer than a backoff for this place (the hand-over
+    /// that granted it said so): it goes back to the store plainly, and this process
+    /// steps back.
+    pub(super) others_starving: bool,
 }
 
 impl Place {
@@ -44,7 +48,8 @@ pub(super) enum LeaseLeft {
 
 impl NameState {
     /// The attempt won: a guard for its caller (or, if it left, for the next waiter with
-    /// the same access), and renewals from now on.
+    /// the same access), and renewals from now on. `others_starving` if the grant's
+    /// answer said other processes have waited long for it.
     pub(super) fn grant(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -52,6 +57,7 @@ impl NameState {
         token: u64,
         sent_at: Instant,
         claim: GrantClaim,
+        others_starving: bool,
     ) {
         claim.keep();
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
@@ -90,6 +96,7 @@ impl NameState {
                 hold,
                 access,
                 timer,
+                others_starving,
             },
         );
         // Armed before anything else: a mutex passed on locally keeps this timer (its

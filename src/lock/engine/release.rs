@@ -131,9 +131,9 @@ impl NameState {
             return;
         };
         if place.access == Access::Write {
-            self.readers_first = self.waiters.count_for(Access::Read);
+            self.waiters.writer_left();
         }
-        let next = may_pass_on
+        let next = (may_pass_on && !place.others_starving)
             .then(|| self.hand_over_target(place.access))
             .flatten();
         let next = match next {
@@ -190,6 +190,7 @@ impl NameState {
             hold,
             access,
             timer,
+            ..
         } = place;
         let hold = hold.pass_locally(next.options, next.metrics);
         if let Some(reply) = reply {
@@ -208,6 +209,7 @@ impl NameState {
                 hold,
                 access,
                 timer,
+                others_starving: false,
             },
         );
         if !delivered {
@@ -217,18 +219,16 @@ impl NameState {
     }
 
     /// The waiter a released place of `access` goes to, if any: not while this process
-    /// steps back for others or others starve, and only for a waiter no attempt or
+    /// steps back for others, and only for a waiter no attempt or
     /// hand-over in flight is already asking a place for. Permits go to the waiters of
     /// their count, any number of hand-overs beside the attempt; a mutex's or a
     /// reader/writer lock's place only when nothing else is in flight, to the waiter the
     /// next attempt would be for (its local fairness).
     fn hand_over_target(&mut self, access: Access) -> Option<NextWaiter> {
-        if self.others_starving
-            || matches!(
-                self.acquisition.phase,
-                Phase::BackingOff { yielding: true, .. }
-            )
-        {
+        if matches!(
+            self.acquisition.phase,
+            Phase::BackingOff { yielding: true, .. }
+        ) {
             return None;
         }
         if let Access::Permit { .. } = access {
@@ -246,7 +246,7 @@ impl NameState {
             Phase::Idle | Phase::BackingOff { .. }
         );
         (idle && self.handing_over.is_empty())
-            .then(|| self.next_waiter())
+            .then(|| self.waiters.next_in_turn())
             .flatten()
     }
 
@@ -281,14 +281,14 @@ impl NameState {
         let Some(HandingOver { from, to: attempt }) = self.handing_over.remove(&to) else {
             return;
         };
+        let (_, longest_backoff) = attempt.options.retry_backoff();
+        let mut others_starving = false;
         let (released, acquired) = match result {
             Ok(HandOverOutcome::HandedOver {
                 token,
                 contended_for,
             }) => {
-                let (_, longest_backoff) = attempt.options.retry_backoff();
-                self.others_starving =
-                    contended_for.is_some_and(|waited| waited >= longest_backoff);
+                others_starving = contended_for.is_some_and(|waited| waited >= longest_backoff);
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
                     Ok(AcquireOutcome::Acquired { token }),
@@ -316,7 +316,7 @@ impl NameState {
         ) {
             Verdict::Granted(token) => {
                 let access = attempt.access;
-                self.grant(myself, attempt, token, sent_at, claim);
+                self.grant(myself, attempt, token, sent_at, claim, others_starving);
                 if access == Access::Read || self.acquisition.is_idle() {
                     self.place_freed(myself);
                 }
@@ -364,15 +364,13 @@ impl NameState {
         let (_, longest_backoff) = releasing.options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
         self.answer_release(lease, result, Some(sent_at));
-        // Stepping back below, if others still wait, gives them their turn.
-        self.others_starving = false;
         match step_back {
             // Others have waited long: let them have the freed place before we retry.
             Some(delay)
                 if self.waiters.prune()
                     && !matches!(self.acquisition.phase, Phase::Attempting { .. }) =>
             {
-                self.retry_after(myself, delay, true, false);
+                self.advance(|this, _| this.retry_after(myself, delay, true, false));
             }
             _ => self.place_freed(myself),
         }

@@ -45,12 +45,6 @@ pub(crate) struct NameState {
     /// Hand-overs in flight, by the new lease: beside the acquisition, so a busy
     /// semaphore passes each released permit on while an attempt is out.
     pub(super) handing_over: HashMap<LeaseId, HandingOver>,
-    /// How many of the readers waiting when this process's writer left still go first
-    /// (only those: readers arriving later queue in order, so writers are not shut out).
-    pub(super) readers_first: usize,
-    /// Other processes have waited longer than a backoff (the last hand-over said so):
-    /// the next release goes to the store plainly, and this process steps back.
-    pub(super) others_starving: bool,
     /// Counts this manager's actors waiting for another process's release.
     pub(super) release_waiters: ReleaseWaiters,
     /// Requests received, compared with the route's count before an idle stop.
@@ -78,8 +72,6 @@ impl NameState {
             holds: HashMap::new(),
             releasing: HashMap::new(),
             handing_over: HashMap::new(),
-            readers_first: 0,
-            others_starving: false,
             release_waiters: context.release_waiters,
             requests_seen: 0,
             gate: args.gate,
@@ -134,22 +126,6 @@ impl NameState {
         !self.kind.is_shared()
     }
 
-    /// A place this process held is free again: a waiter backing off (not yielding) tries
-    /// now; with nothing left to do, the actor idles.
-    pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
-        match self.acquisition.phase {
-            Phase::Idle
-            | Phase::BackingOff {
-                yielding: false, ..
-            } => {
-                self.acquisition.stale_timers();
-                self.start_attempt(myself);
-            }
-            Phase::Attempting { ref mut woken, .. } => *woken = true,
-            Phase::BackingOff { yielding: true, .. } => {}
-        }
-    }
-
     /// Nothing held, released, handed over or attempted.
     pub(super) fn is_unused(&self) -> bool {
         self.holds.is_empty()
@@ -199,8 +175,6 @@ impl NameState {
         }
         // Their answers find nothing in flight: their claims release both leases.
         self.handing_over.clear();
-        if let Some(reply) = self.acquisition.stop() {
-            let _ = reply.send(Err(LockError::Shutdown));
-        }
+        self.stop_acquiring();
     }
 }
