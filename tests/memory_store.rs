@@ -677,3 +677,61 @@ async fn a_store_that_stops_answering_warns_before_the_loss() {
     drop(guard);
     manager.shutdown().await;
 }
+
+/// A request of the other kind that arrives while this process's first attempt of one
+/// kind is in flight is judged by the name's record, not by that attempt: here the record
+/// is a semaphore held elsewhere, so the mistaken lock is refused by the record, and the
+/// permit asked for meanwhile waits for that answer and is then granted.
+#[tokio::test(start_paused = true)]
+async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_record() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{LockError, LockKind, LockManager};
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let held_elsewhere = elsewhere
+        .semaphore("exports", 2)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+
+    // The mistaken lock's attempt is held on its way to the store...
+    store.stall(Duration::from_secs(1));
+    let lock = manager.lock("exports").unwrap();
+    let mistaken = tokio::spawn(async move { lock.acquire().await });
+    while store.acquire_calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    store.heal();
+    // ...while a permit is asked for on the same name.
+    let semaphore = manager.semaphore("exports", 2).unwrap();
+    let permit = timeout(Duration::from_secs(10), semaphore.acquire())
+        .await
+        .expect("the permit was never answered");
+    assert!(
+        permit.is_ok(),
+        "the permit was refused by this process's first request, not by the record: {permit:?}"
+    );
+    assert!(
+        matches!(
+            mistaken.await.unwrap(),
+            Err(LockError::KindMismatch {
+                found: LockKind::Semaphore { permits: 2 },
+                ..
+            })
+        ),
+        "the mistaken lock is refused by the record"
+    );
+    drop((permit, held_elsewhere));
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}

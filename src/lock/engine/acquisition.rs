@@ -253,6 +253,7 @@ impl NameState {
                     &attempt.metrics,
                 ) {
                     Verdict::Granted(token) => {
+                        this.kind_on_record = true;
                         this.acquisition.backoff.reset();
                         this.grant(myself, attempt, token, sent_at, claim, false);
                         // Another place may be free: serve the next waiter at once (a
@@ -274,6 +275,8 @@ impl NameState {
         error: Option<StoreError>,
         woken: bool,
     ) -> Phase {
+        // Found held: the record is of this process's family.
+        self.kind_on_record |= error.is_none();
         if let Some(reply) = attempt.for_try {
             let _ = reply.send(match error {
                 Some(error) => Err(error.into()),

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 
+use super::admission::Request;
 use super::state::NameState;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
@@ -88,22 +89,27 @@ impl NameState {
                 options,
                 requested_at,
                 reply,
-            } => match self.admit(access) {
-                Ok(()) => self.on_acquire(myself, access, options, requested_at, reply),
-                Err(error) => {
-                    let _ = reply.send(Err(error));
-                }
-            },
+            } => self.on_request(
+                myself,
+                Request::Acquire {
+                    access,
+                    options,
+                    requested_at,
+                    reply,
+                },
+            ),
             LockMsg::TryAcquire {
                 access,
                 options,
                 reply,
-            } => match self.admit(access) {
-                Ok(()) => self.on_try_acquire(myself, access, options, reply),
-                Err(error) => {
-                    let _ = reply.send(Err(error));
-                }
-            },
+            } => self.on_request(
+                myself,
+                Request::Try {
+                    access,
+                    options,
+                    reply,
+                },
+            ),
             #[cfg(feature = "testing")]
             LockMsg::InjectPanic => panic!("lock actor {:?}: injected panic", self.name),
             LockMsg::Release {
@@ -148,5 +154,6 @@ impl NameState {
             } => self.on_hand_over_done(myself, to, sent_at, result, claim),
             LockMsg::IdleDue { generation } => self.on_idle_due(myself, generation),
         }
+        self.admit_waiting(myself);
     }
 }

@@ -10,10 +10,11 @@ use tokio::time::Instant;
 
 use super::acquisition::{Acquisition, Phase};
 use super::actor::{NameActorArgs, Retire};
+use super::admission::Request;
 use super::holds::Place;
 use super::release::{HandingOver, Releasing};
 use crate::error::{LockError, LossReason};
-use crate::kind::{Access, LockKind};
+use crate::kind::LockKind;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
@@ -32,10 +33,17 @@ pub(crate) struct NameState {
     /// The kind this process uses the name as. It changes only while nothing is held, in
     /// flight or waited for here: then the name's record (if any) answers a new request.
     pub(super) kind: LockKind,
+    /// Whether the store has answered for `kind` since this process took it up: it
+    /// granted a place, or found the name held (a record of the other family refuses an
+    /// attempt instead). Until then `kind` is only what this process asked first.
+    pub(super) kind_on_record: bool,
     /// The semaphore capacity this actor added to the permits gauge, taken back when it
     /// stops.
     pub(super) reported_permits: Option<(LockNameLabel, f64)>,
     pub(super) waiters: Waiters,
+    /// Requests of the other family than `kind`, waiting for the store to answer for
+    /// `kind` (see `admission`).
+    pub(super) waiting_for_record: Vec<Request>,
     pub(super) acquisition: Acquisition,
     /// The leases this process holds on the name (at most one for a mutex), each with its
     /// own timer.
@@ -65,10 +73,12 @@ impl NameState {
             name: args.name,
             store: context.store,
             holder: context.holder,
-            // Taken up from the first request (see `admit`).
+            // Taken up from the first request (see `admission`).
             kind: LockKind::Mutex,
+            kind_on_record: false,
             reported_permits: None,
             waiters: Waiters::default(),
+            waiting_for_record: Vec::new(),
             holds: HashMap::new(),
             releasing: HashMap::new(),
             handing_over: HashMap::new(),
@@ -87,26 +97,6 @@ impl NameState {
         if let Some((policy, permits)) = self.reported_permits.take() {
             LockMetrics::semaphore_permits(&self.name, &policy, -permits);
         }
-    }
-
-    /// Whether a request for `access` can be served here. A name is held here either as a
-    /// mutex or as a shared kind, never both at once: a request of the other family is
-    /// refused while anything is held, in flight or waited for; otherwise the actor takes
-    /// up the asked kind and the store's record answers for it.
-    pub(super) fn admit(&mut self, access: Access) -> Result<(), LockError> {
-        let asked = access.kind();
-        if self.is_unused() && !self.waiters.prune() {
-            self.kind = asked;
-            return Ok(());
-        }
-        if asked.is_shared() == self.kind.is_shared() {
-            return Ok(());
-        }
-        Err(LockError::KindMismatch {
-            name: self.name.as_str().to_owned(),
-            found: self.kind,
-            asked,
-        })
     }
 
     /// A mutex has one holder, so this process attempts only while it holds nothing and has
@@ -162,6 +152,9 @@ impl NameState {
     /// flight is released through its claim when its answer finds this actor gone.
     pub(super) fn shut_down(&mut self) {
         self.waiters.fail_all(LockError::Shutdown);
+        for request in self.waiting_for_record.drain(..) {
+            request.refuse(LockError::Shutdown);
+        }
         for (_, place) in self.holds.drain() {
             place
                 .end()
