@@ -735,3 +735,128 @@ async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_rec
     manager.shutdown().await;
     elsewhere.shutdown().await;
 }
+
+/// A read grant that reaches this process while its readers wait goes to them, or is given
+/// back at once: whether the stalled attempt's answer comes in time, after its first
+/// renewal was due, or after the attempt timed out (applied later), both waiting readers
+/// get in, and no holding of the name outlives them unused.
+#[tokio::test(start_paused = true)]
+async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
+    use mongolock::LockManager;
+    use mongolock::store::LockStore;
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    let options = common::fast_options();
+    // In time; after the first renewal was due; after the attempt's own timeout.
+    for stall in [100, 500, 1_200].map(Duration::from_millis) {
+        let store = FaultyStore::new(MemoryStore::new());
+        let elsewhere = LockManager::start(store.inner().clone(), options.clone())
+            .await
+            .unwrap();
+        let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+        let manager = LockManager::start(store.clone(), options.clone())
+            .await
+            .unwrap();
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let files = manager.rw_lock("files").unwrap();
+                tokio::spawn(async move { files.read().await })
+            })
+            .collect();
+        // The readers were refused while the writer holds; their next attempt stalls.
+        while store.acquire_calls() == 0 {
+            tokio::task::yield_now().await;
+        }
+        store.stall(stall);
+        let stalled_from = store.acquire_calls();
+        writer.release().await.unwrap();
+        while store.acquire_calls() == stalled_from {
+            tokio::task::yield_now().await;
+        }
+        store.heal();
+        let mut guards = Vec::new();
+        for reader in readers {
+            let guard = timeout(Duration::from_secs(5), reader)
+                .await
+                .unwrap_or_else(|_| panic!("stall {stall:?}: a reader waited on"))
+                .unwrap()
+                .unwrap();
+            guards.push(guard);
+        }
+        // Past the instant the stalled call was applied: its grant is used or given back.
+        tokio::time::sleep(stall).await;
+        let name = mongolock::LockName::new("files").unwrap();
+        let record = store.inner().inspect(&name).await.unwrap();
+        assert_eq!(
+            record.map(|record| record.held_count()),
+            Some(guards.len()),
+            "stall {stall:?}: a grant is held on the store that no reader uses"
+        );
+        for guard in guards {
+            guard.release().await.unwrap();
+        }
+        manager.shutdown().await;
+        elsewhere.shutdown().await;
+    }
+}
+
+/// As above, for the read grant a local writer's release hands over to the readers waiting
+/// here: whether the hand-over is answered in time, late, or after it timed out, both
+/// readers get in and no holding outlives them unused.
+#[tokio::test(start_paused = true)]
+async fn a_read_handed_over_while_readers_wait_is_used_or_given_back() {
+    use mongolock::LockManager;
+    use mongolock::store::LockStore;
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    let options = common::fast_options();
+    for stall in [100, 500, 1_200].map(Duration::from_millis) {
+        let store = FaultyStore::new(MemoryStore::new());
+        let manager = LockManager::start(store.clone(), options.clone())
+            .await
+            .unwrap();
+        let writer = manager.rw_lock("files").unwrap().write().await.unwrap();
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let files = manager.rw_lock("files").unwrap();
+                tokio::spawn(async move { files.read().await })
+            })
+            .collect();
+        let asked = store.acquire_calls();
+        while store.acquire_calls() == asked {
+            tokio::task::yield_now().await;
+        }
+        store.stall(stall);
+        let releasing = tokio::spawn(async move { writer.release().await });
+        while store.hand_over_calls() == 0 {
+            tokio::task::yield_now().await;
+        }
+        store.heal();
+        let mut guards = Vec::new();
+        for reader in readers {
+            let guard = timeout(Duration::from_secs(5), reader)
+                .await
+                .unwrap_or_else(|_| panic!("stall {stall:?}: a reader waited on"))
+                .unwrap()
+                .unwrap();
+            guards.push(guard);
+        }
+        let _ = releasing.await.unwrap();
+        tokio::time::sleep(stall).await;
+        let name = mongolock::LockName::new("files").unwrap();
+        let record = store.inner().inspect(&name).await.unwrap();
+        assert_eq!(
+            record.map(|record| record.held_count()),
+            Some(guards.len()),
+            "stall {stall:?}: a grant is held on the store that no reader uses"
+        );
+        for guard in guards {
+            guard.release().await.unwrap();
+        }
+        manager.shutdown().await;
+    }
+}
