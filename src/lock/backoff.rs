@@ -14,8 +14,9 @@ const JITTER: f64 = 0.2;
 /// `1.5^n` finite.
 const MAX_EXPONENT: u32 = 64;
 
-/// The backoff of one lock actor: consecutive failures are the actor's, the range and
-/// strategy are those of the acquisition being served
+/// The backoff of one run of refused attempts (an actor's acquisition, from a grant or an
+/// idle pause to the next: a new run starts afresh); the range and strategy are those of
+/// the acquisition being served
 /// ([`LockOptions::with_busy_wait`], [`LockOptions::with_adaptive_backoff`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
@@ -64,11 +65,6 @@ impl Backoff {
             rng.random_range(self.min..=self.max)
         }
     }
-
-    /// Forgets past failures (after a successful acquisition).
-    pub(crate) fn reset(&mut self) {
-        self.failures = 0;
-    }
 }
 
 #[cfg(test)]
@@ -107,18 +103,6 @@ mod tests {
                 let low = (expected * 0.8).max(min as f64 / 1000.0);
                 prop_assert!(delay >= low - 1e-9 && delay <= expected * 1.2 + 1e-9, "attempt {n}: {delay} not within 20 % of {expected}");
             }
-        }
-
-        #[test]
-        fn reset_returns_to_the_minimum_range(min in 1u64..100, seed: u64, failures in 1u32..40) {
-            let mut strategy = backoff(min, 1_000_000, true);
-            let mut rng = StdRng::seed_from_u64(seed);
-            for _ in 0..failures {
-                strategy.next_delay(&mut rng);
-            }
-            strategy.reset();
-            let delay = strategy.next_delay(&mut rng).as_secs_f64();
-            prop_assert!(delay <= min as f64 / 1000.0 * 1.2 + 1e-9);
         }
 
         #[test]

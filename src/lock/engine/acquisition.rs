@@ -27,12 +27,11 @@ use crate::metrics::{LockMetrics, StoreOp};
 use crate::options::LockOptions;
 use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, WaitingForRelease};
 
-/// The acquisition's phase and what outlives a phase: the backoff (it grows across refused
-/// attempts and resets only on a grant) and the one wake timer (the next attempt while
-/// backing off, the idle stop while idle), whose generation makes an older timer stale.
+/// The acquisition's phase and what outlives a phase: the one wake timer (the next attempt
+/// while backing off, the idle stop while idle), whose generation makes an older timer
+/// stale.
 pub(super) struct Acquisition {
     pub(super) phase: Phase,
-    backoff: Backoff,
     generation: u64,
     wake_timer: Timer<LockMsg>,
 }
@@ -47,8 +46,12 @@ pub(super) enum Phase {
         /// A release was seen while the attempt was in flight: if the attempt finds the
         /// name held, it was sent before the release, so the next one goes out at once.
         woken: bool,
+        /// The refusals since the waiters' last grant (a grant or an idle pause starts
+        /// afresh).
+        backoff: Backoff,
     },
     BackingOff {
+        backoff: Backoff,
         /// Stepping back so other processes get a turn (starvation mode): a release does
         /// not cut this wait short, or this process would take the name straight back.
         yielding: bool,
@@ -84,7 +87,6 @@ impl Acquisition {
     pub(super) fn new(timers: &Timers) -> Self {
         Self {
             phase: Phase::Idle,
-            backoff: Backoff::new(&LockOptions::default()),
             generation: 0,
             wake_timer: timers.timer(),
         }
@@ -146,7 +148,7 @@ impl NameState {
             reply,
         });
         self.advance(|this, phase| match phase {
-            Phase::Idle => this.start_attempt(myself),
+            Phase::Idle => this.start_attempt(myself, None),
             phase => phase,
         });
     }
@@ -168,7 +170,8 @@ impl NameState {
                     metrics,
                     waited: Duration::ZERO,
                 };
-                this.send_attempt(myself, next, Some(reply))
+                let backoff = Backoff::new(&next.options);
+                this.send_attempt(myself, next, Some(reply), backoff)
             }
             phase => {
                 // This process holds the name or has tasks queued for it: a newcomer does
@@ -179,16 +182,20 @@ impl NameState {
         });
     }
 
-    /// Sends one attempt for the next waiter, or idles if there is nothing to do (or a
-    /// mutex is held here: its waiters get it when it is passed on or freed).
-    fn start_attempt(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
+    /// Sends one attempt for the next waiter (going on with `backoff`, if refusals came
+    /// before), or idles if there is nothing to do (or a mutex is held here: its waiters
+    /// get it when it is passed on or freed).
+    fn start_attempt(&mut self, myself: &ActorRef<LockMsg>, backoff: Option<Backoff>) -> Phase {
         self.acquisition.wake_timer.cancel();
         match self
             .may_attempt()
             .then(|| self.waiters.next_in_turn())
             .flatten()
         {
-            Some(next) => self.send_attempt(myself, next, None),
+            Some(next) => {
+                let backoff = backoff.unwrap_or_else(|| Backoff::new(&next.options));
+                self.send_attempt(myself, next, None, backoff)
+            }
             None => {
                 // No attempt until a waiter or a freed place asks for one.
                 self.idle_if_unused(myself);
@@ -202,6 +209,7 @@ impl NameState {
         myself: &ActorRef<LockMsg>,
         next: NextWaiter,
         for_try: Option<TryReply>,
+        backoff: Backoff,
     ) -> Phase {
         self.acquisition.wake_timer.cancel();
         let request = self.acquire_request(&next, for_try.is_some());
@@ -211,6 +219,7 @@ impl NameState {
         Phase::Attempting {
             attempt: Attempt::new(lease, next, for_try),
             woken: false,
+            backoff,
         }
     }
 
@@ -244,7 +253,11 @@ impl NameState {
         claim: GrantClaim,
     ) {
         self.advance(|this, phase| match phase {
-            Phase::Attempting { attempt, woken } if attempt.lease == lease => {
+            Phase::Attempting {
+                attempt,
+                woken,
+                backoff,
+            } if attempt.lease == lease => {
                 match attempt::judge(
                     &this.name,
                     (StoreOp::Acquire, sent_at),
@@ -254,13 +267,14 @@ impl NameState {
                 ) {
                     Verdict::Granted(token) => {
                         this.kind_on_record = true;
-                        this.acquisition.backoff.reset();
                         this.grant(myself, attempt, token, sent_at, claim, false);
                         // Another place may be free: serve the next waiter at once (a
                         // mutex held here waits for its release instead).
-                        this.start_attempt(myself)
+                        this.start_attempt(myself, None)
                     }
-                    Verdict::Refused(error) => this.attempt_failed(myself, attempt, error, woken),
+                    Verdict::Refused(error) => {
+                        this.attempt_failed(myself, attempt, error, woken, backoff)
+                    }
                 }
             }
             // Not the attempt in flight: dropping its claim releases whatever it granted.
@@ -274,6 +288,7 @@ impl NameState {
         attempt: Attempt,
         error: Option<StoreError>,
         woken: bool,
+        mut backoff: Backoff,
     ) -> Phase {
         // Found held: the record is of this process's family.
         self.kind_on_record |= error.is_none();
@@ -283,7 +298,7 @@ impl NameState {
                 None => Ok(None),
             });
             // Waiters may have queued behind the try attempt.
-            return self.start_attempt(myself);
+            return self.start_attempt(myself, Some(backoff));
         }
         let held_elsewhere = error.is_none();
         if let Some(error) = error.filter(|error| !error.is_transient()) {
@@ -294,14 +309,14 @@ impl NameState {
             } else {
                 self.waiters.fail_all(error.into());
             }
-            return self.start_attempt(myself);
+            return self.start_attempt(myself, Some(backoff));
         }
         if !self.waiters.prune() {
             self.idle_if_unused(myself);
             return Phase::Idle;
         }
         if held_elsewhere && woken {
-            return self.start_attempt(myself);
+            return self.start_attempt(myself, Some(backoff));
         }
         if held_elsewhere
             && attempt.access == Access::Write
@@ -312,11 +327,11 @@ impl NameState {
             // a writer left) the store admits them and not the writer. One attempt for the
             // first reader, then the usual backoff; a refused reader also marks readers
             // waiting, so they get the next turn.
-            return self.start_attempt(myself);
+            return self.start_attempt(myself, Some(backoff));
         }
-        self.acquisition.backoff.follow(&attempt.options);
-        let delay = crate::random::with_rng(|rng| self.acquisition.backoff.next_delay(rng));
-        self.retry_after(myself, delay, false, held_elsewhere)
+        backoff.follow(&attempt.options);
+        let delay = crate::random::with_rng(|rng| backoff.next_delay(rng));
+        self.retry_after(myself, delay, false, held_elsewhere, backoff)
     }
 
     /// Backs off for `delay`: the phase to go to.
@@ -326,11 +341,13 @@ impl NameState {
         delay: Duration,
         yielding: bool,
         held_elsewhere: bool,
+        backoff: Backoff,
     ) -> Phase {
         let at = Instant::now() + delay;
         self.acquisition
             .set_wake(myself, at, |generation| LockMsg::RetryDue { generation });
         Phase::BackingOff {
+            backoff,
             yielding,
             _waiting: held_elsewhere.then(|| self.release_waiters.waiting()),
         }
@@ -338,8 +355,8 @@ impl NameState {
 
     pub(super) fn on_retry_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
         self.advance(|this, phase| match phase {
-            Phase::BackingOff { .. } if this.acquisition.is_current(generation) => {
-                this.start_attempt(myself)
+            Phase::BackingOff { backoff, .. } if this.acquisition.is_current(generation) => {
+                this.start_attempt(myself, Some(backoff))
             }
             phase => phase,
         });
@@ -349,14 +366,19 @@ impl NameState {
     pub(super) fn on_wake(&mut self, myself: &ActorRef<LockMsg>) {
         self.advance(|this, phase| match phase {
             Phase::BackingOff {
-                yielding: false, ..
+                yielding: false,
+                backoff,
+                ..
             } => {
                 this.acquisition.stale_timers(); // the pending retry timer is now stale
-                this.start_attempt(myself)
+                this.start_attempt(myself, Some(backoff))
             }
-            Phase::Attempting { attempt, .. } => Phase::Attempting {
+            Phase::Attempting {
+                attempt, backoff, ..
+            } => Phase::Attempting {
                 attempt,
                 woken: true,
+                backoff,
             },
             phase => phase,
         });
@@ -366,16 +388,24 @@ impl NameState {
     /// now; with nothing left to do, the actor idles.
     pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
         self.advance(|this, phase| match phase {
-            Phase::Idle
-            | Phase::BackingOff {
-                yielding: false, ..
+            Phase::Idle => {
+                this.acquisition.stale_timers();
+                this.start_attempt(myself, None)
+            }
+            Phase::BackingOff {
+                yielding: false,
+                backoff,
+                ..
             } => {
                 this.acquisition.stale_timers();
-                this.start_attempt(myself)
+                this.start_attempt(myself, Some(backoff))
             }
-            Phase::Attempting { attempt, .. } => Phase::Attempting {
+            Phase::Attempting {
+                attempt, backoff, ..
+            } => Phase::Attempting {
                 attempt,
                 woken: true,
+                backoff,
             },
             phase @ Phase::BackingOff { yielding: true, .. } => phase,
         });

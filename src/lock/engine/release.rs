@@ -13,6 +13,7 @@ use super::state::NameState;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
 use crate::lock::attempt::{self, Verdict};
+use crate::lock::backoff::Backoff;
 use crate::lock::hold;
 use crate::lock::message::{DetachReply, LockMsg, ReleaseReply};
 use crate::lock::orphan::GrantClaim;
@@ -361,7 +362,8 @@ impl NameState {
         let Some(releasing) = self.releasing.get(&lease) else {
             return;
         };
-        let (_, longest_backoff) = releasing.options.retry_backoff();
+        let options = releasing.options.clone();
+        let (_, longest_backoff) = options.retry_backoff();
         let step_back = starvation::step_back(&result, longest_backoff);
         self.answer_release(lease, result, Some(sent_at));
         match step_back {
@@ -370,7 +372,13 @@ impl NameState {
                 if self.waiters.prune()
                     && !matches!(self.acquisition.phase, Phase::Attempting { .. }) =>
             {
-                self.advance(|this, _| this.retry_after(myself, delay, true, false));
+                self.advance(|this, phase| {
+                    let backoff = match phase {
+                        Phase::BackingOff { backoff, .. } => backoff,
+                        _ => Backoff::new(&options),
+                    };
+                    this.retry_after(myself, delay, true, false, backoff)
+                });
             }
             _ => self.place_freed(myself),
         }
