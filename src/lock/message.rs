@@ -77,7 +77,7 @@ pub(crate) enum LockMsg {
         claim: GrantClaim,
     },
     RetryDue {
-        generation: u64,
+        timer: u64,
     },
     /// The hold's timer: a renewal or the loss deadline is due.
     HoldDue {
@@ -101,7 +101,7 @@ pub(crate) enum LockMsg {
         claim: GrantClaim,
     },
     IdleDue {
-        generation: u64,
+        timer: u64,
     },
 }
 

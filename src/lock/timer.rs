@@ -83,6 +83,12 @@ pub(crate) struct Timer<M: Message> {
 }
 
 impl<M: Message> Timer<M> {
+    /// Tells this timer apart from every other of its service: a message that carries it
+    /// is recognised as stale once its timer is gone.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Sends `message()` to `actor` at `at`, replacing whatever this timer had pending.
     pub(crate) fn set(
         &mut self,

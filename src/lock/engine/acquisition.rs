@@ -1,12 +1,11 @@
 //! The acquisition for the local waiters: at most one attempt in flight per name however
-//! many local tasks wait, the backoff between attempts, and the one wake timer (the next
-//! attempt, or the idle stop).
+//! many local tasks wait, as one data-owning phase moved by owned transitions (`advance`).
 //!
-//! | phase | meaning | leaves on |
-//! |---|---|---|
-//! | `Idle` | no attempt (nobody waits, or a mutex is held here) | a waiter, a try, a freed place → `Attempting` |
-//! | `Attempting` | one acquisition call in flight | grant → `Idle`/next attempt; busy or error → `BackingOff` (or `Idle`) |
-//! | `BackingOff` | waiting to retry | its timer, or a release seen here or on the store → `Attempting` |
+//! | phase | owns | meaning | leaves on |
+//! |---|---|---|---|
+//! | `Idle` | the idle stop | no attempt (nobody waits, or a mutex is held here) | a waiter, a try, a freed place → `Attempting` |
+//! | `Attempting` | the attempt, "woken", the backoff | one acquisition call in flight | grant → `Idle`/next attempt; busy or error → `BackingOff` (or `Idle`) |
+//! | `BackingOff` | the backoff, the retry timer, "yielding" | waiting to retry | its timer, or a release seen here or on the store → `Attempting` |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,26 +20,20 @@ use crate::lock::attempt::{self, Verdict};
 use crate::lock::backoff::Backoff;
 use crate::lock::message::{GuardReply, LockMsg, TryReply};
 use crate::lock::orphan::GrantClaim;
-use crate::lock::timer::{Timer, Timers};
+use crate::lock::timer::Timer;
 use crate::lock::waiters::{NextWaiter, Waiter};
 use crate::metrics::{LockMetrics, StoreOp};
 use crate::options::LockOptions;
 use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, WaitingForRelease};
 
-/// The acquisition's phase and what outlives a phase: the one wake timer (the next attempt
-/// while backing off, the idle stop while idle), whose generation makes an older timer
-/// stale.
-pub(super) struct Acquisition {
-    pub(super) phase: Phase,
-    generation: u64,
-    wake_timer: Timer<LockMsg>,
-}
-
-/// Each phase owns what only it uses.
-#[derive(Default)]
+/// The acquisition's phase; each phase owns what only it uses, its timer included (a
+/// timer is cancelled with the phase that set it, and a message it already sent is
+/// recognised as stale by the timer's id).
 pub(super) enum Phase {
-    #[default]
-    Idle,
+    Idle {
+        /// The idle stop, armed while the actor is unused.
+        idle_stop: Option<Timer<LockMsg>>,
+    },
     Attempting {
         attempt: Attempt,
         /// A release was seen while the attempt was in flight: if the attempt finds the
@@ -52,6 +45,8 @@ pub(super) enum Phase {
     },
     BackingOff {
         backoff: Backoff,
+        /// Sends the next attempt's `RetryDue`.
+        retry: Timer<LockMsg>,
         /// Stepping back so other processes get a turn (starvation mode): a release does
         /// not cut this wait short, or this process would take the name straight back.
         yielding: bool,
@@ -59,6 +54,18 @@ pub(super) enum Phase {
         /// holds the name.
         _waiting: Option<WaitingForRelease>,
     },
+}
+
+impl Default for Phase {
+    fn default() -> Self {
+        Self::Idle { idle_stop: None }
+    }
+}
+
+impl Phase {
+    pub(super) fn is_idle(&self) -> bool {
+        matches!(self, Self::Idle { .. })
+    }
 }
 
 /// One attempt (or the grant part of a hand-over) in flight, for a waiter of `access`.
@@ -83,48 +90,13 @@ impl Attempt {
     }
 }
 
-impl Acquisition {
-    pub(super) fn new(timers: &Timers) -> Self {
-        Self {
-            phase: Phase::Idle,
-            generation: 0,
-            wake_timer: timers.timer(),
-        }
-    }
-
-    pub(super) fn is_idle(&self) -> bool {
-        matches!(self.phase, Phase::Idle)
-    }
-
-    /// Sets the wake timer to send `message(generation)` at `at`.
-    pub(super) fn set_wake(
-        &mut self,
-        myself: &ActorRef<LockMsg>,
-        at: Instant,
-        message: impl FnOnce(u64) -> LockMsg + Send + 'static,
-    ) {
-        let generation = self.stale_timers();
-        self.wake_timer.set(myself, at, move || message(generation));
-    }
-
-    /// Makes every timer set so far stale; returns the new generation.
-    pub(super) fn stale_timers(&mut self) -> u64 {
-        self.generation += 1;
-        self.generation
-    }
-
-    pub(super) fn is_current(&self, generation: u64) -> bool {
-        generation == self.generation
-    }
-}
-
 impl NameState {
     /// One transition of the acquisition: `next` is given the phase it is in (owned) and
     /// returns the phase it goes to. Transitions never nest: what runs inside one sees the
     /// acquisition idle, as it is between an answer and the next attempt.
     pub(super) fn advance(&mut self, next: impl FnOnce(&mut Self, Phase) -> Phase) {
-        let phase = std::mem::take(&mut self.acquisition.phase);
-        self.acquisition.phase = next(self, phase);
+        let phase = std::mem::take(&mut self.acquisition);
+        self.acquisition = next(self, phase);
     }
 
     pub(super) fn on_acquire(
@@ -148,7 +120,7 @@ impl NameState {
             reply,
         });
         self.advance(|this, phase| match phase {
-            Phase::Idle => this.start_attempt(myself, None),
+            Phase::Idle { .. } => this.start_attempt(myself, None),
             phase => phase,
         });
     }
@@ -161,7 +133,7 @@ impl NameState {
         reply: TryReply,
     ) {
         self.advance(|this, phase| match phase {
-            Phase::Idle if this.may_attempt() && this.waiters.next_live().is_none() => {
+            Phase::Idle { .. } if this.may_attempt() && this.waiters.next_live().is_none() => {
                 let metrics =
                     LockMetrics::for_access(&this.name, options.lock_name_label(), access);
                 let next = NextWaiter {
@@ -186,7 +158,6 @@ impl NameState {
     /// before), or idles if there is nothing to do (or a mutex is held here: its waiters
     /// get it when it is passed on or freed).
     fn start_attempt(&mut self, myself: &ActorRef<LockMsg>, backoff: Option<Backoff>) -> Phase {
-        self.acquisition.wake_timer.cancel();
         match self
             .may_attempt()
             .then(|| self.waiters.next_in_turn())
@@ -196,11 +167,8 @@ impl NameState {
                 let backoff = backoff.unwrap_or_else(|| Backoff::new(&next.options));
                 self.send_attempt(myself, next, None, backoff)
             }
-            None => {
-                // No attempt until a waiter or a freed place asks for one.
-                self.idle_if_unused(myself);
-                Phase::Idle
-            }
+            // No attempt until a waiter or a freed place asks for one.
+            None => self.idle(myself),
         }
     }
 
@@ -211,7 +179,6 @@ impl NameState {
         for_try: Option<TryReply>,
         backoff: Backoff,
     ) -> Phase {
-        self.acquisition.wake_timer.cancel();
         let request = self.acquire_request(&next, for_try.is_some());
         let options = next.options.clone();
         let lease = request.lease;
@@ -312,8 +279,7 @@ impl NameState {
             return self.start_attempt(myself, Some(backoff));
         }
         if !self.waiters.prune() {
-            self.idle_if_unused(myself);
-            return Phase::Idle;
+            return self.idle(myself);
         }
         if held_elsewhere && woken {
             return self.start_attempt(myself, Some(backoff));
@@ -343,19 +309,22 @@ impl NameState {
         held_elsewhere: bool,
         backoff: Backoff,
     ) -> Phase {
-        let at = Instant::now() + delay;
-        self.acquisition
-            .set_wake(myself, at, |generation| LockMsg::RetryDue { generation });
+        let mut retry = self.timers.timer();
+        let timer = retry.id();
+        retry.set(myself, Instant::now() + delay, move || LockMsg::RetryDue {
+            timer,
+        });
         Phase::BackingOff {
             backoff,
+            retry,
             yielding,
             _waiting: held_elsewhere.then(|| self.release_waiters.waiting()),
         }
     }
 
-    pub(super) fn on_retry_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
+    pub(super) fn on_retry_due(&mut self, myself: &ActorRef<LockMsg>, timer: u64) {
         self.advance(|this, phase| match phase {
-            Phase::BackingOff { backoff, .. } if this.acquisition.is_current(generation) => {
+            Phase::BackingOff { backoff, retry, .. } if retry.id() == timer => {
                 this.start_attempt(myself, Some(backoff))
             }
             phase => phase,
@@ -369,10 +338,7 @@ impl NameState {
                 yielding: false,
                 backoff,
                 ..
-            } => {
-                this.acquisition.stale_timers(); // the pending retry timer is now stale
-                this.start_attempt(myself, Some(backoff))
-            }
+            } => this.start_attempt(myself, Some(backoff)),
             Phase::Attempting {
                 attempt, backoff, ..
             } => Phase::Attempting {
@@ -388,18 +354,12 @@ impl NameState {
     /// now; with nothing left to do, the actor idles.
     pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
         self.advance(|this, phase| match phase {
-            Phase::Idle => {
-                this.acquisition.stale_timers();
-                this.start_attempt(myself, None)
-            }
+            Phase::Idle { .. } => this.start_attempt(myself, None),
             Phase::BackingOff {
                 yielding: false,
                 backoff,
                 ..
-            } => {
-                this.acquisition.stale_timers();
-                this.start_attempt(myself, Some(backoff))
-            }
+            } => this.start_attempt(myself, Some(backoff)),
             Phase::Attempting {
                 attempt, backoff, ..
             } => Phase::Attempting {
@@ -413,14 +373,13 @@ impl NameState {
 
     /// Stops for good: a single try in flight is answered.
     pub(super) fn stop_acquiring(&mut self) {
-        self.acquisition.wake_timer.cancel();
         self.advance(|_, phase| {
             if let Phase::Attempting { attempt, .. } = phase
                 && let Some(reply) = attempt.for_try
             {
                 let _ = reply.send(Err(LockError::Shutdown));
             }
-            Phase::Idle
+            Phase::default()
         });
     }
 }

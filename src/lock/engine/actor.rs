@@ -133,7 +133,7 @@ impl NameState {
                 result,
                 claim,
             } => self.on_attempt_done(myself, lease, sent_at, result, claim),
-            LockMsg::RetryDue { generation } => self.on_retry_due(myself, generation),
+            LockMsg::RetryDue { timer } => self.on_retry_due(myself, timer),
             LockMsg::Wake => self.on_wake(myself),
             LockMsg::HoldDue { lease } => self.on_hold_due(myself, lease),
             LockMsg::RenewDone {
@@ -152,7 +152,7 @@ impl NameState {
                 result,
                 claim,
             } => self.on_hand_over_done(myself, to, sent_at, result, claim),
-            LockMsg::IdleDue { generation } => self.on_idle_due(myself, generation),
+            LockMsg::IdleDue { timer } => self.on_idle_due(myself, timer),
         }
         self.admit_waiting(myself);
     }

@@ -22,7 +22,7 @@
 //! | `actor.rs` | the actor, what it is started with, and its one `step` per message |
 //! | `state.rs` | what the actor owns, the kind and its rules, idling and shutdown |
 //! | `admission.rs` | whether a request is served, refused, or waits for the record's kind |
-//! | `acquisition.rs` | the local waiters' acquisition: attempts, backoff, wake timer |
+//! | `acquisition.rs` | the local waiters' acquisition: its phases, each owning its attempt, backoff or timer |
 //! | `holds.rs` | the held leases: grant, renewal, loss |
 //! | `release.rs` | a released place: local pass, hand-over, plain release, detach |
 

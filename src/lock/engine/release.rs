@@ -226,14 +226,11 @@ impl NameState {
     /// reader/writer lock's place only when nothing else is in flight, to the waiter the
     /// next attempt would be for (its local fairness).
     fn hand_over_target(&mut self, access: Access) -> Option<NextWaiter> {
-        if matches!(
-            self.acquisition.phase,
-            Phase::BackingOff { yielding: true, .. }
-        ) {
+        if matches!(self.acquisition, Phase::BackingOff { yielding: true, .. }) {
             return None;
         }
         if let Access::Permit { .. } = access {
-            let attempting = match &self.acquisition.phase {
+            let attempting = match &self.acquisition {
                 Phase::Attempting { attempt, .. } if attempt.access == access => 1,
                 _ => 0,
             };
@@ -243,8 +240,8 @@ impl NameState {
                 .flatten();
         }
         let idle = matches!(
-            self.acquisition.phase,
-            Phase::Idle | Phase::BackingOff { .. }
+            self.acquisition,
+            Phase::Idle { .. } | Phase::BackingOff { .. }
         );
         (idle && self.handing_over.is_empty())
             .then(|| self.waiters.next_in_turn())
@@ -370,7 +367,7 @@ impl NameState {
             // Others have waited long: let them have the freed place before we retry.
             Some(delay)
                 if self.waiters.prune()
-                    && !matches!(self.acquisition.phase, Phase::Attempting { .. }) =>
+                    && !matches!(self.acquisition, Phase::Attempting { .. }) =>
             {
                 self.advance(|this, phase| {
                     let backoff = match phase {

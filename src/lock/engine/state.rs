@@ -8,7 +8,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::{Acquisition, Phase};
+use super::acquisition::Phase;
 use super::actor::{NameActorArgs, Retire};
 use super::admission::Request;
 use super::holds::Place;
@@ -44,7 +44,7 @@ pub(crate) struct NameState {
     /// Requests of the other family than `kind`, waiting for the store to answer for
     /// `kind` (see `admission`).
     pub(super) waiting_for_record: Vec<Request>,
-    pub(super) acquisition: Acquisition,
+    pub(super) acquisition: Phase,
     /// The leases this process holds on the name (at most one for a mutex), each with its
     /// own timer.
     pub(super) holds: HashMap<LeaseId, Place>,
@@ -69,7 +69,7 @@ impl NameState {
     pub(super) fn new(args: NameActorArgs) -> Self {
         let context = args.context;
         Self {
-            acquisition: Acquisition::new(&context.timers),
+            acquisition: Phase::default(),
             name: args.name,
             store: context.store,
             holder: context.holder,
@@ -121,20 +121,28 @@ impl NameState {
         self.holds.is_empty()
             && self.releasing.is_empty()
             && self.handing_over.is_empty()
-            && matches!(self.acquisition.phase, Phase::Idle)
+            && self.acquisition.is_idle()
     }
 
-    /// Arms the idle stop when the actor is unused.
-    pub(super) fn idle_if_unused(&mut self, myself: &ActorRef<LockMsg>) {
-        if self.is_unused() {
-            let at = Instant::now() + self.idle_timeout;
-            self.acquisition
-                .set_wake(myself, at, |generation| LockMsg::IdleDue { generation });
-        }
+    /// The idle phase, its idle stop armed if the actor is unused.
+    pub(super) fn idle(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
+        let idle_stop = self.is_unused().then(|| {
+            let mut idle_stop = self.timers.timer();
+            let timer = idle_stop.id();
+            idle_stop.set(myself, Instant::now() + self.idle_timeout, move || {
+                LockMsg::IdleDue { timer }
+            });
+            idle_stop
+        });
+        Phase::Idle { idle_stop }
     }
 
-    pub(super) fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, generation: u64) {
-        if !self.acquisition.is_current(generation) || !self.is_unused() {
+    pub(super) fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, timer: u64) {
+        let current = matches!(
+            &self.acquisition,
+            Phase::Idle { idle_stop: Some(idle_stop) } if idle_stop.id() == timer
+        );
+        if !current || !self.is_unused() {
             return;
         }
         if self.gate.try_retire(self.requests_seen) {
@@ -143,7 +151,7 @@ impl NameState {
             myself.stop(Some("idle".to_owned()));
         } else {
             // A request is on its way; if its sender took it elsewhere, try again later.
-            self.idle_if_unused(myself);
+            self.advance(|this, _| this.idle(myself));
         }
     }
 
