@@ -14,6 +14,8 @@
 #   scripts/mutants.sh --list                 list them (about 1,000), run nothing
 #   scripts/mutants.sh -f src/store/memory/shared.rs    one file (any cargo-mutants option
 #                                             after the script's own: -F REGEX, --shard 1/8…)
+#   scripts/mutants.sh --in-place …           in this checkout, reusing its build (quickest;
+#                                             leave the tree alone while it runs)
 #
 # Time: the scratch copy's first build is a full build of the test targets (12 minutes
 # measured on two busy cores), then a mutant costs one incremental build (about 40 s) and
@@ -37,9 +39,16 @@ if ! printf '%s\n' "$@" | grep -qx -- '-f\|--file'; then
     files=(--file 'src/lock/**' --file 'src/store/memory/**')
 fi
 
+# --copy-target: each scratch tree starts from this tree's build, not a cold one. With
+# --in-place (mutants written into this checkout and restored after each; its target
+# directory and incremental state reused, so no scratch build at all) there is no copy.
+copy=(--copy-target=true)
+if printf '%s\n' "$@" | grep -qx -- '--in-place'; then
+    copy=()
+fi
+
 export MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}"
-# --copy-target: each scratch tree starts from this tree's build, not a cold one.
 # --baseline=skip would save one run, but a red baseline would call every mutant caught.
-exec cargo mutants --all-features --copy-target=true --timeout-multiplier 3 \
+exec cargo mutants --all-features "${copy[@]}" --timeout-multiplier 3 \
     "${files[@]}" "$@" \
     -- --lib --test memory_store --test simulation
