@@ -333,12 +333,27 @@ impl NameState {
 
     /// The store says the name became free (released or deleted, by any process).
     pub(super) fn on_wake(&mut self, myself: &ActorRef<LockMsg>) {
+        self.advance(|this, phase| this.woken(myself, phase));
+    }
+
+    /// A place this process held is free again: a waiter backing off (not yielding) tries
+    /// now; with nothing left to do, the actor idles.
+    pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
         self.advance(|this, phase| match phase {
+            Phase::Idle { .. } => this.start_attempt(myself, None),
+            phase => this.woken(myself, phase),
+        });
+    }
+
+    /// The name may be free: a waiter backing off (not yielding to others) tries now, an
+    /// attempt in flight is marked to try again at once if refused.
+    fn woken(&mut self, myself: &ActorRef<LockMsg>, phase: Phase) -> Phase {
+        match phase {
             Phase::BackingOff {
                 yielding: false,
                 backoff,
                 ..
-            } => this.start_attempt(myself, Some(backoff)),
+            } => self.start_attempt(myself, Some(backoff)),
             Phase::Attempting {
                 attempt, backoff, ..
             } => Phase::Attempting {
@@ -347,28 +362,7 @@ impl NameState {
                 backoff,
             },
             phase => phase,
-        });
-    }
-
-    /// A place this process held is free again: a waiter backing off (not yielding) tries
-    /// now; with nothing left to do, the actor idles.
-    pub(super) fn place_freed(&mut self, myself: &ActorRef<LockMsg>) {
-        self.advance(|this, phase| match phase {
-            Phase::Idle { .. } => this.start_attempt(myself, None),
-            Phase::BackingOff {
-                yielding: false,
-                backoff,
-                ..
-            } => this.start_attempt(myself, Some(backoff)),
-            Phase::Attempting {
-                attempt, backoff, ..
-            } => Phase::Attempting {
-                attempt,
-                woken: true,
-                backoff,
-            },
-            phase @ Phase::BackingOff { yielding: true, .. } => phase,
-        });
+        }
     }
 
     /// Stops for good: a single try in flight is answered.
