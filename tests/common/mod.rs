@@ -138,6 +138,7 @@ macro_rules! conformance_suite {
             shared_records::shared_records_operator_like_names_are_values_for_shared_kinds,
             shared_records::shared_records_racing_first_grants_fill_the_semaphore,
             shared_records::shared_records_hand_over_is_a_release_and_an_attempt_in_one,
+            shared_records::mutex_hand_over_is_owner_checked,
             shared_records::shared_records_requests_at_the_edges_are_answered_not_panicked,
         );
     };

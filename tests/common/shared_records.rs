@@ -964,6 +964,50 @@ async fn hand_over(
         .unwrap_or_else(|error| panic!("hand-over on {}: {error}", from.name))
 }
 
+/// A mutex's hand-over is owner-checked as its release is: a lease that is not the
+/// holder's, or the holder's own once it ran out, hands nothing over and writes nothing; the
+/// holder's unexpired lease passes the lock on with a larger token. (The shared kinds' rule
+/// is pinned by the scenario below; this one shares its helpers.)
+pub(crate) async fn mutex_hand_over_is_owner_checked<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (ours, theirs) = (Caller::new(), Caller::new());
+    let mutex = name("hand-over-mutex");
+    let (held, first) = granted(&store, &ours.request(&mutex, Access::Exclusive, LONG)).await;
+
+    let stranger = LeaseKey::new(mutex.clone(), LeaseId::new());
+    let theirs_next = || theirs.request(&mutex, Access::Exclusive, LONG);
+    assert_eq!(
+        hand_over(&store, &stranger, &theirs_next()).await,
+        HandOverOutcome::NotOwner,
+        "a lease that is not the holder's"
+    );
+    let record = inspect(&store, &mutex).await.expect("the held record");
+    assert_eq!(
+        (record.holder(), record.token),
+        (Some(&ours.holder), first),
+        "a refused hand-over writes nothing"
+    );
+
+    let next = ours.request(&mutex, Access::Exclusive, SHORT);
+    let second = match hand_over(&store, &held, &next).await {
+        HandOverOutcome::HandedOver { token, .. } => token,
+        other => panic!("the holder's own lease hands over, got {other:?}"),
+    };
+    assert!(second > first, "{second} after {first}");
+
+    sleep(SHORT + MARGIN).await; // the handed-over lease runs out
+    assert_eq!(
+        hand_over(&store, &next.key(), &theirs_next()).await,
+        HandOverOutcome::NotOwner,
+        "the holder's own lease once it ran out"
+    );
+    let record = inspect(&store, &mutex)
+        .await
+        .expect("the record keeps its token");
+    assert_eq!(record.token, second, "a refused hand-over writes nothing");
+    assert_ne!(record.holder(), Some(&theirs.holder));
+}
+
 /// A hand-over on a shared record is a release and an attempt in one write: the new lease
 /// takes the old one's place with the store's next token (past every token issued, also one
 /// another process was granted meanwhile); the grant rules still decide, so a reader is
