@@ -611,6 +611,8 @@ impl LockStore for MemoryStore {
     }
 
     /// Each `extend` answers at once, without waiting: a batch of any size is one quick pass.
+    /// (The size changes how many leases one call carries, never an answer, and the renewer
+    /// clamps it to at least one: a mutant returning 0 or 1 here is equivalent.)
     fn max_extend_batch(&self) -> usize {
         usize::MAX
     }
