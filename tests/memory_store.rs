@@ -736,6 +736,43 @@ async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_rec
     elsewhere.shutdown().await;
 }
 
+type Reader = tokio::task::JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>;
+
+/// Every waiting reader gets in (within five seconds of paused time).
+async fn readers_in(readers: Vec<Reader>, stall: std::time::Duration) -> Vec<mongolock::LockGuard> {
+    let mut guards = Vec::new();
+    for reader in readers {
+        let guard = tokio::time::timeout(std::time::Duration::from_secs(5), reader)
+            .await
+            .unwrap_or_else(|_| panic!("stall {stall:?}: a reader waited on"))
+            .unwrap()
+            .unwrap();
+        guards.push(guard);
+    }
+    guards
+}
+
+/// Past the instant the stalled call was applied, the record holds exactly the readers'
+/// places: the stalled call's grant was used or given back. Then the readers leave.
+async fn no_grant_left_unused(
+    store: &mongolock::testing::FaultyStore<MemoryStore>,
+    guards: Vec<mongolock::LockGuard>,
+    stall: std::time::Duration,
+) {
+    use mongolock::store::LockStore;
+    tokio::time::sleep(stall).await;
+    let name = mongolock::LockName::new("files").unwrap();
+    let record = store.inner().inspect(&name).await.unwrap();
+    assert_eq!(
+        record.map(|record| record.held_count()),
+        Some(guards.len()),
+        "stall {stall:?}: a grant is held on the store that no reader uses"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}
+
 /// A read grant that reaches this process while its readers wait goes to them, or is given
 /// back at once: whether the stalled attempt's answer comes in time, after its first
 /// renewal was due, or after the attempt timed out (applied later), both waiting readers
@@ -743,10 +780,8 @@ async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_rec
 #[tokio::test(start_paused = true)]
 async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
     use mongolock::LockManager;
-    use mongolock::store::LockStore;
     use mongolock::testing::FaultyStore;
     use std::time::Duration;
-    use tokio::time::timeout;
 
     let options = common::fast_options();
     // In time; after the first renewal was due; after the attempt's own timeout.
@@ -776,27 +811,8 @@ async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
             tokio::task::yield_now().await;
         }
         store.heal();
-        let mut guards = Vec::new();
-        for reader in readers {
-            let guard = timeout(Duration::from_secs(5), reader)
-                .await
-                .unwrap_or_else(|_| panic!("stall {stall:?}: a reader waited on"))
-                .unwrap()
-                .unwrap();
-            guards.push(guard);
-        }
-        // Past the instant the stalled call was applied: its grant is used or given back.
-        tokio::time::sleep(stall).await;
-        let name = mongolock::LockName::new("files").unwrap();
-        let record = store.inner().inspect(&name).await.unwrap();
-        assert_eq!(
-            record.map(|record| record.held_count()),
-            Some(guards.len()),
-            "stall {stall:?}: a grant is held on the store that no reader uses"
-        );
-        for guard in guards {
-            guard.release().await.unwrap();
-        }
+        let guards = readers_in(readers, stall).await;
+        no_grant_left_unused(&store, guards, stall).await;
         manager.shutdown().await;
         elsewhere.shutdown().await;
     }
@@ -808,10 +824,8 @@ async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
 #[tokio::test(start_paused = true)]
 async fn a_read_handed_over_while_readers_wait_is_used_or_given_back() {
     use mongolock::LockManager;
-    use mongolock::store::LockStore;
     use mongolock::testing::FaultyStore;
     use std::time::Duration;
-    use tokio::time::timeout;
 
     let options = common::fast_options();
     for stall in [100, 500, 1_200].map(Duration::from_millis) {
@@ -836,27 +850,9 @@ async fn a_read_handed_over_while_readers_wait_is_used_or_given_back() {
             tokio::task::yield_now().await;
         }
         store.heal();
-        let mut guards = Vec::new();
-        for reader in readers {
-            let guard = timeout(Duration::from_secs(5), reader)
-                .await
-                .unwrap_or_else(|_| panic!("stall {stall:?}: a reader waited on"))
-                .unwrap()
-                .unwrap();
-            guards.push(guard);
-        }
+        let guards = readers_in(readers, stall).await;
         let _ = releasing.await.unwrap();
-        tokio::time::sleep(stall).await;
-        let name = mongolock::LockName::new("files").unwrap();
-        let record = store.inner().inspect(&name).await.unwrap();
-        assert_eq!(
-            record.map(|record| record.held_count()),
-            Some(guards.len()),
-            "stall {stall:?}: a grant is held on the store that no reader uses"
-        );
-        for guard in guards {
-            guard.release().await.unwrap();
-        }
+        no_grant_left_unused(&store, guards, stall).await;
         manager.shutdown().await;
     }
 }
