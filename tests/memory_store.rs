@@ -856,3 +856,42 @@ async fn a_read_handed_over_while_readers_wait_is_used_or_given_back() {
         manager.shutdown().await;
     }
 }
+
+/// A lease ends at its expiry instant: an extension that arrives exactly then finds nothing
+/// to extend, for a mutex and for a shared place alike, as a grant to another holder at that
+/// instant finds the place free; otherwise both would hold it. Paused time hits the instant
+/// exactly, which no real clock does on demand.
+#[tokio::test(start_paused = true)]
+async fn a_lease_cannot_be_extended_at_its_expiry_instant() {
+    use mongolock::store::{
+        AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LockStore,
+    };
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let lease = Duration::from_millis(300);
+    for (name, access) in [
+        ("edge-mutex", Access::Exclusive),
+        ("edge-permit", Access::Permit { permits: 1 }),
+    ] {
+        let request = AcquireRequest::new(
+            LockName::new(name).unwrap(),
+            LeaseId::new(),
+            HolderId::generate(),
+            lease,
+        )
+        .with_access(access);
+        assert!(matches!(
+            store.try_acquire(&request).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ));
+        tokio::time::sleep(lease).await;
+        let renewal = ExtendRequest::new(request.key(), Duration::from_secs(30));
+        assert_eq!(
+            store.extend(&renewal).await.unwrap(),
+            ExtendOutcome::NotOwner,
+            "{name}: extended at its expiry instant"
+        );
+    }
+}
