@@ -26,7 +26,8 @@ use mongodb::options::ClientOptions;
 use mongolock::HolderId;
 use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId};
 use mongolock::{
-    LockManager, LockName, LockOptions, LossReason, MongoStore, StoreError, store::LockStore,
+    Access, LockKind, LockManager, LockName, LockOptions, LossReason, MongoStore, StoreError,
+    store::LockStore,
 };
 use support::commands::CommandLog;
 use support::fail_point::FailPoint;
@@ -1089,4 +1090,43 @@ async fn a_lock_collection_sharded_on_another_key_is_refused() {
         .delete_one(doc! { "_id": &namespace })
         .await
         .expect("remove the planted record");
+}
+
+/// A mutex attempt finds its document by `_id` alone, so on a shared record of the name its
+/// pipeline is what refuses it: the record must come back exactly as it was, not even
+/// stamped with the attempt's wait (a shared record's contention mark holds its own
+/// processes back), and the answer names the record's kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutex_attempt_on_a_shared_record_changes_nothing_of_it() {
+    let store = store_on(&client().await, &unique_collection());
+    let name = LockName::new("shared-before-mutex").unwrap();
+    let holder = HolderId::generate();
+    let lease = Duration::from_secs(30);
+    let permit = AcquireRequest::new(name.clone(), LeaseId::new(), holder.clone(), lease)
+        .with_access(Access::Permit { permits: 2 });
+    assert!(matches!(
+        store.try_acquire(&permit).await,
+        Ok(AcquireOutcome::Acquired { .. })
+    ));
+    let raw = raw(&store);
+    let before = raw.find_one(doc! { "_id": name.as_str() }).await.unwrap();
+
+    let mutex = AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
+        .with_waited(Duration::from_secs(5));
+    match store.try_acquire(&mutex).await {
+        Err(StoreError::KindMismatch { found, asked, .. }) => {
+            assert_eq!(found, LockKind::Semaphore { permits: 2 });
+            assert_eq!(asked, LockKind::Mutex);
+        }
+        other => panic!("a mutex attempt on a semaphore's record answered {other:?}"),
+    }
+    let after = raw.find_one(doc! { "_id": name.as_str() }).await.unwrap();
+    assert_eq!(
+        after, before,
+        "the refused attempt wrote to the shared record"
+    );
+    // Unstamped before, so a stamp would have shown above.
+    assert!(
+        before.is_some_and(|record| !matches!(record.get("contendedAt"), Some(Bson::DateTime(_))))
+    );
 }

@@ -52,8 +52,8 @@ pub(super) const FORCED_EXPIRES_AT: &str = "expiresAt";
 pub(super) const SERVER_NOW: &str = "serverNow";
 
 /// A shared record's kind: [`SEMAPHORE`] or [`RWLOCK`]. Missing on a mutex's document, so
-/// documents written before shared kinds existed stay mutexes, and a mutex's filter can
-/// refuse shared records with `{kind: {$exists: false}}`.
+/// documents written before shared kinds existed stay mutexes, and a mutex's acquisition
+/// pipeline can tell a shared record by it and leave it alone.
 pub(super) const KIND: &str = "kind";
 /// [`KIND`] of a semaphore.
 pub(super) const SEMAPHORE: &str = "semaphore";

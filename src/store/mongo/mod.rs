@@ -111,13 +111,14 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///
 /// # Operations (one round trip each, server time only)
 ///
-/// - **acquire**: `findAndModify({_id: name, kind: {$exists: false}}, <pipeline>, upsert,
-///   returnDocument: after)`. The pipeline takes the lock only if it has no lease or
-///   `expiresAt <= $$NOW`, writing the new lease id, holder, `acquiredAt = $$NOW`, `expiresAt
-///   = $dateAdd($$NOW, expiry)` and the next token. The lock is ours iff the returned
-///   `leaseId` is the one we sent. A null reply means "busy, try again"; so does a
-///   duplicate-key error (two first acquisitions racing) unless the one read it costs finds
-///   a shared record of the name: then [`StoreError::KindMismatch`], and nothing was written.
+/// - **acquire**: `findAndModify({_id: name}, <pipeline>, upsert, returnDocument: after)`,
+///   served by the server's `_id` fast path with no query planning. The pipeline takes the
+///   lock only if the document is a mutex's (no `kind`) with no lease or `expiresAt <=
+///   $$NOW`, writing the new lease id, holder, `acquiredAt = $$NOW`, `expiresAt =
+///   $dateAdd($$NOW, expiry)` and the next token. The lock is ours iff the returned `leaseId`
+///   is the one we sent. A returned shared record was left exactly as it was and answers
+///   [`StoreError::KindMismatch`]. A null reply means "busy, try again"; so does a
+///   duplicate-key error (two first acquisitions racing).
 /// - **acquire a permit, a read or the write** (a shared record):
 ///   `findAndModify({_id: name, kind, $or: [{permits}, {recountedFrom: permits}]}, <pipeline>,
 ///   upsert, returnDocument: after)` (a semaphore of the count asked, or one `set_permits`
@@ -840,7 +841,7 @@ impl LockStore for MongoStore {
         let returned = self
             .collection
             .find_one_and_update(
-                pipeline::mutex_by_name(&request.name),
+                pipeline::by_name(&request.name),
                 pipeline::acquire(
                     &lease,
                     request.holder.as_str(),
@@ -852,13 +853,18 @@ impl LockStore for MongoStore {
             .return_document(ReturnDocument::After)
             .await;
         match returned {
-            Ok(returned) => document::acquire_outcome(returned, request.lease),
-            // The filter matched no mutex document but one with this `_id` exists: a shared
-            // record (a kind mismatch, read back to be told), or another first acquisition
-            // raced this one to insert it and won.
+            // The pipeline leaves a shared record as it was; the answer is that record.
+            Ok(Some(record)) => match document::record_kind(&record)? {
+                LockKind::Mutex => document::acquire_outcome(Some(record), request.lease),
+                found => Err(document::kind_mismatch(
+                    &request.name,
+                    found,
+                    LockKind::Mutex,
+                )),
+            },
+            Ok(None) => document::acquire_outcome(None, request.lease),
+            // Two first acquisitions raced to insert the document; the other one won.
             Err(error) if errors::is_duplicate_key(&error) => {
-                self.refuse_other_kind(&request.name, LockKind::Mutex)
-                    .await?;
                 Ok(AcquireOutcome::Busy { holder: None })
             }
             Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
