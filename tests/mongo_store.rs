@@ -1092,41 +1092,60 @@ async fn a_lock_collection_sharded_on_another_key_is_refused() {
         .expect("remove the planted record");
 }
 
-/// A mutex attempt finds its document by `_id` alone, so on a shared record of the name its
-/// pipeline is what refuses it: the record must come back exactly as it was, not even
-/// stamped with the attempt's wait (a shared record's contention mark holds its own
+/// Every attempt finds its record by `_id` alone, so on a record of another kind (or count)
+/// its pipeline is what refuses it: the record must come back exactly as it was, not even
+/// stamped with the attempt's wait or a waiting mark (either would hold the record's own
 /// processes back), and the answer names the record's kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_mutex_attempt_on_a_shared_record_changes_nothing_of_it() {
+async fn an_attempt_of_another_kind_changes_nothing_of_the_record() {
     let store = store_on(&client().await, &unique_collection());
-    let name = LockName::new("shared-before-mutex").unwrap();
-    let holder = HolderId::generate();
     let lease = Duration::from_secs(30);
-    let permit = AcquireRequest::new(name.clone(), LeaseId::new(), holder.clone(), lease)
-        .with_access(Access::Permit { permits: 2 });
-    assert!(matches!(
-        store.try_acquire(&permit).await,
-        Ok(AcquireOutcome::Acquired { .. })
-    ));
+    let request = |name: &LockName, access: Access| {
+        AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
+            .with_access(access)
+    };
+    let two = LockKind::Semaphore { permits: 2 };
+    let held = [
+        ("a-mutex", Access::Exclusive, LockKind::Mutex),
+        ("a-semaphore", Access::Permit { permits: 2 }, two),
+        ("a-rwlock", Access::Read, LockKind::ReadWrite),
+    ];
     let raw = raw(&store);
-    let before = raw.find_one(doc! { "_id": name.as_str() }).await.unwrap();
-
-    let mutex = AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
-        .with_waited(Duration::from_secs(5));
-    match store.try_acquire(&mutex).await {
-        Err(StoreError::KindMismatch { found, asked, .. }) => {
-            assert_eq!(found, LockKind::Semaphore { permits: 2 });
-            assert_eq!(asked, LockKind::Mutex);
+    for (name, access, found) in held {
+        let name = LockName::new(name).unwrap();
+        assert!(matches!(
+            store.try_acquire(&request(&name, access)).await,
+            Ok(AcquireOutcome::Acquired { .. })
+        ));
+        let before = raw.find_one(doc! { "_id": name.as_str() }).await.unwrap();
+        // Unstamped and unmarked, so a stamp or a mark would show below.
+        let record = before.clone().unwrap();
+        for mark in ["contendedAt", "writerWaitingUntil", "readersWaitingUntil"] {
+            assert!(
+                !matches!(record.get(mark), Some(Bson::DateTime(_))),
+                "{mark}"
+            );
         }
-        other => panic!("a mutex attempt on a semaphore's record answered {other:?}"),
+        let others = [
+            Access::Exclusive,
+            Access::Permit { permits: 3 },
+            Access::Read,
+            Access::Write,
+        ];
+        for asked in others.into_iter().filter(|other| other.kind() != found) {
+            let attempt = request(&name, asked)
+                .with_waited(Duration::from_secs(5))
+                .with_retry_within(Duration::from_secs(5));
+            match store.try_acquire(&attempt).await {
+                Err(StoreError::KindMismatch {
+                    found: was,
+                    asked: wanted,
+                    ..
+                }) => assert_eq!((was, wanted), (found, asked.kind())),
+                other => panic!("{asked:?} on {name}: {other:?}"),
+            }
+            let after = raw.find_one(doc! { "_id": name.as_str() }).await.unwrap();
+            assert_eq!(after, before, "{asked:?} wrote to {name}");
+        }
     }
-    let after = raw.find_one(doc! { "_id": name.as_str() }).await.unwrap();
-    assert_eq!(
-        after, before,
-        "the refused attempt wrote to the shared record"
-    );
-    // Unstamped before, so a stamp would have shown above.
-    assert!(
-        before.is_some_and(|record| !matches!(record.get("contendedAt"), Some(Bson::DateTime(_))))
-    );
 }
