@@ -13,7 +13,7 @@
 //! is a **loss** with its [`LossReason`]. A sender dropped while the hold is still live (the
 //! actor panicked) reads as [`LossReason::RuntimeFailed`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ractor::{ActorRef, Message};
@@ -34,6 +34,12 @@ impl HoldStatus {
     fn is_live(&self) -> bool {
         matches!(self, Self::Held | Self::AtRisk(_))
     }
+}
+
+/// When the last confirmed acquire or renewal was sent. Every write is one assignment: a
+/// poisoned lock still holds a consistent instant.
+fn confirmed(at: &Mutex<Instant>) -> MutexGuard<'_, Instant> {
+    at.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A held lock whose renewals are failing: the last renewal came back unconfirmed (the
@@ -59,20 +65,12 @@ impl HoldStatus {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AtRisk {
-    since: Instant,
-    deadline: Instant,
-    last_error: Option<String>,
+    pub(crate) since: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) last_error: Option<String>,
 }
 
 impl AtRisk {
-    pub(crate) fn new(since: Instant, deadline: Instant, last_error: Option<String>) -> Self {
-        Self {
-            since,
-            deadline,
-            last_error,
-        }
-    }
-
     /// When the first unconfirmed renewal came back, or went unanswered too long.
     pub fn since(&self) -> Instant {
         self.since
@@ -122,11 +120,7 @@ impl HoldStatusSender {
     /// The sender for the next hold of the same lease (passed to a local waiter): it starts
     /// from this one's last confirmed renewal.
     pub(crate) fn successor(&self) -> Self {
-        let confirmed = *self
-            .confirmed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Self::new(confirmed)
+        Self::new(*confirmed(&self.confirmed))
     }
 
     /// A receiving half for a guard or a watcher.
@@ -139,19 +133,22 @@ impl HoldStatusSender {
 
     /// A renewal sent at `sent_at` was confirmed.
     pub(crate) fn confirmed(&self, sent_at: Instant) {
-        let mut confirmed = self
-            .confirmed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut confirmed = confirmed(&self.confirmed);
         *confirmed = (*confirmed).max(sent_at);
     }
 
     /// Renewals are failing: the hold is at risk (or still is, with a newer error).
     pub(crate) fn at_risk(&self, risk: AtRisk) {
+        self.replace_if_live(HoldStatus::AtRisk(risk));
+    }
+
+    /// Moves a live status to `next`; an ended one stays as it ended (for a shared sender,
+    /// whichever end comes first stays).
+    fn replace_if_live(&self, next: HoldStatus) {
         self.status.send_if_modified(|status| {
             let live = status.is_live();
             if live {
-                *status = HoldStatus::AtRisk(risk);
+                *status = next;
             }
             live
         });
@@ -183,13 +180,7 @@ impl HoldStatusSender {
     /// Ends a live status as released, for a sender that is shared (a multi-lock's, which
     /// a forwarding task may also end with a loss): whichever comes first stays.
     pub(crate) fn release_shared(&self) {
-        self.status.send_if_modified(|status| {
-            let live = status.is_live();
-            if live {
-                *status = HoldStatus::Released;
-            }
-            live
-        });
+        self.replace_if_live(HoldStatus::Released);
     }
 
     /// Makes this status the combination of `members`' (a multi-lock's): lost as soon as any
@@ -204,7 +195,9 @@ impl HoldStatusSender {
             let mut risk: Option<AtRisk> = None;
             for receiver in &mut receivers {
                 match &*receiver.borrow_and_update() {
-                    HoldStatus::Lost(reason) => return self.lost_shared(reason.clone()),
+                    HoldStatus::Lost(reason) => {
+                        return self.replace_if_live(HoldStatus::Lost(reason.clone()));
+                    }
                     HoldStatus::AtRisk(member) => {
                         if risk
                             .as_ref()
@@ -233,24 +226,13 @@ impl HoldStatusSender {
             if changed.is_err() {
                 // That member's sender is gone: with its hold live, its actor failed (a
                 // loss, as `ended` reads it); otherwise it has nothing more to say.
+                // (A release of the combination that came first stays.)
                 if receivers[index].borrow().is_live() {
-                    return self.lost_shared(LossReason::RuntimeFailed);
+                    return self.replace_if_live(HoldStatus::Lost(LossReason::RuntimeFailed));
                 }
                 receivers.swap_remove(index);
             }
         }
-    }
-
-    /// Ends a live status as lost, for a shared sender: a release that came first stays
-    /// (the guard's drop may end it while this sender's follower is still running).
-    fn lost_shared(&self, reason: LossReason) {
-        self.status.send_if_modified(|status| {
-            let live = status.is_live();
-            if live {
-                *status = HoldStatus::Lost(reason);
-            }
-            live
-        });
     }
 
     /// The hold was released: receivers never resolve.
@@ -285,10 +267,7 @@ pub struct LossSignal {
 impl LossSignal {
     /// When the last acquire or renewal the store confirmed was sent.
     pub(crate) fn last_confirmed(&self) -> Instant {
-        *self
-            .confirmed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *confirmed(&self.confirmed)
     }
 
     /// Resolves when the hold is lost, with the reason; never while it is held. Resolves at
@@ -318,18 +297,23 @@ impl LossSignal {
 
     /// Resolves when the hold ends: `Some(reason)` for a loss, `None` for a release.
     async fn ended(&self) -> Option<LossReason> {
-        let mut receiver = self.receiver.clone();
-        let ended = receiver
-            .wait_for(|status| !status.is_live())
-            .await
-            .map(|status| status.clone());
-        match ended {
+        match self.first(|status| !status.is_live()).await {
             Ok(HoldStatus::Lost(reason)) => Some(reason),
-            Ok(_) => None,
             // The sender is gone while the hold was live: the actor failed.
-            Err(_) if receiver.borrow().is_live() => Some(LossReason::RuntimeFailed),
-            Err(_) => None,
+            Err(last) if last.is_live() => Some(LossReason::RuntimeFailed),
+            _ => None,
         }
+    }
+
+    /// The first status, now or later, that is `wanted`; `Err` with the last status if the
+    /// sender is gone first.
+    async fn first(
+        &self,
+        wanted: impl FnMut(&HoldStatus) -> bool,
+    ) -> Result<HoldStatus, HoldStatus> {
+        let mut receiver = self.receiver.clone();
+        let seen = receiver.wait_for(wanted).await.map(|status| status.clone());
+        seen.map_err(|_| receiver.borrow().clone())
     }
 
     /// The renewal trouble of the hold, if it is at risk now (see [`AtRisk`]).
@@ -372,12 +356,9 @@ impl LossSignal {
     /// # Ok(()) }
     /// ```
     pub async fn at_risk(&self) -> AtRisk {
-        let mut receiver = self.receiver.clone();
-        let seen = receiver
-            .wait_for(|status| matches!(status, HoldStatus::AtRisk(_)) || !status.is_live())
-            .await
-            .map(|status| status.clone());
-        match seen {
+        let seen =
+            self.first(|status| matches!(status, HoldStatus::AtRisk(_)) || !status.is_live());
+        match seen.await {
             Ok(HoldStatus::AtRisk(risk)) => risk,
             _ => std::future::pending().await,
         }
@@ -399,12 +380,8 @@ impl LossSignal {
     /// # Ok(()) }
     /// ```
     pub async fn recovered(&self) {
-        let mut receiver = self.receiver.clone();
-        let seen = receiver
-            .wait_for(|status| !matches!(status, HoldStatus::AtRisk(_)))
-            .await
-            .map(|status| status.clone());
-        if !matches!(seen, Ok(HoldStatus::Held)) {
+        let seen = self.first(|status| !matches!(status, HoldStatus::AtRisk(_)));
+        if !matches!(seen.await, Ok(HoldStatus::Held)) {
             std::future::pending::<()>().await;
         }
     }
@@ -512,28 +489,36 @@ impl LossSignal {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+
     use super::*;
 
-    const WITHIN: Duration = Duration::from_secs(1);
-
     fn risk_until(deadline: Instant) -> AtRisk {
-        AtRisk::new(Instant::now(), deadline, Some("failing".to_owned()))
+        let last_error = Some("failing".to_owned());
+        AtRisk {
+            since: Instant::now(),
+            deadline,
+            last_error,
+        }
     }
 
-    /// Resolves once the combined status satisfies `wanted` (fails the test after
-    /// [`WITHIN`]: the follower never got there).
-    async fn until(signal: &LossSignal, wanted: impl FnMut(&HoldStatus) -> bool) {
+    /// What `wait` resolves with within a second, if it does.
+    async fn soon<T>(wait: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout(Duration::from_secs(1), wait)
+            .await
+            .ok()
+    }
+
+    /// Waits until the combined status is at risk until `deadline`.
+    async fn at_risk_until(signal: &LossSignal, deadline: Instant) {
         let mut receiver = signal.receiver.clone();
-        let reached = tokio::time::timeout(WITHIN, receiver.wait_for(wanted)).await;
+        let wanted = |status: &HoldStatus| matches!(status, HoldStatus::AtRisk(risk) if risk.deadline == deadline);
+        let reached = soon(receiver.wait_for(wanted)).await;
         assert!(
-            matches!(reached, Ok(Ok(_))),
+            matches!(reached, Some(Ok(_))),
             "the combined status stayed {:?}",
             *signal.receiver.borrow()
         );
-    }
-
-    fn at_risk_until(deadline: Instant) -> impl FnMut(&HoldStatus) -> bool {
-        move |status| matches!(status, HoldStatus::AtRisk(risk) if risk.deadline == deadline)
     }
 
     /// Members `count` live holds and their combination, followed on a task.
@@ -554,38 +539,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_combination_warns_with_the_most_urgent_member() {
         let (members, _combined, signal) = follow(2);
-        let (later, sooner) = (
-            Instant::now() + Duration::from_secs(10),
-            Instant::now() + Duration::from_secs(5),
-        );
+        let later = Instant::now() + Duration::from_secs(10);
+        let sooner = Instant::now() + Duration::from_secs(5);
         members[0].at_risk(risk_until(later));
+        let risk = soon(signal.at_risk()).await.map(|risk| risk.deadline());
         assert_eq!(
-            tokio::time::timeout(WITHIN, signal.at_risk())
-                .await
-                .map(|risk| risk.deadline()),
-            Ok(later),
+            risk,
+            Some(later),
             "a member at risk is the combination at risk"
         );
         members[1].at_risk(risk_until(sooner));
-        until(&signal, at_risk_until(sooner)).await;
+        at_risk_until(&signal, sooner).await;
         members[1].recovered();
-        until(&signal, at_risk_until(later)).await;
+        at_risk_until(&signal, later).await;
         members[0].recovered();
+        let recovered = soon(signal.recovered()).await;
         assert!(
-            tokio::time::timeout(WITHIN, signal.recovered())
-                .await
-                .is_ok(),
+            recovered.is_some(),
             "still at risk with every member recovered"
         );
         assert_eq!(signal.risk(), None);
 
         members[1].at_risk(risk_until(sooner));
-        until(&signal, at_risk_until(sooner)).await;
+        at_risk_until(&signal, sooner).await;
         members[0].lost(LossReason::Superseded);
-        assert_eq!(
-            tokio::time::timeout(WITHIN, signal.lost()).await,
-            Ok(LossReason::Superseded)
-        );
+        assert_eq!(soon(signal.lost()).await, Some(LossReason::Superseded));
         members[1].lost(LossReason::DeadlineExceeded);
         tokio::task::yield_now().await;
         assert_eq!(
@@ -602,29 +580,26 @@ mod tests {
         let (mut members, combined, signal) = follow(3);
         let deadline = Instant::now() + Duration::from_secs(5);
         members[2].at_risk(risk_until(deadline));
-        until(&signal, at_risk_until(deadline)).await;
+        at_risk_until(&signal, deadline).await;
         if let Some(member) = members.pop() {
             member.released();
         }
+        let recovered = soon(signal.recovered()).await;
         assert!(
-            tokio::time::timeout(WITHIN, signal.recovered())
-                .await
-                .is_ok(),
+            recovered.is_some(),
             "a released member kept the combination at risk"
         );
         drop(members.pop()); // its actor failed with the hold live
-        assert_eq!(
-            tokio::time::timeout(WITHIN, signal.lost()).await,
-            Ok(LossReason::RuntimeFailed)
-        );
+        assert_eq!(soon(signal.lost()).await, Some(LossReason::RuntimeFailed));
 
         let (members, combined_again, signal) = follow(1);
         drop(combined);
         combined_again.release_shared();
         members[0].lost(LossReason::Superseded);
         tokio::task::yield_now().await;
-        assert!(
-            tokio::time::timeout(WITHIN, signal.lost()).await.is_err(),
+        assert_eq!(
+            soon(signal.lost()).await,
+            None,
             "a released combination was lost"
         );
     }
