@@ -17,7 +17,7 @@ use super::orphan;
 use super::renewer::{Renewal, Renewer};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
-use crate::metrics::{LockMetrics, RenewalResult};
+use crate::metrics::{LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, ReleaseOutcome};
@@ -143,26 +143,17 @@ impl Hold {
 
     /// Passes the lease to the next local holder, with the next reserved token: the lease,
     /// its deadline and any renewal in flight carry on; this hold's guards see a release.
-    pub(crate) fn pass_locally(self, options: Arc<LockOptions>, metrics: LockMetrics) -> Self {
+    pub(crate) fn pass_locally(mut self, options: Arc<LockOptions>, metrics: LockMetrics) -> Self {
         self.metrics.hold_ended(self.acquired_at.elapsed());
-        let next = Self {
-            lease: self.lease,
-            access: self.access,
+        let successor = self.status.successor();
+        std::mem::replace(&mut self.status, successor).released();
+        Self {
             token: self.token + 1,
-            reserved_until: self.reserved_until,
             options,
             metrics,
             acquired_at: Instant::now(),
-            deadline: self.deadline,
-            next_renewal: self.next_renewal,
-            renewal_in_flight: self.renewal_in_flight,
-            silent_at: self.silent_at,
-            at_risk_since: self.at_risk_since,
-            last_error: self.last_error,
-            status: self.status.successor(),
-        };
-        self.status.released();
-        next
+            ..self
+        }
     }
 
     /// A guard of this hold for its caller, answering to `actor`.
@@ -185,7 +176,7 @@ impl Hold {
         }
     }
 
-    /// Schedules the first renewal (see [`Hold::renewed`]).
+    /// Schedules the first renewal.
     pub(crate) fn granted(&mut self, next_renewal: Instant) {
         self.metrics.held(1.0);
         self.next_renewal = next_renewal;
@@ -219,10 +210,17 @@ impl Hold {
     /// The renewal to send now for this hold of `name`, answering to `actor`, bounded by
     /// the loss deadline (a later answer is useless anyway).
     pub(crate) fn renewal(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
-        let deadline = self.renewal_sent();
+        self.renewal_in_flight = true;
+        // Halfway to the deadline: late enough that a loaded store's slow answer is not a
+        // false alarm, early enough that half the time left remains to act on the warning.
+        let now = Instant::now();
+        self.silent_at = self
+            .at_risk_since
+            .is_none()
+            .then(|| now + self.deadline.saturating_duration_since(now) / 2);
         Renewal {
             request: ExtendRequest::new(self.key(name), self.options.lease_duration()),
-            deadline,
+            deadline: self.deadline,
             actor: actor.clone(),
         }
     }
@@ -238,16 +236,24 @@ impl Hold {
         result: Result<ExtendOutcome, StoreError>,
         renewer: &Renewer,
     ) -> Option<LossReason> {
-        self.renewal_answered(sent_at, result.is_err());
+        let failed = result.is_err();
+        self.metrics
+            .store_call(StoreOp::Extend, sent_at.elapsed(), failed);
+        self.silent_at = None;
+        self.renewal_in_flight = false;
         match result {
             Ok(ExtendOutcome::Extended) => {
                 tracing::trace!(lock = %name, token = self.token, "lease renewed");
                 self.metrics.renewal(RenewalResult::Extended);
-                let next = renewer.align(
-                    self.next_renewal_after(sent_at),
-                    self.options.renew_interval(),
-                );
-                self.renewed(sent_at, next);
+                self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
+                self.last_error = None;
+                if self.at_risk_since.take().is_some() {
+                    self.metrics.at_risk(-1.0);
+                    self.status.recovered();
+                }
+                self.status.confirmed(sent_at);
+                let interval = self.options.renew_interval();
+                self.next_renewal = renewer.align(self.next_renewal_after(sent_at), interval);
                 None
             }
             Ok(ExtendOutcome::NotOwner) => {
@@ -257,54 +263,17 @@ impl Hold {
             Err(error) => {
                 tracing::warn!(lock = %name, token = self.token, %error, "lease renewal failed; retrying until the renew deadline");
                 self.metrics.renewal(RenewalResult::Error);
-                self.renewal_failed(error);
+                // A renewal our own timeout cut short went unanswered: that is a silent
+                // store, not a failing one.
+                self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+                self.mark_at_risk();
+                // Retried a quarter cadence later, never past the deadline (its timer
+                // decides the loss).
+                let retry = (self.options.renew_interval() / 4).max(Duration::from_millis(1));
+                self.next_renewal = (Instant::now() + retry).min(self.deadline);
                 None
             }
         }
-    }
-
-    /// A renewal goes out now; returns until when its answer is useful (the loss deadline).
-    pub(crate) fn renewal_sent(&mut self) -> Instant {
-        self.renewal_in_flight = true;
-        // Halfway to the deadline: late enough that a loaded store's slow answer is not a
-        // false alarm, early enough that half the time left remains to act on the warning.
-        let now = Instant::now();
-        self.silent_at = self
-            .at_risk_since
-            .is_none()
-            .then(|| now + self.deadline.saturating_duration_since(now) / 2);
-        self.deadline
-    }
-
-    /// The renewal sent at `sent_at` was answered (`failed`: with an error); returns whether
-    /// it was the one in flight.
-    pub(crate) fn renewal_answered(&mut self, sent_at: Instant, failed: bool) -> bool {
-        self.metrics
-            .store_call(crate::metrics::StoreOp::Extend, sent_at.elapsed(), failed);
-        self.silent_at = None;
-        std::mem::replace(&mut self.renewal_in_flight, false)
-    }
-
-    /// The renewal sent at `sent_at` succeeded; the next one is due at `next_renewal`.
-    pub(crate) fn renewed(&mut self, sent_at: Instant, next_renewal: Instant) {
-        self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
-        self.last_error = None;
-        if self.at_risk_since.take().is_some() {
-            self.metrics.at_risk(-1.0);
-            self.status.recovered();
-        }
-        self.status.confirmed(sent_at);
-        self.next_renewal = next_renewal;
-    }
-
-    /// A renewal failed with `error`: the hold is at risk; retry a quarter cadence later,
-    /// never past the deadline (the deadline timer decides the loss).
-    pub(crate) fn renewal_failed(&mut self, error: StoreError) {
-        // A renewal our own timeout cut short went unanswered: that is a silent store, not a
-        // failing one.
-        self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-        self.mark_at_risk();
-        self.next_renewal = (Instant::now() + self.retry_delay()).min(self.deadline);
     }
 
     /// The renewal in flight has gone unanswered for half its time: the hold is at risk
@@ -319,16 +288,11 @@ impl Hold {
             self.metrics.at_risk(1.0);
             Instant::now()
         });
-        self.status.at_risk(AtRisk::new(
+        self.status.at_risk(AtRisk {
             since,
-            self.deadline,
-            self.last_error.as_ref().map(StoreError::report),
-        ));
-    }
-
-    /// How long after a renewal failed the next is sent: a quarter of the renewal cadence.
-    fn retry_delay(&self) -> Duration {
-        (self.options.renew_interval() / 4).max(Duration::from_millis(1))
+            deadline: self.deadline,
+            last_error: self.last_error.as_ref().map(StoreError::report),
+        });
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.
@@ -350,8 +314,7 @@ impl Hold {
     /// returned [`LostHold`]: it must stay on the store while the guard may still act.
     pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostHold {
         self.metrics.loss(reason);
-        self.end_risk();
-        self.metrics.hold_ended(self.acquired_at.elapsed());
+        self.end();
         self.status.lost(reason.clone());
         // The store keeps the lease at least `expiry` past the last confirmed send, and the
         // deadline is `renew_deadline` past it: the holder is told at least this much before
@@ -368,17 +331,17 @@ impl Hold {
         }
     }
 
-    /// A hold at risk that ends counts no more in the at-risk gauge.
-    fn end_risk(&self) {
+    /// The hold ends: it counts no more in the gauges (at risk too, if it was).
+    fn end(&self) {
         if self.at_risk_since.is_some() {
             self.metrics.at_risk(-1.0);
         }
+        self.metrics.hold_ended(self.acquired_at.elapsed());
     }
 
     /// Ends the hold by release: not a loss, so loss watchers never fire.
     pub(crate) fn released(self) {
-        self.end_risk();
-        self.metrics.hold_ended(self.acquired_at.elapsed());
+        self.end();
         self.status.released();
     }
 }
@@ -396,21 +359,18 @@ pub(crate) struct LostHold {
 }
 
 impl LostHold {
-    /// Waits for the acknowledgement (or the end of the margin), then releases the lease
-    /// (owner-checked: a lease somebody else replaced is left alone).
-    pub(crate) async fn release_when_acknowledged(self, store: &dyn LockStore) {
-        tokio::select! {
-            biased;
-            () = self.status.acknowledged() => {}
-            () = tokio::time::sleep_until(self.free_at) => {}
-        }
-        orphan::release_now(store, &self.key, self.timeout).await;
-    }
-
-    /// [`release_when_acknowledged`](Self::release_when_acknowledged) on its own task.
+    /// On its own task: waits for the acknowledgement (or the end of the margin), then
+    /// releases the lease (owner-checked: a lease somebody else replaced is left alone).
     pub(crate) fn spawn_release(self, store: &Arc<dyn LockStore>) {
         let store = store.clone();
-        tokio::spawn(async move { self.release_when_acknowledged(store.as_ref()).await });
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                () = self.status.acknowledged() => {}
+                () = tokio::time::sleep_until(self.free_at) => {}
+            }
+            orphan::release_now(store.as_ref(), &self.key, self.timeout).await;
+        });
     }
 }
 
