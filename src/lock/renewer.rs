@@ -27,7 +27,7 @@ use super::batch_size::BatchSize;
 use super::message::LockMsg;
 use super::store_call::bounded;
 use crate::error::StoreError;
-use crate::store::{ExtendRequest, LockStore};
+use crate::store::{ExtendOutcome, ExtendRequest, LockStore};
 
 /// The most renewals in one store call.
 const MAX_BATCH: usize = 10_000;
@@ -75,12 +75,8 @@ impl Renewer {
     pub(crate) fn renew(&self, renewal: Renewal) {
         if let Err(refused) = self.queue.send(renewal) {
             // The manager is shutting down: answer so the actor does not wait for nothing.
-            let renewal = refused.0;
-            let _ = renewal.actor.send_message(LockMsg::RenewDone {
-                lease: renewal.request.key.lease,
-                sent_at: Instant::now(),
-                result: Err(StoreError::backend("the renewer has stopped")),
-            });
+            let stopped = Err(StoreError::backend("the renewer has stopped"));
+            answer(&refused.0, Instant::now(), stopped);
         }
     }
 
@@ -139,8 +135,7 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 None => open = false,
             },
             Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                if let Ok(Some(sent)) = done {
-                    let Sent { leases, took, time_left } = sent;
+                if let Ok(Some((leases, took, time_left))) = done {
                     batch_size.record(leases, took, time_left);
                 }
             }
@@ -222,18 +217,14 @@ fn still_needed(batch: Vec<Renewal>) -> Vec<Renewal> {
     needed
 }
 
-/// How a bulk command went, for the batch size: how many leases, how long it took, and the
-/// time its leases had left when it was sent.
-struct Sent {
-    leases: usize,
-    took: Duration,
-    time_left: Duration,
-}
-
-/// Sends one batch (one lease length), answers each actor, and says how long it took; a
-/// quick failure says nothing about what a batch costs (`None`), a timeout that it was
+/// Sends one batch (one lease length), answers each actor, and says for the batch size how
+/// it went: how many leases, how long it took, and the time they had left when it was sent.
+/// A quick failure says nothing about what a batch costs (`None`), a timeout that it was
 /// too big.
-async fn send(store: Arc<dyn LockStore>, batch: Vec<Renewal>) -> Option<Sent> {
+async fn send(
+    store: Arc<dyn LockStore>,
+    batch: Vec<Renewal>,
+) -> Option<(usize, Duration, Duration)> {
     let requests: Vec<ExtendRequest> = batch.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
     let time_left = batch
@@ -260,31 +251,15 @@ async fn send(store: Arc<dyn LockStore>, batch: Vec<Renewal>) -> Option<Sent> {
     })
     .await;
     let took = sent_at.elapsed();
-    let sent = (answered.is_ok() || took >= time_left).then_some(Sent {
-        leases: batch.len(),
-        took,
-        time_left,
-    });
-    match answered {
-        Ok(results) => {
-            for (renewal, result) in batch.iter().zip(results) {
-                answer(renewal, sent_at, result);
-            }
-        }
-        Err(error) => {
-            for renewal in &batch {
-                answer(renewal, sent_at, Err(error.clone()));
-            }
-        }
+    let sent = (answered.is_ok() || took >= time_left).then_some((batch.len(), took, time_left));
+    let results = answered.unwrap_or_else(|error| vec![Err(error); batch.len()]);
+    for (renewal, result) in batch.iter().zip(results) {
+        answer(renewal, sent_at, result);
     }
     sent
 }
 
-fn answer(
-    renewal: &Renewal,
-    sent_at: Instant,
-    result: Result<crate::store::ExtendOutcome, StoreError>,
-) {
+fn answer(renewal: &Renewal, sent_at: Instant, result: Result<ExtendOutcome, StoreError>) {
     // The actor may have stopped meanwhile (released, shut down): nobody needs the answer.
     let _ = renewal.actor.send_message(LockMsg::RenewDone {
         lease: renewal.request.key.lease,
@@ -295,43 +270,32 @@ fn answer(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
     use super::*;
+    use crate::lock::timer::tests::probe;
+    use crate::name::LockName;
+    use crate::store::outcome::LockRecord;
+    use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey, ReleaseOutcome};
 
     #[tokio::test(start_paused = true)]
     async fn renewals_due_close_together_align_on_one_instant() {
         let renewer = Renewer::start(Arc::new(crate::store::memory::MemoryStore::new()));
         let cadence = Duration::from_secs(8);
         let start = Instant::now();
-        let aligned: Vec<Instant> = (0..100)
-            .map(|ms| renewer.align(start + cadence + Duration::from_millis(ms * 5), cadence))
-            .collect();
+        let due = |ms: u64| start + cadence + Duration::from_millis(ms * 5);
+        let aligned: Vec<Instant> = (0..100).map(|ms| renewer.align(due(ms), cadence)).collect();
         // 100 leases acquired over half a second renew at one or two grid points...
         let mut distinct = aligned.clone();
         distinct.dedup();
         assert!(distinct.len() <= 2, "{distinct:?}");
         // ...never later than due, at most a grid step (an eighth of the cadence) earlier.
         for (ms, at) in (0..100u64).zip(&aligned) {
-            let due = start + cadence + Duration::from_millis(ms * 5);
-            assert!(*at <= due && due - *at <= cadence / 8, "{ms}");
+            assert!(*at <= due(ms) && due(ms) - *at <= cadence / 8, "{ms}");
         }
     }
-}
-
-/// The bulk path, on a store whose renewals take a while.
-#[cfg(test)]
-mod batching_tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use async_trait::async_trait;
-    use ractor::{Actor, ActorProcessingErr};
-    use tokio::sync::mpsc::UnboundedSender;
-
-    use super::*;
-    use crate::name::LockName;
-    use crate::store::outcome::LockRecord;
-    use crate::store::{
-        AcquireOutcome, AcquireRequest, ExtendOutcome, LeaseId, LeaseKey, ReleaseOutcome,
-    };
 
     /// Answers every renewal after [`SlowRenewals::TAKES`] (that the lease is gone, which
     /// does not matter here) and counts the calls; has nothing else.
@@ -351,19 +315,17 @@ mod batching_tests {
         }
 
         async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-            self.extend_many(std::slice::from_ref(request))
-                .await
-                .pop()
-                .unwrap_or(Ok(ExtendOutcome::NotOwner))
+            let mut answers = self.extend_many(std::slice::from_ref(request)).await;
+            answers.pop().unwrap_or(Ok(ExtendOutcome::NotOwner))
         }
 
         async fn extend_many(
             &self,
-            requests: &[ExtendRequest],
+            all: &[ExtendRequest],
         ) -> Vec<Result<ExtendOutcome, StoreError>> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Self::TAKES).await;
-            vec![Ok(ExtendOutcome::NotOwner); requests.len()]
+            vec![Ok(ExtendOutcome::NotOwner); all.len()]
         }
 
         fn max_extend_batch(&self) -> usize {
@@ -379,81 +341,50 @@ mod batching_tests {
         }
     }
 
-    /// Stands in for lock actors: passes on each renewal's answer (when the command it went
-    /// in was sent, and whether it failed).
-    struct Holder;
-
-    impl Actor for Holder {
-        type Msg = LockMsg;
-        type State = UnboundedSender<(Instant, bool)>;
-        type Arguments = UnboundedSender<(Instant, bool)>;
-
-        async fn pre_start(
-            &self,
-            _myself: ActorRef<LockMsg>,
-            answers: Self::Arguments,
-        ) -> Result<Self::State, ActorProcessingErr> {
-            Ok(answers)
-        }
-
-        async fn handle(
-            &self,
-            _myself: ActorRef<LockMsg>,
-            message: LockMsg,
-            answers: &mut Self::State,
-        ) -> Result<(), ActorProcessingErr> {
-            if let LockMsg::RenewDone {
-                sent_at, result, ..
-            } = message
-            {
-                let _ = answers.send((sent_at, result.is_err()));
-            }
-            Ok(())
-        }
-    }
-
-    fn renewal(actor: &ActorRef<LockMsg>, i: usize, deadline: Instant) -> Renewal {
-        let name = LockName::new(format!("lock-{i}")).expect("a valid name");
-        Renewal {
-            request: ExtendRequest::new(
-                LeaseKey::new(name, LeaseId::new()),
-                Duration::from_secs(6),
-            ),
-            deadline,
-            actor: actor.clone(),
-        }
-    }
-
+    /// The bulk path, on a store whose renewals take a while.
     #[tokio::test(start_paused = true)]
     async fn renewals_due_while_a_command_is_out_go_together_in_the_next_and_late_ones_in_none() {
         let store = Arc::new(SlowRenewals::default());
         let renewer = Renewer::start(store.clone());
-        let (answers, mut answered) = mpsc::unbounded_channel();
-        let (holder, _) = Actor::spawn(None, Holder, answers).await.expect("spawned");
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let renewal = |i: usize, deadline: Instant| Renewal {
+            request: ExtendRequest::new(
+                LeaseKey::new(LockName::new(format!("lock-{i}")).unwrap(), LeaseId::new()),
+                Duration::from_secs(6),
+            ),
+            deadline,
+            actor: holder.clone(),
+        };
         let deadline = Instant::now() + Duration::from_secs(2);
 
-        renewer.renew(renewal(&holder, 0, deadline));
+        renewer.renew(renewal(0, deadline));
         // The first command is out (stalled); the next three fall due one by one meanwhile.
         for i in 1..=3 {
             tokio::time::sleep(COALESCE * 2).await;
-            renewer.renew(renewal(&holder, i, deadline));
+            renewer.renew(renewal(i, deadline));
         }
         // One whose holder's deadline passed while it queued.
-        renewer.renew(renewal(&holder, 4, Instant::now()));
+        renewer.renew(renewal(4, Instant::now()));
 
+        // When the command each answer went in was sent, and whether it failed.
         let mut seen = Vec::new();
         for _ in 0..5 {
-            seen.push(answered.recv().await.expect("every renewal is answered"));
+            let answer = answered.recv().await.expect("every renewal is answered");
+            if let LockMsg::RenewDone {
+                sent_at, result, ..
+            } = answer
+            {
+                seen.push((sent_at, result.is_err()));
+            }
         }
+        let calls = store.calls.load(Ordering::SeqCst);
         assert_eq!(
-            store.calls.load(Ordering::SeqCst),
-            2,
+            calls, 2,
             "one command for the first, one for the next three"
         );
-        let late: Vec<_> = seen.iter().filter(|(_, failed)| *failed).collect();
+        let late = seen.iter().filter(|(_, failed)| *failed).count();
         assert_eq!(
-            late.len(),
-            1,
+            late, 1,
             "the late renewal is answered without a call: {seen:?}"
         );
         let mut sent: Vec<Instant> = seen

@@ -201,46 +201,25 @@ mod tests {
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
-    use ractor::{Actor, ActorProcessingErr, ActorRef};
-
     use super::*;
+    use crate::lock::timer::tests::probe;
     use crate::store::memory::MemoryStore;
 
-    /// A runtime on a fresh memory store whose idle lock actors stop after `idle`.
-    async fn runtime_idling_after(idle: Duration) -> Arc<Runtime> {
+    /// A runtime on a fresh memory store whose idle lock actors stop after `idle`, and a
+    /// handle on `name` in it.
+    async fn lock_idling_after(idle: Duration, name: &str) -> (Arc<Runtime>, Lock) {
         let store = MemoryStore::new();
         store.prepare().await.unwrap();
-        Runtime::start(Arc::new(store), HolderId::generate(), idle)
+        let runtime = Runtime::start(Arc::new(store), HolderId::generate(), idle)
             .await
-            .unwrap()
-    }
-
-    fn lock(runtime: &Arc<Runtime>, name: &str) -> Lock {
-        runtime.lock(
-            LockName::new(name).unwrap(),
-            Arc::new(LockOptions::default()),
-        )
-    }
-
-    fn pending_timers(runtime: &Runtime) -> usize {
-        runtime.pending_timers.load(Ordering::Relaxed)
+            .unwrap();
+        let options = Arc::new(LockOptions::default());
+        let lock = runtime.lock(LockName::new(name).unwrap(), options);
+        (runtime, lock)
     }
 
     fn routed_by_supervisor(runtime: &Runtime) -> u64 {
         runtime.routed_by_supervisor.load(Ordering::Relaxed)
-    }
-
-    /// An actor that ignores what it is sent.
-    struct Sink;
-
-    impl Actor for Sink {
-        type Msg = ();
-        type State = ();
-        type Arguments = ();
-
-        async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-            Ok(())
-        }
     }
 
     /// No task or timer outlives its purpose: after many acquire/release cycles the runtime
@@ -249,39 +228,36 @@ mod tests {
     /// a released hold ends).
     #[tokio::test(start_paused = true)]
     async fn released_holds_leave_no_sleeping_timers() {
-        let runtime = runtime_idling_after(Duration::from_secs(60)).await;
-        let lock = lock(&runtime, "cycled");
-        lock.acquire().await.unwrap().release().await.unwrap();
-        // Let the first cycle's background work finish; what is alive now is the baseline
-        // (the supervisor, the lock actor, the renewer, the timer service, the store's
-        // sweeper).
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        let (runtime, lock) = lock_idling_after(Duration::from_secs(60), "cycled").await;
+        let pending_timers = || runtime.pending_timers.load(Ordering::Relaxed);
         let alive = || {
             tokio::runtime::Handle::current()
                 .metrics()
                 .num_alive_tasks()
         };
-        let baseline = alive() + 1; // the sink actor below
-        let (sink, _) = Actor::spawn(None, Sink, ()).await.unwrap();
+        lock.acquire().await.unwrap().release().await.unwrap();
+        // Let the first cycle's background work finish; what is alive now is the baseline
+        // (the supervisor, the lock actor, the renewer, the timer service, the store's
+        // sweeper).
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let baseline = alive() + 1; // the probe actor below
+        let (probe, _received) = probe::<()>().await;
         for _ in 0..200 {
             let guard = lock.acquire().await.unwrap();
-            guard.notify(&sink, |_| ()); // watches for a loss that never comes
+            guard.notify(&probe, |_| ()); // watches for a loss that never comes
             guard.release().await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
+        let cycles = "left behind by 200 acquire/release cycles";
+        assert_eq!(alive(), baseline, "tasks {cycles}");
         assert_eq!(
-            alive(),
-            baseline,
-            "tasks left behind by 200 acquire/release cycles"
-        );
-        assert_eq!(
-            pending_timers(&runtime),
+            pending_timers(),
             1,
-            "timers left behind by 200 acquire/release cycles (only the idle actor's stop is due)"
+            "timers {cycles} (only the idle actor's stop is due)"
         );
         let held = lock.acquire().await.unwrap();
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert_eq!(pending_timers(&runtime), 1, "one timer per held lock");
+        assert_eq!(pending_timers(), 1, "one timer per held lock");
         held.release().await.unwrap();
         runtime.shutdown().await;
     }
@@ -292,8 +268,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn handles_reach_their_actor_directly_after_the_first_request() {
         let idle = Duration::from_millis(100);
-        let runtime = runtime_idling_after(idle).await;
-        let lock = lock(&runtime, "direct");
+        let (runtime, lock) = lock_idling_after(idle, "direct").await;
         for _ in 0..50 {
             let clone = lock.clone();
             clone.acquire().await.unwrap().release().await.unwrap();
@@ -311,33 +286,29 @@ mod tests {
     /// before it retires (and keeps it) or goes through the supervisor to a fresh one.
     #[tokio::test(start_paused = true)]
     async fn requests_racing_an_idle_stop_are_never_lost() {
-        let idle = Duration::from_millis(1);
-        let runtime = runtime_idling_after(idle).await;
-        let lock = lock(&runtime, "racy");
-        let mut tasks = Vec::new();
-        for task in 0..8_u64 {
+        let (runtime, lock) = lock_idling_after(Duration::from_millis(1), "racy").await;
+        let tasks = (0..8_u64).map(|task| {
             let lock = lock.clone();
-            tasks.push(tokio::spawn(async move {
+            tokio::spawn(async move {
                 for round in 0..100_u64 {
                     // Pauses around the idle timeout, so requests arrive just before, at and
                     // just after the actor retires.
-                    tokio::time::sleep(Duration::from_micros((task * 131 + round * 17) % 2_500))
-                        .await;
-                    let guard = lock
-                        .acquire_timeout(Duration::from_secs(5))
+                    let pause = Duration::from_micros((task * 131 + round * 17) % 2_500);
+                    tokio::time::sleep(pause).await;
+                    let acquired = lock.acquire_timeout(Duration::from_secs(5)).await;
+                    acquired
+                        .expect("an acquisition was lost")
+                        .release()
                         .await
-                        .expect("an acquisition was lost");
-                    guard.release().await.unwrap();
+                        .unwrap();
                 }
-            }));
-        }
-        for task in tasks {
+            })
+        });
+        for task in tasks.collect::<Vec<_>>() {
             task.await.unwrap();
         }
-        assert!(
-            routed_by_supervisor(&runtime) > 1,
-            "the actor stopped and was restarted"
-        );
+        let restarted = routed_by_supervisor(&runtime) > 1;
+        assert!(restarted, "the actor stopped and was restarted");
         runtime.shutdown().await;
     }
 }

@@ -61,13 +61,8 @@ impl Timers {
         }
     }
 
-    /// How many timers are pending (the service's count, as of its last command).
-    #[cfg(test)]
-    pub(crate) fn pending(&self) -> usize {
-        self.pending.load(Ordering::Relaxed)
-    }
-
-    /// The pending count alone: it reads the count without keeping the service running.
+    /// How many timers are pending (the service's count, as of its last command), apart
+    /// from the service: reading it does not keep the service running.
     #[cfg(test)]
     pub(crate) fn count(&self) -> Arc<AtomicUsize> {
         self.pending.clone()
@@ -167,34 +162,36 @@ async fn run(
     }
 }
 
+/// Also for the other lock tests: [`probe`].
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use ractor::{Actor, ActorProcessingErr, ActorRef};
-    use tokio::sync::mpsc::UnboundedSender;
+    use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
     use super::*;
 
-    struct Probe;
+    /// An actor that passes on every message it gets, to the receiver [`probe`] returns.
+    struct Probe<M>(std::marker::PhantomData<fn() -> M>);
 
-    impl Actor for Probe {
-        type Msg = u32;
-        type State = UnboundedSender<u32>;
-        type Arguments = UnboundedSender<u32>;
+    impl<M: Message> Actor for Probe<M> {
+        type Msg = M;
+        type State = UnboundedSender<M>;
+        type Arguments = UnboundedSender<M>;
 
         async fn pre_start(
             &self,
-            _myself: ActorRef<u32>,
-            seen: UnboundedSender<u32>,
+            _: ActorRef<M>,
+            seen: Self::State,
         ) -> Result<Self::State, ActorProcessingErr> {
             Ok(seen)
         }
 
         async fn handle(
             &self,
-            _myself: ActorRef<u32>,
-            message: u32,
+            _: ActorRef<M>,
+            message: M,
             seen: &mut Self::State,
         ) -> Result<(), ActorProcessingErr> {
             let _ = seen.send(message);
@@ -202,22 +199,28 @@ mod tests {
         }
     }
 
+    /// A running [`Probe`] and what it receives.
+    pub(in crate::lock) async fn probe<M: Message>() -> (ActorRef<M>, UnboundedReceiver<M>) {
+        let (seen, received) = mpsc::unbounded_channel();
+        let (probe, _) = Actor::spawn(None, Probe(std::marker::PhantomData), seen)
+            .await
+            .unwrap();
+        (probe, received)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn timers_fire_in_order_and_replaced_or_cancelled_ones_never() {
         let timers = Timers::start();
-        let (seen, mut received) = mpsc::unbounded_channel();
-        let (probe, _) = Actor::spawn(None, Probe, seen).await.unwrap();
+        let (probe, mut received) = probe::<u32>().await;
+        let at = |secs| Instant::now() + Duration::from_secs(secs);
         let start = Instant::now();
-        let mut first = timers.timer::<u32>();
-        let mut second = timers.timer::<u32>();
-        let mut dropped = timers.timer::<u32>();
-        first.set(&probe, start + Duration::from_secs(3), || 1);
-        first.set(&probe, start + Duration::from_secs(2), || 2); // replaces 1
-        second.set(&probe, start + Duration::from_secs(1), || 3);
-        dropped.set(&probe, start + Duration::from_secs(1), || 4);
+        let [mut first, mut second, mut dropped, mut cancelled] = [(); 4].map(|()| timers.timer());
+        first.set(&probe, at(3), || 1);
+        first.set(&probe, at(2), || 2); // replaces 1
+        second.set(&probe, at(1), || 3);
+        dropped.set(&probe, at(1), || 4);
         drop(dropped);
-        let mut cancelled = timers.timer::<u32>();
-        cancelled.set(&probe, start + Duration::from_secs(1), || 5);
+        cancelled.set(&probe, at(1), || 5);
         cancelled.cancel();
         assert_eq!(received.recv().await, Some(3));
         assert_eq!(start.elapsed(), Duration::from_secs(1));
@@ -228,7 +231,7 @@ mod tests {
             received.try_recv().is_err(),
             "a replaced or cancelled timer fired"
         );
-        assert_eq!(timers.pending(), 0);
+        assert_eq!(timers.count().load(Ordering::Relaxed), 0);
         probe.stop(None);
     }
 }
