@@ -44,7 +44,6 @@ impl Waiter {
 
     /// Sends this waiter a guard; a guard it can no longer take is disarmed.
     fn deliver(self, make_guard: &mut impl FnMut() -> LockGuard) -> bool {
-        self.metrics.waiters(-1.0);
         match self.reply.send(Ok(make_guard())) {
             Ok(()) => {
                 self.metrics.acquire_wait(self.requested_at.elapsed());
@@ -88,28 +87,34 @@ impl Waiters {
         !self.queue.is_empty()
     }
 
-    /// The first waiter, if any.
-    pub(crate) fn front(&self) -> Option<NextWaiter> {
-        self.queue.front().map(Waiter::next)
+    /// The waiters still listening that ask for `access`.
+    fn live_for(&mut self, access: Access) -> impl Iterator<Item = &Waiter> {
+        self.prune();
+        self.queue
+            .iter()
+            .filter(move |waiter| waiter.access == access)
     }
 
     /// The first waiter asking for `access`, if any (after dropping those who left): how a
     /// reader/writer lock lets the readers waiting when a writer leaves go first.
     pub(crate) fn first_live_for(&mut self, access: Access) -> Option<NextWaiter> {
-        self.prune();
-        self.queue
-            .iter()
-            .find(|waiter| waiter.access == access)
-            .map(Waiter::next)
+        self.live_for(access).next().map(Waiter::next)
     }
 
     /// How many waiters still listening ask for `access`.
     pub(crate) fn count_for(&mut self, access: Access) -> usize {
-        self.prune();
-        self.queue
+        self.live_for(access).count()
+    }
+
+    /// Takes the first waiter asking for `access` out of the line.
+    fn take_first_for(&mut self, access: Access) -> Option<Waiter> {
+        let at = self
+            .queue
             .iter()
-            .filter(|waiter| waiter.access == access)
-            .count()
+            .position(|waiter| waiter.access == access)?;
+        let waiter = self.queue.remove(at)?;
+        waiter.metrics.waiters(-1.0);
+        Some(waiter)
     }
 
     /// Hands a guard to the first waiter asking for `access` still listening. `make_guard`
@@ -120,10 +125,7 @@ impl Waiters {
         access: Access,
         mut make_guard: impl FnMut() -> LockGuard,
     ) -> bool {
-        while let Some(at) = self.queue.iter().position(|waiter| waiter.access == access) {
-            let Some(waiter) = self.queue.remove(at) else {
-                return false;
-            };
+        while let Some(waiter) = self.take_first_for(access) {
             if waiter.deliver(&mut make_guard) {
                 return true;
             }
@@ -134,10 +136,7 @@ impl Waiters {
     /// Answers the first waiter asking for `access` with `error` (a request the store
     /// refused for good, such as a kind mismatch, fails only those who asked for it).
     pub(crate) fn fail_first_for(&mut self, access: Access, error: LockError) {
-        if let Some(at) = self.queue.iter().position(|waiter| waiter.access == access)
-            && let Some(waiter) = self.queue.remove(at)
-        {
-            waiter.metrics.waiters(-1.0);
+        if let Some(waiter) = self.take_first_for(access) {
             let _ = waiter.reply.send(Err(error));
         }
     }
@@ -174,7 +173,8 @@ impl Waiters {
 
     /// The first waiter still listening, after dropping those whose caller went away.
     pub(crate) fn next_live(&mut self) -> Option<NextWaiter> {
-        if self.prune() { self.front() } else { None }
+        self.prune();
+        self.queue.front().map(Waiter::next)
     }
 
     /// Answers every waiter with `error` and empties the queue.
