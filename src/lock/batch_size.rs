@@ -165,29 +165,35 @@ fn determinant(m: &[[f64; 3]; 3]) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::cast_precision_loss)]
 mod tests {
     use super::*;
 
-    fn micros(us: f64) -> Duration {
-        Duration::from_secs_f64(us / 1e6)
+    const TWO_SECONDS: Duration = Duration::from_secs(2);
+
+    /// A command's time for `n` leases: `a + b·n + c·n²` microseconds.
+    fn costing(a: f64, b: f64, c: f64) -> impl Fn(usize) -> Duration {
+        move |n| Duration::from_secs_f64((a + b * n as f64 + c * (n * n) as f64) / 1e6)
     }
 
     /// Sends batches as the renewer does: as many as are queued (`queued(round)`) up to the
-    /// size allowed for `time_left`, each costing `cost(size)`; returns the sizes sent.
+    /// size allowed for `time_left`, each costing `cost(size)`; returns the sizer and the
+    /// sizes sent.
     fn run(
-        sizer: &mut BatchSize,
         rounds: usize,
         time_left: Duration,
         queued: impl Fn(usize) -> usize,
         cost: impl Fn(usize) -> Duration,
-    ) -> Vec<usize> {
-        (0..rounds)
+    ) -> (BatchSize, Vec<usize>) {
+        let mut sizer = BatchSize::new(10_000);
+        let sizes = (0..rounds)
             .map(|round| {
                 let size = sizer.limit(time_left).min(queued(round).max(1));
                 sizer.record(size, cost(size), time_left);
                 size
             })
-            .collect()
+            .collect();
+        (sizer, sizes)
     }
 
     /// Backlogs that vary as they do under load: between 100 and 10,000.
@@ -195,77 +201,58 @@ mod tests {
         [100, 2_500, 10_000, 700, 6_000, 300, 10_000, 1_500][round % 8]
     }
 
+    fn full(_: usize) -> usize {
+        10_000
+    }
+
     /// Fitted to the test server's renewals of uuid lease ids: 1 ms a command, 20 µs a
     /// lease, and 0.02 µs more per lease for each lease in the list.
-    #[allow(clippy::cast_precision_loss)]
     fn test_server(n: usize) -> Duration {
-        micros(1_000.0 + 20.0 * n as f64 + 0.02 * (n * n) as f64)
+        costing(1_000.0, 20.0, 0.02)(n)
     }
 
     #[test]
     fn a_round_trip_plus_a_little_per_lease_reaches_the_store_limit() {
         // MongoDB-like: 1 ms per command, 5 µs per lease; a quarter of 2 s fits 10,000.
-        let mut sizer = BatchSize::new(10_000);
-        #[allow(clippy::cast_precision_loss)]
-        run(&mut sizer, 40, Duration::from_secs(2), varied, |n| {
-            micros(1_000.0 + 5.0 * n as f64)
-        });
-        assert_eq!(sizer.limit(Duration::from_secs(2)), 10_000);
+        let (sizer, _) = run(40, TWO_SECONDS, varied, costing(1_000.0, 5.0, 0.0));
+        assert_eq!(sizer.limit(TWO_SECONDS), 10_000);
     }
 
     #[test]
     fn a_cost_per_lease_growing_with_the_list_caps_at_the_cheapest_size() {
         // √(a/c) = √(1,000 / 0.02) ≈ 224.
-        let mut sizer = BatchSize::new(10_000);
-        run(&mut sizer, 60, Duration::from_secs(2), varied, test_server);
-        let limit = sizer.limit(Duration::from_secs(2));
+        let (sizer, _) = run(60, TWO_SECONDS, varied, test_server);
+        let limit = sizer.limit(TWO_SECONDS);
         assert!((128..=400).contains(&limit), "{limit}");
     }
 
     #[test]
     fn batches_stay_within_a_quarter_of_the_time_left() {
         // 200 µs a lease: a quarter of 2 s fits 2,500.
-        let mut sizer = BatchSize::new(10_000);
-        let time_left = Duration::from_secs(2);
-        #[allow(clippy::cast_precision_loss)]
-        let cost = |n: usize| micros(200.0 * n as f64);
-        let sizes = run(&mut sizer, 40, time_left, |_| 10_000, cost);
+        let cost = costing(0.0, 200.0, 0.0);
+        let (_, sizes) = run(40, TWO_SECONDS, full, &cost);
         for &size in &sizes[5..] {
-            assert!(cost(size) <= time_left / LATENCY_SHARE, "{size}: {sizes:?}");
+            assert!(
+                cost(size) <= TWO_SECONDS / LATENCY_SHARE,
+                "{size}: {sizes:?}"
+            );
         }
     }
 
     #[test]
     fn a_stall_shrinks_the_next_batches_at_once() {
-        let mut sizer = BatchSize::new(10_000);
-        let time_left = Duration::from_secs(2);
-        #[allow(clippy::cast_precision_loss)]
-        run(
-            &mut sizer,
-            10,
-            time_left,
-            |_| 10_000,
-            |n| micros(20.0 * n as f64),
-        );
-        let before = sizer.limit(time_left);
+        let (mut sizer, _) = run(10, TWO_SECONDS, full, costing(0.0, 20.0, 0.0));
+        let before = sizer.limit(TWO_SECONDS);
         // One batch timed out: it took all of its time left.
-        sizer.record(before, time_left, time_left);
-        let after = sizer.limit(time_left);
+        sizer.record(before, TWO_SECONDS, TWO_SECONDS);
+        let after = sizer.limit(TWO_SECONDS);
         assert!(after * 2 < before, "{before} -> {after}");
     }
 
     #[test]
     fn less_time_left_means_smaller_batches() {
-        let mut sizer = BatchSize::new(10_000);
-        #[allow(clippy::cast_precision_loss)]
-        run(
-            &mut sizer,
-            10,
-            Duration::from_secs(2),
-            |_| 10_000,
-            |n| micros(50.0 * n as f64),
-        );
-        let relaxed = sizer.limit(Duration::from_secs(2));
+        let (sizer, _) = run(10, TWO_SECONDS, full, costing(0.0, 50.0, 0.0));
+        let relaxed = sizer.limit(TWO_SECONDS);
         let pressed = sizer.limit(Duration::from_millis(200));
         assert!(pressed * 5 < relaxed, "{relaxed} vs {pressed}");
         assert_eq!(sizer.limit(Duration::ZERO), MIN);
@@ -273,14 +260,7 @@ mod tests {
 
     #[test]
     fn one_size_only_fits_no_curve() {
-        let mut sizer = BatchSize::new(10_000);
-        run(
-            &mut sizer,
-            20,
-            Duration::from_secs(60),
-            |_| 500,
-            test_server,
-        );
+        let (sizer, _) = run(20, Duration::from_secs(60), |_| 500, test_server);
         assert_eq!(sizer.fit(), None);
         assert_eq!(sizer.cheaper_than(10_000), None);
     }
@@ -288,8 +268,8 @@ mod tests {
     #[test]
     fn a_store_without_bulk_writes_stays_at_one() {
         let mut sizer = BatchSize::new(1);
-        assert_eq!(sizer.limit(Duration::from_secs(2)), 1);
+        assert_eq!(sizer.limit(TWO_SECONDS), 1);
         sizer.record(1, Duration::from_secs(5), Duration::from_secs(1));
-        assert_eq!(sizer.limit(Duration::from_secs(2)), 1);
+        assert_eq!(sizer.limit(TWO_SECONDS), 1);
     }
 }
