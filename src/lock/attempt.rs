@@ -26,21 +26,15 @@ pub(crate) fn send_attempt(
     request: AcquireRequest,
     options: &LockOptions,
 ) {
-    let lease = request.lease;
-    let limits = (options.renew_deadline(), orphan::late_answer_limit(options));
-    let orphans = vec![request.key()];
-    let caller = store.clone();
+    let (lease, orphans, caller) = (request.lease, vec![request.key()], store.clone());
+    let call = async move { caller.try_acquire(&request).await };
+    let granted = |outcome: &_| matches!(outcome, AcquireOutcome::Acquired { .. });
     orphan::run_granting_call(
         actor,
         store,
-        async move { caller.try_acquire(&request).await },
-        limits,
-        |result| match result {
-            Ok(outcome) => matches!(outcome, AcquireOutcome::Acquired { .. }),
-            // An error may hide a grant the store applied (its answer was lost).
-            Err(error) => !matches!(error, StoreError::Timeout(_)),
-        },
-        orphans,
+        options,
+        call,
+        (granted, orphans),
         move |sent_at, result, claim| LockMsg::AttemptDone {
             lease,
             sent_at,
@@ -53,7 +47,7 @@ pub(crate) fn send_attempt(
 /// Passes the held `from` to `request.lease` in one store call
 /// ([`LockStore::hand_over`]) off the actor's loop: like an attempt, its answer comes back
 /// as [`LockMsg::HandOverDone`] with a claim that releases both leases unless the actor
-/// keeps the grant (an error may hide a hand-over the store applied).
+/// keeps the grant.
 pub(crate) fn send_hand_over(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
@@ -61,20 +55,19 @@ pub(crate) fn send_hand_over(
     request: AcquireRequest,
     options: &LockOptions,
 ) {
-    let to = request.lease;
-    let limits = (options.renew_deadline(), orphan::late_answer_limit(options));
-    let orphans = vec![request.key(), from.clone()];
-    let caller = store.clone();
+    let (to, orphans, caller) = (
+        request.lease,
+        vec![request.key(), from.clone()],
+        store.clone(),
+    );
+    let call = async move { caller.hand_over(&from, &request).await };
+    let granted = |outcome: &_| matches!(outcome, HandOverOutcome::HandedOver { .. });
     orphan::run_granting_call(
         actor,
         store,
-        async move { caller.hand_over(&from, &request).await },
-        limits,
-        |result| match result {
-            Ok(outcome) => matches!(outcome, HandOverOutcome::HandedOver { .. }),
-            Err(error) => !matches!(error, StoreError::Timeout(_)),
-        },
-        orphans,
+        options,
+        call,
+        (granted, orphans),
         move |sent_at, result, claim| LockMsg::HandOverDone {
             to,
             sent_at,

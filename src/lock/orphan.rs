@@ -87,37 +87,37 @@ impl Drop for GrantClaim {
     }
 }
 
-/// Runs a store call that may grant a lease (an acquisition, a hand-over) and sends its
-/// answer to `actor` as `to_message(sent_at, result, claim)` — at once if the store answered
-/// without waiting, otherwise from a spawned task that gives up waiting after `timeout`.
+/// Runs a store call that may grant a lease (an acquisition, a hand-over) under the terms of
+/// `options` and sends its answer to `actor` as `to_message(sent_at, result, claim)` — at
+/// once if the store answered without waiting, otherwise from a spawned task that gives up
+/// waiting after the renew deadline.
 ///
 /// Its `orphans` (the leases the call may leave behind) are released when nobody will own
-/// them. An answer that `may_grant` (a grant, or an error after which the server may have
-/// applied the call) carries a [`GrantClaim`] on them, which the actor keeps or drops. After
-/// a timeout the task waits for the store's late answer (the store may still apply a stalled
-/// command; after `give_up_after` the call is abandoned) and releases them itself.
+/// them. An answer that may grant (an outcome that is `granted`, or an error other than a
+/// timeout: the server may have applied the call and lost the answer) carries a
+/// [`GrantClaim`] on them, which the actor keeps or drops. After a timeout the task waits
+/// for the store's late answer (the store may still apply a stalled command; after
+/// [`late_answer_limit`] the call is abandoned) and releases them itself.
 pub(crate) fn run_granting_call<T: Send + 'static>(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
+    options: &LockOptions,
     call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
-    (timeout, give_up_after): (Duration, Duration),
-    may_grant: fn(&Result<T, StoreError>) -> bool,
-    orphans: Vec<LeaseKey>,
+    (granted, mut orphans): (fn(&T) -> bool, Vec<LeaseKey>),
     to_message: impl FnOnce(Instant, Result<T, StoreError>, GrantClaim) -> LockMsg + Send + 'static,
 ) {
+    let (timeout, give_up_after) = (options.renew_deadline(), late_answer_limit(options));
     let claim_for = {
         let store = store.clone();
-        move |result: &Result<T, StoreError>, orphans: Vec<LeaseKey>| {
-            if may_grant(result) {
-                GrantClaim::on(&store, orphans, timeout)
-            } else {
-                GrantClaim::empty()
-            }
+        move |result: &Result<T, StoreError>, orphans: &mut Vec<LeaseKey>| match result {
+            Ok(outcome) if !granted(outcome) => GrantClaim::empty(),
+            Err(StoreError::Timeout(_)) => GrantClaim::empty(),
+            _ => GrantClaim::on(&store, std::mem::take(orphans), timeout),
         }
     };
-    let mut call = match store_call::start(call) {
+    let (sent_at, mut call) = match store_call::start(call) {
         (sent_at, Started::Answered(result)) => {
-            let claim = claim_for(&result, orphans);
+            let claim = claim_for(&result, &mut orphans);
             // A refused message is dropped with its claim, which releases the grant.
             let _ = actor.send_message(to_message(sent_at, result, claim));
             return;
@@ -126,19 +126,17 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
     };
     let (actor, store) = (actor.clone(), store.clone());
     tokio::spawn(async move {
-        let (sent_at, call) = (call.0, &mut call.1);
-        let result = tokio::time::timeout(timeout, &mut *call)
+        let result = tokio::time::timeout(timeout, &mut call)
             .await
             .unwrap_or(Err(StoreError::Timeout(timeout)));
-        if !matches!(result, Err(StoreError::Timeout(_))) {
-            let claim = claim_for(&result, orphans);
-            let _ = actor.send_message(to_message(sent_at, result, claim));
-            return;
-        }
-        let _ = actor.send_message(to_message(sent_at, result, GrantClaim::empty()));
-        let _ = tokio::time::timeout(give_up_after, call).await;
-        for key in &orphans {
-            release_now(store.as_ref(), key, timeout).await;
+        let timed_out = matches!(result, Err(StoreError::Timeout(_)));
+        let claim = claim_for(&result, &mut orphans);
+        let _ = actor.send_message(to_message(sent_at, result, claim));
+        if timed_out {
+            let _ = tokio::time::timeout(give_up_after, call).await;
+            for key in &orphans {
+                release_now(store.as_ref(), key, timeout).await;
+            }
         }
     });
 }
