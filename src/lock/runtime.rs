@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::engine::ManagerContext;
 use super::handle::Lock;
 use super::renewer::Renewer;
-use super::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
+use super::supervisor::{Supervisor, SupervisorMsg};
 use super::timer::Timers;
 use super::watch::LockWatch;
 use crate::error::{LockError, StoreError};
@@ -89,18 +89,15 @@ impl Runtime {
         #[cfg(test)]
         let pending_timers = timers.count();
         let (alive, supervisor_gone) = oneshot::channel();
-        let args = SupervisorArgs {
-            alive,
-            context: ManagerContext {
-                timers,
-                renewer: Renewer::start(store.clone()),
-                release_waiters: release_waiters.clone(),
-                store: store.clone(),
-                holder: holder.clone(),
-                idle_timeout,
-            },
+        let context = ManagerContext {
+            timers,
+            renewer: Renewer::start(store.clone()),
+            release_waiters: release_waiters.clone(),
+            store: store.clone(),
+            holder: holder.clone(),
+            idle_timeout,
         };
-        let (supervisor, _) = Actor::spawn(None, Supervisor, args)
+        let (supervisor, _) = Actor::spawn(None, Supervisor, (context, alive))
             .await
             .map_err(|error| {
                 LockError::Store(StoreError::backend(format!(

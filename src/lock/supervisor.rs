@@ -40,15 +40,10 @@ pub(crate) enum SupervisorMsg {
 
 pub(crate) struct Supervisor;
 
-pub(crate) struct SupervisorArgs {
-    /// What every lock actor is started with.
-    pub(crate) context: ManagerContext,
-    /// Dropped with the supervisor's state when it stops: tells the release forwarder.
-    pub(crate) alive: oneshot::Sender<()>,
-}
-
 pub(crate) struct SupervisorState {
+    /// What every lock actor is started with.
     context: ManagerContext,
+    /// Dropped with the state when the supervisor stops: tells the release forwarder.
     _alive: oneshot::Sender<()>,
     /// Each live lock actor by name, with the route requests take to it. Ordered, so that
     /// messages to every child (wake-ups, shutdown) go out in one order on every run.
@@ -58,17 +53,18 @@ pub(crate) struct SupervisorState {
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = SupervisorArgs;
+    type Arguments = (ManagerContext, oneshot::Sender<()>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<SupervisorMsg>,
-        args: SupervisorArgs,
+        (context, _alive): Self::Arguments,
     ) -> Result<SupervisorState, ActorProcessingErr> {
+        let children = BTreeMap::new();
         Ok(SupervisorState {
-            context: args.context,
-            _alive: args.alive,
-            children: BTreeMap::new(),
+            context,
+            _alive,
+            children,
         })
     }
 
@@ -93,16 +89,8 @@ impl Actor for Supervisor {
                     state.children.remove(&name);
                 }
             }
-            SupervisorMsg::Released { name } => {
-                if let Some(child) = state.children.get(&name) {
-                    let _ = child.actor.send_message(LockMsg::Wake);
-                }
-            }
-            SupervisorMsg::WakeAll => {
-                for child in state.children.values() {
-                    let _ = child.actor.send_message(LockMsg::Wake);
-                }
-            }
+            SupervisorMsg::Released { name } => wake(state.children.get(&name)),
+            SupervisorMsg::WakeAll => wake(state.children.values()),
             SupervisorMsg::ActiveLocks { reply } => {
                 let _ = reply.send(state.children.len());
             }
@@ -209,5 +197,11 @@ impl SupervisorState {
     fn forget(&mut self, actor: ActorId) {
         self.children
             .retain(|_, child| child.actor.get_id() != actor);
+    }
+}
+
+fn wake<'a>(children: impl IntoIterator<Item = &'a Route>) {
+    for child in children {
+        let _ = child.actor.send_message(LockMsg::Wake);
     }
 }
