@@ -139,30 +139,26 @@ impl HoldStatusSender {
 
     /// Renewals are failing: the hold is at risk (or still is, with a newer error).
     pub(crate) fn at_risk(&self, risk: AtRisk) {
-        self.replace_if_live(HoldStatus::AtRisk(risk));
+        self.replace_if(HoldStatus::is_live, HoldStatus::AtRisk(risk));
     }
 
-    /// Moves a live status to `next`; an ended one stays as it ended (for a shared sender,
+    /// Moves the status to `next` if it `applies` to the current one. Called with
+    /// [`HoldStatus::is_live`], an ended status stays as it ended (for a shared sender,
     /// whichever end comes first stays).
-    fn replace_if_live(&self, next: HoldStatus) {
+    fn replace_if(&self, applies: fn(&HoldStatus) -> bool, next: HoldStatus) {
         self.status.send_if_modified(|status| {
-            let live = status.is_live();
-            if live {
+            let applies = applies(status);
+            if applies {
                 *status = next;
             }
-            live
+            applies
         });
     }
 
     /// A renewal was confirmed after the hold was at risk.
     pub(crate) fn recovered(&self) {
-        self.status.send_if_modified(|status| {
-            let at_risk = matches!(status, HoldStatus::AtRisk(_));
-            if at_risk {
-                *status = HoldStatus::Held;
-            }
-            at_risk
-        });
+        let at_risk = |status: &_| matches!(status, HoldStatus::AtRisk(_));
+        self.replace_if(at_risk, HoldStatus::Held);
     }
 
     /// The hold was lost: every receiver resolves with `reason`.
@@ -180,7 +176,7 @@ impl HoldStatusSender {
     /// Ends a live status as released, for a sender that is shared (a multi-lock's, which
     /// a forwarding task may also end with a loss): whichever comes first stays.
     pub(crate) fn release_shared(&self) {
-        self.replace_if_live(HoldStatus::Released);
+        self.replace_if(HoldStatus::is_live, HoldStatus::Released);
     }
 
     /// Makes this status the combination of `members`' (a multi-lock's): lost as soon as any
@@ -196,17 +192,17 @@ impl HoldStatusSender {
             for receiver in &mut receivers {
                 match &*receiver.borrow_and_update() {
                     HoldStatus::Lost(reason) => {
-                        return self.replace_if_live(HoldStatus::Lost(reason.clone()));
+                        return self
+                            .replace_if(HoldStatus::is_live, HoldStatus::Lost(reason.clone()));
                     }
-                    HoldStatus::AtRisk(member) => {
+                    HoldStatus::AtRisk(member)
                         if risk
                             .as_ref()
-                            .is_none_or(|soonest| member.deadline < soonest.deadline)
-                        {
-                            risk = Some(member.clone());
-                        }
+                            .is_none_or(|soonest| member.deadline < soonest.deadline) =>
+                    {
+                        risk = Some(member.clone());
                     }
-                    HoldStatus::Held | HoldStatus::Released => {}
+                    _ => {}
                 }
             }
             if risk != told {
@@ -228,7 +224,8 @@ impl HoldStatusSender {
                 // loss, as `ended` reads it); otherwise it has nothing more to say.
                 // (A release of the combination that came first stays.)
                 if receivers[index].borrow().is_live() {
-                    return self.replace_if_live(HoldStatus::Lost(LossReason::RuntimeFailed));
+                    let failed = HoldStatus::Lost(LossReason::RuntimeFailed);
+                    return self.replace_if(HoldStatus::is_live, failed);
                 }
                 receivers.swap_remove(index);
             }
