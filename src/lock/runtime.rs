@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -35,8 +35,7 @@ pub(crate) struct Runtime {
     pub(crate) routed_by_supervisor: AtomicU64,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) holder: HolderId,
-    shut_down: AtomicBool,
-    /// Turns true at shutdown: watches end.
+    /// Turns true at shutdown: watches end, and later calls fail.
     closed: watch::Sender<bool>,
     /// Work that must finish before the locks are released at shutdown (campaigns draining
     /// their bound actors), by registration id (in that order).
@@ -120,7 +119,6 @@ impl Runtime {
             routed_by_supervisor: AtomicU64::new(0),
             store,
             holder,
-            shut_down: AtomicBool::new(false),
             closed: watch::Sender::new(false),
             before_shutdown: Mutex::default(),
             next_hook: AtomicU64::new(0),
@@ -157,7 +155,7 @@ impl Runtime {
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
-        self.shut_down.load(Ordering::Acquire)
+        *self.closed.borrow()
     }
 
     /// How many lock names have a live actor.
@@ -180,7 +178,6 @@ impl Runtime {
         // Voluntary hand-overs first: campaigns stop their bound actors and release.
         let hooks: Vec<ShutdownHook> = std::mem::take(&mut *self.hooks()).into_values().collect();
         futures::future::join_all(hooks.into_iter().map(|hook| hook())).await;
-        self.shut_down.store(true, Ordering::Release);
         self.closed.send_replace(true);
         let (reply, done) = oneshot::channel();
         if self
