@@ -28,14 +28,14 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     pub(crate) fn new(options: &LockOptions) -> Self {
-        let mut backoff = Self {
-            min: Duration::ZERO,
-            max: Duration::ZERO,
-            adaptive: false,
+        let (min, max) = options.retry_backoff();
+        let adaptive = options.adaptive_backoff();
+        Self {
+            min,
+            max,
+            adaptive,
             failures: 0,
-        };
-        backoff.follow(options);
-        backoff
+        }
     }
 
     /// Takes the range and strategy of the acquisition now served.
@@ -50,20 +50,13 @@ impl Backoff {
             let base = self.min.as_secs_f64() * GROWTH.powi(self.failures.min(MAX_EXPONENT) as i32);
             let jittered = base * rng.random_range((1.0 - JITTER)..=(1.0 + JITTER));
             Duration::from_secs_f64(jittered.clamp(self.min.as_secs_f64(), self.max.as_secs_f64()))
-        } else {
-            self.turn(rng)
-        };
-        self.failures = self.failures.saturating_add(1);
-        delay
-    }
-
-    /// One uniformly random sleep in the busy-wait range.
-    fn turn(&self, rng: &mut impl Rng) -> Duration {
-        if self.min == self.max {
+        } else if self.min == self.max {
             self.min
         } else {
             rng.random_range(self.min..=self.max)
-        }
+        };
+        self.failures = self.failures.saturating_add(1);
+        delay
     }
 }
 
