@@ -126,9 +126,7 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
     };
     let (actor, store) = (actor.clone(), store.clone());
     tokio::spawn(async move {
-        let result = tokio::time::timeout(timeout, &mut call)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(timeout)));
+        let result = store_call::timed(timeout, &mut call).await;
         let timed_out = matches!(result, Err(StoreError::Timeout(_)));
         let claim = claim_for(&result, &mut orphans);
         let _ = actor.send_message(to_message(sent_at, result, claim));

@@ -43,16 +43,12 @@ pub(crate) fn start<T: Send + 'static>(
 ///
 /// The actor is never blocked: it keeps handling its deadline timer and requests while the
 /// store call is in flight. If the actor is gone by then, the result is dropped.
-pub(crate) fn spawn_store_call<T, M, F>(
+pub(crate) fn spawn_store_call<T: Send + 'static, M: Message>(
     actor: &ActorRef<M>,
     timeout: Duration,
-    call: F,
+    call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     to_message: impl FnOnce(Instant, Result<T, StoreError>) -> M + Send + 'static,
-) where
-    T: Send + 'static,
-    M: Message,
-    F: Future<Output = Result<T, StoreError>> + Send + 'static,
-{
+) {
     // The actor may have stopped meanwhile (idle, shutdown): nobody needs the answer.
     match start(call) {
         (sent_at, Started::Answered(result)) => {
@@ -61,9 +57,7 @@ pub(crate) fn spawn_store_call<T, M, F>(
         (sent_at, Started::Running(call)) => {
             let actor = actor.clone();
             tokio::spawn(async move {
-                let result = tokio::time::timeout(timeout, call)
-                    .await
-                    .unwrap_or(Err(StoreError::Timeout(timeout)));
+                let result = timed(timeout, call).await;
                 let _ = actor.send_message(to_message(sent_at, result));
             });
         }
@@ -75,9 +69,16 @@ pub(crate) async fn bounded<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    tokio::time::timeout(timeout, catch_panic(call))
-        .await
-        .unwrap_or(Err(StoreError::Timeout(timeout)))
+    timed(timeout, catch_panic(call)).await
+}
+
+/// Awaits `call` for at most `timeout`.
+pub(crate) async fn timed<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let late = Err(StoreError::Timeout(timeout));
+    tokio::time::timeout(timeout, call).await.unwrap_or(late)
 }
 
 /// `call`, with a panic inside it turned into [`StoreError::Panicked`].
