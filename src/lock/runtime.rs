@@ -160,15 +160,15 @@ impl Runtime {
 
     /// How many lock names have a live actor.
     pub(crate) async fn active_locks(&self) -> usize {
+        let active = self.ask(|reply| SupervisorMsg::ActiveLocks { reply });
+        active.await.unwrap_or(0)
+    }
+
+    /// Sends the supervisor `message` and waits for its reply (`None`: it has stopped).
+    async fn ask<T>(&self, message: impl FnOnce(oneshot::Sender<T>) -> SupervisorMsg) -> Option<T> {
         let (reply, answer) = oneshot::channel();
-        if self
-            .supervisor
-            .send_message(SupervisorMsg::ActiveLocks { reply })
-            .is_err()
-        {
-            return 0;
-        }
-        answer.await.unwrap_or(0)
+        self.supervisor.send_message(message(reply)).ok()?;
+        answer.await.ok()
     }
 
     /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::error::LossReason::Shutdown);
@@ -179,14 +179,7 @@ impl Runtime {
         let hooks: Vec<ShutdownHook> = std::mem::take(&mut *self.hooks()).into_values().collect();
         futures::future::join_all(hooks.into_iter().map(|hook| hook())).await;
         self.closed.send_replace(true);
-        let (reply, done) = oneshot::channel();
-        if self
-            .supervisor
-            .send_message(SupervisorMsg::Shutdown { reply })
-            .is_ok()
-        {
-            let _ = done.await;
-        }
+        self.ask(|reply| SupervisorMsg::Shutdown { reply }).await;
     }
 }
 
