@@ -95,19 +95,14 @@ impl Actor for Supervisor {
                 let _ = reply.send(state.children.len());
             }
             SupervisorMsg::Shutdown { reply } => {
-                let mut stopped = Vec::with_capacity(state.children.len());
-                for child in std::mem::take(&mut state.children).into_values() {
-                    let (done, wait) = oneshot::channel();
-                    if child
-                        .actor
-                        .send_message(LockMsg::Shutdown { reply: done })
-                        .is_ok()
-                    {
-                        stopped.push(wait);
-                    }
-                }
-                // Each child bounds its own release by a timeout; a dead child's channel
-                // closes at once.
+                let children = std::mem::take(&mut state.children).into_values();
+                let stopped = children.filter_map(|child| {
+                    let (reply, stopped) = oneshot::channel();
+                    let sent = child.actor.send_message(LockMsg::Shutdown { reply });
+                    sent.is_ok().then_some(stopped)
+                });
+                // Every child is told before any is waited for; each bounds its own release
+                // by a timeout, and a dead child's channel closes at once.
                 futures::future::join_all(stopped).await;
                 let _ = reply.send(());
                 myself.stop(Some("shut down".to_owned()));
