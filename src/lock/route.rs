@@ -57,18 +57,15 @@ impl Route {
             self.gate.sent.fetch_sub(1, Ordering::SeqCst);
             return Err(request);
         }
-        match self.actor.send_message(request) {
-            Ok(()) => Ok(()),
-            Err(refused) => {
-                self.gate.sent.fetch_sub(1, Ordering::SeqCst);
-                match refused {
-                    ractor::MessagingErr::SendErr(request) => Err(request),
-                    // `send_message` refuses only with the message; were it otherwise, the
-                    // request is dropped and its caller's reply channel closes (an error).
-                    ractor::MessagingErr::ChannelClosed
-                    | ractor::MessagingErr::InvalidActorType => Ok(()),
-                }
-            }
+        let Err(refused) = self.actor.send_message(request) else {
+            return Ok(());
+        };
+        self.gate.sent.fetch_sub(1, Ordering::SeqCst);
+        match refused {
+            ractor::MessagingErr::SendErr(request) => Err(request),
+            // `send_message` refuses only with the message; were it otherwise, the request
+            // is dropped and its caller's reply channel closes (an error).
+            ractor::MessagingErr::ChannelClosed | ractor::MessagingErr::InvalidActorType => Ok(()),
         }
     }
 }
