@@ -198,23 +198,17 @@ impl Queue {
 /// makes no more store calls. Those whose loss deadline passed are answered at once (their
 /// holders are being told of the loss; a call for them would only take the server's time
 /// from leases still held).
-fn still_needed(batch: Vec<Renewal>) -> Vec<Renewal> {
+fn still_needed(mut batch: Vec<Renewal>) -> Vec<Renewal> {
     let now = Instant::now();
-    let mut needed = Vec::with_capacity(batch.len());
-    for renewal in batch {
-        if matches!(
-            renewal.actor.get_status(),
-            ActorStatus::Stopping | ActorStatus::Stopped
-        ) {
-            continue;
+    batch.retain(|renewal| {
+        let status = renewal.actor.get_status();
+        let stopped = matches!(status, ActorStatus::Stopping | ActorStatus::Stopped);
+        if !stopped && renewal.deadline <= now {
+            answer(renewal, now, Err(StoreError::Timeout(Duration::ZERO)));
         }
-        if renewal.deadline <= now {
-            answer(&renewal, now, Err(StoreError::Timeout(Duration::ZERO)));
-        } else {
-            needed.push(renewal);
-        }
-    }
-    needed
+        !stopped && renewal.deadline > now
+    });
+    batch
 }
 
 /// Sends one batch (one lease length), answers each actor, and says for the batch size how
