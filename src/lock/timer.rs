@@ -17,9 +17,10 @@ use tokio::time::Instant;
 /// Sends one due message.
 type Fire = Box<dyn FnOnce() + Send>;
 
-enum Command {
-    Set { id: u64, at: Instant, fire: Fire },
-    Cancel { id: u64 },
+/// Replaces timer `id`'s pending entry, if any, with `set` (`None`: cancels it).
+struct Command {
+    id: u64,
+    set: Option<(Instant, Fire)>,
 }
 
 /// The timer service of one manager, shared by its actors; it ends when every handle is gone.
@@ -98,17 +99,17 @@ impl<M: Message> Timer<M> {
         });
         self.armed = true;
         // The service stops only once every handle (this one included) is gone.
-        let _ = self.timers.commands.send(Command::Set {
-            id: self.id,
-            at,
-            fire,
-        });
+        let set = Some((at, fire));
+        let _ = self.timers.commands.send(Command { id: self.id, set });
     }
 
     /// Drops the pending message, if any.
     pub(crate) fn cancel(&mut self) {
         if std::mem::take(&mut self.armed) {
-            let _ = self.timers.commands.send(Command::Cancel { id: self.id });
+            let _ = self.timers.commands.send(Command {
+                id: self.id,
+                set: None,
+            });
         }
     }
 }
@@ -144,14 +145,11 @@ async fn run(
                 }
             }
             command = incoming.recv() => {
-                let Some(command) = command else { return };
-                let id = match &command {
-                    Command::Set { id, .. } | Command::Cancel { id } => *id,
-                };
+                let Some(Command { id, set }) = command else { return };
                 if let Some(at) = by_id.remove(&id) {
                     due.remove(&(at, id));
                 }
-                if let Command::Set { id, at, fire } = command {
+                if let Some((at, fire)) = set {
                     by_id.insert(id, at);
                     due.insert((at, id), fire);
                 }
