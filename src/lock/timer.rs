@@ -210,8 +210,8 @@ pub(super) mod tests {
     async fn timers_fire_in_order_and_replaced_or_cancelled_ones_never() {
         let timers = Timers::start();
         let (probe, mut received) = probe::<u32>().await;
-        let at = |secs| Instant::now() + Duration::from_secs(secs);
         let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
         let [mut first, mut second, mut dropped, mut cancelled] = [(); 4].map(|()| timers.timer());
         first.set(&probe, at(3), || 1);
         first.set(&probe, at(2), || 2); // replaces 1
