@@ -109,18 +109,17 @@ impl BatchSize {
         // Relative to the scale of its entries: near zero when the sizes barely differ
         // (and NaN, never a usable fit, fails the comparison too).
         let spread = det.abs() > 1e-9 * s[0] * s[2] * s[4];
-        if !spread {
-            return None;
-        }
-        let mut solution = [0.0; 3];
-        for (column, value) in solution.iter_mut().enumerate() {
-            let mut replaced = matrix;
-            for (row, t) in replaced.iter_mut().zip(self.t_x_powers) {
-                row[column] = t;
-            }
-            *value = determinant(&replaced) / det;
-        }
-        Some(solution)
+        // Cramer's rule: each coefficient is the determinant with its column replaced by
+        // the right-hand side, over the matrix's.
+        spread.then(|| {
+            std::array::from_fn(|column| {
+                let mut replaced = matrix;
+                for (row, t) in replaced.iter_mut().zip(self.t_x_powers) {
+                    row[column] = t;
+                }
+                determinant(&replaced) / det
+            })
+        })
     }
 
     /// A batch of `leases` renewals, sent with `time_left` before the first of their loss
