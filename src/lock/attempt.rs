@@ -98,12 +98,11 @@ pub(crate) fn judge(
 ) -> Verdict {
     let took = sent_at.elapsed();
     metrics.store_call(op, took, result.is_err());
-    match result {
+    let (attempt, verdict) = match result {
         Ok(AcquireOutcome::Acquired { token })
             if Instant::now() < sent_at + options.renew_interval() =>
         {
-            metrics.attempt(AttemptResult::Acquired);
-            Verdict::Granted(token)
+            (AttemptResult::Acquired, Verdict::Granted(token))
         }
         Ok(AcquireOutcome::Acquired { .. }) => {
             // Answered after its first renewal was due (a store that stalled, or applied the
@@ -111,25 +110,21 @@ pub(crate) fn judge(
             // be too little for any work, and past that deadline it cannot be used safely
             // at all. Given back, and asked for again with a whole window.
             tracing::warn!(lock = %name, ?took, "acquisition answered too late to use; releasing it");
-            metrics.attempt(AttemptResult::Error);
-            Verdict::Refused(None)
+            (AttemptResult::Error, Verdict::Refused(None))
         }
-        Ok(AcquireOutcome::Busy { .. }) => {
-            metrics.attempt(AttemptResult::Contended);
-            Verdict::Refused(None)
-        }
+        Ok(AcquireOutcome::Busy { .. }) => (AttemptResult::Contended, Verdict::Refused(None)),
         Err(error @ StoreError::KindMismatch { .. }) => {
             // The caller's mistake, handed back to it as a typed error: not a store fault.
             tracing::debug!(lock = %name, %error, "acquisition refused: another kind of lock");
-            metrics.attempt(AttemptResult::Contended);
-            Verdict::Refused(Some(error))
+            (AttemptResult::Contended, Verdict::Refused(Some(error)))
         }
         Err(error) => {
             // An attempt that failed may still have been applied: its claim releases the
             // lease id. A timed-out one is released by its own task once the store answers.
             tracing::warn!(lock = %name, %error, "acquisition attempt failed");
-            metrics.attempt(AttemptResult::Error);
-            Verdict::Refused(Some(error))
+            (AttemptResult::Error, Verdict::Refused(Some(error)))
         }
-    }
+    };
+    metrics.attempt(attempt);
+    verdict
 }
