@@ -145,13 +145,11 @@ impl Waiters {
     /// the first reader.
     pub(crate) fn next_in_turn(&mut self) -> Option<NextWaiter> {
         if self.readers_first > 0 {
-            match self.first_live_for(Access::Read) {
-                Some(reader) => {
-                    self.readers_first -= 1;
-                    return Some(reader);
-                }
-                None => self.readers_first = 0,
+            if let Some(reader) = self.first_live_for(Access::Read) {
+                self.readers_first -= 1;
+                return Some(reader);
             }
+            self.readers_first = 0;
         }
         self.next_live()
     }
