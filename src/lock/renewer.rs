@@ -87,12 +87,8 @@ impl Renewer {
         let Some(since) = due.checked_duration_since(self.epoch) else {
             return due;
         };
-        let steps = since.as_nanos() / grid.as_nanos();
-        let aligned = u32::try_from(steps)
-            .ok()
-            .and_then(|steps| grid.checked_mul(steps))
-            .and_then(|offset| self.epoch.checked_add(offset));
-        aligned.unwrap_or(due)
+        let past_grid = u64::try_from(since.as_nanos() % grid.as_nanos());
+        due - past_grid.map_or(Duration::ZERO, Duration::from_nanos)
     }
 }
 
