@@ -176,15 +176,13 @@ impl SupervisorState {
                 gate: gate.clone(),
                 retire,
             };
-            match Actor::spawn_linked(None, NameActor, args, myself.get_cell()).await {
-                Ok((actor, _)) => {
-                    self.children.insert(name.clone(), Route { actor, gate });
-                }
-                Err(error) => {
-                    tracing::error!(lock = %name, %error, "could not start lock actor");
-                    return None;
-                }
-            }
+            let spawned = Actor::spawn_linked(None, NameActor, args, myself.get_cell()).await;
+            let (actor, _) = spawned
+                .inspect_err(
+                    |error| tracing::error!(lock = %name, %error, "could not start lock actor"),
+                )
+                .ok()?;
+            self.children.insert(name.clone(), Route { actor, gate });
         }
         self.children.get(name)
     }
