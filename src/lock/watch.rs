@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::error::StoreError;
 use crate::kind::LockKind;
 use crate::name::LockName;
-use crate::store::outcome::LockRecord;
+use crate::store::outcome::{Holding, LockRecord};
 use crate::store::request::HolderId;
 use crate::store::{LockStore, RecordEvent};
 
@@ -206,7 +206,13 @@ impl LockWatch {
         closed: watch::Receiver<bool>,
     ) -> Self {
         let (sender, changes) = mpsc::channel(BUFFERED_CHANGES);
-        tokio::spawn(Watcher::new(store, names, sender).run(closed));
+        let watcher = Watcher {
+            store,
+            names,
+            known: BTreeMap::new(),
+            changes: sender,
+        };
+        tokio::spawn(watcher.run(closed));
         Self { changes }
     }
 
@@ -249,6 +255,16 @@ struct Held {
     ends_at: Instant,
 }
 
+impl Held {
+    /// A holding as the store reported it at `now`.
+    fn of(holding: &Holding, now: Instant) -> Self {
+        Self {
+            holder: Some(holding.holder.clone()),
+            ends_at: now + holding.expires_in,
+        }
+    }
+}
+
 /// What the watcher last knew of one name.
 #[derive(Debug, Clone, Default)]
 struct Known {
@@ -273,13 +289,7 @@ impl Known {
         let held = record
             .holders
             .iter()
-            .map(|holding| {
-                let held = Held {
-                    holder: Some(holding.holder.clone()),
-                    ends_at: now + holding.expires_in,
-                };
-                (holding.token, held)
-            })
+            .map(|holding| (holding.token, Held::of(holding, now)))
             .collect::<BTreeMap<_, _>>();
         let holder = match held.get(&record.token) {
             Some(last) => last.holder.clone(),
@@ -297,20 +307,78 @@ impl Known {
     fn is_held(&self) -> bool {
         !self.held.is_empty()
     }
+
+    /// Counts a new grant as held and as the last one reported; returns its change.
+    fn add(&mut self, name: &LockName, token: u64, held: Held) -> LockChange {
+        self.token = token;
+        self.holder.clone_from(&held.holder);
+        let holder = held.holder.clone();
+        self.held.insert(token, held);
+        LockChange::Acquired {
+            name: name.clone(),
+            holder,
+            token,
+        }
+    }
+}
+
+/// A grant as the feed (or a read standing in for it) reported it.
+struct Grant {
+    holder: Option<HolderId>,
+    token: u64,
+    lease_left: Duration,
 }
 
 /// Why a shared record is compared with what is known.
 enum Cause {
     /// The feed reported a grant (the one the event names).
-    Grant {
-        holder: Option<HolderId>,
-        token: u64,
-        lease_left: Duration,
-    },
+    Grant(Grant),
     /// The feed reported a release of some holder (which, the record tells).
     Release { forced: bool },
     /// A lease's end came, or a poll: nothing was written that the watch knows of.
     Read,
+}
+
+/// How a holding ended.
+#[derive(Clone, Copy)]
+enum End {
+    Released,
+    ForceReleased,
+    Expired,
+}
+
+impl End {
+    /// A holding that ended before its lease ran out: an operator's forced release, or its
+    /// holder's own.
+    fn let_go(forced: bool) -> Self {
+        if forced {
+            Self::ForceReleased
+        } else {
+            Self::Released
+        }
+    }
+}
+
+/// The change that reports the end of `name`'s grant `token`.
+fn ended(name: &LockName, holder: Option<HolderId>, token: u64, end: End) -> LockChange {
+    let name = name.clone();
+    match end {
+        End::Released => LockChange::Released {
+            name,
+            holder,
+            token,
+        },
+        End::ForceReleased => LockChange::ForceReleased {
+            name,
+            holder,
+            token,
+        },
+        End::Expired => LockChange::Expired {
+            name,
+            holder,
+            token,
+        },
+    }
 }
 
 /// How long a grant that was already gone when its record was read counts as held: time
@@ -329,19 +397,6 @@ struct Watcher {
 struct Stop;
 
 impl Watcher {
-    fn new(
-        store: Arc<dyn LockStore>,
-        names: Vec<LockName>,
-        changes: mpsc::Sender<LockChange>,
-    ) -> Self {
-        Self {
-            store,
-            names,
-            known: BTreeMap::new(),
-            changes,
-        }
-    }
-
     async fn run(mut self, mut closed: watch::Receiver<bool>) {
         let stopped = async move {
             let _ = closed.wait_for(|closed| *closed).await;
@@ -397,22 +452,23 @@ impl Watcher {
         }
     }
 
-    async fn emit(&self, change: LockChange) -> Result<(), Stop> {
-        self.changes.send(change).await.map_err(|_| Stop)
-    }
-
-    async fn emit_all(&self, changes: Vec<LockChange>) -> Result<(), Stop> {
+    async fn emit(&self, changes: impl IntoIterator<Item = LockChange>) -> Result<(), Stop> {
         for change in changes {
-            self.emit(change).await?;
+            self.changes.send(change).await.map_err(|_| Stop)?;
         }
         Ok(())
     }
 
-    async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
-        match tokio::time::timeout(RETRY_AFTER * 10, self.store.inspect(name)).await {
+    /// Reads `name`'s record: `None` when it cannot be read in time (the caller decides
+    /// when to read it again).
+    async fn read(&self, name: &LockName) -> Option<Option<LockRecord>> {
+        let bound = RETRY_AFTER * 10;
+        let read = match tokio::time::timeout(bound, self.store.inspect(name)).await {
             Ok(read) => read,
-            Err(_) => Err(StoreError::Timeout(RETRY_AFTER * 10)),
-        }
+            Err(_) => Err(StoreError::Timeout(bound)),
+        };
+        read.inspect_err(|error| tracing::debug!(%error, %name, "watch: could not read the record"))
+            .ok()
     }
 
     /// Reads every record and reports it as [`LockChange::Current`] (one per holding); a
@@ -420,36 +476,31 @@ impl Watcher {
     async fn resync(&mut self) -> Result<(), Stop> {
         for name in self.names.clone() {
             let record = loop {
-                match self.inspect(&name).await {
-                    Ok(record) => break record,
-                    Err(error) => {
-                        tracing::debug!(%error, %name, "watch: could not read the record; retrying");
-                        tokio::time::sleep(RETRY_AFTER).await;
-                    }
+                match self.read(&name).await {
+                    Some(record) => break record,
+                    None => tokio::time::sleep(RETRY_AFTER).await,
                 }
             };
             let known = Known::from_record(record.as_ref(), Instant::now());
-            let holdings = record
-                .as_ref()
-                .map_or(&[][..], |record| &record.holders[..]);
-            if holdings.is_empty() {
-                self.emit(LockChange::Current {
-                    name: name.clone(),
-                    holder: None,
-                    token: known.token,
-                    expires_in: None,
-                })
-                .await?;
-            }
-            for holding in holdings {
-                self.emit(LockChange::Current {
+            let holdings = record.as_ref().map_or(&[][..], |record| &record.holders);
+            let mut current: Vec<LockChange> = holdings
+                .iter()
+                .map(|holding| LockChange::Current {
                     name: name.clone(),
                     holder: Some(holding.holder.clone()),
                     token: holding.token,
                     expires_in: Some(holding.expires_in),
                 })
-                .await?;
+                .collect();
+            if current.is_empty() {
+                current.push(LockChange::Current {
+                    name: name.clone(),
+                    holder: None,
+                    token: known.token,
+                    expires_in: None,
+                });
             }
+            self.emit(current).await?;
             self.known.insert(name, known);
         }
         Ok(())
@@ -459,12 +510,8 @@ impl Watcher {
     /// events a feed would have reported.
     async fn poll(&mut self) -> Result<(), Stop> {
         for name in self.names.clone() {
-            let record = match self.inspect(&name).await {
-                Ok(record) => record,
-                Err(error) => {
-                    tracing::debug!(%error, %name, "watch: could not read the record");
-                    continue;
-                }
+            let Some(record) = self.read(&name).await else {
+                continue;
             };
             let known = self.known.get(&name).cloned().unwrap_or_default();
             let event = match &record {
@@ -531,18 +578,15 @@ impl Watcher {
 
     /// A lease of `name` should have ended: asks the store (its clock decides).
     async fn check_expiry(&mut self, name: &LockName) -> Result<(), Stop> {
-        let record = match self.inspect(name).await {
-            Ok(record) => record,
-            Err(error) => {
-                tracing::debug!(%error, %name, "watch: could not read the record; retrying");
-                let now = Instant::now();
-                if let Some(known) = self.known.get_mut(name) {
-                    for held in known.held.values_mut().filter(|held| held.ends_at <= now) {
-                        held.ends_at = now + RETRY_AFTER;
-                    }
+        let Some(record) = self.read(name).await else {
+            // Asked again after a while.
+            let now = Instant::now();
+            if let Some(known) = self.known.get_mut(name) {
+                for held in known.held.values_mut().filter(|held| held.ends_at <= now) {
+                    held.ends_at = now + RETRY_AFTER;
                 }
-                return Ok(());
             }
+            return Ok(());
         };
         match record {
             Some(record) if record.kind.is_shared() => {
@@ -567,34 +611,30 @@ impl Watcher {
         let Some((&token, _)) = known.held.last_key_value() else {
             return Ok(());
         };
-        match record {
-            Some(record) if record.token == token && record.expires_in().is_some() => {
+        let held = record.and_then(|record| Some((record.expires_in()?, record)));
+        match held {
+            Some((left, record)) if record.token == token => {
                 // Renewed after all (this clock ran ahead of the store's): wait for its end.
-                let left = record.expires_in().unwrap_or_default();
                 if let Some(held) = known.held.get_mut(&token) {
                     held.ends_at = Instant::now() + left;
                 }
                 Ok(())
             }
-            Some(record) if record.token != token && record.expires_in().is_some() => {
+            Some((lease_left, record)) => {
                 // Taken over already: the feed's grant may still be on its way.
-                let cause = Cause::Grant {
+                let grant = Grant {
                     holder: record.holder().cloned(),
                     token: record.token,
-                    lease_left: record.expires_in().unwrap_or_default(),
+                    lease_left,
                 };
-                self.granted(name, cause, true).await
+                self.granted(name, grant, true).await
             }
-            _ => {
+            None => {
                 let Some(held) = known.held.remove(&token) else {
                     return Ok(());
                 };
-                self.emit(LockChange::Expired {
-                    name: name.clone(),
-                    holder: held.holder,
-                    token,
-                })
-                .await
+                self.emit([ended(name, held.holder, token, End::Expired)])
+                    .await
             }
         }
     }
@@ -602,44 +642,20 @@ impl Watcher {
     /// A new grant as its event reports it. A mutex's (`replaces`) takes the place of the
     /// one held before, which ran out unless the lock was handed over within one manager
     /// (the same holder); a shared record's is one more holding.
-    async fn granted(&mut self, name: &LockName, grant: Cause, replaces: bool) -> Result<(), Stop> {
-        let Cause::Grant {
-            holder,
-            token,
-            lease_left,
-        } = grant
-        else {
-            return Ok(());
-        };
+    async fn granted(&mut self, name: &LockName, grant: Grant, replaces: bool) -> Result<(), Stop> {
         let known = self.known.entry(name.clone()).or_default();
-        let holder = holder.or_else(|| known.holder.clone());
+        let holder = grant.holder.or_else(|| known.holder.clone());
         let mut changes = Vec::new();
         if replaces {
-            for (ended, held) in std::mem::take(&mut known.held) {
+            for (token, held) in std::mem::take(&mut known.held) {
                 if held.holder != holder {
-                    changes.push(LockChange::Expired {
-                        name: name.clone(),
-                        holder: held.holder,
-                        token: ended,
-                    });
+                    changes.push(ended(name, held.holder, token, End::Expired));
                 }
             }
         }
-        known.held.insert(
-            token,
-            Held {
-                holder: holder.clone(),
-                ends_at: Instant::now() + lease_left,
-            },
-        );
-        known.token = token;
-        known.holder.clone_from(&holder);
-        changes.push(LockChange::Acquired {
-            name: name.clone(),
-            holder,
-            token,
-        });
-        self.emit_all(changes).await
+        let ends_at = Instant::now() + grant.lease_left;
+        changes.push(known.add(name, grant.token, Held { holder, ends_at }));
+        self.emit(changes).await
     }
 
     /// Compares a shared record with what is known of it and reports the difference: the
@@ -662,81 +678,39 @@ impl Watcher {
             .iter()
             .map(|holding| (holding.token, holding))
             .collect();
-        let forced = matches!(cause, Cause::Release { forced: true });
+        let let_go = End::let_go(matches!(cause, Cause::Release { forced: true }));
         let mut changes = Vec::new();
-        let ended: Vec<u64> = known
-            .held
-            .keys()
-            .filter(|token| !present.contains_key(token))
-            .copied()
-            .collect();
-        for token in ended {
-            let Some(held) = known.held.remove(&token) else {
-                continue;
+        known.held.retain(|&token, held| {
+            let Some(holding) = present.get(&token) else {
+                let end = if held.ends_at <= now {
+                    End::Expired
+                } else {
+                    let_go
+                };
+                changes.push(ended(name, held.holder.take(), token, end));
+                return false;
             };
-            let (name, holder) = (name.clone(), held.holder);
-            changes.push(if held.ends_at <= now {
-                LockChange::Expired {
-                    name,
-                    holder,
-                    token,
-                }
-            } else {
-                let_go(name, holder, token, forced)
-            });
-        }
-        for (token, held) in &mut known.held {
-            if let Some(holding) = present.get(token) {
-                held.ends_at = now + holding.expires_in;
-            }
-        }
+            held.ends_at = now + holding.expires_in;
+            true
+        });
         let mut new: BTreeMap<u64, Held> = present
             .range(known.token.saturating_add(1)..)
-            .map(|(&token, holding)| {
-                let held = Held {
-                    holder: Some(holding.holder.clone()),
-                    ends_at: now + holding.expires_in,
-                };
-                (token, held)
-            })
+            .map(|(&token, holding)| (token, Held::of(holding, now)))
             .collect();
-        if let Cause::Grant {
-            holder,
-            token,
-            lease_left,
-        } = cause
-            && token > known.token
+        if let Cause::Grant(grant) = cause
+            && grant.token > known.token
         {
             let fallback = known.holder.clone();
-            new.entry(token).or_insert_with(|| Held {
-                holder: holder.or(fallback),
+            new.entry(grant.token).or_insert_with(|| Held {
+                holder: grant.holder.or(fallback),
                 // Already gone: its release may still be on its way through the feed.
-                ends_at: now + lease_left.max(GONE_GRANT_GRACE),
+                ends_at: now + grant.lease_left.max(GONE_GRANT_GRACE),
             });
         }
         for (token, held) in new {
-            changes.push(LockChange::Acquired {
-                name: name.clone(),
-                holder: held.holder.clone(),
-                token,
-            });
-            known.token = token;
-            known.holder.clone_from(&held.holder);
-            known.held.insert(token, held);
+            changes.push(known.add(name, token, held));
         }
-        self.emit_all(changes).await
-    }
-
-    /// Reads `name`'s record after a feed event about a record whose kind is shared or not
-    /// known: `None` when it cannot be read (the next lease end or event reads it again).
-    async fn read_after_event(&mut self, name: &LockName) -> Option<Option<LockRecord>> {
-        match self.inspect(name).await {
-            Ok(record) => Some(record),
-            Err(error) => {
-                tracing::debug!(%error, %name, "watch: could not read the record after an event");
-                None
-            }
-        }
+        self.emit(changes).await
     }
 
     /// Turns one store event into changes, in order, keeping what is known up to date.
@@ -753,24 +727,24 @@ impl Watcher {
                 if token <= known.token {
                     return Ok(()); // already reported (from a read)
                 }
-                let cause = Cause::Grant {
+                let grant = Grant {
                     holder,
                     token,
                     lease_left,
                 };
                 if known.kind == Some(LockKind::Mutex) {
-                    return self.granted(&name, cause, true).await;
+                    return self.granted(&name, grant, true).await;
                 }
-                match self.read_after_event(&name).await {
+                match self.read(&name).await {
                     Some(Some(record)) if record.kind.is_shared() => {
-                        self.reconcile(&name, &record, cause).await
+                        self.reconcile(&name, &record, Cause::Grant(grant)).await
                     }
-                    Some(Some(_)) => self.granted(&name, cause, true).await,
+                    Some(Some(_)) => self.granted(&name, grant, true).await,
                     // Gone again, or unreadable: the grant as reported, beside the others
                     // of a shared record (the next read or event settles the rest).
                     _ => {
                         let shared = known.kind.is_some_and(LockKind::is_shared);
-                        self.granted(&name, cause, !shared).await
+                        self.granted(&name, grant, !shared).await
                     }
                 }
             }
@@ -790,7 +764,7 @@ impl Watcher {
                     return Ok(()); // already reported as expired
                 };
                 if known.kind.is_some_and(LockKind::is_shared) {
-                    return match self.read_after_event(&name).await {
+                    return match self.read(&name).await {
                         Some(Some(record)) if record.kind.is_shared() => {
                             self.reconcile(&name, &record, Cause::Release { forced })
                                 .await
@@ -803,8 +777,8 @@ impl Watcher {
                     return Ok(());
                 };
                 known.held.clear();
-                let (holder, token) = (held.holder, token);
-                self.emit(let_go(name, holder, token, forced)).await
+                self.emit([ended(&name, held.holder, token, End::let_go(forced))])
+                    .await
             }
             RecordEvent::Deleted { name } => self.forget(&name).await,
             // Resync, and variants a newer store may add: read everything again.
@@ -819,7 +793,8 @@ impl Watcher {
     async fn forget(&mut self, name: &LockName) -> Result<(), Stop> {
         let known = self.known.insert(name.clone(), Known::default());
         if known.is_some_and(|known| known.is_held()) {
-            self.emit(LockChange::Deleted { name: name.clone() }).await
+            self.emit([LockChange::Deleted { name: name.clone() }])
+                .await
         } else {
             Ok(())
         }
@@ -839,23 +814,5 @@ async fn sleep_until_some(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// A holding that ended before its lease ran out: an operator's forced release, or its
-/// holder's own.
-fn let_go(name: LockName, holder: Option<HolderId>, token: u64, forced: bool) -> LockChange {
-    if forced {
-        LockChange::ForceReleased {
-            name,
-            holder,
-            token,
-        }
-    } else {
-        LockChange::Released {
-            name,
-            holder,
-            token,
-        }
     }
 }
