@@ -106,15 +106,13 @@ pub mod store;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod watch;
 
 pub use campaign::{BackgroundLock, LockEvent};
 pub use election::{Election, ElectionEvent, ElectionHealth, ElectionOptions, LeaderInfo};
 pub use error::{LockError, LossReason, StoreError};
 pub use kind::{Access, LockKind, MAX_PERMITS};
-pub use lock::{
-    AtRisk, Lock, LockChange, LockGuard, LockWatch, LossSignal, MultiLock, MultiLockGuard, RwLock,
-    Semaphore,
-};
+pub use lock::{AtRisk, Lock, LockGuard, LossSignal, MultiLock, MultiLockGuard, RwLock, Semaphore};
 pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{InvalidName, LockName, MAX_LOCK_NAME_BYTES};
 pub use options::{
@@ -126,6 +124,7 @@ pub use store::memory::MemoryStore;
 pub use store::mongo::{MongoStore, MongoStoreBuilder};
 pub use store::outcome::{Holding, LockRecord};
 pub use store::request::HolderId;
+pub use watch::{LockChange, LockWatch};
 
 // The README's examples compile and run as doc tests too.
 #[cfg(all(doctest, feature = "mongodb"))]

@@ -10,11 +10,12 @@
 //! | 0 | `error`, `name`, `kind`, `random` |
 //! | 2 | `options` |
 //! | 3 | `store`, `metrics` |
-//! | 4 | `lock`, `fence` |
-//! | 5 | `campaign` |
-//! | 6 | `election` |
-//! | 7 | `manager` |
-//! | 8 | `testing` |
+//! | 4 | `watch` |
+//! | 5 | `lock`, `fence` |
+//! | 6 | `campaign` |
+//! | 7 | `election` |
+//! | 8 | `manager` |
+//! | 9 | `testing` |
 //!
 //! `lib.rs` only declares and re-exports, `guide` is documentation only; the `mongolock`
 //! binary uses the public API.
@@ -30,13 +31,14 @@ const LAYERS: &[(&str, u8)] = &[
     ("options", 2),
     ("store", 3),
     ("metrics", 3),
-    ("lock", 4),
-    ("fence", 4),
-    ("campaign", 5),
-    ("election", 6),
-    ("manager", 7),
-    ("testing", 8),
-    ("guide", 9),
+    ("watch", 4),
+    ("lock", 5),
+    ("fence", 5),
+    ("campaign", 6),
+    ("election", 7),
+    ("manager", 8),
+    ("testing", 9),
+    ("guide", 10),
 ];
 
 fn layer(module: &str) -> Option<u8> {

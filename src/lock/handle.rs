@@ -12,7 +12,6 @@ use super::route::CachedRoute;
 use super::runtime::Runtime;
 use super::store_call::bounded;
 use super::supervisor::SupervisorMsg;
-use super::watch::LockWatch;
 use crate::error::LockError;
 use crate::kind::Access;
 use crate::metrics::{LockMetrics, StoreOp};
@@ -20,6 +19,7 @@ use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::outcome::LockRecord;
 use crate::store::request::HolderId;
+use crate::watch::LockWatch;
 
 /// A handle to one named lock. Cheap to create and to clone; creating it validates the name
 /// and touches nothing else.

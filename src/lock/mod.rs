@@ -26,7 +26,6 @@
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
-//! | `watch.rs` | [`LockWatch`]: what happens to some locks, from the store's record feed or by polling |
 
 mod attempt;
 mod backoff;
@@ -50,7 +49,6 @@ mod store_call;
 mod supervisor;
 mod timer;
 mod waiters;
-mod watch;
 
 pub use guard::LockGuard;
 pub use handle::Lock;
@@ -60,4 +58,3 @@ pub use multi_lock::{MultiLock, MultiLockGuard};
 pub(crate) use runtime::{Runtime, ShutdownHook};
 pub use rw_lock::RwLock;
 pub use semaphore::Semaphore;
-pub use watch::{LockChange, LockWatch};

@@ -16,12 +16,12 @@ use super::handle::Lock;
 use super::renewer::Renewer;
 use super::supervisor::{Supervisor, SupervisorMsg};
 use super::timer::Timers;
-use super::watch::LockWatch;
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::request::HolderId;
 use crate::store::{LockStore, ReleaseWaiters};
+use crate::watch::LockWatch;
 
 pub(crate) struct Runtime {
     pub(crate) supervisor: ActorRef<SupervisorMsg>,

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use crate::election::{Election, ElectionOptions};
 use crate::error::LockError;
-use crate::lock::{Lock, LockWatch, MultiLock, Runtime, RwLock, Semaphore};
+use crate::lock::{Lock, MultiLock, Runtime, RwLock, Semaphore};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::LockStore;
 use crate::store::request::HolderId;
+use crate::watch::LockWatch;
 
 pub use builder::LockManagerBuilder;
 

@@ -1,326 +1,27 @@
-//! Watching locks: [`LockWatch`], the stream of [`LockChange`]s a caller reads, and the task
-//! that produces them.
-//!
-//! The task reads the records of the watched names once, then follows the store's record
-//! feed ([`LockStore::watch_records`]) where there is one — every grant, renewal, release and
-//! deletion, in order — and polls [`LockStore::inspect`] every [`POLL_INTERVAL`] where there
-//! is none. A lease that runs out is no write, so expiry is noticed by the task itself: it
-//! keeps each held lease's end (from the lease length the store reported, counted on this
-//! process's clock from when it heard of the write) and, when that passes, asks the store
-//! whether the lease is still held.
-//!
-//! A name's grants are kept by token: one for a held mutex, one per permit or reader of a
-//! semaphore or reader/writer lock. A shared record's events do not say which holder left
-//! or renewed, so after each of its grants and releases the task reads the record and
-//! reports the difference, holder by holder.
+//! The task behind a watch: reads the records once, then follows the store's record feed
+//! or polls, and turns what it learns into changes.
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::change::LockChange;
+use super::known::{End, Held, Known, ended};
 use crate::error::StoreError;
 use crate::kind::LockKind;
 use crate::name::LockName;
-use crate::store::outcome::{Holding, LockRecord};
+use crate::store::outcome::LockRecord;
 use crate::store::request::HolderId;
 use crate::store::{LockStore, RecordEvent};
 
 /// How often the records are read when the store has no record feed.
-pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(1);
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long after a failed read it is tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// How many changes may wait unread before the watch stops reading the store (it then
-/// catches up with a [`LockChange::Current`] per name).
-const BUFFERED_CHANGES: usize = 1024;
-
-/// What happened to a watched lock.
-///
-/// ```
-/// use mongolock::{HolderId, LockChange, LockName};
-///
-/// let change = LockChange::Acquired {
-///     name: LockName::new("orders")?,
-///     holder: Some(HolderId::from_string("web-1".into())),
-///     token: 17,
-/// };
-/// assert_eq!(change.name().as_str(), "orders");
-/// # Ok::<(), mongolock::LockError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LockChange {
-    /// The lock's state when the watch began, or after it had to read the records again
-    /// because it may have missed changes (its feed restarted, or its reader fell behind):
-    /// one per holding (each permit of a semaphore, each reader of a reader/writer lock),
-    /// or one with `holder: None` when nobody holds it.
-    Current {
-        /// The lock.
-        name: LockName,
-        /// The holder of an unexpired lease, `None` when the lock is free.
-        holder: Option<HolderId>,
-        /// The holding's fencing token; when free, the last grant's (0 when the store has
-        /// no record).
-        token: u64,
-        /// Time left on the holding's lease by the store's clock, `None` when free.
-        expires_in: Option<Duration>,
-    },
-    /// A new grant: `holder` holds the lock under `token` (after it was free, after the
-    /// previous lease [expired](Self::Expired), or handed over within one manager), or one
-    /// more place of a semaphore or reader/writer lock beside the holders it has.
-    Acquired {
-        /// The lock.
-        name: LockName,
-        /// The new holder (`None` only if it could not be read).
-        holder: Option<HolderId>,
-        /// The grant's fencing token.
-        token: u64,
-    },
-    /// The holder released the lock (or its place in a shared lock: the other holders
-    /// keep theirs).
-    Released {
-        /// The lock.
-        name: LockName,
-        /// Who released it, if known.
-        holder: Option<HolderId>,
-        /// The released grant's token.
-        token: u64,
-    },
-    /// An operator freed the lock without its holder (`mongolock release --force`).
-    ForceReleased {
-        /// The lock.
-        name: LockName,
-        /// Whose lease was cleared, if known.
-        holder: Option<HolderId>,
-        /// The cleared grant's token.
-        token: u64,
-    },
-    /// The lease ran out without a renewal or a release: its holder stopped renewing. An
-    /// [`Acquired`](Self::Acquired) by another holder follows when someone takes it over.
-    Expired {
-        /// The lock.
-        name: LockName,
-        /// Whose lease ran out, if known.
-        holder: Option<HolderId>,
-        /// The expired grant's token.
-        token: u64,
-    },
-    /// The record of a held lock was deleted (by an operator): its holder learns of it at
-    /// its next renewal. The clean-up of a free lock's record (a TTL index, a sweeper) is
-    /// not reported.
-    Deleted {
-        /// The lock.
-        name: LockName,
-    },
-}
-
-impl LockChange {
-    /// The lock the change is about.
-    ///
-    /// ```
-    /// use mongolock::{LockChange, LockName};
-    /// let deleted = LockChange::Deleted { name: LockName::new("a")? };
-    /// assert_eq!(deleted.name().as_str(), "a");
-    /// # Ok::<(), mongolock::LockError>(())
-    /// ```
-    pub fn name(&self) -> &LockName {
-        match self {
-            Self::Current { name, .. }
-            | Self::Acquired { name, .. }
-            | Self::Released { name, .. }
-            | Self::ForceReleased { name, .. }
-            | Self::Expired { name, .. }
-            | Self::Deleted { name } => name,
-        }
-    }
-}
-
-/// A stream of what happens to some locks, from every process: grants with their holder
-/// and token, releases, expiries, operators' force-releases and deletions, in the order they
-/// happened. From [`Lock::watch`](crate::Lock::watch) or
-/// [`LockManager::watch`](crate::LockManager::watch).
-///
-/// It starts with a [`LockChange::Current`] per name. With a store that reports its changes
-/// (MongoDB through a change stream, the memory store) every grant and release is seen;
-/// otherwise (a MongoDB server without change streams) the records are read every second,
-/// so a grant that begins and ends between two reads is not seen, a lease that was let go
-/// is reported as released or expired by whether its end had passed, a force-release as a
-/// release, and a release whose record is cleaned up before the next read as a deletion.
-///
-/// A watch sees what reaches the store: a lock passed between tasks of one manager without
-/// a store call (within the block of fencing tokens its grant reserved) stays one grant to
-/// it.
-///
-/// A semaphore or reader/writer lock is followed holder by holder: each permit's or
-/// reader's grant, release and expiry is its own change with its own holder and token, and
-/// a place passed to another waiter of the same manager through the store is a release and
-/// a grant.
-///
-/// Watching costs nothing on the locks themselves; on MongoDB it holds one change stream
-/// (a `getMore` per write to a watched name, renewals included), and reads a semaphore's or
-/// reader/writer lock's record once per grant, release and lease end (its change events
-/// do not say which holder left). It ends (`recv` returns
-/// `None`) when the manager shuts down; dropping it stops it.
-///
-/// Also a [`futures::Stream`] of [`LockChange`].
-///
-/// ```
-/// use mongolock::{LockChange, LockManager, LockOptions, MemoryStore};
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-/// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-/// let lock = manager.lock("orders")?;
-/// let mut changes = lock.watch();
-/// assert!(matches!(changes.recv().await, Some(LockChange::Current { holder: None, .. })));
-/// let guard = lock.acquire().await?;
-/// match changes.recv().await {
-///     Some(LockChange::Acquired { holder, token, .. }) => {
-///         assert_eq!(holder.as_ref(), Some(manager.holder_id()));
-///         assert_eq!(token, guard.token());
-///     }
-///     other => panic!("{other:?}"),
-/// }
-/// guard.release().await?;
-/// assert!(matches!(changes.recv().await, Some(LockChange::Released { .. })));
-/// # manager.shutdown().await;
-/// # Ok(()) }
-/// ```
-#[derive(Debug)]
-#[must_use = "a watch does nothing unless its changes are read"]
-pub struct LockWatch {
-    changes: mpsc::Receiver<LockChange>,
-}
-
-impl LockWatch {
-    /// Starts watching `names` of `store` until the watch is dropped or `closed` says the
-    /// manager shut down.
-    pub(crate) fn start(
-        store: Arc<dyn LockStore>,
-        names: Vec<LockName>,
-        closed: watch::Receiver<bool>,
-    ) -> Self {
-        let (sender, changes) = mpsc::channel(BUFFERED_CHANGES);
-        let watcher = Watcher {
-            store,
-            names,
-            known: BTreeMap::new(),
-            changes: sender,
-        };
-        tokio::spawn(watcher.run(closed));
-        Self { changes }
-    }
-
-    /// The next change; `None` once the manager has shut down.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: a change is taken only when it is returned.
-    ///
-    /// ```
-    /// # use mongolock::{LockChange, LockManager, LockOptions, MemoryStore};
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::LockError> {
-    /// let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let mut changes = manager.watch(["a", "b"])?;
-    /// for _ in 0..2 {
-    ///     assert!(matches!(changes.recv().await, Some(LockChange::Current { .. })));
-    /// }
-    /// manager.shutdown().await;
-    /// assert_eq!(changes.recv().await, None);
-    /// # Ok(()) }
-    /// ```
-    pub async fn recv(&mut self) -> Option<LockChange> {
-        self.changes.recv().await
-    }
-}
-
-impl futures::Stream for LockWatch {
-    type Item = LockChange;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<LockChange>> {
-        self.changes.poll_recv(cx)
-    }
-}
-
-/// One grant the watcher counts as held.
-#[derive(Debug, Clone)]
-struct Held {
-    holder: Option<HolderId>,
-    /// When its lease ends, on this process's clock.
-    ends_at: Instant,
-}
-
-impl Held {
-    /// A holding as the store reported it at `now`.
-    fn of(holding: &Holding, now: Instant) -> Self {
-        Self {
-            holder: Some(holding.holder.clone()),
-            ends_at: now + holding.expires_in,
-        }
-    }
-}
-
-/// What the watcher last knew of one name.
-#[derive(Debug, Clone, Default)]
-struct Known {
-    /// The record's kind as last read; `None` until a record was read (again, after a
-    /// deletion: a name's kind may change only with its record).
-    kind: Option<LockKind>,
-    /// The grants held, by token: one for a held mutex, one per permit or reader of a
-    /// shared lock.
-    held: BTreeMap<u64, Held>,
-    /// The last grant reported (0: none).
-    token: u64,
-    /// Its holder: the holder of a grant whose event does not name one (the store only
-    /// knows it is the same as the last grant's).
-    holder: Option<HolderId>,
-}
-
-impl Known {
-    fn from_record(record: Option<&LockRecord>, now: Instant) -> Self {
-        let Some(record) = record else {
-            return Self::default();
-        };
-        let held = record
-            .holders
-            .iter()
-            .map(|holding| (holding.token, Held::of(holding, now)))
-            .collect::<BTreeMap<_, _>>();
-        let holder = match held.get(&record.token) {
-            Some(last) => last.holder.clone(),
-            None if record.kind.is_shared() => None,
-            None => record.holder().cloned(),
-        };
-        Self {
-            kind: Some(record.kind),
-            held,
-            token: record.token,
-            holder,
-        }
-    }
-
-    fn is_held(&self) -> bool {
-        !self.held.is_empty()
-    }
-
-    /// Counts a new grant as held and as the last one reported; returns its change.
-    fn add(&mut self, name: &LockName, token: u64, held: Held) -> LockChange {
-        self.token = token;
-        self.holder.clone_from(&held.holder);
-        let holder = held.holder.clone();
-        self.held.insert(token, held);
-        LockChange::Acquired {
-            name: name.clone(),
-            holder,
-            token,
-        }
-    }
-}
 
 /// A grant as the feed (or a read standing in for it) reported it.
 struct Grant {
@@ -339,53 +40,28 @@ enum Cause {
     Read,
 }
 
-/// How a holding ended.
-#[derive(Clone, Copy)]
-enum End {
-    Released,
-    ForceReleased,
-    Expired,
-}
-
-impl End {
-    /// A holding that ended before its lease ran out: an operator's forced release, or its
-    /// holder's own.
-    fn let_go(forced: bool) -> Self {
-        if forced {
-            Self::ForceReleased
-        } else {
-            Self::Released
-        }
-    }
-}
-
-/// The change that reports the end of `name`'s grant `token`.
-fn ended(name: &LockName, holder: Option<HolderId>, token: u64, end: End) -> LockChange {
-    let name = name.clone();
-    match end {
-        End::Released => LockChange::Released {
-            name,
-            holder,
-            token,
-        },
-        End::ForceReleased => LockChange::ForceReleased {
-            name,
-            holder,
-            token,
-        },
-        End::Expired => LockChange::Expired {
-            name,
-            holder,
-            token,
-        },
-    }
-}
-
 /// How long a grant that was already gone when its record was read counts as held: time
 /// for its release to come through the feed, after which it is taken as expired.
 const GONE_GRANT_GRACE: Duration = RETRY_AFTER;
 
-/// The task behind a [`LockWatch`].
+/// Starts the task that watches `names` of `store` and sends what it sees to `changes`,
+/// until their reader is gone or `closed` says the manager shut down.
+pub(super) fn spawn(
+    store: Arc<dyn LockStore>,
+    names: Vec<LockName>,
+    changes: mpsc::Sender<LockChange>,
+    closed: watch::Receiver<bool>,
+) {
+    let watcher = Watcher {
+        store,
+        names,
+        known: BTreeMap::new(),
+        changes,
+    };
+    tokio::spawn(watcher.run(closed));
+}
+
+/// The task behind a watch.
 struct Watcher {
     store: Arc<dyn LockStore>,
     names: Vec<LockName>,
