@@ -243,22 +243,14 @@ impl LockGuard {
     }
 
     /// Sends `to_message(reason)` to `actor` if this lock is lost (never on release); see
-    /// [`LossSignal::notify`] for a full example.
+    /// [`LossSignal::notify`] for a full example, with the actor and a loss.
     ///
     /// ```
-    /// # use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
-    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
-    /// # struct Worker;
-    /// # impl Actor for Worker {
-    /// #     type Msg = LossReason; type State = (); type Arguments = ();
-    /// #     async fn pre_start(&self, _: ActorRef<LossReason>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
-    /// let guard = manager.lock("orders")?.acquire().await?;
-    /// guard.notify(&worker, |reason| reason);
-    /// # Ok(()) }
+    /// use mongolock::{LockGuard, LossReason, ractor::ActorRef};
+    ///
+    /// fn tell(guard: &LockGuard, worker: &ActorRef<LossReason>) {
+    ///     guard.notify(worker, |reason| reason);
+    /// }
     /// ```
     pub fn notify<M: ractor::Message>(
         &self,

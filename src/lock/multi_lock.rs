@@ -473,22 +473,15 @@ impl MultiLockGuard {
         self.loss.at_risk().await
     }
 
-    /// Sends `to_message(reason)` to `actor` when any member is lost (never on release).
+    /// Sends `to_message(reason)` to `actor` when any member is lost (never on release), as
+    /// [`LossSignal::notify`] does for one hold (its example shows the actor and a loss).
     ///
     /// ```
-    /// # use mongolock::{LockManager, LockOptions, LossReason, MemoryStore};
-    /// # use ractor::{Actor, ActorProcessingErr, ActorRef};
-    /// # struct Worker;
-    /// # impl Actor for Worker {
-    /// #     type Msg = LossReason; type State = (); type Arguments = ();
-    /// #     async fn pre_start(&self, _: ActorRef<LossReason>, _: ()) -> Result<(), ActorProcessingErr> { Ok(()) }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let manager = LockManager::start(MemoryStore::new(), LockOptions::default()).await?;
-    /// let (worker, _) = Actor::spawn(None, Worker, ()).await?;
-    /// let both = manager.multi_lock(["a", "b"])?.acquire().await?;
-    /// both.notify(&worker, |reason| reason);
-    /// # Ok(()) }
+    /// use mongolock::{LossReason, MultiLockGuard, ractor::ActorRef};
+    ///
+    /// fn tell(both: &MultiLockGuard, worker: &ActorRef<LossReason>) {
+    ///     both.notify(worker, |reason| reason);
+    /// }
     /// ```
     pub fn notify<M: Message>(
         &self,
