@@ -1,5 +1,14 @@
-//! The task behind a watch: reads the records once, then follows the store's record feed
-//! or polls, and turns what it learns into changes.
+//! The task behind a watch: reads the records of the watched names once, then follows the
+//! store's record feed ([`LockStore::watch_records`]) where there is one — every grant,
+//! renewal, release and deletion, in order — and polls [`LockStore::inspect`] every
+//! [`POLL_INTERVAL`] where there is none.
+//!
+//! A lease that runs out is no write, so expiry is noticed by the task itself: it keeps each
+//! held lease's end (from the lease length the store reported, counted on this process's
+//! clock from when it heard of the write) and, when that passes, asks the store whether the
+//! lease is still held. A shared record's events do not say which holder left or renewed,
+//! so after each of its grants and releases the task reads the record and reports the
+//! difference, holder by holder.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
