@@ -198,46 +198,15 @@ impl Watcher {
             let Some(record) = self.read(&name).await else {
                 continue;
             };
-            let known = self.known.get(&name).cloned().unwrap_or_default();
-            let event = match &record {
-                None if known.is_held() || known.token != 0 => {
-                    Some(RecordEvent::Deleted { name: name.clone() })
+            let known = self.known.get(&name);
+            match record {
+                Some(record) => self.reconcile(&name, &record, Cause::Read).await?,
+                None if known.is_some_and(|known| known.is_held() || known.token != 0) => {
+                    self.forget(&name).await?;
                 }
                 // A grant that began and ended between two reads shows only as a new token
                 // on a free record: nothing to report.
-                None => None,
-                Some(record) if record.kind.is_shared() => {
-                    self.reconcile(&name, record, Cause::Read).await?;
-                    None
-                }
-                Some(record) => match (record.expires_in(), known.is_held()) {
-                    (Some(left), _) if record.token != known.token => Some(RecordEvent::Granted {
-                        name: name.clone(),
-                        holder: record.holder().cloned(),
-                        token: record.token,
-                        lease_left: left,
-                    }),
-                    (Some(left), true) => Some(RecordEvent::Renewed {
-                        name: name.clone(),
-                        lease_left: left,
-                    }),
-                    (None, true)
-                        if known
-                            .held
-                            .values()
-                            .all(|held| Instant::now() < held.ends_at) =>
-                    {
-                        Some(RecordEvent::Released {
-                            name: name.clone(),
-                            forced: false,
-                        })
-                    }
-                    // Its end passed: the expiry check reports it.
-                    _ => None,
-                },
-            };
-            if let Some(event) = event {
-                self.apply(event).await?;
+                None => {}
             }
         }
         Ok(())
@@ -273,55 +242,19 @@ impl Watcher {
             }
             return Ok(());
         };
-        match record {
-            Some(record) if record.kind.is_shared() => {
-                self.reconcile(name, &record, Cause::Read).await
-            }
-            record => self.mutex_checked(name, record).await,
+        if let Some(record) = record {
+            return self.reconcile(name, &record, Cause::Read).await;
         }
-    }
-
-    /// A mutex whose lease should have ended, as the store has it.
-    async fn mutex_checked(
-        &mut self,
-        name: &LockName,
-        record: Option<LockRecord>,
-    ) -> Result<(), Stop> {
-        let Some(known) = self.known.get_mut(name) else {
+        // Gone before the feed said so: the last grant ran out.
+        let Some((token, held)) = self
+            .known
+            .get_mut(name)
+            .and_then(|known| known.held.pop_last())
+        else {
             return Ok(());
         };
-        if let Some(record) = &record {
-            known.kind = Some(record.kind);
-        }
-        let Some((&token, _)) = known.held.last_key_value() else {
-            return Ok(());
-        };
-        let held = record.and_then(|record| Some((record.expires_in()?, record)));
-        match held {
-            Some((left, record)) if record.token == token => {
-                // Renewed after all (this clock ran ahead of the store's): wait for its end.
-                if let Some(held) = known.held.get_mut(&token) {
-                    held.ends_at = Instant::now() + left;
-                }
-                Ok(())
-            }
-            Some((lease_left, record)) => {
-                // Taken over already: the feed's grant may still be on its way.
-                let grant = Grant {
-                    holder: record.holder().cloned(),
-                    token: record.token,
-                    lease_left,
-                };
-                self.granted(name, grant, true).await
-            }
-            None => {
-                let Some(held) = known.held.remove(&token) else {
-                    return Ok(());
-                };
-                self.emit([ended(name, held.holder, token, End::Expired)])
-                    .await
-            }
-        }
+        self.emit([ended(name, held.holder, token, End::Expired)])
+            .await
     }
 
     /// A new grant as its event reports it. A mutex's (`replaces`) takes the place of the
@@ -343,12 +276,14 @@ impl Watcher {
         self.emit(changes).await
     }
 
-    /// Compares a shared record with what is known of it and reports the difference: the
+    /// Compares a record as read with what is known of it and reports the difference: the
     /// grants that ended — released if before their lease's end by this clock (forced if a
     /// forced release was reported), expired after it — then the new grants in grant order
     /// (the reported one among them, also if it has ended since). A grant event does not
-    /// say which holder left in a hand-over, nor a release event which holder left: the
-    /// record does.
+    /// say which holder left in a shared record's hand-over, nor a release event which
+    /// holder left: the record does. A mutex's new grant takes the place of the one before,
+    /// which ran out unless it was handed over within one manager (the same holder), as in
+    /// [`granted`](Self::granted).
     async fn reconcile(
         &mut self,
         name: &LockName,
@@ -364,13 +299,18 @@ impl Watcher {
             .map(|holding| (holding.token, holding))
             .collect();
         let let_go = End::let_go(matches!(cause, Cause::Release { forced: true }));
+        let successor = present
+            .range(known.token.saturating_add(1)..)
+            .next_back()
+            .filter(|_| record.kind == LockKind::Mutex)
+            .map(|(_, holding)| &holding.holder);
         let mut changes = Vec::new();
         known.held.retain(|&token, held| {
             let Some(holding) = present.get(&token) else {
-                let end = if held.ends_at <= now {
-                    End::Expired
-                } else {
-                    let_go
+                let end = match successor {
+                    Some(next) if held.holder.as_ref() == Some(next) => return false,
+                    _ if successor.is_some() || held.ends_at <= now => End::Expired,
+                    _ => let_go,
                 };
                 changes.push(ended(name, held.holder.take(), token, end));
                 return false;
