@@ -191,8 +191,7 @@ impl Watcher {
         Ok(())
     }
 
-    /// One round of polling: each record read and compared with what was known, as the
-    /// events a feed would have reported.
+    /// One round of polling: each record read and diffed with what was known.
     async fn poll(&mut self) -> Result<(), Stop> {
         for name in self.names.clone() {
             let Some(record) = self.read(&name).await else {
