@@ -10,7 +10,11 @@ use crate::kind::Access;
 use crate::name::LockName;
 use crate::store::LeaseId;
 
-/// Proof that this process holds a lock, for as long as it is not lost.
+/// Proof that this process holds a lock, for as long as it is not lost: the whole of a
+/// mutex, a permit of a [`Semaphore`](crate::Semaphore), a read or the write of an
+/// [`RwLock`](crate::RwLock), each with the same guarantees — its own lease, renewed in the
+/// manager's batches, a loss told before anyone else can take its place, an owner-checked
+/// release, and a token larger than every token issued for the name before.
 ///
 /// The runtime renews the lease in the background; user code never waits on renewals and
 /// renewals never wait on user code. Dropping the guard releases the lock (in the

@@ -11,8 +11,7 @@ use crate::store::outcome::LockRecord;
 
 /// A reader/writer lock across processes: any number of readers (up to
 /// [`MAX_PERMITS`](crate::MAX_PERMITS)) at once, or one writer. Every read and write is a
-/// [`LockGuard`] with the mutex's guarantees: its own lease renewed in the manager's
-/// batches, a loss told before anyone else can take the place, an owner-checked release.
+/// [`LockGuard`], with every guard's guarantees.
 ///
 /// **Fencing.** Every grant's token — read or write — is larger than every token issued
 /// for the name before, so a fenced resource that records the largest token it has seen

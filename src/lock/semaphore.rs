@@ -13,10 +13,8 @@ use crate::name::LockName;
 use crate::store::outcome::LockRecord;
 
 /// A counting semaphore: at most [`permits`](Self::permits) holders at a time across every
-/// process sharing the store, each holding a permit through a [`LockGuard`] with the mutex's
-/// guarantees — its own lease renewed in the manager's batches, a loss told before anyone
-/// else can take the place, an owner-checked release, and a fencing token larger than every
-/// token issued for the name before (by any permit).
+/// process sharing the store, each holding a permit through a [`LockGuard`] with every
+/// guard's guarantees (its token is larger than any issued for the name, by any permit).
 ///
 /// A crashed holder's permit comes back when its lease expires. The count lives in the
 /// name's record: while the record exists, a handle asking for another count gets
