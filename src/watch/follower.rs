@@ -440,3 +440,105 @@ async fn sleep_until_some(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+    use tokio::time::Instant;
+
+    use super::{Cause, Watcher};
+    use crate::name::LockName;
+    use crate::store::memory::MemoryStore;
+    use crate::store::outcome::LockRecord;
+    use crate::store::request::HolderId;
+    use crate::watch::change::LockChange;
+    use crate::watch::known::Known;
+
+    const LEASE: Duration = Duration::from_secs(10);
+
+    /// What a watcher that knew `before` reports when it reads `after`, at `later` past the
+    /// first read.
+    async fn read_after(
+        before: &LockRecord,
+        later: Duration,
+        after: &LockRecord,
+    ) -> Vec<LockChange> {
+        let name = LockName::new("watched").unwrap();
+        let (changes, mut reported) = mpsc::channel(16);
+        let mut watcher = Watcher {
+            store: Arc::new(MemoryStore::new()),
+            names: vec![name.clone()],
+            known: BTreeMap::new(),
+            changes,
+        };
+        let known = Known::from_record(Some(before), Instant::now());
+        watcher.known.insert(name.clone(), known);
+        tokio::time::advance(later).await;
+        assert!(watcher.reconcile(&name, after, Cause::Read).await.is_ok());
+        drop(watcher);
+        let mut all = Vec::new();
+        while let Some(change) = reported.recv().await {
+            all.push(change);
+        }
+        all
+    }
+
+    fn holder(id: &str) -> HolderId {
+        HolderId::from_string(id.to_owned())
+    }
+
+    /// The change `what` (acquired, released or expired) of `id`'s grant `token`.
+    fn change(what: &str, id: &str, token: u64) -> LockChange {
+        let (name, holder) = (LockName::new("watched").unwrap(), Some(holder(id)));
+        match what {
+            "acquired" => LockChange::Acquired {
+                name,
+                holder,
+                token,
+            },
+            "released" => LockChange::Released {
+                name,
+                holder,
+                token,
+            },
+            _ => LockChange::Expired {
+                name,
+                holder,
+                token,
+            },
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mutex_taken_over_reports_the_old_grant_expired_unless_handed_to_its_holder() {
+        let held_by_a = LockRecord::held(holder("a"), 1, LEASE);
+        let taken_by_b = LockRecord::held(holder("b"), 2, LEASE);
+        assert_eq!(
+            read_after(&held_by_a, Duration::ZERO, &taken_by_b).await,
+            [change("expired", "a", 1), change("acquired", "b", 2)]
+        );
+        let handed_to_a = LockRecord::held(holder("a"), 2, LEASE);
+        assert_eq!(
+            read_after(&held_by_a, Duration::ZERO, &handed_to_a).await,
+            [change("acquired", "a", 2)]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mutex_read_free_was_released_before_its_end_and_expired_after_it() {
+        let held_by_a = LockRecord::held(holder("a"), 1, LEASE);
+        let free = LockRecord::free(1);
+        assert_eq!(
+            read_after(&held_by_a, LEASE / 2, &free).await,
+            [change("released", "a", 1)]
+        );
+        assert_eq!(
+            read_after(&held_by_a, LEASE, &free).await,
+            [change("expired", "a", 1)]
+        );
+    }
+}
