@@ -7,6 +7,10 @@
 
 mod common;
 mod mongo;
+#[cfg(unix)]
+#[allow(dead_code)]
+#[path = "../examples/fault_check/server.rs"]
+mod server;
 mod support;
 
 use std::collections::HashMap;
@@ -1148,4 +1152,152 @@ async fn an_attempt_of_another_kind_changes_nothing_of_the_record() {
             assert_eq!(after, before, "{asked:?} wrote to {name}");
         }
     }
+}
+
+/// A read grant that reaches a process while its readers wait goes to them or back, on a
+/// real server: readers of one process wait while another process holds the write lock, and
+/// the server is stopped (`SIGSTOP`) for longer than the lease and than an attempt's
+/// store-call timeout, then resumed. The readers' attempts sent during the stop timed out
+/// here and are applied when the server resumes, each granting a read under a lease no
+/// attempt owns any more. Both readers must get in after the resume, and every other read
+/// must leave the record by a release, not by expiry: when last seen it still had a good
+/// part of its lease left.
+///
+/// What else the stop does: the driver's monitoring connection is reset when the server
+/// resumes, so the driver marks the server unknown, clears its pool, and every command —
+/// those releases and the readers' next attempts alike — waits for its next check, about
+/// 0.5 s later. That wait, not the lock, is how long such a read stays on the record.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_grants_applied_when_a_stopped_server_resumes_go_to_the_readers_or_back() {
+    use mongolock::Access;
+    use nix::sys::signal::Signal;
+
+    let dir =
+        std::env::temp_dir().join(format!("mongolock-stop-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let server = server::Server::start(&support::secantus_binary(), &dir)
+        .unwrap_or_else(|e| panic!("start a SecantusDB server of this test's own: {e}"));
+    let uri = format!(
+        "mongodb://127.0.0.1:{}/?directConnection=true&heartbeatFrequencyMS=500",
+        server.port()
+    );
+    let options = fast_options();
+    let collection = unique_collection();
+    let store_for = |client: Client| store_on(&client, &collection);
+    let writing = start_with(
+        store_for(support::client_for(&uri, None, None).await),
+        options.clone(),
+    )
+    .await;
+    let reading = start_with(
+        store_for(support::client_for(&uri, None, None).await),
+        options.clone(),
+    )
+    .await;
+    let observer = store_for(support::client_for(&uri, None, None).await);
+    let name = LockName::new("files").unwrap();
+
+    let writer = writing.rw_lock("files").unwrap().write().await.unwrap();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let files = reading.rw_lock("files").unwrap();
+            tokio::spawn(async move { files.read_timeout(Duration::from_secs(30)).await })
+        })
+        .collect();
+    // A refused reader marks readers waiting on the record.
+    let marked = raw(&observer);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let record = marked
+            .find_one(doc! { "_id": "files" })
+            .await
+            .expect("find the record")
+            .expect("the record");
+        if matches!(record.get("readersWaitingUntil"), Some(Bson::DateTime(_))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the readers were never refused");
+        sleep(Duration::from_millis(20)).await;
+    }
+
+    // The fault itself, not a wait for anything: the stop outlasts the writer's lease and
+    // several of the readers' attempts, each timed out after the renew deadline.
+    server
+        .signal(Signal::SIGSTOP)
+        .expect("stop the server (SIGSTOP)");
+    sleep(options.lease_duration() * 2).await;
+    server
+        .signal(Signal::SIGCONT)
+        .expect("resume the server (SIGCONT)");
+    assert!(
+        writer.loss().is_some(),
+        "the writer was told of its loss during the stop"
+    );
+    drop(writer);
+
+    // Every read holding seen from now on, by token: the time left on it when last seen.
+    let mut last_seen: HashMap<u64, Duration> = HashMap::new();
+    let mut guards = Vec::new();
+    let mut readers = readers;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(record) = observer.inspect(&name).await.expect("inspect") {
+            for holding in record.holders.iter().filter(|h| h.access == Access::Read) {
+                last_seen.insert(holding.token, holding.expires_in);
+            }
+        }
+        let mut waiting = Vec::new();
+        for reader in readers {
+            if reader.is_finished() {
+                let guard = reader
+                    .await
+                    .expect("the reader's task")
+                    .unwrap_or_else(|e| panic!("a reader waiting through the stop failed: {e}"));
+                guards.push(guard);
+            } else {
+                waiting.push(reader);
+            }
+        }
+        readers = waiting;
+        let tokens: Vec<u64> = guards.iter().map(mongolock::LockGuard::token).collect();
+        let others_left = observer
+            .inspect(&name)
+            .await
+            .expect("inspect")
+            .is_some_and(|record| {
+                record
+                    .holders
+                    .iter()
+                    .any(|h| h.access == Access::Read && !tokens.contains(&h.token))
+            });
+        if readers.is_empty() && !others_left {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "20 s after the resume: {} reader(s) still waiting, other reads held: {others_left}",
+            readers.len()
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    let tokens: Vec<u64> = guards.iter().map(mongolock::LockGuard::token).collect();
+    for (token, left) in &last_seen {
+        if tokens.contains(token) {
+            continue;
+        }
+        println!("a read granted to nobody (token {token}) was last seen with {left:?} left");
+        assert!(
+            *left >= options.lease_duration() / 4,
+            "the read granted under token {token} nobody uses was left on the record until \
+             {left:?} before its expiry, not given back"
+        );
+    }
+    for guard in guards {
+        guard.release().await.expect("release a read");
+    }
+    writing.shutdown().await;
+    reading.shutdown().await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
