@@ -1160,8 +1160,8 @@ async fn an_attempt_of_another_kind_changes_nothing_of_the_record() {
 /// store-call timeout, then resumed. The readers' attempts sent during the stop timed out
 /// here and are applied when the server resumes, each granting a read under a lease no
 /// attempt owns any more. Both readers must get in after the resume, and every other read
-/// must leave the record by a release, not by expiry: when last seen it still had a good
-/// part of its lease left.
+/// must leave the record by a release, not by expiry: when last seen it still had more than
+/// an eighth of its lease left.
 ///
 /// What else the stop does: the driver's monitoring connection is reset when the server
 /// resumes, so the driver marks the server unknown, clears its pool, and every command —
@@ -1287,8 +1287,12 @@ async fn read_grants_applied_when_a_stopped_server_resumes_go_to_the_readers_or_
             continue;
         }
         println!("a read granted to nobody (token {token}) was last seen with {left:?} left");
+        // A read left to expire is last seen within one poll of its expiry (tens of
+        // milliseconds); a released one leaves with most of its lease, even when its release
+        // waited for the driver after the resume. An eighth of the lease keeps the two apart
+        // with room for a loaded machine.
         assert!(
-            *left >= options.lease_duration() / 4,
+            *left > options.lease_duration() / 8,
             "the read granted under token {token} nobody uses was left on the record until \
              {left:?} before its expiry, not given back"
         );
