@@ -736,6 +736,79 @@ async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_rec
     elsewhere.shutdown().await;
 }
 
+/// Once this process's waiting attempt has been refused by a record held elsewhere, the
+/// record has answered for the kind this process uses the name as: a request of the other
+/// kind is refused at once, not kept waiting behind it.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_answers_for_the_kind_of_the_name() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{LockError, LockKind, LockManager};
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let held_elsewhere = elsewhere.lock("reports").unwrap().acquire().await.unwrap();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let lock = manager.lock("reports").unwrap();
+    let waiting = tokio::spawn(async move { lock.acquire().await });
+    // The waiting lock's first attempt has come back refused.
+    while store.acquire_calls() < 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let semaphore = manager.semaphore("reports", 2).unwrap();
+    let answer = timeout(Duration::from_millis(100), semaphore.try_acquire())
+        .await
+        .expect("the permit waited behind this process's own lock");
+    assert!(
+        matches!(
+            answer,
+            Err(LockError::KindMismatch {
+                found: LockKind::Mutex,
+                ..
+            })
+        ),
+        "a permit on a name the record says is a mutex: {answer:?}"
+    );
+    waiting.abort();
+    drop(held_elsewhere);
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// A single try while this process holds a mutex (with a task of its own waiting for it)
+/// answers from what the process knows: no store call, and the waiting task keeps its turn.
+#[tokio::test(start_paused = true)]
+async fn a_try_on_a_mutex_held_here_answers_without_the_store() {
+    use mongolock::LockManager;
+    use mongolock::testing::FaultyStore;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = LockManager::start(store.clone(), common::fast_options())
+        .await
+        .unwrap();
+    let lock = manager.lock("ledger").unwrap();
+    let held = lock.acquire().await.unwrap();
+    let queued = lock.clone();
+    let waiting = tokio::spawn(async move { queued.acquire().await });
+    tokio::task::yield_now().await;
+    let calls = store.acquire_calls();
+    assert!(lock.try_acquire().await.unwrap().is_none(), "held here");
+    assert_eq!(store.acquire_calls(), calls, "the try went to the store");
+    drop(held);
+    let next = waiting
+        .await
+        .unwrap()
+        .expect("the waiting task gets the lock");
+    drop(next);
+    manager.shutdown().await;
+}
+
 type Reader = tokio::task::JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>;
 
 /// Every waiting reader gets in (within five seconds of paused time).

@@ -220,6 +220,10 @@ impl NameState {
         claim: GrantClaim,
     ) {
         self.advance(|this, phase| match phase {
+            // The lease check is equivalent to `true` today (a surviving mutant says so): one
+            // attempt is in flight at a time, and a phase leaves `Attempting` only through its
+            // answer or at shutdown, after which none is sent. It stays so that a change
+            // letting an attempt be abandoned cannot take one attempt's grant for another's.
             Phase::Attempting {
                 attempt,
                 woken,
