@@ -16,6 +16,21 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mongolock::{LockManager, LockName, LockOptions, store::LockStore};
 
+/// Waits until `condition` holds or `within` passes: for what is seen from outside, with no
+/// signal to wait on (a store's records, a manager's count of live actors).
+pub(crate) async fn eventually(within: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
+    let until = tokio::time::Instant::now() + within;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// What a scenario needs from a storage backend beyond the [`LockStore`] trait.
 #[async_trait]
 pub(crate) trait Backend: Send + Sync + 'static {

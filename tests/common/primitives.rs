@@ -15,22 +15,7 @@ use mongolock::testing::FaultyStore;
 use mongolock::{Access, HolderId, LockError, LockKind, LockName, LossReason};
 use tokio::time::{Instant, timeout};
 
-use super::{Backend, SLACK, fast_options, start, start_with};
-
-/// Waits until `condition` holds or `within` passes (a store seen from outside has no signal
-/// to wait on).
-async fn eventually(within: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
-    let until = Instant::now() + within;
-    loop {
-        if condition().await {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use super::{Backend, SLACK, eventually, fast_options, start, start_with};
 
 /// A semaphore of 2 admits two holders across processes and no third; a release lets the
 /// waiting third in, and a holder whose process vanished (a grant nobody renews) gives its
