@@ -529,19 +529,6 @@ pub(super) fn forced_shared_release_record(
 }
 
 /// The error for a request of `asked` on `name`, whose record is `found`.
-/// `Err(KindMismatch)` if the record an attempt for `asked` on `name` came back with is of
-/// another kind (or count) than `asked`: the attempt's pipeline left such a record as it was.
-pub(super) fn refuse_other_kind(
-    name: &LockName,
-    record: &Document,
-    asked: LockKind,
-) -> Result<(), StoreError> {
-    match record_kind(record)? {
-        found if accepts(record, found, asked) => Ok(()),
-        found => Err(kind_mismatch(name, found, asked)),
-    }
-}
-
 pub(super) fn kind_mismatch(name: &LockName, found: LockKind, asked: LockKind) -> StoreError {
     StoreError::KindMismatch {
         name: name.as_str().to_owned(),

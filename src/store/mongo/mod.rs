@@ -119,17 +119,17 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   is the one we sent. A returned shared record was left exactly as it was and answers
 ///   [`StoreError::KindMismatch`]. A null reply means "busy, try again"; so does a
 ///   duplicate-key error (two first acquisitions racing).
-/// - **acquire a permit, a read or the write** (a shared record): `findAndModify({_id:
-///   name}, <pipeline>, upsert, returnDocument: after)`, by `_id` alone like a mutex's. The
-///   pipeline first tests that the record is new or of the kind asked (a semaphore of the
-///   count asked, or one `set_permits` changed from it: the record's count decides); on any
-///   other it changes nothing and the returned record names its kind
-///   ([`StoreError::KindMismatch`]). Otherwise it writes the kind of a new record, prunes
-///   expired holders and applies the grant rule of the access (see [`LockStore`]'s "Shared
-///   kinds"): a grant appends `{lease, holder, token, access, acquiredAt, expiresAt}` with the
-///   next token block; a refusal marks the record contended and, for a read or a write with
-///   `retry_within`, its side waiting until `$$NOW + retry_within`. Granted iff the returned
-///   holders include our lease.
+/// - **acquire a permit, a read or the write** (a shared record):
+///   `findAndModify({_id: name, kind, $or: [{permits}, {recountedFrom: permits}]}, <pipeline>,
+///   upsert, returnDocument: after)` (a semaphore of the count asked, or one `set_permits`
+///   changed from it: the record's count decides).
+///   The pipeline prunes expired holders and applies the grant rule of the access (see
+///   [`LockStore`]'s "Shared kinds"): a grant appends `{lease, holder, token, access,
+///   acquiredAt, expiresAt}` with the next token block; a refusal marks the record contended
+///   and, for a read or a write with `retry_within`, its side waiting until `$$NOW +
+///   retry_within`. Granted iff the returned holders include our lease. A record of another
+///   kind or count fails the upsert on `_id`, writing nothing, and one read names its kind
+///   ([`StoreError::KindMismatch`]).
 /// - **extend** (a batch of renewals): `update({_id: {$in: names}, leaseId: {$in: leases}},
 ///   [$set expiresAt: cond(expiresAt > $$NOW, $dateAdd($$NOW, expiry), expiresAt)],
 ///   multi)`. The filter uses only the `_id` index (no `$expr`); an expired lease matches but
@@ -290,10 +290,25 @@ impl MongoStore {
         cursor.deserialize_current().map(Some).map_err(failed)
     }
 
-    /// `try_acquire` of a shared kind: one `findAndModify` (upsert) by `_id` alone, whose
-    /// pipeline leaves a record of another kind or count as it was, so the answer tells the
-    /// mismatch; a duplicate `_id` (a racing first grant) is retried once; on an empty answer
-    /// (a test-server divergence), one read says whether the grant was applied.
+    /// After an upsert for `asked` on `name` failed on the unique `_id` (its filter, which
+    /// names the kind, matched no document): the kind the record has, read back, if it is
+    /// another kind than `asked` — the request's error. `Ok(())`: the record is of the
+    /// asked kind after all (a racing first grant inserted it) or gone, and the caller may
+    /// try once more.
+    async fn refuse_other_kind(&self, name: &LockName, asked: LockKind) -> Result<(), StoreError> {
+        let Some(found) = self.read_record(name).await? else {
+            return Ok(());
+        };
+        match document::record_kind(&found)? {
+            kind if document::accepts(&found, kind, asked) => Ok(()),
+            kind => Err(document::kind_mismatch(name, kind, asked)),
+        }
+    }
+
+    /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
+    /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
+    /// from a racing first grant, which is retried once; on an empty answer (a test-server
+    /// divergence), one read says whether the grant was applied.
     async fn try_acquire_shared(
         &self,
         request: &AcquireRequest,
@@ -303,7 +318,7 @@ impl MongoStore {
             let returned = self
                 .collection
                 .find_one_and_update(
-                    pipeline::by_name(&request.name),
+                    pipeline::shared_by_kind(&request.name, request.access),
                     pipeline::shared_acquire(
                         request.access,
                         &lease,
@@ -318,7 +333,6 @@ impl MongoStore {
                 .await;
             match returned {
                 Ok(Some(returned)) => {
-                    document::refuse_other_kind(&request.name, &returned, request.access.kind())?;
                     return document::shared_acquire_outcome(Some(returned), request.lease);
                 }
                 // MongoDB always returns the upserted or updated document here. The test
@@ -329,7 +343,10 @@ impl MongoStore {
                     let found = self.read_record(&request.name).await?;
                     return document::shared_acquire_outcome(found, request.lease);
                 }
-                Err(error) if errors::is_duplicate_key(&error) => {}
+                Err(error) if errors::is_duplicate_key(&error) => {
+                    self.refuse_other_kind(&request.name, request.access.kind())
+                        .await?;
+                }
                 Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
             }
         }
@@ -837,10 +854,14 @@ impl LockStore for MongoStore {
             .await;
         match returned {
             // The pipeline leaves a shared record as it was; the answer is that record.
-            Ok(Some(record)) => {
-                document::refuse_other_kind(&request.name, &record, LockKind::Mutex)?;
-                document::acquire_outcome(Some(record), request.lease)
-            }
+            Ok(Some(record)) => match document::record_kind(&record)? {
+                LockKind::Mutex => document::acquire_outcome(Some(record), request.lease),
+                found => Err(document::kind_mismatch(
+                    &request.name,
+                    found,
+                    LockKind::Mutex,
+                )),
+            },
             Ok(None) => document::acquire_outcome(None, request.lease),
             // Two first acquisitions raced to insert the document; the other one won.
             Err(error) if errors::is_duplicate_key(&error) => {

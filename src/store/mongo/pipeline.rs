@@ -7,14 +7,15 @@
 //! with `$dateAdd` and turned into numbers with `$toLong` before any arithmetic.
 //!
 //! A mutex's document has no `kind`; a shared record's (a semaphore's or a reader/writer
-//! lock's) has one. Attempts find their record by the `_id` equality alone, which the server
-//! answers by its fast `_id` path (`IDHACK`, no query planning); naming the kind in the
-//! filter cost about 6 % more server CPU per uncontended mutex cycle on the test server. The
-//! attempt's pipeline tests the kind (and a semaphore's count) itself and leaves a record of
-//! another kind exactly as it was, so the answer is that record and tells the mismatch in the
-//! same round trip. The other shared operations' filters (hand-over, `set_permits`) name the
-//! kind, so a request of another kind matches nothing; an upsert then fails on the unique
-//! `_id` (writing nothing) and the store reads the record to report the mismatch.
+//! lock's) has one. A mutex attempt finds its document by the `_id` equality alone, which the
+//! server answers by its fast `_id` path (`IDHACK`, no query planning): naming `kind:
+//! {$exists: false}` in the filter cost about 6 % more server CPU per uncontended cycle on the
+//! test server. Its pipeline tests the kind instead and leaves a shared record exactly as it
+//! was, so the answer is that record and tells the mismatch in the same round trip. Every
+//! shared operation's filter names the kind (and a semaphore's count): a request of another
+//! kind matches nothing, its upsert fails on the unique `_id` (writing nothing) and the store
+//! reads the record to report the mismatch. (Moving that test into the shared pipeline too
+//! was measured: guarding each of its fields cost what the fast path saved.)
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,9 +36,6 @@ use crate::store::request::{mark_length, wait_length};
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";
-/// Temporary field of the shared acquire pipeline: whether the record is new or of the kind
-/// (and count) asked, so the pipeline may touch it at all.
-const ASKED_KIND: &str = "_mongolockAskedKind";
 /// Temporary field of the shared acquire pipeline: the token a grant would take.
 const NEXT_TOKEN: &str = "_mongolockToken";
 /// Temporary field of the shared release pipelines: the holder entries being released.
@@ -60,8 +58,8 @@ pub(super) fn by_name(name: &LockName) -> Document {
 
 /// `{_id: name, kind, $or: [{permits}, {recountedFrom: permits}]}` (a semaphore of that
 /// count, or one `set_permits` changed from it) or `{_id: name, kind}` (a reader/writer
-/// lock): a shared hand-over's filter. (A shared attempt finds its record by `_id` alone and
-/// its pipeline applies the same test, see [`asked_kind`].)
+/// lock): the shared acquisition's filter. The upsert of a first grant starts from its
+/// equalities (`_id`, `kind`); [`shared_acquire`] writes a new semaphore's count.
 pub(super) fn shared_by_kind(name: &LockName, access: Access) -> Document {
     let mut filter = doc! { ID: name.as_str() };
     if let Some(kind) = kind_value(access.kind()) {
@@ -417,9 +415,7 @@ fn grant_rule(access: Access, waiting_since: &Document) -> Bson {
 }
 
 /// The update pipeline of a shared `try_acquire`, run by `findAndModify` with `upsert` on
-/// [`by_name`] (the server's `_id` fast path): on a record of another kind or count it
-/// changes nothing (see [`asked_kind`]); on a new one it writes the kind; then it prunes
-/// expired holders; if the grant rule admits `access`, appends
+/// [`shared_by_kind`]: prunes expired holders; if the grant rule admits `access`, appends
 /// the new holder entry with the next token (reserving a block, as a mutex grant does),
 /// clears the contention mark and, for a write, the writers' mark; otherwise marks the
 /// record contended since `$$NOW − waited` (keeping the earliest) and, for a read or write
@@ -510,7 +506,7 @@ pub(super) fn shared_acquire(
         }
         _ => {}
     }
-    let mut first = doc! { HOLDERS: unexpired_holders(), KIND: kind_value(access.kind()) };
+    let mut first = doc! { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() };
     if let Access::Permit { permits } = access {
         first.insert(
             PERMITS,
@@ -518,48 +514,12 @@ pub(super) fn shared_acquire(
         );
     }
     vec![
-        doc! { "$set": { ASKED_KIND: asked_kind(access), NEXT_TOKEN: next_token() } },
-        doc! { "$set": only_if_asked_kind(first) },
-        // Only a record of the kind asked has the holders the grant rule counts.
-        doc! { "$set": { FREE: { "$cond": [field(ASKED_KIND), grant_rule(access, &waiting_since), false] } } },
-        doc! { "$set": only_if_asked_kind(decided) },
-        doc! { "$set": only_if_asked_kind(doc! { EXPIRES_AT: record_expiry() }) },
-        doc! { "$unset": [ASKED_KIND, FREE, NEXT_TOKEN] },
+        doc! { "$set": first },
+        doc! { "$set": { FREE: grant_rule(access, &waiting_since) } },
+        doc! { "$set": decided },
+        doc! { "$set": { EXPIRES_AT: record_expiry() } },
+        doc! { "$unset": [FREE, NEXT_TOKEN] },
     ]
-}
-
-/// Whether the record is one `access` may be granted on: a new one (only an `_id`: no kind,
-/// and no token, which every mutex grant writes), a reader/writer lock for a read or write,
-/// a semaphore of the count asked or one `set_permits` changed from it. The test the
-/// hand-over's filter ([`shared_by_kind`]) makes, made inside the pipeline.
-fn asked_kind(access: Access) -> Document {
-    let missing = |name: &str| doc! { "$eq": [{ "$type": field(name) }, "missing"] };
-    let new_record = doc! { "$and": [missing(KIND), missing(TOKEN)] };
-    let of_kind = doc! { "$eq": [field(KIND), kind_value(access.kind())] };
-    let this_kind = match access {
-        Access::Permit { permits } => doc! { "$and": [
-            of_kind,
-            { "$or": [
-                { "$eq": [field(PERMITS), i64::from(permits)] },
-                { "$in": [i64::from(permits), { "$ifNull": [field(RECOUNTED_FROM), []] }] },
-            ] },
-        ] },
-        _ => of_kind,
-    };
-    doc! { "$or": [new_record, this_kind] }
-}
-
-/// `fields` as a `$set` that writes them only on a record [`asked_kind`] admitted: on any
-/// other each field keeps its value (a missing one stays missing).
-fn only_if_asked_kind(fields: Document) -> Document {
-    fields
-        .into_iter()
-        .map(|(name, value)| {
-            let kept = Bson::from(field(&name));
-            let guarded = doc! { "$cond": [field(ASKED_KIND), value, kept] };
-            (name, Bson::Document(guarded))
-        })
-        .collect()
 }
 
 /// Extends the places of `batch` in their shared records, all to `$$NOW + expiry`. Each
@@ -852,24 +812,6 @@ fn literal(value: Bson) -> Bson {
 mod tests {
     use super::*;
 
-    /// The fields a shared attempt decides, each as written on a record of the kind asked
-    /// (unwrapped from [`only_if_asked_kind`]'s guard).
-    fn decided_fields(pipeline: &[Document]) -> Document {
-        let guarded = pipeline[3].get_document("$set").unwrap();
-        guarded
-            .iter()
-            .map(|(name, value)| {
-                let branches = value.as_document().unwrap().get_array("$cond").unwrap();
-                assert_eq!(
-                    branches[0],
-                    Bson::from(field(ASKED_KIND)),
-                    "{name} is guarded"
-                );
-                (name.clone(), branches[1].clone())
-            })
-            .collect()
-    }
-
     #[test]
     fn names_are_only_values() {
         let name = LockName::new("$gt").unwrap();
@@ -915,7 +857,7 @@ mod tests {
             Duration::ZERO,
             Duration::ZERO,
         );
-        let decided = decided_fields(&pipeline);
+        let decided = pipeline[2].get_document("$set").unwrap();
         let granted = decided.get_document(GRANTED_HOLDER).unwrap();
         assert_eq!(
             granted.get_array("$cond").unwrap()[1],
@@ -976,8 +918,9 @@ mod tests {
             )
         };
         let refused = |pipeline: &[Document]| {
-            decided_fields(pipeline)
-                .get_document(READERS_WAITING_UNTIL)
+            pipeline[2]
+                .get_document("$set")
+                .and_then(|set| set.get_document(READERS_WAITING_UNTIL))
                 .and_then(|mark| mark.get_array("$cond"))
                 .map(|branches| branches[2].clone())
                 .unwrap()
