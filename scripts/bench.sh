@@ -36,6 +36,8 @@ done
 if [[ -z "${MONGODB_URI:-}" ]]; then
     # shellcheck source=scripts/test-server.sh
     source scripts/test-server.sh
+    # The server MONGODB_URI names (the first one started): S1 reads its CPU time.
+    export MONGOLOCK_BENCH_SERVER_PID="${SECANTUS_STARTED[0]%% *}"
 fi
 
 target="${CARGO_TARGET_DIR:-target}"

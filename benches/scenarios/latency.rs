@@ -10,6 +10,7 @@ use distributed_lock_mongo::MongoDistributedLock;
 use mongolock::{Lock, LockManager, LockOptions, MemoryStore};
 
 use crate::child::{Args, Side, emit, scratch_name};
+use crate::support::before_shared::BeforeShared;
 use crate::support::channels::Echo;
 use crate::support::commands::CommandCounts;
 use crate::support::contender::{Contender, cycle};
@@ -89,6 +90,11 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
     }
     if system == "acquire-vs-try" {
         acquire_against_try(&side, warmup, cycles).await?;
+        side.drop_database().await;
+        return Ok(());
+    }
+    if system == "server-cpu" {
+        server_cpu(&side, warmup, cycles).await?;
         side.drop_database().await;
         return Ok(());
     }
@@ -195,6 +201,54 @@ async fn paired(side: &Side, warmup: usize, cycles: usize) -> Result<(), String>
         emit("mongolock_p50_us", format!("{ours:.1}"));
         emit("floor_p50_us", format!("{theirs:.1}"));
         emit("ratio", format!("{:.3}", ours / theirs));
+    }
+    Ok(())
+}
+
+/// S1's cost to the server: the server's CPU time per 1,000 cycles of mongolock's mutex and
+/// of the same cycle as mongolock sent it before shared kinds (see
+/// [`BeforeShared`]), in alternating blocks of `cycles / 10` on one client, so the machine's
+/// load drift hits both alike. Emits nothing when the server's CPU cannot be read.
+async fn server_cpu(side: &Side, warmup: usize, cycles: usize) -> Result<(), String> {
+    const BLOCKS: usize = 10;
+    let before = BeforeShared::new(&side.database, "s1-before-shared").await?;
+    let manager = side.manager(LockOptions::default()).await?;
+    let lock = manager.lock("s1").map_err(|e| e.to_string())?;
+    for _ in 0..warmup {
+        cycle(&lock).await?;
+        cycle(&before).await?;
+    }
+    let block = (cycles / BLOCKS).max(1);
+    let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..BLOCKS {
+        let Some(start) = probe::server_cpu() else {
+            manager.shutdown().await;
+            return Ok(());
+        };
+        for _ in 0..block {
+            cycle(&lock).await?;
+        }
+        let middle = probe::server_cpu().unwrap_or(start);
+        for _ in 0..block {
+            cycle(&before).await?;
+        }
+        let end = probe::server_cpu().unwrap_or(middle);
+        ours += middle.saturating_sub(start);
+        theirs += end.saturating_sub(middle);
+    }
+    manager.shutdown().await;
+    #[allow(clippy::cast_precision_loss)]
+    let per_thousand = |total: Duration| total.as_secs_f64() * 1e6 / (block * BLOCKS) as f64;
+    emit("mongolock_cpu_ms", format!("{:.1}", per_thousand(ours)));
+    emit(
+        "before_shared_cpu_ms",
+        format!("{:.1}", per_thousand(theirs)),
+    );
+    if !theirs.is_zero() {
+        emit(
+            "ratio",
+            format!("{:.3}", ours.as_secs_f64() / theirs.as_secs_f64()),
+        );
     }
     Ok(())
 }

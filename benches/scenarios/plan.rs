@@ -72,7 +72,10 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
     } else {
         reps
     };
-    for system in S1_SYSTEMS.iter().chain(&["paired", "acquire-vs-try"]) {
+    for system in S1_SYSTEMS
+        .iter()
+        .chain(&["paired", "acquire-vs-try", "server-cpu"])
+    {
         jobs.push(job(
             "s1",
             &format!("s1/{system}"),

@@ -190,6 +190,19 @@ fn render_s(results: &Results) -> String {
         "≤ 1.05×".into(),
         verdict(against_try.map(|r| r.median <= 1.05)).into(),
     ]);
+    let server_cpu = figure(results, "s1/server-cpu", "ratio");
+    head.row(&[
+        "S1".into(),
+        "server CPU per 1,000 cycles (alternating blocks, one client)".into(),
+        cell(results, "s1/server-cpu", "mongolock_cpu_ms", 0, " ms"),
+        format!(
+            "the cycle before shared kinds (written out): {}",
+            cell(results, "s1/server-cpu", "before_shared_cpu_ms", 0, " ms")
+        ),
+        cell(results, "s1/server-cpu", "ratio", 2, "×"),
+        "≤ 1.10×".into(),
+        verdict(server_cpu.map(|r| r.median <= 1.10)).into(),
+    ]);
     let commands = figure(results, "s1/mongolock", "cmds_per_cycle");
     head.row(&[
         "S1".into(),

@@ -7,6 +7,7 @@
 // Each bench uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod before_shared;
 pub(crate) mod channels;
 pub(crate) mod commands;
 pub(crate) mod contender;

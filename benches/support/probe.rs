@@ -17,3 +17,18 @@ pub(crate) fn alive_tasks() -> usize {
         .metrics()
         .num_alive_tasks()
 }
+
+/// CPU time the server under measurement has used so far, summed over its threads
+/// (`/proc/<pid>/task/*/schedstat`, nanoseconds on a CPU), when `MONGOLOCK_BENCH_SERVER_PID`
+/// names it (`scripts/bench.sh` sets it for the server it starts); `None` otherwise (a
+/// server given by `MONGODB_URI` alone, or non-Linux).
+pub(crate) fn server_cpu() -> Option<std::time::Duration> {
+    let pid = std::env::var("MONGOLOCK_BENCH_SERVER_PID").ok()?;
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", pid.trim())).ok()?;
+    let mut nanos = 0_u64;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        nanos += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(std::time::Duration::from_nanos(nanos))
+}
