@@ -7,8 +7,9 @@
 # equivalent (it changes nothing observable).
 #
 # The oracle is what pins those paths without a server: the crate's unit tests, the
-# conformance suite on the memory store (paused time) and the deterministic simulator
-# (MONGOLOCK_SIM_SCHEDULES schedules per mutant, 400 by default; scripts/test.sh runs 4,000).
+# conformance suite on the memory store (paused time), the metrics test (the gauges a hold
+# moves must come back) and the deterministic simulator (MONGOLOCK_SIM_SCHEDULES schedules
+# per mutant, 400 by default; scripts/test.sh runs 4,000).
 #
 #   scripts/mutants.sh                        every mutant of src/lock and src/store/memory
 #   scripts/mutants.sh --list                 list them (about 1,000), run nothing
@@ -17,7 +18,7 @@
 #   scripts/mutants.sh --in-place …           in this checkout, reusing its build (quickest;
 #                                             leave the tree alone while it runs)
 #
-# Time: only the oracle's three test targets are built, without debug info (a mutant's link
+# Time: only the oracle's test targets are built, without debug info (a mutant's link
 # is most of its build otherwise). The scratch copy's first build is a full build of those
 # targets; then a mutant costs one incremental build (about 5 s on two quiet cores, 40 s
 # when every test target was built with debug info) and the oracle's run (10-20 s; up to its
@@ -52,5 +53,6 @@ export MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 # --baseline=skip would save one run, but a red baseline would call every mutant caught.
 exec cargo mutants --all-features "${copy[@]}" --timeout-multiplier 3 \
-    --cargo-arg=--lib --cargo-arg=--test=memory_store --cargo-arg=--test=simulation \
+    --cargo-arg=--lib --cargo-arg=--test=memory_store --cargo-arg=--test=metrics \
+    --cargo-arg=--test=simulation \
     "${files[@]}" "$@"

@@ -781,8 +781,8 @@ async fn a_refusal_answers_for_the_kind_of_the_name() {
     elsewhere.shutdown().await;
 }
 
-/// A single try while this process holds a mutex (with a task of its own waiting for it)
-/// answers from what the process knows: no store call, and the waiting task keeps its turn.
+/// A single try while this process holds a mutex (alone, or with a task of its own waiting
+/// for it) answers from what the process knows: no store call, and the waiting task keeps its turn.
 #[tokio::test(start_paused = true)]
 async fn a_try_on_a_mutex_held_here_answers_without_the_store() {
     use mongolock::LockManager;
@@ -794,10 +794,12 @@ async fn a_try_on_a_mutex_held_here_answers_without_the_store() {
         .unwrap();
     let lock = manager.lock("ledger").unwrap();
     let held = lock.acquire().await.unwrap();
+    let calls = store.acquire_calls();
+    assert!(lock.try_acquire().await.unwrap().is_none(), "held here");
+    assert_eq!(store.acquire_calls(), calls, "the try went to the store");
     let queued = lock.clone();
     let waiting = tokio::spawn(async move { queued.acquire().await });
     tokio::task::yield_now().await;
-    let calls = store.acquire_calls();
     assert!(lock.try_acquire().await.unwrap().is_none(), "held here");
     assert_eq!(store.acquire_calls(), calls, "the try went to the store");
     drop(held);
@@ -966,5 +968,66 @@ async fn a_lease_cannot_be_extended_at_its_expiry_instant() {
             ExtendOutcome::NotOwner,
             "{name}: extended at its expiry instant"
         );
+    }
+}
+
+/// A single try that is refused marks nothing on the record: a `try_write` refused while
+/// a reader holds does not keep other processes' readers out as a waiting writer would.
+#[tokio::test(start_paused = true)]
+async fn a_refused_try_write_keeps_no_reader_out() {
+    let store = MemoryStore::new();
+    let (a, b, c) = (
+        common::start(store.clone()).await,
+        common::start(store.clone()).await,
+        common::start(store.clone()).await,
+    );
+    let reading = a.rw_lock("ledger").unwrap().read().await.unwrap();
+    let writer = b.rw_lock("ledger").unwrap();
+    assert!(
+        writer.try_write().await.unwrap().is_none(),
+        "a reader holds"
+    );
+    let reader = c.rw_lock("ledger").unwrap().try_read().await.unwrap();
+    assert!(reader.is_some(), "a refused try kept a reader out");
+    drop((reading, reader));
+    for manager in [a, b, c] {
+        manager.shutdown().await;
+    }
+}
+
+/// A writer waiting in one process keeps new readers of other processes out for as long as
+/// it waits: its mark on the record outlives the longest backoff between its attempts.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_writer_keeps_other_processes_readers_out_between_its_attempts() {
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let backoff = common::fast_options()
+        .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(400));
+    let (a, b, c) = (
+        common::start(store.clone()).await,
+        common::start_with(store.clone(), backoff).await,
+        common::start(store.clone()).await,
+    );
+    let reading = a.rw_lock("ledger").unwrap().read().await.unwrap();
+    let writing = tokio::spawn({
+        let writer = b.rw_lock("ledger").unwrap();
+        async move { writer.write().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let late_reader = c.rw_lock("ledger").unwrap();
+    for step in 0..250 {
+        let read = late_reader.try_read().await.unwrap();
+        assert!(
+            read.is_none(),
+            "a reader overtook the waiting writer after {step} steps"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(reading);
+    let written = writing.await.unwrap().unwrap();
+    drop(written);
+    for manager in [a, b, c] {
+        manager.shutdown().await;
     }
 }

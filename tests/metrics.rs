@@ -10,8 +10,15 @@ use mongolock::{LockManager, LockName, LockOptions, MemoryStore};
 /// Sums what the recorder saw: its snapshots drain counters, gauges and histograms, and
 /// the runtime only increments them, so the running sum is the current value (for
 /// histograms: the number of samples). The leader gauge is set, so its latest value counts.
+/// A metric's name and its labels, sorted.
+type Series = (String, Vec<(String, String)>);
+
 #[derive(Default)]
-struct Totals(HashMap<(String, Vec<(String, String)>), f64>);
+struct Totals {
+    values: HashMap<Series, f64>,
+    /// Every histogram sample seen, by series.
+    samples: HashMap<Series, Vec<f64>>,
+}
 
 impl Totals {
     fn value(
@@ -27,15 +34,17 @@ impl Totals {
                 .map(|l| (l.key().to_owned(), l.value().to_owned()))
                 .collect();
             key_labels.sort();
+            let series = (key.key().name().to_owned(), key_labels);
             let amount = match value {
                 DebugValue::Counter(v) => v as f64,
                 DebugValue::Gauge(v) => v.into_inner(),
-                DebugValue::Histogram(v) => v.len() as f64,
+                DebugValue::Histogram(v) => {
+                    let samples = self.samples.entry(series.clone()).or_default();
+                    samples.extend(v.iter().map(|sample| sample.into_inner()));
+                    v.len() as f64
+                }
             };
-            let entry = self
-                .0
-                .entry((key.key().name().to_owned(), key_labels))
-                .or_default();
+            let entry = self.values.entry(series).or_default();
             if key.key().name() == "mongolock_leader" {
                 *entry = amount; // set, not incremented: the latest value is the value
             } else {
@@ -47,11 +56,23 @@ impl Totals {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         wanted.sort();
-        self.0.get(&(name.to_owned(), wanted)).copied()
+        self.values.get(&(name.to_owned(), wanted)).copied()
+    }
+
+    /// The samples of a histogram, as of the last [`Totals::value`].
+    fn samples(&self, name: &str, labels: &[(&str, &str)]) -> &[f64] {
+        let mut wanted: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        wanted.sort();
+        self.samples
+            .get(&(name.to_owned(), wanted))
+            .map_or(&[], Vec::as_slice)
     }
 
     fn any_label(&self, key: &str, value: &str) -> bool {
-        self.0
+        self.values
             .keys()
             .any(|(_, labels)| labels.iter().any(|(k, v)| k == key && v == value))
     }
@@ -152,7 +173,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
 
     // The lock name label only where asked for.
     let labelled = a
-        .lock_with("billing", options.with_lock_name_label(true))
+        .lock_with("billing", options.clone().with_lock_name_label(true))
         .unwrap();
     drop(labelled.acquire().await.unwrap());
     assert_eq!(
@@ -176,6 +197,46 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     totals.value(&snapshotter, "mongolock_held_locks", &[]);
     assert!(totals.any_label("lock", "audit"));
     assert!(!totals.any_label("lock", "noise"));
+
+    // A lock passed to a local waiter is the waiter's hold: counted in its series, timed
+    // from its own grant.
+    let relay = a.lock("relay").unwrap();
+    let first = relay.acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = a
+            .lock_with("relay", options.clone().with_lock_name_label(true))
+            .unwrap();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let token = first.token();
+    first.release().await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    assert_eq!(second.token(), token + 1, "passed locally");
+    let relayed = [("lock", "relay")];
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_held_locks", &relayed),
+        Some(1.0)
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    second.release().await.unwrap();
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_held_locks", &relayed),
+        Some(0.0)
+    );
+    let held_for = totals.samples("mongolock_hold_seconds", &relayed);
+    assert!(
+        held_for.len() == 1 && (0.7..0.75).contains(&held_for[0]),
+        "{held_for:?}"
+    );
+
+    // A semaphore's count is reported while its actor runs.
+    let permits = a.semaphore("pool", 3).unwrap();
+    drop(permits.acquire().await.unwrap());
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_semaphore_permits", &[]),
+        Some(3.0)
+    );
 
     // The leader gauge follows terms.
     let election = a
@@ -236,4 +297,10 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     faulty.heal();
     drop(guard);
     c.shutdown().await;
+    a.shutdown().await;
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_semaphore_permits", &[]),
+        Some(0.0),
+        "a stopped semaphore actor still reports its count"
+    );
 }

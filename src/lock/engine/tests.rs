@@ -1,0 +1,269 @@
+//! The per-name actor's answers to messages a guard, a timer or a store call could send
+//! late or twice: checked by sending them directly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::lock::message::LockMsg;
+use crate::lock::runtime::Runtime;
+use crate::name::LockName;
+use crate::options::LockOptions;
+use crate::store::memory::MemoryStore;
+use crate::store::request::HolderId;
+use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+
+/// The manager shuts down while an acquisition's answer is queued behind the shutdown
+/// (a store that answers at once queues it at the attempt): the stopping actor never
+/// handles it, and the grant it carries is released, not left held by nobody until it
+/// expires.
+#[tokio::test(start_paused = true)]
+async fn a_grant_queued_behind_shutdown_is_released() {
+    let store = MemoryStore::new();
+    let runtime = Runtime::start(
+        Arc::new(store.clone()),
+        HolderId::generate(),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let name = LockName::new("queued").unwrap();
+    let options = Arc::new(LockOptions::default());
+    let lock = runtime.lock(name.clone(), options.clone());
+    lock.acquire().await.unwrap().release().await.unwrap();
+    let route = lock.cached_route().unwrap();
+
+    // Both messages wait in the mailbox before the actor runs.
+    let (reply, answer) = oneshot::channel();
+    let acquire = LockMsg::Acquire {
+        access: crate::kind::Access::Exclusive,
+        options,
+        requested_at: Instant::now(),
+        reply,
+    };
+    assert!(route.send_request(acquire).is_ok());
+    let (stopped, _) = oneshot::channel();
+    route
+        .actor
+        .send_message(LockMsg::Shutdown { reply: stopped })
+        .unwrap();
+    assert!(
+        answer.await.unwrap().is_err(),
+        "the waiter is failed by the shutdown"
+    );
+    tokio::time::sleep(Duration::from_millis(1)).await;
+
+    let other = AcquireRequest::new(
+        name,
+        LeaseId::new(),
+        HolderId::generate(),
+        Duration::from_secs(30),
+    );
+    assert!(
+        matches!(
+            store.try_acquire(&other).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ),
+        "a grant nobody owns is still held after the shutdown"
+    );
+}
+
+async fn runtime_on(store: Arc<dyn LockStore>) -> Arc<Runtime> {
+    Runtime::start(store, HolderId::generate(), Duration::from_secs(60))
+        .await
+        .unwrap()
+}
+
+/// Sends `message(reply)` to `actor` and waits for the answer.
+async fn ask<T>(
+    actor: &ractor::ActorRef<LockMsg>,
+    message: impl FnOnce(oneshot::Sender<T>) -> LockMsg,
+) -> T {
+    let (reply, answer) = oneshot::channel();
+    actor.send_message(message(reply)).unwrap();
+    answer.await.unwrap()
+}
+
+/// Local holders one after another share a lease and differ by token: a release or a
+/// detach naming the lease under any other token (a guard of an earlier holder) leaves the
+/// current holder's hold alone.
+#[tokio::test(start_paused = true)]
+async fn a_release_or_detach_under_another_token_of_the_lease_frees_nothing() {
+    use crate::error::{LockError, LossReason};
+
+    let store = MemoryStore::new();
+    let runtime = runtime_on(Arc::new(store.clone())).await;
+    let name = LockName::new("passed").unwrap();
+    let lock = runtime.lock(name.clone(), Arc::new(LockOptions::default()));
+    let (_, lease, token, actor) = lock.acquire().await.unwrap().into_parts();
+    for stale in [token - 1, token + 1] {
+        let released = ask(&actor, |reply| LockMsg::Release {
+            lease,
+            token: stale,
+            reply: Some(reply),
+        })
+        .await;
+        assert!(
+            released.is_ok(),
+            "a stale guard's release is done: {released:?}"
+        );
+        let detached = ask(&actor, |reply| LockMsg::Detach {
+            lease,
+            token: stale,
+            reply,
+        })
+        .await;
+        assert!(
+            matches!(detached, Err(LockError::Lost(LossReason::Superseded))),
+            "{detached:?}"
+        );
+        assert!(
+            store.is_locked_by(&name, lease),
+            "token {stale} freed the lock"
+        );
+    }
+    let released = ask(&actor, |reply| LockMsg::Release {
+        lease,
+        token,
+        reply: Some(reply),
+    })
+    .await;
+    assert!(released.is_ok(), "{released:?}");
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(
+        !store.is_locked_by(&name, lease),
+        "the holder's release freed nothing"
+    );
+}
+
+/// A detach that reaches the actor after its hold's deadline (the process was paused, the
+/// deadline's own message is still queued) is a loss, as a late release is.
+#[tokio::test(start_paused = true)]
+async fn a_detach_past_the_deadline_is_a_loss() {
+    use futures::FutureExt;
+
+    use crate::error::{LockError, LossReason};
+
+    let store = MemoryStore::new();
+    let runtime = runtime_on(Arc::new(store.clone())).await;
+    let options = Arc::new(LockOptions::default());
+    let lock = runtime.lock(LockName::new("paused").unwrap(), options.clone());
+    let (_, lease, token, actor) = lock.acquire().await.unwrap().into_parts();
+    let (reply, answer) = oneshot::channel();
+    actor
+        .send_message(LockMsg::Detach {
+            lease,
+            token,
+            reply,
+        })
+        .unwrap();
+    let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
+    let detached = answer.await.unwrap();
+    assert!(
+        matches!(detached, Err(LockError::Lost(LossReason::DeadlineExceeded))),
+        "{detached:?}"
+    );
+}
+
+/// Multi-locks are made of mutexes: a permit is never detached from its actor.
+#[tokio::test(start_paused = true)]
+async fn a_permit_is_not_detached() {
+    use crate::error::LockError;
+    use crate::lock::semaphore::Semaphore;
+
+    let store = MemoryStore::new();
+    let runtime = runtime_on(Arc::new(store.clone())).await;
+    let name = LockName::new("permits").unwrap();
+    let lock = runtime.lock(name.clone(), Arc::new(LockOptions::default()));
+    let semaphore = Semaphore::new(lock, 2).unwrap();
+    let (_, lease, token, actor) = semaphore.acquire().await.unwrap().into_parts();
+    let detached = ask(&actor, |reply| LockMsg::Detach {
+        lease,
+        token,
+        reply,
+    })
+    .await;
+    assert!(
+        matches!(detached, Err(LockError::KindMismatch { .. })),
+        "{detached:?}"
+    );
+    let released = ask(&actor, |reply| LockMsg::Release {
+        lease,
+        token,
+        reply: Some(reply),
+    })
+    .await;
+    assert!(
+        released.is_ok(),
+        "the permit was not held any more: {released:?}"
+    );
+}
+
+/// A timer message of a timer since replaced (its id is not the current timer's) starts
+/// nothing: no early attempt while backing off, no retirement of an idle actor.
+#[tokio::test(start_paused = true)]
+async fn a_stale_timer_message_starts_nothing() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    // Attempts are counted by the acquire-latency samples this thread's tasks record.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let mut attempts = 0;
+    let mut count_attempts = || {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let acquire = key.key().labels().any(|label| label.value() == "acquire");
+            if let (true, DebugValue::Histogram(samples)) = (acquire, value) {
+                attempts += samples.len();
+            }
+        }
+        attempts
+    };
+
+    let store = MemoryStore::new();
+    let here = runtime_on(Arc::new(store.clone())).await;
+    let elsewhere = runtime_on(Arc::new(store.clone())).await;
+    let name = LockName::new("timers").unwrap();
+    let options = Arc::new(LockOptions::default());
+    let held = elsewhere
+        .lock(name.clone(), options.clone())
+        .acquire()
+        .await
+        .unwrap();
+    let before = count_attempts();
+    let lock = here.lock(name.clone(), options.clone());
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await; // refused once, backing off
+    assert_eq!(count_attempts(), before + 1);
+    let actor = lock.cached_route().unwrap().actor;
+    actor
+        .send_message(LockMsg::RetryDue { timer: u64::MAX })
+        .unwrap();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        count_attempts(),
+        before + 1,
+        "a stale retry timer sent an attempt"
+    );
+
+    held.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+    actor
+        .send_message(LockMsg::IdleDue { timer: u64::MAX })
+        .unwrap();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        actor.get_status(),
+        ractor::ActorStatus::Running,
+        "a stale idle timer stopped the actor"
+    );
+}
