@@ -45,25 +45,33 @@ async fn a_grant_answered_late_is_given_back_not_handed_out() {
     let manager = mongolock::LockManager::start(store.clone(), options.clone())
         .await
         .unwrap();
-    store.stall(Duration::from_millis(1_500));
     let lock = manager.lock("late").unwrap();
-    let acquiring = tokio::spawn(async move { lock.acquire().await });
-    while store.acquire_calls() == 0 {
-        tokio::task::yield_now().await;
+    // Answered when the first renewal is due, and after.
+    for stall in [options.renew_interval(), Duration::from_millis(1_500)] {
+        store.stall(stall);
+        let calls = store.acquire_calls();
+        let acquiring = tokio::spawn({
+            let lock = lock.clone();
+            async move { lock.acquire().await }
+        });
+        while store.acquire_calls() == calls {
+            tokio::task::yield_now().await;
+        }
+        // Only the first attempt stalls: it is applied, and answered, `stall` after it was
+        // sent.
+        store.heal();
+        let guard = acquiring.await.unwrap().unwrap();
+        assert!(
+            guard.last_renewed().elapsed() < options.renew_interval(),
+            "a guard was handed out {:?} into its window",
+            guard.last_renewed().elapsed()
+        );
+        assert!(
+            store.acquire_calls() >= calls + 2,
+            "the grant answered after {stall:?} was not given back"
+        );
+        guard.release().await.unwrap();
     }
-    // Only the first attempt stalls: it is applied, and answered, 1.5 s after it was sent.
-    store.heal();
-    let guard = acquiring.await.unwrap().unwrap();
-    assert!(
-        guard.last_renewed().elapsed() < options.renew_interval(),
-        "a guard was handed out {:?} into its window",
-        guard.last_renewed().elapsed()
-    );
-    assert!(
-        store.acquire_calls() >= 2,
-        "the late grant was not given back"
-    );
-    guard.release().await.unwrap();
     manager.shutdown().await;
 }
 

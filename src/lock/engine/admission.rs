@@ -38,14 +38,6 @@ impl Request {
         }
     }
 
-    /// Its caller went away (cancelled, timed out).
-    fn is_cancelled(&self) -> bool {
-        match self {
-            Self::Acquire { reply, .. } => reply.is_closed(),
-            Self::Try { reply, .. } => reply.is_closed(),
-        }
-    }
-
     pub(super) fn refuse(self, error: LockError) {
         match self {
             Self::Acquire { reply, .. } => {
@@ -100,10 +92,10 @@ impl NameState {
         if self.waiting_for_record.is_empty() {
             return;
         }
+        // A request whose caller went away meanwhile is served as any other: the waiters
+        // drop it before it is asked for.
         for request in std::mem::take(&mut self.waiting_for_record) {
-            if !request.is_cancelled() {
-                self.on_request(myself, request);
-            }
+            self.on_request(myself, request);
         }
     }
 
