@@ -1039,3 +1039,54 @@ async fn a_waiting_writer_keeps_other_processes_readers_out_between_its_attempts
         manager.shutdown().await;
     }
 }
+
+/// When a process's own writer lets go, the readers that process has waiting go before
+/// its next writer, even one queued ahead of them, with no store call to spare: the
+/// released place is handed over to the first reader, the second reader's attempt follows
+/// at once, and the writer asks once (refused: the readers hold).
+#[tokio::test(start_paused = true)]
+async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writer() {
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = common::start(store.clone()).await;
+    let rw = manager.rw_lock("journal").unwrap();
+    let writing = rw.write().await.unwrap();
+    let next_writer = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let rw = rw.clone();
+            tokio::spawn(async move { rw.read().await })
+        })
+        .collect();
+    // The writer is refused again, and the first reader asks once.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (attempts, hand_overs) = (store.acquire_calls(), store.hand_over_calls());
+    writing.release().await.unwrap();
+    let mut reading = Vec::new();
+    for reader in readers {
+        let guard = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("a reader never got in")
+            .unwrap()
+            .unwrap();
+        reading.push(guard);
+    }
+    assert!(
+        !next_writer.is_finished(),
+        "the writer queued first got in before or beside the readers"
+    );
+    assert_eq!(
+        (store.hand_over_calls(), store.acquire_calls()),
+        (hand_overs + 1, attempts + 2),
+        "one hand-over to the first reader, one attempt for the second, one of the writer's"
+    );
+    drop(reading);
+    next_writer.await.unwrap().unwrap().release().await.unwrap();
+    manager.shutdown().await;
+}
