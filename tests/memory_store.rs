@@ -1067,6 +1067,7 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
     // The writer is refused again, and the first reader asks once.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let (attempts, hand_overs) = (store.acquire_calls(), store.hand_over_calls());
+    let released_at = tokio::time::Instant::now();
     writing.release().await.unwrap();
     let mut reading = Vec::new();
     for reader in readers {
@@ -1077,6 +1078,11 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
             .unwrap();
         reading.push(guard);
     }
+    assert_eq!(
+        released_at.elapsed(),
+        Duration::ZERO,
+        "the second reader waited for a backoff"
+    );
     assert!(
         !next_writer.is_finished(),
         "the writer queued first got in before or beside the readers"
@@ -1088,5 +1094,95 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
     );
     drop(reading);
     next_writer.await.unwrap().unwrap().release().await.unwrap();
+    manager.shutdown().await;
+}
+
+/// A released place is handed over only to a waiter no call in flight already asks for: a
+/// permit released while the one waiter's attempt is out, or a read released while the
+/// writer's attempt is out, is released plainly (the attempt takes the place).
+#[tokio::test(start_paused = true)]
+async fn a_place_is_not_handed_over_to_a_waiter_an_attempt_already_asks_for() {
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = common::start(store.clone()).await;
+    let semaphore = manager.semaphore("pool", 2).unwrap();
+    let rw = manager.rw_lock("journal").unwrap();
+    let held = (
+        semaphore.acquire().await.unwrap(),
+        semaphore.acquire().await.unwrap(),
+        rw.read().await.unwrap(),
+    );
+    let permit = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await }
+    });
+    let write = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().await }
+    });
+    // Both attempts are out, refused when they arrive; their retries are not.
+    let attempts = store.acquire_calls();
+    store.stall(Duration::from_millis(100));
+    while store.acquire_calls() < attempts + 2 {
+        tokio::task::yield_now().await;
+    }
+    store.heal();
+    let hand_overs = store.hand_over_calls();
+    let (first, _second, reading) = held;
+    first.release().await.unwrap();
+    reading.release().await.unwrap();
+    assert_eq!(
+        store.hand_over_calls(),
+        hand_overs,
+        "a place was handed over to a waiter its attempt asks for"
+    );
+    drop(permit.await.unwrap().unwrap());
+    drop(write.await.unwrap().unwrap());
+    manager.shutdown().await;
+}
+
+/// Permits released one after another, each while the hand-over before is still out, each
+/// go to a waiter of their count (one hand-over per waiter), and an attempt out for a
+/// waiter of another count is not counted against them.
+#[tokio::test(start_paused = true)]
+async fn released_permits_are_each_handed_over_to_a_waiter_of_their_count() {
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = common::start(store.clone()).await;
+    let two = manager.semaphore("pool", 2).unwrap();
+    let three = manager.semaphore("pool", 3).unwrap();
+    let (first, second) = (two.acquire().await.unwrap(), two.acquire().await.unwrap());
+    let acquiring = |semaphore: &mongolock::Semaphore| {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move { semaphore.acquire().await })
+    };
+    // A waiter of three permits, its attempt out; then two waiters of two.
+    let attempts = store.acquire_calls();
+    store.stall(Duration::from_millis(100));
+    let of_three = acquiring(&three);
+    while store.acquire_calls() == attempts {
+        tokio::task::yield_now().await;
+    }
+    let of_two = [acquiring(&two), acquiring(&two)];
+    tokio::task::yield_now().await;
+    // The hand-overs stall too: the second permit is released while the first's is out.
+    let hand_overs = store.hand_over_calls();
+    drop((first, second));
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        store.hand_over_calls(),
+        hand_overs + 2,
+        "each released permit is handed over to a waiter of two"
+    );
+    store.heal();
+    for waiter in of_two {
+        drop(waiter.await.unwrap().unwrap());
+    }
+    // (The record's count is two: a waiter of three is refused once it is judged by it.)
+    let _ = of_three.await.unwrap();
     manager.shutdown().await;
 }
