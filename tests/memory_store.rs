@@ -1186,3 +1186,141 @@ async fn released_permits_are_each_handed_over_to_a_waiter_of_their_count() {
     let _ = of_three.await.unwrap();
     manager.shutdown().await;
 }
+
+/// A release answered with "others have waited long" while this process's own attempt is
+/// out does not step back over that attempt: its grant is used, not dropped and asked for
+/// again a backoff later.
+#[tokio::test(start_paused = true)]
+async fn a_step_back_never_drops_an_attempt_in_flight() {
+    use mongolock::Access;
+    use mongolock::HolderId;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = common::start(store.clone()).await;
+    let semaphore = manager.semaphore("pool", 2).unwrap();
+    let (first, second) = (
+        semaphore.acquire().await.unwrap(),
+        semaphore.acquire().await.unwrap(),
+    );
+    // Another process has waited a second for a permit (and sleeps on).
+    let elsewhere = AcquireRequest::new(
+        LockName::new("pool").unwrap(),
+        LeaseId::new(),
+        HolderId::generate(),
+        Duration::from_secs(10),
+    )
+    .with_access(Access::Permit { permits: 2 })
+    .with_waited(Duration::from_secs(1));
+    let refused = store.inner().try_acquire(&elsewhere).await.unwrap();
+    assert!(matches!(refused, AcquireOutcome::Busy { .. }));
+    // A local waiter's attempt is out when the release's answer comes back.
+    let attempts = store.acquire_calls();
+    store.stall(Duration::from_millis(100));
+    let waiter = tokio::spawn({
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire().await }
+    });
+    while store.acquire_calls() == attempts {
+        tokio::task::yield_now().await;
+    }
+    store.heal();
+    first.release().await.unwrap();
+    let permit = waiter.await.unwrap().unwrap();
+    assert_eq!(
+        store.acquire_calls(),
+        attempts + 1,
+        "the waiter's granted attempt was dropped and sent again"
+    );
+    drop((permit, second));
+    manager.shutdown().await;
+}
+
+/// A single try is a request in flight too: a request of the other kind made meanwhile
+/// waits for the record the try's answer brings, and is judged by it.
+#[tokio::test(start_paused = true)]
+async fn a_request_of_the_other_kind_during_a_single_try_waits_for_the_record() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{LockError, LockKind};
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = common::start(store.clone()).await;
+    store.stall(Duration::from_millis(100));
+    let trying = tokio::spawn({
+        let semaphore = manager.semaphore("exports", 2).unwrap();
+        async move { semaphore.try_acquire().await }
+    });
+    while store.acquire_calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    store.heal();
+    let lock = manager.lock("exports").unwrap();
+    let mistaken = tokio::time::timeout(Duration::from_secs(10), lock.acquire())
+        .await
+        .expect("the request of the other kind was never answered");
+    assert!(
+        matches!(
+            mistaken,
+            Err(LockError::KindMismatch {
+                found: LockKind::Semaphore { permits: 2 },
+                ..
+            })
+        ),
+        "{mistaken:?}"
+    );
+    let permit = trying.await.unwrap().unwrap();
+    assert!(permit.is_some(), "the try was refused");
+    drop(permit);
+    manager.shutdown().await;
+}
+
+/// A single try still out when the manager shuts down is answered with the shutdown, and
+/// what it may have been granted is released.
+#[tokio::test(start_paused = true)]
+async fn a_single_try_out_at_shutdown_is_answered_and_its_grant_released() {
+    use mongolock::LockError;
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = common::start(store.clone()).await;
+    store.stall(Duration::from_millis(100));
+    let trying = tokio::spawn({
+        let lock = manager.lock("late").unwrap();
+        async move { lock.try_acquire().await }
+    });
+    while store.acquire_calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    store.heal();
+    manager.shutdown().await;
+    let answer = trying.await.unwrap();
+    assert!(matches!(answer, Err(LockError::Shutdown)), "{answer:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(store.inner().is_empty(), "the try's grant is still held");
+}
+
+/// A refused attempt costs its one call: nothing was granted, so nothing is released.
+#[tokio::test(start_paused = true)]
+async fn a_refused_attempt_costs_one_store_call() {
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let store = FaultyStore::new(MemoryStore::new());
+    let (here, elsewhere) = (
+        common::start(store.clone()).await,
+        common::start(store.inner().clone()).await,
+    );
+    let held = elsewhere.lock("busy").unwrap().acquire().await.unwrap();
+    let lock = here.lock("busy").unwrap();
+    let calls = store.calls();
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(store.calls(), calls + 1, "a refused try made more calls");
+    drop(held);
+    here.shutdown().await;
+    elsewhere.shutdown().await;
+}

@@ -106,6 +106,7 @@ impl Hold {
         self.lease
     }
 
+    /// For logs only: nothing is decided by it (each guard carries its own token).
     pub(crate) fn token(&self) -> u64 {
         self.token
     }

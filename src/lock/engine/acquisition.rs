@@ -14,7 +14,7 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::state::NameState;
-use crate::error::{LockError, StoreError};
+use crate::error::StoreError;
 use crate::kind::Access;
 use crate::lock::attempt::{self, Verdict};
 use crate::lock::backoff::Backoff;
@@ -367,17 +367,5 @@ impl NameState {
             },
             phase => phase,
         }
-    }
-
-    /// Stops for good: a single try in flight is answered.
-    pub(super) fn stop_acquiring(&mut self) {
-        self.advance(|_, phase| {
-            if let Phase::Attempting { attempt, .. } = phase
-                && let Some(reply) = attempt.for_try
-            {
-                let _ = reply.send(Err(LockError::Shutdown));
-            }
-            Phase::default()
-        });
     }
 }

@@ -174,8 +174,9 @@ impl NameState {
                 let _ = reply.send(Err(LockError::Shutdown));
             }
         }
-        // Their answers find nothing in flight: their claims release both leases.
+        // Their answers find nothing in flight: their claims release both leases. So do
+        // an attempt's, once the actor has stopped; a single try's caller is told of the
+        // shutdown by its dropped reply (the runtime is closed before actors are told).
         self.handing_over.clear();
-        self.stop_acquiring();
     }
 }
