@@ -1023,6 +1023,15 @@ async fn a_waiting_writer_keeps_other_processes_readers_out_between_its_attempts
         async move { writer.write().await }
     });
     tokio::time::sleep(Duration::from_millis(1)).await;
+    // Readers of its own process queued behind it get an attempt now and then, not its
+    // every turn.
+    let behind = b.rw_lock("ledger").unwrap();
+    let readers_behind: Vec<_> = (0..2)
+        .map(|_| {
+            let behind = behind.clone();
+            tokio::spawn(async move { behind.read().await })
+        })
+        .collect();
     let late_reader = c.rw_lock("ledger").unwrap();
     for step in 0..250 {
         let read = late_reader.try_read().await.unwrap();
@@ -1035,6 +1044,9 @@ async fn a_waiting_writer_keeps_other_processes_readers_out_between_its_attempts
     drop(reading);
     let written = writing.await.unwrap().unwrap();
     drop(written);
+    for reader in readers_behind {
+        drop(reader.await.unwrap().unwrap());
+    }
     for manager in [a, b, c] {
         manager.shutdown().await;
     }
@@ -1092,8 +1104,24 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
         (hand_overs + 1, attempts + 2),
         "one hand-over to the first reader, one attempt for the second, one of the writer's"
     );
+    // A reader arriving after the turn queues behind the writer.
+    let late_reader = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.read().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
     drop(reading);
-    next_writer.await.unwrap().unwrap().release().await.unwrap();
+    let writing = tokio::time::timeout(Duration::from_secs(10), next_writer)
+        .await
+        .expect("the writer never got in after the readers' turn")
+        .unwrap()
+        .unwrap();
+    assert!(
+        !late_reader.is_finished(),
+        "a reader arriving after the turn went before the writer"
+    );
+    writing.release().await.unwrap();
+    drop(late_reader.await.unwrap().unwrap());
     manager.shutdown().await;
 }
 

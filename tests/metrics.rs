@@ -303,4 +303,43 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         Some(0.0),
         "a stopped semaphore actor still reports its count"
     );
+
+    // A waiter leaves the gauge however its wait ends: given up, its actor failed, or its
+    // manager shut down.
+    let queue = b.lock("queue").unwrap();
+    let waiting = |lock: &mongolock::Lock| {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(5)).await })
+    };
+    let held = queue.acquire().await.unwrap();
+    let gave_up = queue.acquire_timeout(Duration::from_millis(100)).await;
+    assert!(gave_up.is_err());
+    held.release().await.unwrap();
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_waiters", &[]),
+        Some(0.0),
+        "a waiter that gave up is still counted"
+    );
+    let held = queue.acquire().await.unwrap();
+    let failed = waiting(&queue);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    mongolock::testing::inject_actor_panic(&queue).unwrap();
+    assert!(failed.await.unwrap().is_err());
+    drop(held);
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_waiters", &[]),
+        Some(0.0),
+        "a waiter of a failed actor is still counted"
+    );
+    let held = queue.acquire().await.unwrap();
+    let shut_out = waiting(&queue);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    b.shutdown().await;
+    assert!(shut_out.await.unwrap().is_err());
+    drop(held);
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_waiters", &[]),
+        Some(0.0),
+        "a waiter failed by the shutdown is still counted"
+    );
 }

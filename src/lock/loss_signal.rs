@@ -188,23 +188,21 @@ impl HoldStatusSender {
         let mut receivers: Vec<_> = members.into_iter().map(|member| member.receiver).collect();
         let mut told: Option<AtRisk> = None;
         loop {
-            let mut risk: Option<AtRisk> = None;
-            for receiver in &mut receivers {
-                match &*receiver.borrow_and_update() {
+            let statuses: Vec<HoldStatus> = receivers
+                .iter_mut()
+                .map(|receiver| receiver.borrow_and_update().clone())
+                .collect();
+            let mut risks = Vec::new();
+            for status in statuses {
+                match status {
                     HoldStatus::Lost(reason) => {
-                        return self
-                            .replace_if(HoldStatus::is_live, HoldStatus::Lost(reason.clone()));
+                        return self.replace_if(HoldStatus::is_live, HoldStatus::Lost(reason));
                     }
-                    HoldStatus::AtRisk(member)
-                        if risk
-                            .as_ref()
-                            .is_none_or(|soonest| member.deadline < soonest.deadline) =>
-                    {
-                        risk = Some(member.clone());
-                    }
-                    _ => {}
+                    HoldStatus::AtRisk(member) => risks.push(member),
+                    HoldStatus::Held | HoldStatus::Released => {}
                 }
             }
+            let risk = risks.into_iter().min_by_key(|member| member.deadline);
             if risk != told {
                 match &risk {
                     Some(risk) => self.at_risk(risk.clone()),
@@ -296,9 +294,10 @@ impl LossSignal {
     async fn ended(&self) -> Option<LossReason> {
         match self.first(|status| !status.is_live()).await {
             Ok(HoldStatus::Lost(reason)) => Some(reason),
-            // The sender is gone while the hold was live: the actor failed.
-            Err(last) if last.is_live() => Some(LossReason::RuntimeFailed),
-            _ => None,
+            Ok(_) => None,
+            // The sender is gone while the hold was live (an ended status it sent is seen
+            // first): the actor failed.
+            Err(_) => Some(LossReason::RuntimeFailed),
         }
     }
 
@@ -397,10 +396,10 @@ impl LossSignal {
                 let changed = receiver.changed().await;
                 let status = receiver.borrow_and_update().clone();
                 let change = match (changed, status) {
-                    (Err(_), status) if status.is_live() => {
-                        HoldChange::Lost(LossReason::RuntimeFailed)
-                    }
-                    (Err(_), _) | (Ok(()), HoldStatus::Released) => return,
+                    // The sender is gone while the hold was live (an ended status it sent
+                    // is seen first, and ends this task): the actor failed.
+                    (Err(_), _) => HoldChange::Lost(LossReason::RuntimeFailed),
+                    (Ok(()), HoldStatus::Released) => return,
                     (Ok(()), HoldStatus::Lost(reason)) => HoldChange::Lost(reason),
                     (Ok(()), HoldStatus::AtRisk(risk)) => HoldChange::AtRisk(risk),
                     (Ok(()), HoldStatus::Held) if was_at_risk => HoldChange::Recovered,
@@ -599,5 +598,41 @@ mod tests {
             None,
             "a released combination was lost"
         );
+    }
+
+    /// What a campaign is told of a hold: at risk, recovered, lost — each once, and
+    /// recovered only after at risk was told; an actor that fails with the hold live is a
+    /// loss.
+    #[tokio::test(start_paused = true)]
+    async fn forwarded_changes_are_the_ones_a_campaign_can_act_on() {
+        use crate::lock::timer::tests::probe;
+
+        let (campaign, mut told) = probe::<HoldChange>().await;
+        let sender = HoldStatusSender::new(Instant::now());
+        sender
+            .subscribe()
+            .forward_changes(&campaign, |change| change);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // At risk and recovered before the forwarder looks: nothing to tell.
+        sender.at_risk(risk_until(deadline));
+        sender.recovered();
+        tokio::task::yield_now().await;
+        sender.at_risk(risk_until(deadline));
+        assert!(matches!(
+            soon(told.recv()).await,
+            Some(Some(HoldChange::AtRisk(_)))
+        ));
+        sender.recovered();
+        assert!(matches!(
+            soon(told.recv()).await,
+            Some(Some(HoldChange::Recovered))
+        ));
+        drop(sender);
+        assert!(matches!(
+            soon(told.recv()).await,
+            Some(Some(HoldChange::Lost(LossReason::RuntimeFailed)))
+        ));
+        assert!(told.try_recv().is_err(), "more was told");
+        campaign.stop(None);
     }
 }

@@ -112,11 +112,13 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
     let mut batch_size = BatchSize::new(most);
     let mut in_flight = JoinSet::new();
     let mut open = true;
-    while open || !in_flight.is_empty() {
+    loop {
         tokio::select! {
             received = incoming.recv(), if open => match received {
                 Some(renewal) => {
-                    let idle = queue.is_empty() && in_flight.len() < IN_FLIGHT;
+                    // Nothing is out (so nothing queued either: renewals queue only behind
+                    // a command that is out).
+                    let idle = in_flight.len() < IN_FLIGHT;
                     queue.push(renewal);
                     if idle {
                         // Its neighbours on the grid are on their way: wait for them.
@@ -130,11 +132,13 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 }
                 None => open = false,
             },
-            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+            Some(done) = in_flight.join_next() => {
                 if let Ok(Some((leases, took, time_left))) = done {
                     batch_size.record(leases, took, time_left);
                 }
             }
+            // Every sender is gone (so are the actors) and every command is back.
+            else => break,
         }
         while let Ok(renewal) = incoming.try_recv() {
             queue.push(renewal);
@@ -160,10 +164,6 @@ struct Queue {
 }
 
 impl Queue {
-    fn is_empty(&self) -> bool {
-        self.by_expiry.is_empty()
-    }
-
     fn push(&mut self, renewal: Renewal) {
         self.by_expiry
             .entry(renewal.request.lease_duration)
@@ -288,10 +288,12 @@ mod tests {
     }
 
     /// Answers every renewal after [`SlowRenewals::TAKES`] (that the lease is gone, which
-    /// does not matter here) and counts the calls; has nothing else.
+    /// does not matter here), or at once with no answers if it `fails`, and counts the
+    /// calls; has nothing else.
     #[derive(Default)]
     struct SlowRenewals {
         calls: AtomicUsize,
+        fails: bool,
     }
 
     impl SlowRenewals {
@@ -314,6 +316,9 @@ mod tests {
             all: &[ExtendRequest],
         ) -> Vec<Result<ExtendOutcome, StoreError>> {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.fails {
+                return Vec::new();
+            }
             tokio::time::sleep(Self::TAKES).await;
             vec![Ok(ExtendOutcome::NotOwner); all.len()]
         }
@@ -388,6 +393,88 @@ mod tests {
             sent[1] - sent[0] >= Duration::from_millis(100),
             "after the first came back"
         );
+        holder.stop(None);
+    }
+
+    fn renewal_for(holder: &ActorRef<LockMsg>, deadline: Instant) -> Renewal {
+        Renewal {
+            request: ExtendRequest::new(
+                LeaseKey::new(LockName::new("lock").unwrap(), LeaseId::new()),
+                Duration::from_secs(6),
+            ),
+            deadline,
+            actor: holder.clone(),
+        }
+    }
+
+    /// A renewal that falls due just after another, with nothing out, goes in the same
+    /// command; one whose deadline has come when it would be sent is answered as late and
+    /// never sent.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_due_together_share_a_command_and_one_due_now_gets_none() {
+        let store = Arc::new(SlowRenewals::default());
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        renewer.renew(renewal_for(&holder, deadline));
+        tokio::time::sleep(COALESCE / 2).await;
+        renewer.renew(renewal_for(&holder, deadline));
+        for _ in 0..2 {
+            answered.recv().await.expect("every renewal is answered");
+        }
+        assert_eq!(
+            store.calls.load(Ordering::SeqCst),
+            1,
+            "one command for both"
+        );
+
+        // Due when the renewer is done waiting for its neighbours.
+        renewer.renew(renewal_for(&holder, Instant::now() + COALESCE));
+        let Some(LockMsg::RenewDone { result, .. }) = answered.recv().await else {
+            panic!("the late renewal was not answered");
+        };
+        assert!(
+            result.is_err(),
+            "a renewal past its deadline is answered as late"
+        );
+        tokio::time::sleep(SlowRenewals::TAKES * 2).await;
+        assert_eq!(
+            store.calls.load(Ordering::SeqCst),
+            1,
+            "the late renewal was sent"
+        );
+        assert!(
+            answered.try_recv().is_err(),
+            "the late renewal was answered twice"
+        );
+        holder.stop(None);
+    }
+
+    /// What a command tells the batch size: its leases, its time and the time they had
+    /// when it was answered or ran out of time; nothing when it failed at once (that says
+    /// nothing of what a batch costs).
+    #[tokio::test(start_paused = true)]
+    async fn a_command_reports_its_cost_unless_it_failed_at_once() {
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let batch = |time_left: Duration| {
+            let deadline = Instant::now() + time_left;
+            vec![
+                renewal_for(&holder, deadline),
+                renewal_for(&holder, deadline),
+            ]
+        };
+        let slow = Arc::new(SlowRenewals::default());
+        let (plenty, short) = (Duration::from_secs(1), SlowRenewals::TAKES / 2);
+        assert_eq!(
+            send(slow.clone(), batch(plenty)).await,
+            Some((2, SlowRenewals::TAKES, plenty))
+        );
+        assert_eq!(send(slow, batch(short)).await, Some((2, short, short)));
+        let failing = Arc::new(SlowRenewals {
+            fails: true,
+            ..SlowRenewals::default()
+        });
+        assert_eq!(send(failing, batch(plenty)).await, None);
         holder.stop(None);
     }
 }

@@ -160,7 +160,9 @@ impl Waiters {
     }
 
     /// A writer at the head of the line was refused while readers wait: if no readers'
-    /// turn is on, the first reader gets one attempt (returns whether it does).
+    /// turn is on, the first reader gets one attempt (returns whether it does). A turn can
+    /// be on only if this process's writer left while the refused attempt was out; it keeps
+    /// its count.
     pub(crate) fn reader_turn_for_refused_writer(&mut self) -> bool {
         if self.readers_first > 0 || self.count_for(Access::Read) == 0 {
             return false;
