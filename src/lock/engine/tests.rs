@@ -86,6 +86,34 @@ async fn ask<T>(
     answer.await.unwrap()
 }
 
+/// Releases `lease` as the guard holding it under `token` would.
+async fn release_as(
+    actor: &ractor::ActorRef<LockMsg>,
+    lease: LeaseId,
+    token: u64,
+) -> Result<(), crate::error::LockError> {
+    ask(actor, |reply| LockMsg::Release {
+        lease,
+        token,
+        reply: Some(reply),
+    })
+    .await
+}
+
+/// Detaches `lease` as a multi-lock holding it under `token` would.
+async fn detach_as(
+    actor: &ractor::ActorRef<LockMsg>,
+    lease: LeaseId,
+    token: u64,
+) -> Result<crate::store::LeaseKey, crate::error::LockError> {
+    ask(actor, |reply| LockMsg::Detach {
+        lease,
+        token,
+        reply,
+    })
+    .await
+}
+
 /// Local holders one after another share a lease and differ by token: a release or a
 /// detach naming the lease under any other token (a guard of an earlier holder) leaves the
 /// current holder's hold alone.
@@ -99,22 +127,12 @@ async fn a_release_or_detach_under_another_token_of_the_lease_frees_nothing() {
     let lock = runtime.lock(name.clone(), Arc::new(LockOptions::default()));
     let (_, lease, token, actor) = lock.acquire().await.unwrap().into_parts();
     for stale in [token - 1, token + 1] {
-        let released = ask(&actor, |reply| LockMsg::Release {
-            lease,
-            token: stale,
-            reply: Some(reply),
-        })
-        .await;
+        let released = release_as(&actor, lease, stale).await;
         assert!(
             released.is_ok(),
             "a stale guard's release is done: {released:?}"
         );
-        let detached = ask(&actor, |reply| LockMsg::Detach {
-            lease,
-            token: stale,
-            reply,
-        })
-        .await;
+        let detached = detach_as(&actor, lease, stale).await;
         assert!(
             matches!(detached, Err(LockError::Lost(LossReason::Superseded))),
             "{detached:?}"
@@ -124,12 +142,7 @@ async fn a_release_or_detach_under_another_token_of_the_lease_frees_nothing() {
             "token {stale} freed the lock"
         );
     }
-    let released = ask(&actor, |reply| LockMsg::Release {
-        lease,
-        token,
-        reply: Some(reply),
-    })
-    .await;
+    let released = release_as(&actor, lease, token).await;
     assert!(released.is_ok(), "{released:?}");
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert!(
@@ -181,22 +194,12 @@ async fn a_permit_is_not_detached() {
     let lock = runtime.lock(name.clone(), Arc::new(LockOptions::default()));
     let semaphore = Semaphore::new(lock, 2).unwrap();
     let (_, lease, token, actor) = semaphore.acquire().await.unwrap().into_parts();
-    let detached = ask(&actor, |reply| LockMsg::Detach {
-        lease,
-        token,
-        reply,
-    })
-    .await;
+    let detached = detach_as(&actor, lease, token).await;
     assert!(
         matches!(detached, Err(LockError::KindMismatch { .. })),
         "{detached:?}"
     );
-    let released = ask(&actor, |reply| LockMsg::Release {
-        lease,
-        token,
-        reply: Some(reply),
-    })
-    .await;
+    let released = release_as(&actor, lease, token).await;
     assert!(
         released.is_ok(),
         "the permit was not held any more: {released:?}"
@@ -270,12 +273,7 @@ async fn a_stale_timer_message_starts_nothing() {
         0,
         "a renewal was sent before it was due"
     );
-    let released = ask(&actor, |reply| LockMsg::Release {
-        lease,
-        token,
-        reply: Some(reply),
-    })
-    .await;
+    let released = release_as(&actor, lease, token).await;
     assert!(released.is_ok(), "{released:?}");
     actor
         .send_message(LockMsg::IdleDue { timer: u64::MAX })
