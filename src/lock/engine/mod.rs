@@ -25,6 +25,7 @@
 //! | `acquisition.rs` | the local waiters' acquisition: its phases, each owning its attempt, backoff or timer |
 //! | `holds.rs` | the held leases: grant, renewal, loss |
 //! | `release.rs` | a released place: local pass, hand-over, plain release, detach |
+//! | `tests.rs` | the actor's answers to messages sent late or twice, sent directly |
 
 mod acquisition;
 mod actor;
