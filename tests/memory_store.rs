@@ -1352,3 +1352,36 @@ async fn a_refused_attempt_costs_one_store_call() {
     here.shutdown().await;
     elsewhere.shutdown().await;
 }
+
+/// Every release on the store wakes another process's waiter at once, not only the first:
+/// the store's release feed keeps its live watchers after telling them.
+#[tokio::test(start_paused = true)]
+async fn every_release_wakes_the_waiters_of_other_processes() {
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let sleepy =
+        common::fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(5));
+    let (a, b) = (
+        common::start(store.clone()).await,
+        common::start_with(store.clone(), sleepy).await,
+    );
+    for round in 0..3 {
+        let held = a.lock("woken").unwrap().acquire().await.unwrap();
+        let waiting = tokio::spawn({
+            let lock = b.lock("woken").unwrap();
+            async move { lock.acquire().await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await; // refused, asleep for 5 s
+        let released_at = tokio::time::Instant::now();
+        held.release().await.unwrap();
+        let woken = waiting.await.unwrap().unwrap();
+        assert!(
+            released_at.elapsed() < Duration::from_secs(1),
+            "round {round}: the waiter slept through the release"
+        );
+        woken.release().await.unwrap();
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -370,6 +370,9 @@ impl NameState {
                     && !matches!(self.acquisition, Phase::Attempting { .. }) =>
             {
                 self.advance(|this, phase| {
+                    // A waiter already backing off keeps its backoff's progress: a fresh
+                    // one would only make its sleeps after the step back shorter (a tuning,
+                    // not a guarantee; its mutant survives).
                     let backoff = match phase {
                         Phase::BackingOff { backoff, .. } => backoff,
                         _ => Backoff::new(&options),
