@@ -1385,3 +1385,57 @@ async fn every_release_wakes_the_waiters_of_other_processes() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The sweeper removes expired records and only those: a held lock, a held permit and a
+/// record re-taken since it expired stay. The store's inspection helpers agree with it.
+#[tokio::test(start_paused = true)]
+async fn the_sweeper_removes_expired_records_and_never_a_held_one() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::with_sweep_interval(Duration::from_secs(3600));
+    let take = async |name: &str, access: Access, lease_for: Duration| {
+        let request = AcquireRequest::new(
+            LockName::new(name).unwrap(),
+            LeaseId::new(),
+            HolderId::generate(),
+            lease_for,
+        )
+        .with_access(access);
+        let granted = store.try_acquire(&request).await.unwrap();
+        assert!(matches!(granted, AcquireOutcome::Acquired { .. }), "{name}");
+        (LockName::new(name).unwrap(), request.lease)
+    };
+    let (short, long) = (Duration::from_secs(1), Duration::from_secs(60));
+    let permit = Access::Permit { permits: 2 };
+    let (held, held_lease) = take("held", Access::Exclusive, long).await;
+    let (held_permit, permit_lease) = take("held-permit", permit, long).await;
+    let (expired, _) = take("expired", Access::Exclusive, short).await;
+    let (expired_permit, _) = take("expired-permit", permit, short).await;
+    let (retaken, _) = take("retaken", Access::Exclusive, short).await;
+    tokio::time::sleep(short * 2).await;
+    let (_, retaken_lease) = take("retaken", Access::Exclusive, long).await;
+
+    assert_eq!((store.len(), store.is_empty()), (5, false));
+    assert!(store.is_expired(&expired) && store.is_expired(&expired_permit));
+    assert!(!store.is_expired(&held) && !store.is_expired(&held_permit));
+    assert!(
+        store.is_locked_by(&held, held_lease) && store.is_locked_by(&held_permit, permit_lease)
+    );
+    assert!(!store.is_locked_by(&held, permit_lease) && !store.is_locked_by(&expired, held_lease));
+    assert_eq!(store.sweep_expired(), 2, "the two expired records");
+    assert_eq!(store.len(), 3);
+    for (name, lease) in [
+        (&held, held_lease),
+        (&held_permit, permit_lease),
+        (&retaken, retaken_lease),
+    ] {
+        assert!(
+            store.is_locked_by(name, lease),
+            "{name} was swept while held"
+        );
+    }
+    assert!(store.remove(&held) && store.remove(&held_permit) && !store.remove(&expired));
+    assert_eq!(store.len(), 1);
+}
