@@ -55,6 +55,7 @@ pub const MIN_SETTING_DURATION: Duration = Duration::from_millis(1);
 /// | [`renew_deadline`](Self::renew_deadline) | (lease + interval) / 2 | without a confirmed renewal *sent* within this, the holder is told it lost the lock |
 /// | [`retry_backoff`](Self::retry_backoff) | 10 ms ..= 800 ms | sleep between attempts while another process holds the lock |
 /// | [`adaptive_backoff`](Self::adaptive_backoff) | on | sleep `min·1.5^n` ±20 % (off: uniformly random in the backoff range) |
+/// | [`fairness_bound`](Self::fairness_bound) | lease / 300 (100 ms) | a released lock passes to a local waiter only while no waiter in another process has waited longer than this |
 /// | [`lock_name_label`](Self::lock_name_label) | off | which locks carry a `lock` label with their name on metrics (off / on / allow-list) |
 ///
 /// The same words as [`ElectionOptions`](crate::ElectionOptions): an election's
@@ -64,7 +65,8 @@ pub const MIN_SETTING_DURATION: Duration = Duration::from_millis(1);
 /// Rules: [`MIN_LEASE_DURATION`] `<= lease_duration <=` [`MAX_LEASE_DURATION`]; every other
 /// duration at least [`MIN_SETTING_DURATION`] (1 ms) and at most a year; `renew_interval <
 /// renew_deadline < lease_duration`, each at least [`MIN_SETTING_DURATION`] apart; and
-/// backoff `min <= max`. An invalid combination is refused with the bound it breaks named,
+/// backoff `min <= max`; the fairness bound at least [`MIN_SETTING_DURATION`] and at most a
+/// year. An invalid combination is refused with the bound it breaks named,
 /// never accepted to fail at run time.
 ///
 /// ```
@@ -88,6 +90,7 @@ pub struct LockOptions {
     retry_backoff_min: Duration,
     retry_backoff_max: Duration,
     adaptive_backoff: bool,
+    fairness_bound: Option<Duration>,
     lock_name_label: LockNameLabel,
 }
 
@@ -100,6 +103,7 @@ impl Default for LockOptions {
             retry_backoff_min: Duration::from_millis(10),
             retry_backoff_max: Duration::from_millis(800),
             adaptive_backoff: true,
+            fairness_bound: None,
             lock_name_label: LockNameLabel::Off,
         }
     }
@@ -181,6 +185,29 @@ impl LockOptions {
         self
     }
 
+    /// Sets how long a waiter in another process may wait while this process keeps the lock
+    /// among its own tasks (default: a 300th of the lease duration, 100 ms with the
+    /// defaults — dozens of short critical sections in a row, short against the lease a
+    /// crashed holder may block others for).
+    ///
+    /// A released lock passes to a local waiter with no store call only while the store
+    /// was heard from less than this ago; otherwise the release hands over through the
+    /// store, which says how long the other processes' waiters have waited. Once that is
+    /// this long, the lock is released instead, the release wakes them, and this process's
+    /// own waiters step back for this long (at most the backoff's maximum) so they get in.
+    /// See [`guide::fairness`](crate::guide::fairness) for the exact rule and its bound.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let options = mongolock::LockOptions::default().with_fairness_bound(Duration::from_millis(20));
+    /// assert_eq!(options.fairness_bound(), Duration::from_millis(20));
+    /// ```
+    #[must_use]
+    pub fn with_fairness_bound(mut self, bound: Duration) -> Self {
+        self.fairness_bound = Some(bound);
+        self
+    }
+
     /// Sets which locks carry a `lock` label with their name on their metrics:
     /// `false`/[`LockNameLabel::Off`] (default, so many lock names cannot explode metric
     /// cardinality), `true`/[`LockNameLabel::On`], or [`LockNameLabel::allow_list`] of the
@@ -258,6 +285,18 @@ impl LockOptions {
         self.adaptive_backoff
     }
 
+    /// The fairness bound in effect (explicit, or a 300th of the lease duration, at least
+    /// [`MIN_SETTING_DURATION`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(mongolock::LockOptions::default().fairness_bound(), Duration::from_millis(100));
+    /// ```
+    pub fn fairness_bound(&self) -> Duration {
+        self.fairness_bound
+            .unwrap_or_else(|| (self.lease_duration / 300).max(MIN_SETTING_DURATION))
+    }
+
     /// The metric label policy.
     ///
     /// ```
@@ -312,6 +351,7 @@ impl LockOptions {
             ("renew_deadline", deadline),
             ("retry_backoff min", self.retry_backoff_min),
             ("retry_backoff max", self.retry_backoff_max),
+            ("fairness_bound", self.fairness_bound()),
         ] {
             if value < MIN_SETTING_DURATION {
                 return invalid(format!(

@@ -1439,3 +1439,58 @@ async fn the_sweeper_removes_expired_records_and_never_a_held_one() {
     assert!(store.remove(&held) && store.remove(&held_permit) && !store.remove(&expired));
     assert_eq!(store.len(), 1);
 }
+
+/// A waiter in another process gets the lock within the fairness bound, however busy this
+/// process keeps it: its tasks pass the lock among themselves only while the store was asked
+/// less than the bound ago, and once the store says someone elsewhere has waited the bound
+/// the lock goes back, the release wakes that waiter, and the tasks here step back. Short
+/// holds meet the bound through the waited time the store reports; long ones (a whole block
+/// of reserved tokens lasts longer than the bound) through asking the store in time.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_elsewhere_gets_the_lock_within_the_fairness_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    let bound = Duration::from_millis(100);
+    let options = mongolock::LockOptions::default().with_fairness_bound(bound);
+    for hold in [Duration::from_millis(1), Duration::from_millis(40)] {
+        let store = MemoryStore::new();
+        let busy = common::start_with(store.clone(), options.clone()).await;
+        let elsewhere = common::start_with(store.clone(), options.clone()).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let (lock, stop) = (busy.lock("busy").unwrap(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let guard = lock.acquire().await.unwrap();
+                    tokio::time::sleep(hold).await;
+                    let _ = guard.release().await;
+                }
+            }));
+        }
+        let lock = elsewhere.lock("busy").unwrap();
+        for round in 0..3 {
+            // Off the holders' rhythm, well into a chain of local passes.
+            tokio::time::sleep(Duration::from_millis(337)).await;
+            let asked = tokio::time::Instant::now();
+            let guard = lock.acquire().await.unwrap();
+            let waited = asked.elapsed();
+            // The store is asked at the first release a bound after it last was (a hold
+            // later at most), and the waiter elsewhere has waited the bound by one of those.
+            let allowed = bound * 2 + hold * 2 + Duration::from_millis(10);
+            assert!(
+                waited <= allowed,
+                "hold {hold:?}, round {round}: the waiter elsewhere waited {waited:?} (allowed {allowed:?})"
+            );
+            guard.release().await.unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        for task in tasks {
+            task.await.unwrap();
+        }
+        busy.shutdown().await;
+        elsewhere.shutdown().await;
+    }
+}

@@ -200,7 +200,13 @@ async fn contention_holds_renewals_and_losses_are_measured() {
 
     // A lock passed to a local waiter is the waiter's hold: counted in its series, timed
     // from its own grant.
-    let relay = a.lock("relay").unwrap();
+    // (A fairness bound longer than the wait: the lock passes locally after it.)
+    let relay = a
+        .lock_with(
+            "relay",
+            options.clone().with_fairness_bound(Duration::from_secs(60)),
+        )
+        .unwrap();
     let first = relay.acquire().await.unwrap();
     let waiter = tokio::spawn({
         let lock = a

@@ -31,6 +31,10 @@ pub(crate) struct Hold {
     /// The last fencing token the store reserved for this lease's grant: local holders after
     /// this one take the tokens up to it, with no store call.
     reserved_until: u64,
+    /// Until when local holders may follow this one with no store call: the grant's sending
+    /// plus the fairness bound. Past it, only the store can say whether other processes
+    /// have waited too long.
+    passes_locally_until: Instant,
     options: Arc<LockOptions>,
     /// The acquisition's metrics (its handle's label policy).
     metrics: LockMetrics,
@@ -83,6 +87,7 @@ impl Hold {
             access: Access::Exclusive,
             token,
             reserved_until,
+            passes_locally_until: sent_at + options.fairness_bound(),
             options,
             metrics,
             acquired_at: Instant::now(),
@@ -132,11 +137,13 @@ impl Hold {
 
     /// Whether the lease can pass to a local waiter asking for `options` without a store
     /// call: it is provably still ours (deadline ahead, no renewal came back unconfirmed), a
-    /// reserved token is left, and the waiter's lease terms are this lease's.
+    /// reserved token is left, the store was asked less than the fairness bound ago, and
+    /// the waiter's lease terms are this lease's.
     pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
         self.is_valid_at(now)
             && self.at_risk_since.is_none()
             && self.token < self.reserved_until
+            && now < self.passes_locally_until
             && options.lease_duration() == self.options.lease_duration()
             && options.renew_interval() == self.options.renew_interval()
             && options.renew_deadline() == self.options.renew_deadline()

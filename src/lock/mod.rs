@@ -21,7 +21,7 @@
 //! | `batch_size.rs` | how many renewals go in one store call, from the measured time of recent calls |
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
-//! | `starvation.rs` | when local waiters step back for other processes |
+//! | `fairness.rs` | when a process gives the lock up to waiters elsewhere, and steps back for them |
 //! | `attempt.rs` | one acquisition attempt or hand-over: sent off the loop with its claim, its answer judged |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
@@ -31,6 +31,7 @@ mod attempt;
 mod backoff;
 mod batch_size;
 mod engine;
+mod fairness;
 mod guard;
 mod handle;
 mod hold;
@@ -44,7 +45,6 @@ mod run;
 mod runtime;
 mod rw_lock;
 mod semaphore;
-mod starvation;
 mod store_call;
 mod supervisor;
 mod timer;

@@ -266,7 +266,13 @@ pub(crate) async fn local_hand_overs_keep_tokens_increasing<B: Backend>(backend:
     let (a, counting, b, _) = faulty_and_peer(backend).await;
     let block = counting.tokens_per_grant();
     assert!(block > 1, "the store reserves tokens with each grant");
-    let lock = a.lock("chain").unwrap();
+    // A fairness bound longer than the test: the chain passes locally for its whole block.
+    let lock = a
+        .lock_with(
+            "chain",
+            fast_options().with_fairness_bound(Duration::from_secs(60)),
+        )
+        .unwrap();
     let first = lock.acquire().await.unwrap();
     let chain: Vec<_> = (0..block + 4)
         .map(|_| {

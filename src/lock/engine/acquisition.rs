@@ -47,7 +47,7 @@ pub(super) enum Phase {
         backoff: Backoff,
         /// Sends the next attempt's `RetryDue`.
         retry: Timer<LockMsg>,
-        /// Stepping back so other processes get a turn (starvation mode): a release does
+        /// Stepping back so other processes get a turn (the fairness bound): a release does
         /// not cut this wait short, or this process would take the name straight back.
         yielding: bool,
         /// Counts this actor as wanting the store's release feed while another process

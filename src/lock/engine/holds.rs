@@ -24,8 +24,8 @@ pub(super) struct Place {
     pub(super) hold: Hold,
     pub(super) access: Access,
     pub(super) timer: Timer<LockMsg>,
-    /// Other processes have waited longer than a backoff for this place (the hand-over
-    /// that granted it said so): it goes back to the store plainly, and this process
+    /// Other processes have waited the fairness bound for this place (the hand-over that
+    /// granted it said so): it goes back to the store plainly, and this process
     /// steps back.
     pub(super) others_starving: bool,
 }

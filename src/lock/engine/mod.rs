@@ -15,7 +15,7 @@
 //! Store calls never run on the message loop: each is spawned (see `store_call`) and
 //! reports back as a message, so a deadline timer is handled on time even while a call
 //! hangs. What to do with a grant nobody will use lives in `orphan`, when local waiters
-//! step back for other processes in `starvation`.
+//! step back for other processes in `fairness`.
 //!
 //! | file | holds |
 //! |---|---|

@@ -14,10 +14,10 @@ use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
 use crate::lock::attempt::{self, Verdict};
 use crate::lock::backoff::Backoff;
+use crate::lock::fairness;
 use crate::lock::hold;
 use crate::lock::message::{DetachReply, LockMsg, ReleaseReply};
 use crate::lock::orphan::GrantClaim;
-use crate::lock::starvation;
 use crate::lock::store_call::spawn_store_call;
 use crate::lock::waiters::NextWaiter;
 use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
@@ -279,14 +279,13 @@ impl NameState {
         let Some(HandingOver { from, to: attempt }) = self.handing_over.remove(&to) else {
             return;
         };
-        let (_, longest_backoff) = attempt.options.retry_backoff();
         let mut others_starving = false;
         let (released, acquired) = match result {
             Ok(HandOverOutcome::HandedOver {
                 token,
                 contended_for,
             }) => {
-                others_starving = contended_for.is_some_and(|waited| waited >= longest_backoff);
+                others_starving = fairness::others_starving(contended_for, &attempt.options);
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
                     Ok(AcquireOutcome::Acquired { token }),
@@ -360,8 +359,7 @@ impl NameState {
             return;
         };
         let options = releasing.options.clone();
-        let (_, longest_backoff) = options.retry_backoff();
-        let step_back = starvation::step_back(&result, longest_backoff);
+        let step_back = fairness::step_back(&result, &options);
         self.answer_release(lease, result, Some(sent_at));
         match step_back {
             // Others have waited long: let them have the freed place before we retry.
