@@ -30,8 +30,8 @@ struct Hold {
 #[derive(Debug, Default)]
 struct Timeline {
     holds: Vec<Hold>,
-    /// Waits still unanswered when the run ended.
-    pending: Vec<Instant>,
+    /// Waits still unanswered when the run ended: the side, and when it began.
+    pending: Vec<(usize, Instant)>,
 }
 
 /// The loop of one task: acquire, hold for `critical`, release, until `end`.
@@ -53,7 +53,7 @@ async fn contend<C: Contender>(
         let held = match tokio::time::timeout_at(end, contender.acquire()).await {
             Ok(held) => held?,
             Err(_) => {
-                record(&|timeline| timeline.pending.push(waited));
+                record(&|timeline| timeline.pending.push((side, waited)));
                 return Ok(());
             }
         };
@@ -88,6 +88,9 @@ struct Figures {
     /// Critical sections (acquire returned → release called) in the window: their mean
     /// bounds the acquisitions per second any lock can reach.
     critical_ms: Vec<f64>,
+    /// Per side, each acquisition's wait (acquire called → returned) for those granted in
+    /// the window, and for waits still unanswered at its end their wait so far.
+    waits_ms: [Vec<f64>; 2],
 }
 
 fn figures(timeline: &Timeline, from: Instant, to: Instant) -> Figures {
@@ -108,11 +111,14 @@ fn figures(timeline: &Timeline, from: Instant, to: Instant) -> Figures {
             figures.critical_ms.push(millis(
                 hold.releasing.saturating_duration_since(hold.acquired),
             ));
+            figures.waits_ms[hold.side.min(1)]
+                .push(millis(hold.acquired.saturating_duration_since(hold.waited)));
         }
     }
-    for &waited in &timeline.pending {
+    for &(side, waited) in &timeline.pending {
         edges.push((clip(waited), 0, 1));
         edges.push((to, 0, -1));
+        figures.waits_ms[side.min(1)].push(millis(to.saturating_duration_since(waited)));
     }
     // Ends before starts at equal instants, so a hand-over at one instant is not a gap.
     edges.sort_by_key(|&(t, held, waiting)| (t, held.min(waiting) >= 0));
@@ -203,7 +209,11 @@ async fn run<C: Contender>(
     Ok((figures(&timeline, from, to), commands))
 }
 
-/// S3 for `system`: `mongolock`, `mongolock-random`, `dl` or `peer`.
+/// The fairness bound of `mongolock-bound800`: the backoff's maximum, which was both the
+/// threshold and the step back of the rule before the bound (starvation mode).
+const BOUND_AS_BEFORE: Duration = Duration::from_millis(800);
+
+/// S3 for `system`: `mongolock`, `mongolock-random`, `mongolock-bound800`, `dl` or `peer`.
 pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     let system = args.text("system", "mongolock");
     let tasks = args.get("tasks", 64_usize);
@@ -217,9 +227,12 @@ pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     ];
     let name = "s3";
     let outcome = match system.as_str() {
-        "mongolock" | "mongolock-random" => {
-            let options =
+        "mongolock" | "mongolock-random" | "mongolock-bound800" => {
+            let mut options =
                 LockOptions::default().with_adaptive_backoff(system != "mongolock-random");
+            if system == "mongolock-bound800" {
+                options = options.with_fairness_bound(BOUND_AS_BEFORE);
+            }
             let managers = [
                 sides[0].manager(options.clone()).await?,
                 sides[1].manager(options).await?,
@@ -306,6 +319,7 @@ pub(crate) async fn s3(args: &Args) -> Result<(), String> {
             ),
         );
     }
+    emit_waits(&figures, tasks, measured);
     emit("overlaps", figures.overlaps);
     emit("handovers", figures.handovers_ms.len());
     if let (Some(p50), Some(p99)) = (
@@ -317,4 +331,41 @@ pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     }
     sides[0].drop_database().await;
     Ok(())
+}
+
+/// Each acquisition's wait: p50, p99 and max per side and overall, and the two worst against
+/// the FIFO share, (tasks − 1) × the mean gap between grants — what a task would wait if the
+/// lock went round all tasks in strict arrival order at the measured rate.
+#[allow(clippy::cast_precision_loss)]
+fn emit_waits(figures: &Figures, tasks: usize, measured: Duration) {
+    let all: Vec<f64> = figures.waits_ms.concat();
+    let max = |waits: &[f64]| {
+        waits
+            .iter()
+            .copied()
+            .fold(None, |m: Option<f64>, w| Some(m.map_or(w, |m| m.max(w))))
+    };
+    for (label, waits) in [
+        ("", &all[..]),
+        ("_a", &figures.waits_ms[0][..]),
+        ("_b", &figures.waits_ms[1][..]),
+    ] {
+        if let (Some(p50), Some(p99), Some(max)) =
+            (quantile(waits, 0.5), quantile(waits, 0.99), max(waits))
+        {
+            emit(&format!("wait{label}_p50_ms"), format!("{p50:.1}"));
+            emit(&format!("wait{label}_p99_ms"), format!("{p99:.1}"));
+            emit(&format!("wait{label}_max_ms"), format!("{max:.1}"));
+        }
+    }
+    if figures.acquisitions == 0 {
+        return;
+    }
+    let gap_ms = millis(measured) / figures.acquisitions as f64;
+    let fifo_share_ms = (tasks.saturating_sub(1)) as f64 * gap_ms;
+    emit("fifo_share_ms", format!("{fifo_share_ms:.1}"));
+    if let (Some(p99), Some(max)) = (quantile(&all, 0.99), max(&all)) {
+        emit("wait_p99_fifo", format!("{:.2}", p99 / fifo_share_ms));
+        emit("wait_max_fifo", format!("{:.2}", max / fifo_share_ms));
+    }
 }

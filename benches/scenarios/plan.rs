@@ -53,7 +53,13 @@ pub(crate) const S1_SYSTEMS: [&str; 5] = ["mongolock", "floor", "dl", "peer", "m
 /// Repetitions of S1 in a full run: the ratio to the floor is the smallest effect measured.
 const S1_FULL_REPS: usize = 5;
 /// The S3 systems.
-pub(crate) const S3_SYSTEMS: [&str; 4] = ["mongolock", "mongolock-random", "dl", "peer"];
+pub(crate) const S3_SYSTEMS: [&str; 5] = [
+    "mongolock",
+    "mongolock-bound800",
+    "mongolock-random",
+    "dl",
+    "peer",
+];
 
 /// The P3 mixes: 10 % writes drawn per operation, or 10 % of the tasks writing only.
 pub(crate) const P3_MIXES: [&str; 2] = ["ops", "roles"];

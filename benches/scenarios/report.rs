@@ -334,6 +334,7 @@ fn render_s(results: &Results) -> String {
         "p99 ≤ 25 ms".into(),
         verdict(p99.map(|p| p.median <= 25.0)).into(),
     ]);
+    s3_fairness_rows(results, &mut head);
     let share = figure(results, "s3/mongolock", "share_a_pct");
     head.row(&[
         "S3".into(),
@@ -500,6 +501,41 @@ fn render_s(results: &Results) -> String {
          between holders.\n\n",
     );
     out.push_str(&t.text);
+    let mut t = Table::new(&[
+        "S3 system",
+        "FIFO share",
+        "wait p50 / p99 / max",
+        "p99 ÷ FIFO share",
+        "max ÷ FIFO share",
+        "manager A: p50 / p99 / max",
+        "manager B: p50 / p99 / max",
+    ]);
+    let waits = |key: &str, side: &str| {
+        format!(
+            "{} / {} / {}",
+            cell(results, key, &format!("wait{side}_p50_ms"), 0, ""),
+            cell(results, key, &format!("wait{side}_p99_ms"), 0, ""),
+            cell(results, key, &format!("wait{side}_max_ms"), 0, " ms"),
+        )
+    };
+    for system in S3_SYSTEMS {
+        let key = format!("s3/{system}");
+        t.row(&[
+            s3_label(system).into(),
+            cell(results, &key, "fifo_share_ms", 0, " ms"),
+            waits(&key, ""),
+            cell(results, &key, "wait_p99_fifo", 2, "×"),
+            cell(results, &key, "wait_max_fifo", 2, "×"),
+            waits(&key, "_a"),
+            waits(&key, "_b"),
+        ]);
+    }
+    out.push_str("\n### S3: each acquisition's wait, acquire called → returned\n\n");
+    out.push_str(
+        "*FIFO share*: (tasks − 1) × the mean gap between grants, what each task would wait \
+         if the lock went round all 64 in strict arrival order at the measured rate.\n\n",
+    );
+    out.push_str(&t.text);
 
     // S5 details.
     let mut t = Table::new(&[
@@ -572,8 +608,72 @@ fn s3_label(system: &str) -> &'static str {
     match system {
         "mongolock" => "mongolock (defaults: adaptive backoff 10–800 ms)",
         "mongolock-random" => "mongolock (random 10–800 ms retry)",
+        "mongolock-bound800" => "mongolock, fairness bound 800 ms (the rule before the bound)",
         "dl" => "DistributedLock algorithm (random 10–800 ms poll, delete on release)",
         "peer" => "distributed-lock-mongo 0.2 (10 ms poll)",
         _ => "?",
+    }
+}
+
+/// Issue 25's default-mode rows: a waiter's turn in bounded time at nearly all the speed.
+fn s3_fairness_rows(results: &Results, head: &mut Table) {
+    let key = "s3/mongolock";
+    let before = "s3/mongolock-bound800";
+    // (what, figure, digits, unit, target, whether a median meets it)
+    type Row = (
+        &'static str,
+        &'static str,
+        usize,
+        &'static str,
+        &'static str,
+        fn(f64) -> bool,
+    );
+    let rows: [Row; 4] = [
+        (
+            "share of the ceiling (default fairness bound)",
+            "of_ceiling_pct",
+            1,
+            " %",
+            "≥ 90 %",
+            |v| v >= 90.0,
+        ),
+        (
+            "p99 wait per acquisition ÷ the FIFO share",
+            "wait_p99_fifo",
+            2,
+            "×",
+            "≤ 2×",
+            |v| v <= 2.0,
+        ),
+        (
+            "longest wait ÷ the FIFO share",
+            "wait_max_fifo",
+            2,
+            "×",
+            "≤ 3×",
+            |v| v <= 3.0,
+        ),
+        (
+            "commands per acquisition (default fairness bound)",
+            "cmds_per_acq",
+            2,
+            "",
+            "≤ 0.2",
+            |v| v <= 0.2,
+        ),
+    ];
+    for (what, value, digits, unit, target, met) in rows {
+        head.row(&[
+            "S3".into(),
+            what.into(),
+            cell(results, key, value, digits, unit),
+            format!(
+                "bound 800 ms (as before): {}",
+                cell(results, before, value, digits, unit)
+            ),
+            "—".into(),
+            target.into(),
+            verdict(figure(results, key, value).map(|f| met(f.median))).into(),
+        ]);
     }
 }
