@@ -66,6 +66,7 @@ pub(crate) struct Timings {
     pub(crate) renew_deadline: Duration,
     pub(crate) max_stall: Duration,
     pub(crate) block: u64,
+    pub(crate) fairness_bound: Duration,
 }
 
 impl Timings {
@@ -141,6 +142,9 @@ pub(crate) struct History {
     resigning: BTreeSet<usize>,
     /// When every process was paused, and for how long (the clock jumped).
     pauses: Vec<(Instant, Duration)>,
+    /// The grants being noted are a multi-lock's members, each taken when its turn came,
+    /// not now: when a member was passed locally is not known.
+    members_taken_earlier: bool,
 }
 
 impl History {
@@ -164,6 +168,7 @@ impl History {
             reported_untold: BTreeSet::new(),
             resigning: BTreeSet::new(),
             pauses: Vec::new(),
+            members_taken_earlier: false,
         }
     }
 
@@ -442,13 +447,38 @@ impl History {
             ));
         }
         let Some(lease) = lease else { return };
-        let (grant_token, largest) = {
+        let (grant_token, largest, granted_send, contended_for) = {
             let ledger = recorder::lock(&self.ledger);
             (
                 ledger.grant_token(name, lease),
                 ledger.largest_issued_before(name, now),
+                ledger.granted_send(lease),
+                ledger.contended_for(lease),
             )
         };
+        // Others waited the bound (the hand-over said so): the lock goes back, never on.
+        if let (Some(grant_token), Some(waited)) = (grant_token, contended_for)
+            && token > grant_token
+            && waited >= self.timings.fairness_bound
+        {
+            self.violation(format!(
+                "{who:?} got token {token} on {name} by a local pass, though the hand-over that granted {grant_token} said others had waited {waited:?} (fairness bound {:?})",
+                self.timings.fairness_bound
+            ));
+        }
+        // Bounded unfairness: the store is asked at least once per fairness bound, so
+        // nobody elsewhere waits unseen longer than that (a pause of every process aside).
+        if let (Some(grant_token), Some(sent)) = (grant_token, granted_send)
+            && !self.members_taken_earlier
+            && token > grant_token
+            && now > sent + self.timings.fairness_bound + INSTANT + self.paused_between(sent, now)
+        {
+            self.violation(format!(
+                "{who:?} got token {token} on {name} by a local pass {:?} after the store was last asked (its lease was granted {grant_token}; fairness bound {:?})",
+                now - sent,
+                self.timings.fairness_bound
+            ));
+        }
         if let (Some(grant_token), Some(largest)) = (grant_token, largest)
             && token > grant_token
             && token <= largest
@@ -490,6 +520,11 @@ impl History {
     pub(crate) fn letting_go(&mut self, who: Who) {
         self.note(format!("{who:?} lets go"));
         self.holders.retain(|(holder, _), _| *holder != who);
+    }
+
+    /// Whether the grants noted next are a multi-lock's members (see `members_taken_earlier`).
+    pub(crate) fn members_taken_earlier(&mut self, members: bool) {
+        self.members_taken_earlier = members;
     }
 
     /// Client `id` starts acquiring `names` all at once through `manager`.
@@ -873,6 +908,7 @@ mod tests {
             renew_deadline: Duration::from_millis(900),
             max_stall: Duration::from_millis(2_000),
             block: 16,
+            fairness_bound: Duration::from_millis(40),
         };
         (History::new(timings, ledger.clone()), ledger)
     }
@@ -1096,6 +1132,47 @@ mod tests {
             assert!(
                 !flagged(&history, "the store issued token"),
                 "the store's order was right: {:?}",
+                history.violations()
+            );
+        });
+    }
+
+    #[test]
+    fn a_local_pass_past_the_fairness_bound_is_flagged_and_one_within_it_is_not() {
+        paused(async {
+            let (mut history, ledger) = history();
+            let granted = grant(&mut history, &ledger, 1, "baton", Access::Exclusive, 7);
+            assert_eq!(granted, 1);
+            let lease = recorder::lock(&ledger).lease_of("baton", 7, 16);
+            let pass = |history: &mut History, client: usize, token: u64| {
+                history.letting_go(Who::Client(client - 1));
+                history.granted(
+                    Who::Client(client),
+                    "baton",
+                    Access::Exclusive,
+                    Some(0),
+                    token,
+                    lease,
+                    None,
+                );
+            };
+            tokio::time::advance(Duration::from_millis(40)).await;
+            pass(&mut history, 2, 8);
+            tokio::time::advance(Duration::from_millis(1)).await;
+            pass(&mut history, 3, 9);
+            assert!(
+                !flagged(&history, "after the store was last asked"),
+                "{:?}",
+                history.violations()
+            );
+            tokio::time::advance(Duration::from_millis(1)).await;
+            pass(&mut history, 4, 10);
+            assert!(
+                flagged(
+                    &history,
+                    "by a local pass 42ms after the store was last asked"
+                ),
+                "{:?}",
                 history.violations()
             );
         });

@@ -239,6 +239,11 @@ fn kind_of(violation: &str) -> String {
             "local pass long after an operator's deletion",
         ),
         ("no store call granted", "token from nowhere"),
+        (
+            "after the store was last asked",
+            "local pass past the fairness bound",
+        ),
+        ("said others had waited", "local pass while others starve"),
     ] {
         if text.contains(needle) {
             return kind.to_owned();

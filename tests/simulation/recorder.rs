@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use mongolock::LockRecord;
@@ -57,7 +58,12 @@ pub(crate) struct Ledger {
 }
 
 struct LeaseFacts {
+    /// When the call that granted the lease was sent: local passes under it follow only
+    /// within the fairness bound of this.
+    granted_send: Instant,
     confirmed_send: Instant,
+    /// How long others had waited, as the hand-over that granted the lease reported.
+    contended_for: Option<Duration>,
 }
 
 impl Ledger {
@@ -65,7 +71,9 @@ impl Ledger {
         self.leases.insert(
             lease,
             LeaseFacts {
+                granted_send: sent,
                 confirmed_send: sent,
+                contended_for: None,
             },
         );
         self.by_token
@@ -91,6 +99,16 @@ impl Ledger {
     /// this plus the renew deadline, never longer.
     pub(crate) fn confirmed_send(&self, lease: LeaseId) -> Option<Instant> {
         self.leases.get(&lease).map(|facts| facts.confirmed_send)
+    }
+
+    /// How long others had waited when the hand-over that granted `lease` was applied.
+    pub(crate) fn contended_for(&self, lease: LeaseId) -> Option<Duration> {
+        self.leases.get(&lease)?.contended_for
+    }
+
+    /// When the call that granted `lease` was sent.
+    pub(crate) fn granted_send(&self, lease: LeaseId) -> Option<Instant> {
+        self.leases.get(&lease).map(|facts| facts.granted_send)
     }
 
     /// When the store released `lease`, if it has.
@@ -279,8 +297,16 @@ impl<S: LockStore> LockStore for Recorder<S> {
     ) -> Result<HandOverOutcome, StoreError> {
         let sent = self.sent(Call::HandOver);
         let result = self.inner.hand_over(from, to).await;
-        if let Ok(HandOverOutcome::HandedOver { token, .. }) = &result {
-            self.ledger().granted(&to.name, *token, to.lease, sent);
+        if let Ok(HandOverOutcome::HandedOver {
+            token,
+            contended_for,
+        }) = &result
+        {
+            let mut ledger = self.ledger();
+            ledger.granted(&to.name, *token, to.lease, sent);
+            if let Some(facts) = ledger.leases.get_mut(&to.lease) {
+                facts.contended_for = *contended_for;
+            }
         }
         result
     }

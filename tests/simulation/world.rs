@@ -51,12 +51,18 @@ const STEPS: usize = 60;
 /// The longest a stalled store call waits before it is applied.
 const MAX_STALL: Duration = Duration::from_millis(2_000);
 
-fn options() -> LockOptions {
-    LockOptions::default()
+/// The lock options of every manager of a schedule, with the schedule's fairness bound
+/// (`None`: the default, 5 ms for this lease).
+fn options(fairness_bound: Option<Duration>) -> LockOptions {
+    let options = LockOptions::default()
         .with_lease_duration(Duration::from_millis(1_500))
         .with_renew_interval(Duration::from_millis(300))
         .with_renew_deadline(Duration::from_millis(900))
-        .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(50))
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_millis(50));
+    match fairness_bound {
+        Some(bound) => options.with_fairness_bound(bound),
+        None => options,
+    }
 }
 
 fn election_options() -> ElectionOptions {
@@ -240,6 +246,8 @@ pub(crate) struct World {
     holders: BTreeMap<String, Option<usize>>,
     /// The semaphore's count as last set (new handles ask for it).
     permits: u32,
+    /// Every manager's default lock options (the schedule's fairness bound in them).
+    options: LockOptions,
     /// Every manager's store and the intruder's: the shared store under the witness.
     witnessed: Store,
 }
@@ -247,12 +255,20 @@ pub(crate) struct World {
 impl World {
     pub(crate) async fn new(seed: u64) -> Self {
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let options = options();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let permits = rng.random_range(2..=4);
+        let fairness_bound = [
+            None,
+            Some(Duration::from_millis(40)),
+            Some(Duration::from_millis(400)),
+        ][rng.random_range(0..3)];
+        let options = options(fairness_bound);
         let timings = Timings {
             expiry: options.lease_duration(),
             renew_deadline: options.renew_deadline(),
             max_stall: MAX_STALL,
             block: MemoryStore::new().tokens_per_grant(),
+            fairness_bound: options.fairness_bound(),
         };
         let history = Arc::new(Mutex::new(History::new(timings, ledger.clone())));
         let intruder = HolderId::from_string("intruder".to_owned());
@@ -260,13 +276,12 @@ impl World {
         holders.insert(intruder.as_str().to_owned(), None);
         let store = MemoryStore::new();
         let witnessed = Witness::new(store.clone(), ledger.clone());
-        let mut rng = StdRng::seed_from_u64(seed);
-        let permits = rng.random_range(2..=4);
         let mut world = Self {
             rng,
             store,
             witnessed,
             permits,
+            options,
             ledger,
             history,
             managers: Vec::new(),
@@ -278,7 +293,10 @@ impl World {
             intruder_grants: 0,
             holders,
         };
-        self::history(&world.history).note(format!("{SEMAPHORE} has {permits} permits"));
+        self::history(&world.history).note(format!(
+            "{SEMAPHORE} has {permits} permits; fairness bound {:?}",
+            world.options.fairness_bound()
+        ));
         for slot in 0..SLOTS {
             world.start_manager(slot).await;
         }
@@ -292,7 +310,7 @@ impl World {
         let holder = HolderId::from_string(format!("manager-{id}"));
         self.holders.insert(holder.as_str().to_owned(), Some(id));
         let started = LockManager::builder(recorded)
-            .with_default_lock_options(options())
+            .with_default_lock_options(self.options.clone())
             .with_holder_id(holder)
             .with_idle_actor_timeout(Duration::from_secs(2))
             .start()
@@ -480,7 +498,7 @@ impl World {
                 history.multi_acquiring(id, manager, names);
             }
         }
-        let renew_deadline = options().renew_deadline();
+        let renew_deadline = self.options.renew_deadline();
         let task = tokio::spawn(client(ClientRun {
             id,
             manager,
@@ -1036,12 +1054,16 @@ async fn client(run: ClientRun) {
     }
     let places: Vec<usize> = {
         let mut history = history(&shared);
-        tokens
+        let members = matches!(held, Held::All(_));
+        history.members_taken_earlier(members);
+        let places = tokens
             .iter()
             .map(|(name, token)| {
                 history.granted(who, name, access, Some(manager), *token, None, None)
             })
-            .collect()
+            .collect();
+        history.members_taken_earlier(false);
+        places
     };
     *lock_phase(&phase) = ClientPhase::Holding;
     tokio::select! {
