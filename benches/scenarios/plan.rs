@@ -62,7 +62,9 @@ pub(crate) const S3_SYSTEMS: [&str; 5] = [
 ];
 
 /// The P3 mixes: 10 % writes drawn per operation, or 10 % of the tasks writing only.
-pub(crate) const P3_MIXES: [&str; 2] = ["ops", "roles"];
+/// P3's workloads; `roles-bound800` is `roles` under the fairness rule as it was before the
+/// bound (a bound of 800 ms, the backoff's maximum): the same-run baseline of issue 25's row.
+pub(crate) const P3_MIXES: [&str; 3] = ["ops", "roles", "roles-bound800"];
 
 /// Every job of `mode`.
 #[allow(clippy::too_many_lines)]
@@ -231,8 +233,14 @@ fn primitive_jobs(
             "p3",
             &format!("p3/{mix}"),
             &args(&format!(
-                "p3 mix={mix} write_pct=10 tasks=64 critical_ms=1 \
-                 warmup_ms={contention_warmup} millis={contention_ms}"
+                "p3 mix={} write_pct=10 tasks=64 critical_ms=1 \
+                 warmup_ms={contention_warmup} millis={contention_ms}{}",
+                mix.trim_end_matches("-bound800"),
+                if mix.ends_with("-bound800") {
+                    " fairness_bound_ms=800"
+                } else {
+                    ""
+                }
             )),
             reps,
             contention_cap,

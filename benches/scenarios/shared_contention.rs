@@ -306,7 +306,7 @@ async fn run(
 
 /// One manager per "process" (`processes`, default 2), with default options but for the
 /// retry backoff when `backoff_min_ms` / `backoff_max_ms` are given (for looking into how
-/// the backoff shapes a figure).
+/// the backoff shapes a figure) and the fairness bound when `fairness_bound_ms` is.
 async fn managers(args: &Args, backend: &Backend) -> Result<Vec<LockManager>, String> {
     let mut options = LockOptions::default();
     let (min, max) = options.retry_backoff();
@@ -321,6 +321,11 @@ async fn managers(args: &Args, backend: &Backend) -> Result<Vec<LockManager>, St
         ),
     );
     options = options.with_retry_backoff(min, max);
+    let bound = args.millis(
+        "fairness_bound_ms",
+        u64::try_from(options.fairness_bound().as_millis()).unwrap_or(100),
+    );
+    options = options.with_fairness_bound(bound);
     let mut managers = Vec::new();
     for process in 0..args.get("processes", 2_usize).max(1) {
         managers.push(backend.manager(process, options.clone()).await?);
