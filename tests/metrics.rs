@@ -148,6 +148,32 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         totals.value(&snapshotter, "mongolock_hold_seconds", &[]),
         Some(1.0)
     );
+    // The release told how long the waiter elsewhere had waited.
+    let others_waited = totals.samples("mongolock_others_waited_seconds", &[]);
+    assert!(
+        others_waited.len() == 1 && (2.49..2.51).contains(&others_waited[0]),
+        "{others_waited:?}"
+    );
+
+    // Waiters here step back once those elsewhere have waited the fairness bound (10 ms
+    // at this lease), and each step back is counted: the first local waiter gets the lock
+    // by the hand-over, gives it back plainly, and the second steps back for the remote.
+    let first = a.lock("turns").unwrap().acquire().await.unwrap();
+    let take_and_release = |manager: &LockManager| {
+        let lock = manager.lock("turns").unwrap();
+        tokio::spawn(async move { lock.acquire().await.unwrap().release().await.unwrap() })
+    };
+    let here = [take_and_release(&a), take_and_release(&a)];
+    let elsewhere = take_and_release(&b);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    first.release().await.unwrap();
+    for task in here.into_iter().chain([elsewhere]) {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_step_backs_total", &[]),
+        Some(1.0)
+    );
 
     store.remove(&LockName::new("orders").unwrap());
     second.lost().await;

@@ -11,7 +11,9 @@
 //! | `mongolock_acquire_attempts_total` | counter | `result` = acquired, contended, error | store acquisition attempts |
 //! | `mongolock_acquire_wait_seconds` | histogram | | from `acquire()` call to lock held |
 //! | `mongolock_hold_seconds` | histogram | | from lock held to release or loss |
-//! | `mongolock_waiters` | gauge | | local tasks waiting for a lock |
+//! | `mongolock_waiters` | gauge | | local tasks waiting for a lock (`sum by (lock)` across processes: everyone waiting for it) |
+//! | `mongolock_others_waited_seconds` | histogram | | how long waiters in other processes had waited when a hold here let go (the store keeps the earliest wait per grant) |
+//! | `mongolock_step_backs_total` | counter | | times this process's waiters stepped back because waiters elsewhere had waited the fairness bound (see [`guide::fairness`](crate::guide::fairness)) |
 //! | `mongolock_held_locks` | gauge | | locks this process holds |
 //! | `mongolock_at_risk_locks` | gauge | | held locks whose renewals are failing, deadline still ahead (see [`AtRisk`](crate::AtRisk)) |
 //! | `mongolock_renewals_total` | counter | `result` = extended, lost, error | lease renewals |
@@ -44,6 +46,12 @@ pub const ACQUIRE_WAIT: &str = "mongolock_acquire_wait_seconds";
 pub const HOLD_TIME: &str = "mongolock_hold_seconds";
 /// Gauge: local tasks currently waiting for a lock.
 pub const WAITERS: &str = "mongolock_waiters";
+/// Histogram (seconds): how long waiters in other processes had waited for the lock when a
+/// hold of this process let go of it, as the store reported with the release or hand-over.
+pub const OTHERS_WAITED: &str = "mongolock_others_waited_seconds";
+/// Counter: times this process's waiters stepped back for a contended lock because waiters
+/// in other processes had waited the fairness bound.
+pub const STEP_BACKS: &str = "mongolock_step_backs_total";
 /// Gauge: locks currently held by this process.
 pub const HELD_LOCKS: &str = "mongolock_held_locks";
 /// Gauge: held locks whose renewals are failing while the loss deadline is still ahead.
@@ -85,6 +93,15 @@ pub fn describe() {
         "How long locks were held, until release or loss."
     );
     describe_gauge!(WAITERS, "Local tasks waiting for a lock.");
+    describe_histogram!(
+        OTHERS_WAITED,
+        Unit::Seconds,
+        "How long waiters in other processes had waited when a hold here let go."
+    );
+    describe_counter!(
+        STEP_BACKS,
+        "Times local waiters stepped back because waiters elsewhere had waited the fairness bound."
+    );
     describe_gauge!(
         HELD_LOCKS,
         "Locks held by this process (semaphore permits, reads and writes by `access`)."
@@ -223,6 +240,16 @@ impl LockMetrics {
         if delta != 0.0 {
             metrics::gauge!(WAITERS, self.base.clone()).increment(delta);
         }
+    }
+
+    /// A hold here let go while waiters in other processes had waited `waited`.
+    pub(crate) fn others_waited(&self, waited: Duration) {
+        metrics::histogram!(OTHERS_WAITED, self.base.clone()).record(waited.as_secs_f64());
+    }
+
+    /// Local waiters stepped back for waiters elsewhere.
+    pub(crate) fn stepped_back(&self) {
+        metrics::counter!(STEP_BACKS, self.base.clone()).increment(1);
     }
 
     pub(crate) fn renewal(&self, result: RenewalResult) {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 
-use super::{ACQUIRE_WAIT, HOLD_TIME, STORE_OPERATION};
+use super::{ACQUIRE_WAIT, HOLD_TIME, OTHERS_WAITED, STORE_OPERATION};
 
 /// Buckets for lock waits and holds: from a millisecond (uncontended) to five minutes
 /// (long critical sections, leadership terms).
@@ -46,6 +46,10 @@ pub fn install_prometheus_exporter(listen: SocketAddr) -> Result<(), BuildError>
             WAIT_AND_HOLD_BUCKETS,
         )?
         .set_buckets_for_metric(Matcher::Full(HOLD_TIME.to_owned()), WAIT_AND_HOLD_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(OTHERS_WAITED.to_owned()),
+            WAIT_AND_HOLD_BUCKETS,
+        )?
         .set_buckets_for_metric(Matcher::Full(STORE_OPERATION.to_owned()), STORE_BUCKETS)?
         .install()?;
     super::describe();

@@ -342,6 +342,12 @@ impl NameState {
         if let Some(sent_at) = sent_at {
             metrics.store_call(StoreOp::Release, sent_at.elapsed(), result.is_err());
         }
+        if let Ok(ReleaseOutcome::Released {
+            contended_for: Some(waited),
+        }) = result
+        {
+            metrics.others_waited(waited);
+        }
         let answer = hold::release_answer(&self.name, lease, result, &metrics);
         if let Some(reply) = reply {
             let _ = reply.send(answer);
@@ -358,7 +364,7 @@ impl NameState {
         let Some(releasing) = self.releasing.get(&lease) else {
             return;
         };
-        let options = releasing.options.clone();
+        let (options, metrics) = (releasing.options.clone(), releasing.metrics.clone());
         let step_back = fairness::step_back(&result, &options);
         self.answer_release(lease, result, Some(sent_at));
         match step_back {
@@ -367,6 +373,7 @@ impl NameState {
                 if self.waiters.prune()
                     && !matches!(self.acquisition, Phase::Attempting { .. }) =>
             {
+                metrics.stepped_back();
                 self.advance(|this, phase| {
                     // A waiter already backing off keeps its backoff's progress: a fresh
                     // one would only make its sleeps after the step back shorter (a tuning,
