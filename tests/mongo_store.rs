@@ -847,7 +847,9 @@ async fn a_release_wakes_a_remote_waiter_at_once() {
 /// reserves the next block — never a release followed by an acquisition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_hand_overs_take_no_command_while_reserved_tokens_last() {
-    let (log, manager) = counted_manager(LockOptions::default()).await;
+    // A fairness bound longer than the test: the chain passes locally for its whole block.
+    let options = LockOptions::default().with_fairness_bound(Duration::from_secs(60));
+    let (log, manager) = counted_manager(options).await;
     let block = store_on(&client().await, &unique_collection()).tokens_per_grant();
     assert!(block > 1, "a MongoStore grant reserves tokens");
     let lock = manager.lock("relay").unwrap();
