@@ -1494,3 +1494,22 @@ async fn a_waiter_elsewhere_gets_the_lock_within_the_fairness_bound() {
         elsewhere.shutdown().await;
     }
 }
+
+/// A guard's `Debug` says what it holds: for logs.
+#[tokio::test(start_paused = true)]
+async fn a_guard_shows_its_lock_token_and_access() {
+    let manager = common::start(MemoryStore::new()).await;
+    let guard = manager.lock("shown").unwrap().acquire().await.unwrap();
+    let shown = format!("{guard:?}");
+    for part in [
+        "LockGuard",
+        "shown",
+        &format!("token: {}", guard.token()),
+        "Exclusive",
+        "lost: None",
+    ] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+    guard.release().await.unwrap();
+    manager.shutdown().await;
+}

@@ -17,7 +17,7 @@ const MAX_EXPONENT: u32 = 64;
 /// The backoff of one run of refused attempts (an actor's acquisition, from a grant or an
 /// idle pause to the next: a new run starts afresh); the range and strategy are those of
 /// the acquisition being served
-/// ([`LockOptions::with_busy_wait`], [`LockOptions::with_adaptive_backoff`]).
+/// ([`LockOptions::with_retry_backoff`], [`LockOptions::with_adaptive_backoff`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
     min: Duration,
@@ -108,6 +108,37 @@ mod tests {
             }
             prop_assert_eq!(last, strategy.max);
         }
+    }
+
+    #[test]
+    fn adaptive_jitter_goes_both_ways() {
+        // The first delay is min·(1 ± 20 %), clamped at min: with min well inside the range
+        // seen from a higher step, look at the third (min·1.5², 22.5 ms from 10 ms).
+        let (mut below, mut above) = (false, false);
+        for seed in 0..200 {
+            let mut strategy = backoff(10, 10_000, true);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let third = (0..3).map(|_| strategy.next_delay(&mut rng)).last();
+            let third = third.map(|delay| delay.as_secs_f64() * 1000.0);
+            below |= third < Some(22.5 * 0.95);
+            above |= third > Some(22.5 * 1.05);
+        }
+        assert!(
+            below && above,
+            "jitter must spread delays both below and above the growth"
+        );
+    }
+
+    #[test]
+    fn a_backoff_follows_the_options_of_the_acquisition_served() {
+        let mut strategy = backoff(10, 10, false);
+        let later = LockOptions::default()
+            .with_retry_backoff(Duration::from_secs(3), Duration::from_secs(3))
+            .with_adaptive_backoff(true);
+        strategy.follow(&later);
+        let delay = strategy.next_delay(&mut StdRng::seed_from_u64(1));
+        assert_eq!(delay, Duration::from_secs(3));
+        assert!(strategy.adaptive);
     }
 
     #[test]

@@ -84,7 +84,9 @@ impl CachedRoute {
         *self.slot() = Some(route);
     }
 
-    /// Forgets `route` unless a newer one replaced it meanwhile.
+    /// Forgets `route` unless a newer one replaced it meanwhile. Only spares later requests
+    /// one refused send each: a retired gate stays retired, and the supervisor's forward of
+    /// the refused request caches the new route anyway (so its mutant survives).
     pub(crate) fn forget(&self, route: &Route) {
         let mut slot = self.slot();
         if slot

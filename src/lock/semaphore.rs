@@ -238,3 +238,21 @@ fn check_permits(permits: u32) -> Result<(), LockError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_is_one_to_max_permits() {
+        for permits in [1, MAX_PERMITS] {
+            assert!(check_permits(permits).is_ok(), "{permits}");
+        }
+        for permits in [0, MAX_PERMITS + 1, u32::MAX] {
+            assert!(
+                matches!(check_permits(permits), Err(LockError::InvalidOptions(_))),
+                "{permits}"
+            );
+        }
+    }
+}

@@ -98,3 +98,25 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store call that panics is an error carrying the panic's message, whatever its
+    /// payload.
+    #[tokio::test]
+    async fn a_panicking_call_is_an_error_with_its_message() {
+        let message = |panicked: Result<(), StoreError>| match panicked {
+            Err(StoreError::Panicked(message)) => message,
+            other => panic!("not a panic: {other:?}"),
+        };
+        let static_text = catch_panic(async { panic!("static text") }).await;
+        assert_eq!(message(static_text), "static text");
+        let id = 7;
+        let formatted = catch_panic(async move { panic!("call {id} failed") }).await;
+        assert_eq!(message(formatted), "call 7 failed");
+        let other = catch_panic(async { std::panic::panic_any(42_u8) }).await;
+        assert_eq!(message(other), "non-string panic payload");
+    }
+}

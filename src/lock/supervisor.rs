@@ -124,6 +124,9 @@ impl Actor for Supervisor {
                 tracing::error!(actor = %cell.get_id(), %error, "lock actor failed; it will be replaced on next use");
                 state.forget(cell.get_id());
             }
+            // Today a lock actor ends only by retiring (its `ChildIdle` already removed it),
+            // by the shutdown (every entry taken) or by failing: this arm is for any other
+            // end, so a stopped actor is never routed to again (its mutant survives).
             SupervisionEvent::ActorTerminated(cell, _, _) => state.forget(cell.get_id()),
             _ => {}
         }
@@ -196,5 +199,76 @@ impl SupervisorState {
 fn wake<'a>(children: impl IntoIterator<Item = &'a Route>) {
     for child in children {
         let _ = child.actor.send_message(LockMsg::Wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::SupervisorMsg;
+    use crate::lock::message::LockMsg;
+    use crate::lock::runtime::Runtime;
+    use crate::name::LockName;
+    use crate::options::LockOptions;
+    use crate::store::memory::MemoryStore;
+    use crate::store::request::HolderId;
+
+    async fn runtime_with_one_actor() -> (Arc<Runtime>, crate::lock::Lock) {
+        let runtime = Runtime::start(
+            Arc::new(MemoryStore::new()),
+            HolderId::generate(),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        let lock = runtime.lock(
+            LockName::new("child").unwrap(),
+            Arc::new(LockOptions::default()),
+        );
+        lock.acquire().await.unwrap().release().await.unwrap();
+        assert_eq!(runtime.active_locks().await, 1);
+        (runtime, lock)
+    }
+
+    /// A retirement the supervisor hears of after the name's actor was replaced (the old
+    /// one's end came first, and a request spawned the new one) leaves the new one alone:
+    /// forgetting it would let the next request start a second actor for the name.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_retirement_of_a_replaced_actor_keeps_the_new_one() {
+        let (runtime, _lock) = runtime_with_one_actor().await;
+        let replaced = ractor::ActorId::Local(u64::MAX);
+        let name = LockName::new("child").unwrap();
+        runtime
+            .supervisor
+            .send_message(SupervisorMsg::ChildIdle {
+                name,
+                actor: replaced,
+            })
+            .unwrap();
+        assert_eq!(runtime.active_locks().await, 1);
+    }
+
+    /// A lock actor that fails is forgotten at once (its memory with it), and its name
+    /// gets a fresh actor on next use.
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_actor_is_forgotten_and_replaced() {
+        let (runtime, lock) = runtime_with_one_actor().await;
+        let route = lock.cached_route().unwrap();
+        route.actor.send_message(LockMsg::InjectPanic).unwrap();
+        for _ in 0..1_000 {
+            if runtime.active_locks().await == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(
+            runtime.active_locks().await,
+            0,
+            "the failed actor is remembered"
+        );
+        lock.acquire().await.unwrap().release().await.unwrap();
+        assert_eq!(runtime.active_locks().await, 1);
     }
 }

@@ -303,6 +303,16 @@ pub(crate) async fn rw_lock_readers_share_and_the_writer_excludes<B: Backend>(ba
     writing.release().await.unwrap();
     let reading = schema_a.read().await.unwrap();
     assert!(reading.token() > written);
+    reading.release().await.unwrap();
+    // Free again: a try gets the write at once.
+    let tried = schema_b
+        .try_write()
+        .await
+        .unwrap()
+        .expect("a free lock's write");
+    assert_eq!(tried.access(), Access::Write);
+    assert!(tried.token() > written);
+    tried.release().await.unwrap();
     assert!(matches!(
         a.lock("schema").unwrap().try_acquire().await,
         Err(LockError::KindMismatch { .. })

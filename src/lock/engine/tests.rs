@@ -243,6 +243,12 @@ async fn a_stale_timer_message_starts_nothing() {
         .acquire()
         .await
         .unwrap();
+    // Other names' actors take this manager's first timers: ids 0 and 1 are stale here.
+    for warm in ["warm-0", "warm-1"] {
+        let warm = here.lock(LockName::new(warm).unwrap(), options.clone());
+        warm.acquire().await.unwrap().release().await.unwrap();
+    }
+    const STALE: [u64; 3] = [0, 1, u64::MAX];
     let before = count_attempts();
     let lock = here.lock(name.clone(), options.clone());
     let waiting = tokio::spawn({
@@ -252,9 +258,9 @@ async fn a_stale_timer_message_starts_nothing() {
     tokio::time::sleep(Duration::from_millis(1)).await; // refused once, backing off
     assert_eq!(count_attempts(), before + 1);
     let actor = lock.cached_route().unwrap().actor;
-    actor
-        .send_message(LockMsg::RetryDue { timer: u64::MAX })
-        .unwrap();
+    for timer in STALE {
+        actor.send_message(LockMsg::RetryDue { timer }).unwrap();
+    }
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
@@ -275,9 +281,9 @@ async fn a_stale_timer_message_starts_nothing() {
     );
     let released = release_as(&actor, lease, token).await;
     assert!(released.is_ok(), "{released:?}");
-    actor
-        .send_message(LockMsg::IdleDue { timer: u64::MAX })
-        .unwrap();
+    for timer in STALE {
+        actor.send_message(LockMsg::IdleDue { timer }).unwrap();
+    }
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
