@@ -1513,3 +1513,96 @@ async fn a_guard_shows_its_lock_token_and_access() {
     guard.release().await.unwrap();
     manager.shutdown().await;
 }
+
+/// Whether another manager holds a name: not when it is free, nor when this one holds it.
+/// A lock handle's `Debug` names the lock.
+#[tokio::test(start_paused = true)]
+async fn a_lock_tells_whether_another_manager_holds_it() {
+    let store = MemoryStore::new();
+    let (a, b) = (
+        common::start(store.clone()).await,
+        common::start(store.clone()).await,
+    );
+    let (here, there) = (a.lock("asked").unwrap(), b.lock("asked").unwrap());
+    assert!(!there.is_held_by_another_manager().await.unwrap(), "free");
+    let guard = here.acquire().await.unwrap();
+    assert!(there.is_held_by_another_manager().await.unwrap());
+    assert!(!here.is_held_by_another_manager().await.unwrap());
+    assert!(here.is_held_by_this_manager().await.unwrap());
+    assert!(!there.is_held_by_this_manager().await.unwrap());
+    guard.release().await.unwrap();
+    assert!(format!("{here:?}").contains("asked"), "{here:?}");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A multi-lock try that finds one member busy has given back the others when it returns,
+/// so another process can take them at once; a guard counts its members.
+#[tokio::test(start_paused = true)]
+async fn a_refused_multi_lock_try_has_given_its_members_back() {
+    let store = MemoryStore::new();
+    let counted = mongolock::testing::FaultyStore::new(store.clone());
+    let (a, b) = (
+        common::start(store.clone()).await,
+        common::start(counted.clone()).await,
+    );
+    let busy = a.lock("m-c").unwrap().acquire().await.unwrap();
+    let all = b.multi_lock(["m-a", "m-b", "m-c"]).unwrap();
+    let calls = counted.calls();
+    assert!(all.try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        counted.calls(),
+        calls + 4,
+        "three tries, then the two taken given back in one call before the answer"
+    );
+    for member in ["m-a", "m-b"] {
+        let taken = a.lock(member).unwrap().try_acquire().await.unwrap();
+        assert!(taken.is_some(), "{member} was not given back");
+    }
+    drop(busy);
+    let pair = b
+        .multi_lock(["m-x", "m-y"])
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!((pair.len(), pair.is_empty()), (2, false));
+    pair.release().await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A multi-lock's members go back in one store call, whether its guard is released or
+/// dropped, and the release has reached the store when `release` returns.
+#[tokio::test(start_paused = true)]
+async fn a_multi_lock_gives_its_members_back_in_one_call() {
+    let store = MemoryStore::new();
+    let counted = mongolock::testing::FaultyStore::new(store.clone());
+    let (here, elsewhere) = (
+        common::start(counted.clone()).await,
+        common::start(store.clone()).await,
+    );
+    let pair = here.multi_lock(["r-a", "r-b"]).unwrap();
+    let calls = counted.calls();
+    let both = pair.try_acquire().await.unwrap().expect("both free");
+    assert!(format!("{both:?}").contains("r-b"), "{both:?}");
+    let (a, b) = (both.token("r-a"), both.token("r-b"));
+    assert!(a.is_some() && b.is_some() && a != b, "{a:?} {b:?}");
+    assert_eq!(both.token("r-z"), None);
+    both.release().await.unwrap();
+    assert_eq!(counted.calls(), calls + 3, "two grants, one release");
+    let calls = counted.calls();
+    drop(pair.acquire().await.unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    assert_eq!(
+        counted.calls(),
+        calls + 3,
+        "two grants, one release on drop"
+    );
+    for member in ["r-a", "r-b"] {
+        let taken = elsewhere.lock(member).unwrap().try_acquire().await.unwrap();
+        assert!(taken.is_some(), "{member} is still held");
+    }
+    here.shutdown().await;
+    elsewhere.shutdown().await;
+}

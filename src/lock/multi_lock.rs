@@ -135,7 +135,9 @@ impl MultiLock {
     /// now: not lost, and its loss deadline still ahead. A member's deadline can pass
     /// before its actor has told its guard (a process paused while the others were waited
     /// for wakes with the deadline timer and this check due at once), and a member past it
-    /// may be somebody else's already.
+    /// may be somebody else's already. `<` as in the hold's own validity: at the deadline
+    /// instant the member is lost (no test lands this check on that very instant, so its
+    /// `<=` mutant survives).
     fn all_held_now(&self, held: &[LockGuard]) -> bool {
         let now = Instant::now();
         held.len() == self.members.len()
@@ -224,7 +226,9 @@ impl MultiLock {
                 Err(error) => failed = failed.or(Some(error)),
             }
         }
-        // A member already lost is not held: all or nothing.
+        // A member already lost is not held: all or nothing. (Only a member lost between
+        // its grant and this line makes the check matter, a race no test builds: its `||`
+        // mutant survives.)
         let complete = complete && self.all_held_now(&held);
         if complete && failed.is_none() {
             return self.guard(held).map(Some);
@@ -573,6 +577,8 @@ async fn release_members(
     let keys: Vec<LeaseKey> = detached.iter().map(|(key, _)| key.clone()).collect();
     let sent_at = Instant::now();
     let answered = bounded(timeout, async { Ok(store.release_many(&keys).await) }).await;
+    // A store answering another number of leases than it was asked is broken; the
+    // built-in stores never are (so this guard's mutant survives).
     let results = match answered {
         Ok(results) if results.len() == keys.len() => results,
         Ok(_) => vec![

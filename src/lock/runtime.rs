@@ -209,6 +209,22 @@ mod tests {
         runtime.routed_by_supervisor.load(Ordering::Relaxed)
     }
 
+    /// A hook forgotten (a campaign that ended) does not run at shutdown; one kept does.
+    #[tokio::test(start_paused = true)]
+    async fn a_forgotten_shutdown_hook_does_not_run() {
+        let (runtime, _lock) = lock_idling_after(Duration::from_secs(60), "hooked").await;
+        let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let hook = |which: &'static str| -> ShutdownHook {
+            let ran = ran.clone();
+            Box::new(move || Box::pin(async move { ran.lock().unwrap().push(which) }))
+        };
+        let forgotten = runtime.before_shutdown(hook("forgotten"));
+        runtime.before_shutdown(hook("kept"));
+        runtime.forget_before_shutdown(forgotten);
+        runtime.shutdown().await;
+        assert_eq!(*ran.lock().unwrap(), ["kept"]);
+    }
+
     /// No task or timer outlives its purpose: after many acquire/release cycles the runtime
     /// is back to the tasks it had before, and the timer service holds no timer of a
     /// released hold (they are cancelled, not left until they fire; a loss notification of

@@ -590,6 +590,8 @@ pub(crate) async fn multi_lock_reports_any_member_loss<B: Backend>(backend: &B) 
     let a = start(store.clone()).await;
     let both = a.multi_lock(["m1", "m2"]).unwrap().acquire().await.unwrap();
     let signal = both.loss_signal();
+    let (actor, mut told) = super::embedding::probe().await;
+    both.notify(&actor, super::embedding::Recorded::Loss);
     backend
         .delete_record(&store, &LockName::new("m2").unwrap())
         .await;
@@ -597,6 +599,18 @@ pub(crate) async fn multi_lock_reports_any_member_loss<B: Backend>(backend: &B) 
         .await
         .expect("the loss of a member was not told");
     assert_eq!(reason, LossReason::Superseded);
+    assert_eq!(both.loss(), Some(LossReason::Superseded), "loss() agrees");
+    let message = timeout(SLACK, told.recv()).await;
+    assert!(
+        matches!(
+            message,
+            Ok(Some(super::embedding::Recorded::Loss(
+                LossReason::Superseded
+            )))
+        ),
+        "the actor was not told: {message:?}"
+    );
+    actor.stop(None);
     assert!(matches!(both.release().await, Err(LockError::Lost(_))));
 }
 
