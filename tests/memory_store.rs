@@ -1606,3 +1606,126 @@ async fn a_multi_lock_gives_its_members_back_in_one_call() {
     here.shutdown().await;
     elsewhere.shutdown().await;
 }
+
+/// Raising a semaphore's count wakes the waiters of other processes at once, as a release
+/// does: they do not sleep out their backoff before the new permits are theirs.
+#[tokio::test(start_paused = true)]
+async fn a_raised_count_wakes_the_waiters_of_other_processes() {
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let sleepy =
+        common::fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(5));
+    let (a, b) = (
+        common::start(store.clone()).await,
+        common::start_with(store.clone(), sleepy).await,
+    );
+    let held = a
+        .semaphore("raised-wake", 1)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let permits = b.semaphore("raised-wake", 1).unwrap();
+        async move { permits.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await; // refused, asleep for 5 s
+    let raised_at = tokio::time::Instant::now();
+    a.semaphore("raised-wake", 1)
+        .unwrap()
+        .set_permits(2)
+        .await
+        .unwrap();
+    let woken = waiting.await.unwrap().unwrap();
+    assert!(
+        raised_at.elapsed() < Duration::from_secs(1),
+        "the waiter slept through the raised count: {:?}",
+        raised_at.elapsed()
+    );
+    woken.release().await.unwrap();
+    held.release().await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A waiting writer's mark ends exactly its retry interval after its attempt: new readers
+/// are held back until that instant and admitted at it.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_writers_mark_ends_exactly_its_retry_interval_after_the_attempt() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey, LockStore};
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let name = LockName::new("mark-end").unwrap();
+    let request = |access: Access, retry: Duration| {
+        AcquireRequest::new(
+            name.clone(),
+            LeaseId::new(),
+            HolderId::generate(),
+            Duration::from_secs(30),
+        )
+        .with_access(access)
+        .with_retry_within(retry)
+    };
+    let granted = |outcome| matches!(outcome, AcquireOutcome::Acquired { .. });
+    let reader = request(Access::Read, Duration::ZERO);
+    assert!(granted(store.try_acquire(&reader).await.unwrap()));
+    let retry = Duration::from_millis(100);
+    let writer = request(Access::Write, retry);
+    assert!(!granted(store.try_acquire(&writer).await.unwrap()));
+    let key = LeaseKey::shared(name.clone(), reader.lease);
+    store.release(&key).await.unwrap();
+    tokio::time::advance(retry - Duration::from_millis(1)).await;
+    let early = request(Access::Read, Duration::ZERO);
+    assert!(
+        !granted(store.try_acquire(&early).await.unwrap()),
+        "a reader overtook the waiting writer before its mark ended"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let on_time = request(Access::Read, Duration::ZERO);
+    assert!(
+        granted(store.try_acquire(&on_time).await.unwrap()),
+        "the mark outlived its retry interval"
+    );
+}
+
+/// A shared holder's lease ends exactly at its expiry: from that instant it is neither held
+/// nor renewable, and its record counts as expired, as a mutex's does.
+#[tokio::test(start_paused = true)]
+async fn a_permit_expires_exactly_at_its_expiry() {
+    use mongolock::store::{
+        AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore,
+    };
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let name = LockName::new("permit-end").unwrap();
+    let lease_for = Duration::from_secs(1);
+    let request = AcquireRequest::new(
+        name.clone(),
+        LeaseId::new(),
+        HolderId::generate(),
+        lease_for,
+    )
+    .with_access(Access::Permit { permits: 2 });
+    let granted = store.try_acquire(&request).await.unwrap();
+    assert!(matches!(granted, AcquireOutcome::Acquired { .. }));
+    let key = LeaseKey::shared(name.clone(), request.lease);
+    tokio::time::advance(lease_for - Duration::from_millis(1)).await;
+    assert!(store.is_locked_by(&name, request.lease));
+    assert!(!store.is_expired(&name));
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(
+        !store.is_locked_by(&name, request.lease),
+        "held at its expiry"
+    );
+    assert!(store.is_expired(&name), "not expired at its expiry");
+    let extended = store
+        .extend(&ExtendRequest::new(key, lease_for))
+        .await
+        .unwrap();
+    assert_eq!(extended, ExtendOutcome::NotOwner, "renewed at its expiry");
+}

@@ -430,6 +430,8 @@ impl MemoryStore {
         }
         let weak: Weak<Shared> = Arc::downgrade(&self.shared);
         let interval = self.shared.sweep_interval;
+        // When the first sweep comes and whether it logs change no answer (their mutants
+        // survive): only what a sweep removes matters, and the sweeper test pins that.
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
             loop {
@@ -551,6 +553,8 @@ impl LockStore for MemoryStore {
         match state.shared.get_mut(name) {
             Some(record) => match record.set_permits(permits) {
                 Some(old) => {
+                    // A higher count may admit waiters: wake them. (Waking them for the same
+                    // count too would only cost them an attempt: the `>=` mutant survives.)
                     if permits > old {
                         state.freed(name);
                     }

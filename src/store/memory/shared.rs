@@ -105,6 +105,8 @@ impl SharedRecord {
         match self.kind {
             LockKind::Semaphore { permits: old } => {
                 self.kind = LockKind::Semaphore { permits };
+                // (The `retain` below undoes a same-count push and `contains` ignores a
+                // repeat: the `||` mutant of this test survives.)
                 if old != permits && !self.recounted_from.contains(&old) {
                     self.recounted_from.push(old);
                 }
