@@ -1729,3 +1729,35 @@ async fn a_permit_expires_exactly_at_its_expiry() {
         .unwrap();
     assert_eq!(extended, ExtendOutcome::NotOwner, "renewed at its expiry");
 }
+
+/// A reader/writer lock admits at most `MAX_PERMITS` readers at once.
+#[tokio::test(start_paused = true)]
+async fn readers_are_capped_at_max_permits() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::{Access, HolderId, MAX_PERMITS};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let name = LockName::new("crowded").unwrap();
+    let read = || {
+        AcquireRequest::new(
+            name.clone(),
+            LeaseId::new(),
+            HolderId::generate(),
+            Duration::from_secs(30),
+        )
+        .with_access(Access::Read)
+    };
+    for reader in 0..MAX_PERMITS {
+        let outcome = store.try_acquire(&read()).await.unwrap();
+        assert!(
+            matches!(outcome, AcquireOutcome::Acquired { .. }),
+            "reader {reader}"
+        );
+    }
+    let one_more = store.try_acquire(&read()).await.unwrap();
+    assert!(
+        matches!(one_more, AcquireOutcome::Busy { .. }),
+        "{one_more:?}"
+    );
+}
