@@ -208,7 +208,6 @@ mod tests {
     use std::time::Duration;
 
     use super::SupervisorMsg;
-    use crate::lock::message::LockMsg;
     use crate::lock::runtime::Runtime;
     use crate::name::LockName;
     use crate::options::LockOptions;
@@ -252,11 +251,13 @@ mod tests {
 
     /// A lock actor that fails is forgotten at once (its memory with it), and its name
     /// gets a fresh actor on next use.
+    #[cfg(feature = "testing")]
     #[tokio::test(start_paused = true)]
     async fn a_failed_actor_is_forgotten_and_replaced() {
         let (runtime, lock) = runtime_with_one_actor().await;
         let route = lock.cached_route().unwrap();
-        route.actor.send_message(LockMsg::InjectPanic).unwrap();
+        let panic = crate::lock::message::LockMsg::InjectPanic;
+        route.actor.send_message(panic).unwrap();
         for _ in 0..1_000 {
             if runtime.active_locks().await == 0 {
                 break;
