@@ -1353,19 +1353,27 @@ async fn a_refused_attempt_costs_one_store_call() {
     elsewhere.shutdown().await;
 }
 
+/// Two managers on one memory store, the second's waiters sleeping 5 s between attempts:
+/// only a wake-up from the store gets them in sooner.
+async fn awake_and_sleepy() -> (mongolock::LockManager, mongolock::LockManager) {
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let sleepy =
+        common::fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(5));
+    (
+        common::start(store.clone()).await,
+        common::start_with(store, sleepy).await,
+    )
+}
+
 /// Every release on the store wakes another process's waiter at once, not only the first:
 /// the store's release feed keeps its live watchers after telling them.
 #[tokio::test(start_paused = true)]
 async fn every_release_wakes_the_waiters_of_other_processes() {
     use std::time::Duration;
 
-    let store = MemoryStore::new();
-    let sleepy =
-        common::fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(5));
-    let (a, b) = (
-        common::start(store.clone()).await,
-        common::start_with(store.clone(), sleepy).await,
-    );
+    let (a, b) = awake_and_sleepy().await;
     for round in 0..3 {
         let held = a.lock("woken").unwrap().acquire().await.unwrap();
         let waiting = tokio::spawn({
@@ -1613,13 +1621,7 @@ async fn a_multi_lock_gives_its_members_back_in_one_call() {
 async fn a_raised_count_wakes_the_waiters_of_other_processes() {
     use std::time::Duration;
 
-    let store = MemoryStore::new();
-    let sleepy =
-        common::fast_options().with_retry_backoff(Duration::from_secs(5), Duration::from_secs(5));
-    let (a, b) = (
-        common::start(store.clone()).await,
-        common::start_with(store.clone(), sleepy).await,
-    );
+    let (a, b) = awake_and_sleepy().await;
     let held = a
         .semaphore("raised-wake", 1)
         .unwrap()
