@@ -364,8 +364,10 @@ impl NameState {
         let Some(releasing) = self.releasing.get(&lease) else {
             return;
         };
-        let (options, metrics) = (releasing.options.clone(), releasing.metrics.clone());
+        let options = releasing.options.clone();
         let step_back = fairness::step_back(&result, &options);
+        // Only a step back counts in the metrics: no label copy for every other release.
+        let metrics = step_back.map(|_| releasing.metrics.clone());
         self.answer_release(lease, result, Some(sent_at));
         match step_back {
             // Others have waited long: let them have the freed place before we retry.
@@ -373,7 +375,9 @@ impl NameState {
                 if self.waiters.prune()
                     && !matches!(self.acquisition, Phase::Attempting { .. }) =>
             {
-                metrics.stepped_back();
+                if let Some(metrics) = &metrics {
+                    metrics.stepped_back();
+                }
                 self.advance(|this, phase| {
                     // A waiter already backing off keeps its backoff's progress: a fresh
                     // one would only make its sleeps after the step back shorter (a tuning,
