@@ -116,13 +116,14 @@ pub use lock::{AtRisk, Lock, LockGuard, LossSignal, MultiLock, MultiLockGuard, R
 pub use manager::{LockManager, LockManagerBuilder};
 pub use name::{InvalidName, LockName, MAX_LOCK_NAME_BYTES};
 pub use options::{
-    LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION, MIN_SETTING_DURATION,
+    Fairness, LockNameLabel, LockOptions, MAX_LEASE_DURATION, MIN_LEASE_DURATION,
+    MIN_SETTING_DURATION,
 };
 pub use store::memory::MemoryStore;
 #[cfg(feature = "mongodb")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub use store::mongo::{MongoStore, MongoStoreBuilder};
-pub use store::outcome::{Holding, LockRecord};
+pub use store::outcome::{Holding, LockRecord, QueuedWaiter};
 pub use store::request::HolderId;
 pub use watch::{LockChange, LockWatch};
 

@@ -91,6 +91,7 @@ pub struct LockOptions {
     retry_backoff_max: Duration,
     adaptive_backoff: bool,
     fairness_bound: Option<Duration>,
+    fairness: Fairness,
     lock_name_label: LockNameLabel,
 }
 
@@ -104,6 +105,7 @@ impl Default for LockOptions {
             retry_backoff_max: Duration::from_millis(800),
             adaptive_backoff: true,
             fairness_bound: None,
+            fairness: Fairness::Bounded,
             lock_name_label: LockNameLabel::Off,
         }
     }
@@ -208,6 +210,23 @@ impl LockOptions {
         self
     }
 
+    /// Sets how waiters in different processes take turns: [`Fairness::Bounded`] (the
+    /// default: fast, and nobody elsewhere waits much longer than the
+    /// [fairness bound](Self::with_fairness_bound)) or [`Fairness::ArrivalOrder`] (grants in
+    /// the order the waiters asked, across processes, at about one store call per
+    /// acquisition). Every process using a name should use the same.
+    ///
+    /// ```
+    /// use mongolock::{Fairness, LockOptions};
+    /// let options = LockOptions::default().with_fairness(Fairness::ArrivalOrder);
+    /// assert_eq!(options.fairness(), Fairness::ArrivalOrder);
+    /// ```
+    #[must_use]
+    pub fn with_fairness(mut self, fairness: Fairness) -> Self {
+        self.fairness = fairness;
+        self
+    }
+
     /// Sets which locks carry a `lock` label with their name on their metrics:
     /// `false`/[`LockNameLabel::Off`] (default, so many lock names cannot explode metric
     /// cardinality), `true`/[`LockNameLabel::On`], or [`LockNameLabel::allow_list`] of the
@@ -295,6 +314,21 @@ impl LockOptions {
     pub fn fairness_bound(&self) -> Duration {
         self.fairness_bound
             .unwrap_or_else(|| (self.lease_duration / 300).max(MIN_SETTING_DURATION))
+    }
+
+    /// How waiters in different processes take turns.
+    ///
+    /// ```
+    /// use mongolock::Fairness;
+    /// assert_eq!(mongolock::LockOptions::default().fairness(), Fairness::Bounded);
+    /// ```
+    pub fn fairness(&self) -> Fairness {
+        self.fairness
+    }
+
+    /// Whether grants go in arrival order across processes ([`Fairness::ArrivalOrder`]).
+    pub(crate) fn in_arrival_order(&self) -> bool {
+        self.fairness == Fairness::ArrivalOrder
     }
 
     /// The metric label policy.
@@ -389,6 +423,29 @@ impl LockOptions {
         }
         Ok(())
     }
+}
+
+/// How waiters in different processes take turns for one lock (see
+/// [`guide::fairness`](crate::guide::fairness) for the exact rules and their bounds).
+///
+/// ```
+/// use mongolock::{Fairness, LockOptions};
+/// let fifo = LockOptions::default().with_fairness(Fairness::ArrivalOrder);
+/// assert_ne!(fifo.fairness(), LockOptions::default().fairness());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Fairness {
+    /// Fast first: a released lock passes to a waiter of the same process with no store
+    /// call while nobody elsewhere has waited the fairness bound; after that, the others
+    /// go first.
+    #[default]
+    Bounded,
+    /// First come, first served across processes: the lock (a mutex) goes to the waiter
+    /// that asked first, by the store's clock, wherever it runs. Each process's waiting is
+    /// written on the record (one entry per process, leased so a killed waiter drops out),
+    /// and every hand-over asks the store.
+    ArrivalOrder,
 }
 
 /// Which locks carry their name as a `lock` label on their metrics.

@@ -15,8 +15,10 @@ use crate::store::ReleaseOutcome;
 
 /// Whether others have waited long enough that this process must give the place up:
 /// `contended_for` (as a release or hand-over reported it) has reached the bound.
+/// In arrival order the store decides every turn, so nobody here steps aside for it.
 pub(crate) fn others_starving(contended_for: Option<Duration>, options: &LockOptions) -> bool {
-    contended_for.is_some_and(|waited| waited >= options.fairness_bound())
+    !options.in_arrival_order()
+        && contended_for.is_some_and(|waited| waited >= options.fairness_bound())
 }
 
 /// How long local waiters step back after `released`, if at all. The release woke the

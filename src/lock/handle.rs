@@ -131,7 +131,14 @@ impl Lock {
                 requested_at: Instant::now(),
                 reply,
             })?;
-            let guard = self.answer(answer).await??;
+            let mut waiting = TellsWhenLeaving {
+                lock: self,
+                answer,
+                armed: self.options.in_arrival_order(),
+            };
+            let guard = self.answer(&mut waiting.answer).await;
+            waiting.armed = false;
+            let guard = guard??;
             tracing::Span::current().record("token", guard.token());
             Ok(guard)
         }
@@ -393,7 +400,10 @@ impl Lock {
             .map_err(|_| LockError::Shutdown)
     }
 
-    async fn answer<T>(&self, answer: oneshot::Receiver<T>) -> Result<T, LockError> {
+    async fn answer<T>(
+        &self,
+        answer: impl Future<Output = Result<T, oneshot::error::RecvError>>,
+    ) -> Result<T, LockError> {
         answer.await.map_err(|_| {
             if self.runtime.is_shut_down() {
                 LockError::Shutdown
@@ -410,5 +420,30 @@ impl std::fmt::Debug for Lock {
             .field("name", &self.name)
             .field("options", &self.options)
             .finish()
+    }
+}
+
+/// Tells the lock's actor when an acquire in arrival order is dropped before its answer
+/// (cancelled, timed out), so the manager's place in the name's line goes at once: in
+/// the default mode nobody elsewhere waits for a gone waiter, and the actor finds it gone
+/// at its next attempt.
+struct TellsWhenLeaving<'a, T> {
+    lock: &'a Lock,
+    answer: oneshot::Receiver<T>,
+    armed: bool,
+}
+
+impl<T> Drop for TellsWhenLeaving<'_, T> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Closed first, so the actor sees this waiter gone when the message arrives.
+        self.answer.close();
+        // Not routed yet: the request is still with the supervisor, and the actor finds
+        // the waiter gone when it gets there.
+        if let Some(route) = self.lock.route.get() {
+            let _ = route.actor.send_message(LockMsg::WaiterLeft);
+        }
     }
 }

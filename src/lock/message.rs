@@ -67,6 +67,9 @@ pub(crate) enum LockMsg {
     /// The store says the lock became free (released or deleted, by any process): a
     /// waiter backing off because another process held it can try again now.
     Wake,
+    /// A waiter in arrival order gave up (cancelled or timed out): if nobody else here
+    /// waits, this manager's place in the name's line goes now, not at the next retry.
+    WaiterLeft,
 
     // --- from the actor's own timers and store calls ---
     AttemptDone {

@@ -145,6 +145,7 @@ impl LockManagerBuilder {
     /// ```
     pub async fn start(self) -> Result<LockManager, LockError> {
         self.defaults.validate()?;
+        super::check_fairness(&self.defaults, self.store.as_ref(), None)?;
         if !(MIN_SETTING_DURATION..=MAX_LEASE_DURATION).contains(&self.idle_actor_timeout) {
             return Err(LockError::InvalidOptions(format!(
                 "idle_actor_timeout ({:?}) must be at least {MIN_SETTING_DURATION:?} and at most {MAX_LEASE_DURATION:?}",

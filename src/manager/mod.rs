@@ -134,6 +134,7 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<Lock, LockError> {
         options.validate()?;
+        check_fairness(&options, self.runtime.store.as_ref(), None)?;
         Ok(self.runtime.lock(LockName::new(name)?, Arc::new(options)))
     }
 
@@ -155,6 +156,11 @@ impl LockManager {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: impl AsRef<str>, permits: u32) -> Result<Semaphore, LockError> {
+        check_fairness(
+            &self.defaults,
+            self.runtime.store.as_ref(),
+            Some("a semaphore"),
+        )?;
         Semaphore::new(self.lock(name)?, permits)
     }
 
@@ -179,6 +185,7 @@ impl LockManager {
         permits: u32,
         options: LockOptions,
     ) -> Result<Semaphore, LockError> {
+        check_fairness(&options, self.runtime.store.as_ref(), Some("a semaphore"))?;
         Semaphore::new(self.lock_with(name, options)?, permits)
     }
 
@@ -198,6 +205,11 @@ impl LockManager {
     /// # Ok(()) }
     /// ```
     pub fn rw_lock(&self, name: impl AsRef<str>) -> Result<RwLock, LockError> {
+        check_fairness(
+            &self.defaults,
+            self.runtime.store.as_ref(),
+            Some("a reader/writer lock"),
+        )?;
         Ok(RwLock::new(self.lock(name)?))
     }
 
@@ -220,6 +232,11 @@ impl LockManager {
         name: impl AsRef<str>,
         options: LockOptions,
     ) -> Result<RwLock, LockError> {
+        check_fairness(
+            &options,
+            self.runtime.store.as_ref(),
+            Some("a reader/writer lock"),
+        )?;
         Ok(RwLock::new(self.lock_with(name, options)?))
     }
 
@@ -273,6 +290,7 @@ impl LockManager {
         N: AsRef<str>,
     {
         options.validate()?;
+        check_fairness(&options, self.runtime.store.as_ref(), Some("a multi-lock"))?;
         let options = Arc::new(options);
         let members = names
             .into_iter()
@@ -409,5 +427,29 @@ impl std::fmt::Debug for LockManager {
             .field("holder", &self.runtime.holder)
             .field("defaults", &self.defaults)
             .finish()
+    }
+}
+
+/// Refuses [`Fairness::ArrivalOrder`](crate::options::Fairness::ArrivalOrder) where it cannot
+/// be kept: on a store that keeps no line, or for `shared` (a kind other than a plain lock,
+/// named for the message), whose places do not wait in line yet.
+pub(crate) fn check_fairness(
+    options: &LockOptions,
+    store: &dyn LockStore,
+    shared: Option<&str>,
+) -> Result<(), LockError> {
+    if !options.in_arrival_order() {
+        return Ok(());
+    }
+    if !store.keeps_arrival_order() {
+        return Err(LockError::InvalidOptions(
+            "Fairness::ArrivalOrder needs a store that keeps a line of waiters (MongoStore and MemoryStore do; this store does not): use Fairness::Bounded".to_owned(),
+        ));
+    }
+    match shared {
+        Some(what) => Err(LockError::InvalidOptions(format!(
+            "Fairness::ArrivalOrder applies to plain locks only so far; {what} takes Fairness::Bounded (pass options with it to the `_with` constructor)"
+        ))),
+        None => Ok(()),
     }
 }

@@ -41,6 +41,7 @@ use crate::error::StoreError;
 use crate::kind::{Access, LockKind, MAX_PERMITS};
 use crate::name::LockName;
 use outcome::LockRecord;
+use request::HolderId;
 
 /// How many release hints may wait unread in a store's release feed before new ones are
 /// dropped (a dropped hint costs a waiter one backoff interval, never safety).
@@ -96,6 +97,23 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   after its last attempt.
 /// - Every grant's token is larger than every token issued for the name before (shared
 ///   grants included), and each reserves a block as above.
+///
+/// A store that [keeps arrival order](LockStore::keeps_arrival_order) also keeps, per mutex
+/// name, a line of waiting managers: at most one place per [`HolderId`](crate::HolderId),
+/// each with its arrival (the store's now minus the request's `waited`) and an end (the
+/// store's now plus its `retry_within`), live until that end. For a request with
+/// [`in_arrival_order`](AcquireRequest::in_arrival_order):
+/// - it is granted iff the rules above grant it and no live place of another holder arrived
+///   earlier than it did; a grant removes its holder's place;
+/// - refused, its holder's place becomes its arrival and end (replacing the one before);
+/// - [`hand_over`](LockStore::hand_over) decides `to` the same way: when an earlier place is
+///   in line, `from` is released and `to`'s holder is placed in line
+///   ([`HandOverOutcome::Released`]);
+/// - a release keeps the line, [`withdraw`](LockStore::withdraw) removes a holder's place,
+///   and [`inspect`](LockStore::inspect) lists the live places
+///   ([`LockRecord::queue`]). Expired places are dropped by any write.
+///
+/// Requests without it neither wait in line nor look at it.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need
@@ -245,6 +263,27 @@ pub trait LockStore: Send + Sync + 'static {
         1
     }
 
+    /// Whether the store keeps a line of waiters per name for requests
+    /// [`in_arrival_order`](AcquireRequest::in_arrival_order) (see the contract above). The
+    /// default, `false`: the store ignores the flag, and the runtime refuses
+    /// [`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder) on it.
+    ///
+    /// ```
+    /// use mongolock::{store::LockStore, MemoryStore};
+    /// assert!(MemoryStore::new().keeps_arrival_order());
+    /// ```
+    fn keeps_arrival_order(&self) -> bool {
+        false
+    }
+
+    /// Takes `holder`'s place in the line of `name` out (its waiters gave up), so those
+    /// behind it need not wait for the place to expire. Idempotent; a store that keeps no
+    /// line does nothing (the default).
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        let _ = (name, holder);
+        Ok(())
+    }
+
     /// Reads what the store knows about `name` (`None`: it has never seen it or forgot it).
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError>;
 
@@ -353,6 +392,14 @@ impl<S: LockStore + ?Sized> LockStore for std::sync::Arc<S> {
 
     fn tokens_per_grant(&self) -> u64 {
         (**self).tokens_per_grant()
+    }
+
+    fn keeps_arrival_order(&self) -> bool {
+        (**self).keeps_arrival_order()
+    }
+
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        (**self).withdraw(name, holder).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

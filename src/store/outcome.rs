@@ -121,6 +121,48 @@ pub struct LockRecord {
     pub kind: LockKind,
     /// Every unexpired holding, earliest grant first: empty when the lock is free.
     pub holders: Vec<Holding>,
+    /// The processes waiting in line for it in arrival order
+    /// ([`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder)), earliest first: one
+    /// entry per manager, for its longest-waiting task. Empty when nobody waits in line
+    /// (waiters of the default mode are not listed).
+    pub queue: Vec<QueuedWaiter>,
+}
+
+/// One manager waiting in line for a lock, as [`LockRecord::queue`] lists it.
+///
+/// ```
+/// use mongolock::{Access, HolderId, QueuedWaiter};
+/// use std::time::Duration;
+/// let waiter = QueuedWaiter::new(HolderId::from_string("web-2".into()), Access::Exclusive, Duration::from_millis(40));
+/// assert_eq!(waiter.waiting_for, Duration::from_millis(40));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueuedWaiter {
+    /// The manager instance whose task waits.
+    pub holder: HolderId,
+    /// What it waits for.
+    pub access: Access,
+    /// How long its longest-waiting task has waited, by the store's clock.
+    pub waiting_for: Duration,
+}
+
+impl QueuedWaiter {
+    /// `holder` waiting for `access` since `waiting_for` ago.
+    ///
+    /// ```
+    /// use mongolock::{Access, HolderId, QueuedWaiter};
+    /// use std::time::Duration;
+    /// let waiter = QueuedWaiter::new(HolderId::from_string("a".into()), Access::Exclusive, Duration::ZERO);
+    /// assert_eq!(waiter.holder.as_str(), "a");
+    /// ```
+    pub fn new(holder: HolderId, access: Access, waiting_for: Duration) -> Self {
+        Self {
+            holder,
+            access,
+            waiting_for,
+        }
+    }
 }
 
 /// One unexpired holding of a lock, as [`LockRecord::holders`] lists it.
@@ -176,6 +218,7 @@ impl LockRecord {
             contended_for: None,
             kind: LockKind::Mutex,
             holders: Vec::new(),
+            queue: Vec::new(),
         }
     }
 
@@ -197,6 +240,7 @@ impl LockRecord {
             token,
             contended_for: None,
             kind: LockKind::Mutex,
+            queue: Vec::new(),
         }
     }
 
@@ -220,6 +264,7 @@ impl LockRecord {
             contended_for: None,
             kind,
             holders,
+            queue: Vec::new(),
         }
     }
 
@@ -254,6 +299,20 @@ impl LockRecord {
     /// ```
     pub fn with_contended_for(mut self, waited: Duration) -> Self {
         self.contended_for = Some(waited);
+        self
+    }
+
+    /// Sets the line of managers waiting in arrival order (earliest first).
+    ///
+    /// ```
+    /// use mongolock::{Access, HolderId, LockRecord, QueuedWaiter};
+    /// use std::time::Duration;
+    /// let waiter = QueuedWaiter::new(HolderId::from_string("b".into()), Access::Exclusive, Duration::from_secs(2));
+    /// let record = LockRecord::free(4).with_queue(vec![waiter]);
+    /// assert_eq!(record.queue.len(), 1);
+    /// ```
+    pub fn with_queue(mut self, queue: Vec<QueuedWaiter>) -> Self {
+        self.queue = queue;
         self
     }
 

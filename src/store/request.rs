@@ -200,8 +200,15 @@ pub struct AcquireRequest {
     /// How soon this requester tries again if refused (a relative duration). A refused
     /// reader or writer of a reader/writer lock marks the record as waited for by its side
     /// until the store's "now" plus this, which holds the other side back (see the
-    /// contract); zero leaves no mark.
+    /// contract); zero leaves no mark. In arrival order it is also how long the
+    /// requester's place in line lasts after a refusal.
     pub retry_within: Duration,
+    /// Whether the requester waits in line ([`Fairness::ArrivalOrder`](crate::Fairness)):
+    /// granted only if no other manager's live place in line is earlier than its arrival
+    /// (the store's now minus `waited`), and placed in line if refused (see
+    /// [`LockStore`](crate::store::LockStore)). A store that does not
+    /// [keep arrival order](crate::store::LockStore::keeps_arrival_order) ignores it.
+    pub in_arrival_order: bool,
 }
 
 impl AcquireRequest {
@@ -226,7 +233,26 @@ impl AcquireRequest {
             waited: Duration::ZERO,
             access: Access::Exclusive,
             retry_within: Duration::ZERO,
+            in_arrival_order: false,
         }
+    }
+
+    /// Sets whether the requester waits in line (see
+    /// [`in_arrival_order`](Self::in_arrival_order)).
+    ///
+    /// ```
+    /// use mongolock::store::{AcquireRequest, LeaseId};
+    /// use mongolock::{HolderId, LockName};
+    /// use std::time::Duration;
+    ///
+    /// let request = AcquireRequest::new(LockName::new("jobs")?, LeaseId::new(), HolderId::generate(), Duration::from_secs(5))
+    ///     .with_arrival_order(true);
+    /// assert!(request.in_arrival_order);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn with_arrival_order(mut self, in_arrival_order: bool) -> Self {
+        self.in_arrival_order = in_arrival_order;
+        self
     }
 
     /// Sets what the attempt asks for (see [`Access`]).

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use crate::error::StoreError;
 use crate::name::LockName;
 use crate::store::outcome::LockRecord;
+use crate::store::request::HolderId;
 use crate::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, ReleaseDemand, ReleaseOutcome,
@@ -256,6 +257,16 @@ impl<S: LockStore> LockStore for FaultyStore<S> {
         self.inner.tokens_per_grant()
     }
 
+    fn keeps_arrival_order(&self) -> bool {
+        self.inner.keeps_arrival_order()
+    }
+
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        let (name, holder) = (name.clone(), holder.clone());
+        self.forward(move |store| async move { store.withdraw(&name, &holder).await })
+            .await
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         let name = name.clone();
         self.forward(move |store| async move { store.inspect(&name).await })
@@ -285,7 +296,6 @@ mod tests {
     use crate::kind::{Access, LockKind};
     use crate::store::LeaseId;
     use crate::store::memory::MemoryStore;
-    use crate::store::request::HolderId;
 
     fn name(name: &str) -> LockName {
         LockName::new(name).unwrap_or_else(|error| panic!("{error}"))

@@ -3,6 +3,7 @@
 //! [`scenarios`]. Every backend runs the same scenarios unchanged.
 #![allow(dead_code)]
 
+pub(crate) mod arrival_order;
 pub(crate) mod election;
 pub(crate) mod embedding;
 pub(crate) mod guarantees;
@@ -155,6 +156,10 @@ macro_rules! conformance_suite {
             shared_records::shared_records_hand_over_is_a_release_and_an_attempt_in_one,
             shared_records::mutex_hand_over_is_owner_checked,
             shared_records::shared_records_requests_at_the_edges_are_answered_not_panicked,
+            arrival_order::arrival_order_grants_the_earliest_place_first,
+            arrival_order::arrival_order_places_end_or_are_withdrawn,
+            arrival_order::arrival_order_lock_serves_processes_in_arrival_order,
+            arrival_order::arrival_order_waiter_that_gives_up_leaves_the_line,
         );
     };
 }

@@ -21,39 +21,44 @@ use tokio::time::{Instant, sleep};
 use super::Backend;
 
 /// A lease that outlives every scenario.
-const LONG: Duration = Duration::from_secs(30);
+pub(super) const LONG: Duration = Duration::from_secs(30);
 /// A lease a scenario lets run out.
-const SHORT: Duration = Duration::from_millis(300);
+pub(super) const SHORT: Duration = Duration::from_millis(300);
 /// How long past [`SHORT`] (or a waiting mark) a scenario waits before counting on its end:
 /// room for scheduling and a round trip on a busy machine.
-const MARGIN: Duration = Duration::from_millis(200);
+pub(super) const MARGIN: Duration = Duration::from_millis(200);
 
 /// One would-be holder: its own manager identity and a fresh lease per attempt.
 #[derive(Clone)]
-struct Caller {
-    holder: HolderId,
+pub(super) struct Caller {
+    pub(super) holder: HolderId,
 }
 
 impl Caller {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             holder: HolderId::generate(),
         }
     }
 
     /// An attempt on `name` for `access` with a lease of `lease` and no waiting mark.
-    fn request(&self, name: &LockName, access: Access, lease: Duration) -> AcquireRequest {
+    pub(super) fn request(
+        &self,
+        name: &LockName,
+        access: Access,
+        lease: Duration,
+    ) -> AcquireRequest {
         AcquireRequest::new(name.clone(), LeaseId::new(), self.holder.clone(), lease)
             .with_access(access)
     }
 }
 
-fn name(text: &str) -> LockName {
+pub(super) fn name(text: &str) -> LockName {
     LockName::new(text).unwrap_or_else(|error| panic!("{text:?} is a valid name: {error}"))
 }
 
 /// Runs `request`: `Some(token)` if granted, `None` if busy; an error fails the test.
-async fn attempt(store: &impl LockStore, request: &AcquireRequest) -> Option<u64> {
+pub(super) async fn attempt(store: &impl LockStore, request: &AcquireRequest) -> Option<u64> {
     match store.try_acquire(request).await {
         Ok(AcquireOutcome::Acquired { token }) => Some(token),
         Ok(AcquireOutcome::Busy { .. }) => None,
@@ -63,7 +68,7 @@ async fn attempt(store: &impl LockStore, request: &AcquireRequest) -> Option<u64
 }
 
 /// Runs `request`, which must be granted; returns its key and token.
-async fn granted(store: &impl LockStore, request: &AcquireRequest) -> (LeaseKey, u64) {
+pub(super) async fn granted(store: &impl LockStore, request: &AcquireRequest) -> (LeaseKey, u64) {
     match attempt(store, request).await {
         Some(token) => (request.key(), token),
         None => panic!(
@@ -74,7 +79,7 @@ async fn granted(store: &impl LockStore, request: &AcquireRequest) -> (LeaseKey,
 }
 
 /// Runs `request`, which must be refused as busy.
-async fn refused(store: &impl LockStore, request: &AcquireRequest) {
+pub(super) async fn refused(store: &impl LockStore, request: &AcquireRequest) {
     if let Some(token) = attempt(store, request).await {
         panic!(
             "{:?} on {} was granted (token {token}), expected busy",
@@ -90,7 +95,7 @@ async fn release(store: &impl LockStore, key: &LeaseKey) -> ReleaseOutcome {
         .unwrap_or_else(|error| panic!("release of {}: {error}", key.name))
 }
 
-async fn released(store: &impl LockStore, key: &LeaseKey) {
+pub(super) async fn released(store: &impl LockStore, key: &LeaseKey) {
     let outcome = release(store, key).await;
     assert!(
         matches!(outcome, ReleaseOutcome::Released { .. }),
@@ -106,7 +111,7 @@ async fn extend(store: &impl LockStore, key: &LeaseKey, lease: Duration) -> Exte
         .unwrap_or_else(|error| panic!("extend of {}: {error}", key.name))
 }
 
-async fn inspect(store: &impl LockStore, name: &LockName) -> Option<LockRecord> {
+pub(super) async fn inspect(store: &impl LockStore, name: &LockName) -> Option<LockRecord> {
     store
         .inspect(name)
         .await
@@ -953,7 +958,7 @@ pub(crate) async fn shared_records_racing_first_grants_fill_the_semaphore<B: Bac
     );
 }
 
-async fn hand_over(
+pub(super) async fn hand_over(
     store: &impl LockStore,
     from: &LeaseKey,
     to: &AcquireRequest,

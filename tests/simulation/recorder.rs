@@ -19,7 +19,7 @@ use mongolock::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
     LeaseKey, RecordEvent, ReleaseDemand, ReleaseOutcome,
 };
-use mongolock::{Access, LockKind, LockName, StoreError, store::LockStore};
+use mongolock::{Access, HolderId, LockKind, LockName, StoreError, store::LockStore};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -315,6 +315,14 @@ impl<S: LockStore> LockStore for Recorder<S> {
         self.inner.tokens_per_grant()
     }
 
+    fn keeps_arrival_order(&self) -> bool {
+        self.inner.keeps_arrival_order()
+    }
+
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        self.inner.withdraw(name, holder).await
+    }
+
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         self.sent(Call::Inspect);
         self.inner.inspect(name).await
@@ -429,6 +437,14 @@ impl<S: LockStore> LockStore for Witness<S> {
 
     fn tokens_per_grant(&self) -> u64 {
         self.inner.tokens_per_grant()
+    }
+
+    fn keeps_arrival_order(&self) -> bool {
+        self.inner.keeps_arrival_order()
+    }
+
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        self.inner.withdraw(name, holder).await
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

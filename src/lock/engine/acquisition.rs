@@ -199,16 +199,23 @@ impl NameState {
             next.options.lease_duration(),
         )
         .with_waited(next.waited)
-        .with_access(next.access);
-        if !next.access.kind().is_shared() || single_try {
-            // A mutex's waiters are not marked on its record; a single try comes back only
-            // if its caller asks again: it marks nothing.
+        .with_access(next.access)
+        .with_arrival_order(next.options.in_arrival_order());
+        let marks_record = next.access.kind().is_shared() || next.options.in_arrival_order();
+        if !marks_record || single_try {
+            // A mutex's waiters are not marked on its record unless they wait in line; a
+            // single try comes back only if its caller asks again: it marks nothing (in
+            // line, its place ends as it is taken).
             return request;
         }
-        // A refused reader or writer is back within its longest backoff (sooner when a
-        // release wakes it): its mark outlives that, and no longer.
-        let (_, longest_backoff) = next.options.retry_backoff();
-        request.with_retry_within(longest_backoff * 2)
+        request.with_retry_within(self.place_lasts(&next.options))
+    }
+
+    /// How long a refused waiter's mark, or its place in line, lasts: a refused waiter is
+    /// back within its longest backoff (sooner when a release wakes it), so its mark
+    /// outlives that, and no longer.
+    pub(super) fn place_lasts(&self, options: &LockOptions) -> Duration {
+        options.retry_backoff().1 * 2
     }
 
     pub(super) fn on_attempt_done(
@@ -272,6 +279,9 @@ impl NameState {
             return self.start_attempt(myself, Some(backoff));
         }
         let held_elsewhere = error.is_none();
+        if held_elsewhere && attempt.options.in_arrival_order() {
+            self.in_line = Some(self.place_lasts(&attempt.options));
+        }
         if let Some(error) = error.filter(|error| !error.is_transient()) {
             // Refused for good (a kind or count mismatch, a bad count): only those who
             // asked for this access fail; the others' requests may be fine.
@@ -338,6 +348,19 @@ impl NameState {
     /// The store says the name became free (released or deleted, by any process).
     pub(super) fn on_wake(&mut self, myself: &ActorRef<LockMsg>) {
         self.advance(|this, phase| this.woken(myself, phase));
+    }
+
+    /// A waiter left: with nobody else waiting, a backoff has nothing to retry for, and
+    /// going idle takes this manager's place out of the line (an attempt in flight does
+    /// the same when it comes back).
+    pub(super) fn on_waiter_left(&mut self, myself: &ActorRef<LockMsg>) {
+        if self.waiters.prune() {
+            return;
+        }
+        self.advance(|this, phase| match phase {
+            Phase::BackingOff { .. } => this.idle(myself),
+            phase => phase,
+        });
     }
 
     /// A place this process held is free again: a waiter backing off (not yielding) tries

@@ -135,6 +135,7 @@ impl NameState {
             } => self.on_attempt_done(myself, lease, sent_at, result, claim),
             LockMsg::RetryDue { timer } => self.on_retry_due(myself, timer),
             LockMsg::Wake => self.on_wake(myself),
+            LockMsg::WaiterLeft => self.on_waiter_left(myself),
             LockMsg::HoldDue { lease } => self.on_hold_due(myself, lease),
             LockMsg::RenewDone {
                 lease,

@@ -60,6 +60,8 @@ impl NameState {
         others_starving: bool,
     ) {
         claim.keep();
+        // A grant takes this manager's place out of the line.
+        self.in_line = None;
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let access = attempt.access;
         let mut hold = Hold::new(

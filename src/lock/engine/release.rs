@@ -291,10 +291,16 @@ impl NameState {
                     Ok(AcquireOutcome::Acquired { token }),
                 )
             }
-            Ok(HandOverOutcome::Released { contended_for }) => (
-                Ok(ReleaseOutcome::Released { contended_for }),
-                Ok(AcquireOutcome::Busy { holder: None }),
-            ),
+            Ok(HandOverOutcome::Released { contended_for }) => {
+                if attempt.options.in_arrival_order() {
+                    // Refused for an earlier waiter elsewhere: the store put us in line.
+                    self.in_line = Some(self.place_lasts(&attempt.options));
+                }
+                (
+                    Ok(ReleaseOutcome::Released { contended_for }),
+                    Ok(AcquireOutcome::Busy { holder: None }),
+                )
+            }
             // The place was not ours any more: nothing was written.
             Ok(HandOverOutcome::NotOwner) => (
                 Ok(ReleaseOutcome::NotOwner),

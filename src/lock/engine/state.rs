@@ -13,11 +13,12 @@ use super::actor::{NameActorArgs, Retire};
 use super::admission::Request;
 use super::holds::Place;
 use super::release::{HandingOver, Releasing};
-use crate::error::{LockError, LossReason};
+use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::LockKind;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
+use crate::lock::store_call::{self, Started};
 use crate::lock::timer::Timers;
 use crate::lock::waiters::Waiters;
 use crate::metrics::LockMetrics;
@@ -53,6 +54,10 @@ pub(crate) struct NameState {
     /// Hand-overs in flight, by the new lease: beside the acquisition, so a busy
     /// semaphore passes each released permit on while an attempt is out.
     pub(super) handing_over: HashMap<LeaseId, HandingOver>,
+    /// This manager has a place in the name's line (arrival order): refused since its last
+    /// grant, for as long as the place lives. Withdrawn when the waiters give up, so
+    /// those behind need not wait for it to expire.
+    pub(super) in_line: Option<Duration>,
     /// Counts this manager's actors waiting for another process's release.
     pub(super) release_waiters: ReleaseWaiters,
     /// Requests received, compared with the route's count before an idle stop.
@@ -82,6 +87,7 @@ impl NameState {
             holds: HashMap::new(),
             releasing: HashMap::new(),
             handing_over: HashMap::new(),
+            in_line: None,
             release_waiters: context.release_waiters,
             requests_seen: 0,
             gate: args.gate,
@@ -126,6 +132,10 @@ impl NameState {
 
     /// The idle phase, its idle stop armed if the actor is unused.
     pub(super) fn idle(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
+        if let Some(place_lasts) = self.in_line.take() {
+            // Nobody here waits any more (a grant would have taken the place out).
+            self.withdraw(place_lasts);
+        }
         let idle_stop = self.is_unused().then(|| {
             let mut idle_stop = self.timers.timer();
             let timer = idle_stop.id();
@@ -135,6 +145,25 @@ impl NameState {
             idle_stop
         });
         Phase::Idle { idle_stop }
+    }
+
+    /// Takes this manager's place out of the name's line. Nobody waits for the answer: a
+    /// withdrawal that fails costs those behind at most what is left of the place's life,
+    /// which also bounds how long the call may take.
+    fn withdraw(&self, place_lasts: Duration) {
+        let (store, name, holder) = (self.store.clone(), self.name.clone(), self.holder.clone());
+        let call = async move { store.withdraw(&name, &holder).await };
+        let log = |result: Result<(), StoreError>| {
+            if let Err(error) = result {
+                tracing::debug!(%error, "withdrawing from a lock's line failed; the place expires");
+            }
+        };
+        match store_call::start(call) {
+            (_, Started::Answered(result)) => log(result),
+            (_, Started::Running(call)) => {
+                tokio::spawn(async move { log(store_call::timed(place_lasts, call).await) });
+            }
+        }
     }
 
     pub(super) fn on_idle_due(&mut self, myself: &ActorRef<LockMsg>, timer: u64) {

@@ -1,3 +1,4 @@
+mod line;
 mod shared;
 
 use std::collections::{BTreeSet, HashMap};
@@ -19,7 +20,8 @@ use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::options::MAX_LEASE_DURATION;
-use crate::store::request::wait_length;
+use crate::store::request::{mark_length, wait_length};
+use line::WaitingLine;
 use shared::{SharedGrant, SharedRecord, mismatch};
 
 /// How often the sweeper removes expired records unless configured otherwise.
@@ -72,6 +74,9 @@ struct MemoryState {
     records: HashMap<LockName, Record>,
     /// Semaphores' and reader/writer locks' records (a name is in at most one of the maps).
     shared: HashMap<LockName, SharedRecord>,
+    /// The lines of managers waiting in arrival order, by name (kept across releases, as
+    /// MongoDB keeps them on the document).
+    lines: HashMap<LockName, WaitingLine>,
     /// Managers watching for released locks.
     watchers: Vec<mpsc::Sender<LockName>>,
     /// Watchers of records ([`LockStore::watch_records`]).
@@ -167,6 +172,44 @@ impl MemoryState {
             });
         }
         ReleaseOutcome::Released { contended_for }
+    }
+
+    /// When `request`'s requester started waiting, by the store's clock.
+    fn arrival(request: &AcquireRequest, now: Instant) -> Instant {
+        now.checked_sub(wait_length(request.waited)).unwrap_or(now)
+    }
+
+    /// Whether `request` (in arrival order) must let an earlier place in line go first.
+    fn behind_in_line(&self, request: &AcquireRequest, now: Instant) -> bool {
+        request.in_arrival_order
+            && self.lines.get(&request.name).is_some_and(|line| {
+                line.earlier_elsewhere(&request.holder, Self::arrival(request, now), now)
+            })
+    }
+
+    /// A refused `request` in arrival order takes (or renews) its manager's place in line.
+    fn place_in_line(&mut self, request: &AcquireRequest, now: Instant) {
+        if !request.in_arrival_order {
+            return;
+        }
+        let until = now + mark_length(request.retry_within);
+        self.lines.entry(request.name.clone()).or_default().place(
+            &request.holder,
+            request.access,
+            (Self::arrival(request, now), until),
+            now,
+        );
+    }
+
+    /// A granted manager (or one whose waiters gave up) leaves the line of `name`.
+    fn leave_line(&mut self, name: &LockName, holder: &HolderId, now: Instant) {
+        if self
+            .lines
+            .get_mut(name)
+            .is_some_and(|line| line.remove(holder, now))
+        {
+            self.lines.remove(name);
+        }
     }
 
     /// `try_acquire` of a shared kind, under the store's lock.
@@ -405,6 +448,7 @@ impl MemoryStore {
             }
             !expired
         });
+        state.lines.retain(|_, line| !line.has_ended(now));
         for name in &swept {
             state.recorded(&RecordEvent::Deleted { name: name.clone() });
         }
@@ -470,16 +514,23 @@ impl LockStore for MemoryStore {
         if let Some(current) = state.records.get_mut(&request.name)
             && !current.is_expired(now)
         {
-            let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
+            let waiting_since = MemoryState::arrival(request, now);
             current.contended_since = Some(
                 current
                     .contended_since
                     .map_or(waiting_since, |since| since.min(waiting_since)),
             );
+            let holder = current.holder.clone();
+            state.place_in_line(request, now);
             return Ok(AcquireOutcome::Busy {
-                holder: Some(current.holder.clone()),
+                holder: Some(holder),
             });
         }
+        if state.behind_in_line(request, now) {
+            state.place_in_line(request, now);
+            return Ok(AcquireOutcome::Busy { holder: None });
+        }
+        state.leave_line(&request.name, &request.holder, now);
         let token = reserve_tokens(&mut state.last_token);
         state.records.insert(
             request.name.clone(),
@@ -580,15 +631,29 @@ impl LockStore for MemoryStore {
         if from.shared {
             return Ok(state.hand_over_shared(from, to, now));
         }
+        let held = state
+            .records
+            .get(&from.name)
+            .is_some_and(|record| record.lease == from.lease && !record.is_expired(now));
+        if !held {
+            return Ok(HandOverOutcome::NotOwner);
+        }
+        if state.behind_in_line(to, now) {
+            // An earlier waiter elsewhere goes first: the place is released, and `to`'s
+            // manager waits in line.
+            let ReleaseOutcome::Released { contended_for } = state.release(from) else {
+                return Ok(HandOverOutcome::NotOwner);
+            };
+            state.place_in_line(to, now);
+            return Ok(HandOverOutcome::Released { contended_for });
+        }
+        state.leave_line(&to.name, &to.holder, now);
         let MemoryState {
             records,
             last_token,
             ..
         } = &mut *state;
-        let Some(record) = records
-            .get_mut(&from.name)
-            .filter(|record| record.lease == from.lease && !record.is_expired(now))
-        else {
+        let Some(record) = records.get_mut(&from.name) else {
             return Ok(HandOverOutcome::NotOwner);
         };
         let token = reserve_tokens(last_token);
@@ -612,6 +677,15 @@ impl LockStore for MemoryStore {
 
     fn tokens_per_grant(&self) -> u64 {
         TOKENS_PER_GRANT
+    }
+
+    fn keeps_arrival_order(&self) -> bool {
+        true
+    }
+
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        self.state().leave_line(name, holder, Instant::now());
+        Ok(())
     }
 
     /// Each `extend` answers at once, without waiting: a batch of any size is one quick pass.
@@ -646,7 +720,12 @@ impl LockStore for MemoryStore {
         if let Some(record) = state.shared.get(name) {
             return Ok(Some(record.record(now)));
         }
-        Ok(state.records.get(name).map(|record| {
+        let queue = state
+            .lines
+            .get(name)
+            .map(|line| line.queue(now))
+            .unwrap_or_default();
+        let record = state.records.get(name).map(|record| {
             let mut inspected = if record.is_expired(now) {
                 LockRecord::free(record.token)
             } else {
@@ -657,6 +736,13 @@ impl LockStore for MemoryStore {
                 .filter(|_| inspected.is_held())
                 .map(|since| now - since);
             inspected
-        }))
+        });
+        // A line outlives the record of a released mutex (which this store drops): the
+        // name is then free, its last token forgotten.
+        Ok(match (record, queue.is_empty()) {
+            (Some(record), _) => Some(record.with_queue(queue)),
+            (None, false) => Some(LockRecord::free(0).with_queue(queue)),
+            (None, true) => None,
+        })
     }
 }

@@ -193,10 +193,17 @@ pub(super) fn forced_release_record(
 pub(super) fn hand_over_outcome(
     after: Option<Document>,
     lease: LeaseId,
+    in_arrival_order: bool,
 ) -> Result<HandOverOutcome, StoreError> {
     let Some(document) = after else {
         return Ok(HandOverOutcome::NotOwner);
     };
+    if in_arrival_order && matches!(document.get(LEASE_ID), Some(Bson::Null)) {
+        // An earlier waiter elsewhere goes first: the lock was released instead.
+        return Ok(HandOverOutcome::Released {
+            contended_for: last_contended(&document),
+        });
+    }
     if document.get(LEASE_ID) != Some(&lease_value(lease)) {
         return Err(malformed(
             &document,
@@ -266,7 +273,7 @@ pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError>
         None => LockRecord::free(token),
     };
     record.contended_for = contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs()));
-    Ok(record)
+    Ok(record.with_queue(super::line::queue(document)))
 }
 
 /// The value [`KIND`] has for `kind`; `None` for a mutex, whose document has no kind.

@@ -62,6 +62,7 @@
 mod builder;
 mod document;
 pub(crate) mod errors;
+mod line;
 mod pipeline;
 mod record_feed;
 mod release_feed;
@@ -88,6 +89,7 @@ use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::store::LeaseId;
+use crate::store::request::HolderId;
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
 /// server serves each from the `_id` index, and one command stays far below the 16 MiB
@@ -846,7 +848,10 @@ impl LockStore for MongoStore {
                     &lease,
                     request.holder.as_str(),
                     request.lease_duration,
-                    request.waited,
+                    (
+                        request.waited,
+                        request.in_arrival_order.then_some(request.retry_within),
+                    ),
                 ),
             )
             .upsert(true)
@@ -1110,12 +1115,33 @@ impl LockStore for MongoStore {
             .collection
             .find_one_and_update(
                 pipeline::by_unexpired_owner(&from.name, &old),
-                pipeline::hand_over(&new, to.holder.as_str(), to.lease_duration),
+                pipeline::hand_over(
+                    &new,
+                    to.holder.as_str(),
+                    to.lease_duration,
+                    to.in_arrival_order.then_some((to.waited, to.retry_within)),
+                ),
             )
             .return_document(ReturnDocument::After)
             .await
             .map_err(|error| errors::backend("hand over (findAndModify)", error))?;
-        document::hand_over_outcome(after, to.lease)
+        document::hand_over_outcome(after, to.lease, to.in_arrival_order)
+    }
+
+    fn keeps_arrival_order(&self) -> bool {
+        true
+    }
+
+    /// One `updateOne`, matching only a document with `holder`'s place in its line.
+    async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
+        self.collection
+            .update_one(
+                line::with_place_of(name.as_str(), holder),
+                line::withdraw(holder),
+            )
+            .await
+            .map_err(|error| errors::backend("withdraw (updateOne)", error))?;
+        Ok(())
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

@@ -29,6 +29,7 @@ use super::document::{
     RECOUNTED_FROM, RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES, SEMAPHORE, SERVER_NOW,
     TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
 };
+use super::line;
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
@@ -36,6 +37,8 @@ use crate::store::request::{mark_length, wait_length};
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";
+/// Temporary field of the arrival-order pipelines: the other managers' live places in line.
+const OTHERS_IN_LINE: &str = "_mongolockOthersInLine";
 /// Temporary field of the shared acquire pipeline: the token a grant would take.
 const NEXT_TOKEN: &str = "_mongolockToken";
 /// Temporary field of the shared release pipelines: the holder entries being released.
@@ -164,53 +167,79 @@ fn expires_from_now(expiry: Duration) -> Document {
 /// earliest `$$NOW − waited` any requester reported (a failed attempt that reports no longer
 /// wait changes nothing, so it writes nothing). A shared record (one with a `kind`) is never
 /// free to a mutex and its contention mark is not a mutex's: it is left exactly as it was.
+///
+/// In arrival order (`in_line`: the request's `retry_within`), the lock is free only if no
+/// other manager's live place in the line arrived earlier; a grant takes the requester's
+/// place out, a refusal puts it in (see `line.rs`). Without it the line is neither read
+/// nor written, so the plain cycle's pipeline stays as it was.
 pub(super) fn acquire(
     lease: &Bson,
     holder: &str,
     expiry: Duration,
-    waited: Duration,
+    (waited, in_line): (Duration, Option<Duration>),
 ) -> Vec<Document> {
-    let field = |name: &str| format!("${name}");
     let when_free = |then: Bson, otherwise: Bson| -> Bson {
         Bson::Document(doc! { "$cond": [format!("${FREE}"), then, otherwise] })
     };
     let is_mutex = doc! { "$eq": [{ "$type": field(KIND) }, "missing"] };
-    let free = doc! {
-        "$and": [
-            &is_mutex,
-            { "$or": [
-                { "$lte": [{ "$ifNull": [field(EXPIRES_AT), DateTime::from_millis(0)] }, "$$NOW"] },
-                { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
-            ] },
-        ]
-    };
     // When this requester started waiting, by the server's clock.
-    let waiting_since = doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(wait_length(waited)) }
+    let waiting_since = waiting_since(waited);
+    let mut free = vec![
+        Bson::Document(is_mutex.clone()),
+        doc! { "$or": [
+            { "$lte": [{ "$ifNull": [field(EXPIRES_AT), DateTime::from_millis(0)] }, "$$NOW"] },
+            { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
+        ] }
+        .into(),
+    ];
+    let mut stages = Vec::with_capacity(4);
+    if in_line.is_some() {
+        stages.push(doc! { "$set": { OTHERS_IN_LINE: line::others_in_line(holder) } });
+        free.push(
+            doc! { "$not": [line::earlier_in(field(OTHERS_IN_LINE), &waiting_since)] }.into(),
+        );
+    }
+    stages.push(doc! { "$set": { FREE: { "$and": free } } });
+    let mut fields = doc! {
+        LEASE_ID: when_free(literal(lease.clone()), field(LEASE_ID).into()),
+        HOLDER: when_free(literal(holder.into()), field(HOLDER).into()),
+        ACQUIRED_AT: when_free("$$NOW".into(), field(ACQUIRED_AT).into()),
+        EXPIRES_AT: when_free(expires_from_now(expiry).into(), field(EXPIRES_AT).into()),
+        GRANTED_TOKEN: when_free(next_token().into(), field(GRANTED_TOKEN).into()),
+        TOKEN: when_free(next_reserved_until().into(), field(TOKEN).into()),
+        CONTENDED_AT: when_free(
+            Bson::Null,
+            doc! { "$cond": [
+                &is_mutex,
+                { "$min": [
+                    { "$ifNull": [field(CONTENDED_AT), &waiting_since] },
+                    &waiting_since,
+                ] },
+                field(CONTENDED_AT),
+            ] }.into(),
+        ),
     };
-    vec![
-        doc! { "$set": { FREE: free } },
-        doc! { "$set": {
-            LEASE_ID: when_free(literal(lease.clone()), field(LEASE_ID).into()),
-            HOLDER: when_free(literal(holder.into()), field(HOLDER).into()),
-            ACQUIRED_AT: when_free("$$NOW".into(), field(ACQUIRED_AT).into()),
-            EXPIRES_AT: when_free(expires_from_now(expiry).into(), field(EXPIRES_AT).into()),
-            GRANTED_TOKEN: when_free(next_token().into(), field(GRANTED_TOKEN).into()),
-            TOKEN: when_free(next_reserved_until().into(), field(TOKEN).into()),
-            CONTENDED_AT: when_free(
-                Bson::Null,
-                doc! { "$cond": [
-                    &is_mutex,
-                    { "$min": [
-                        { "$ifNull": [field(CONTENDED_AT), &waiting_since] },
-                        &waiting_since,
-                    ] },
-                    field(CONTENDED_AT),
-                ] }.into(),
-            ),
-        } },
-        doc! { "$unset": FREE },
-    ]
+    if let Some(retry_within) = in_line {
+        let others = field(OTHERS_IN_LINE);
+        let placed = line::with_place(others.clone(), holder, &waiting_since, retry_within);
+        fields.insert(
+            line::LINE,
+            doc! { "$cond": [&is_mutex, when_free(others.into(), placed.into()), field(line::LINE)] },
+        );
+    }
+    stages.push(doc! { "$set": fields });
+    stages.push(match in_line {
+        Some(_) => doc! { "$unset": [FREE, OTHERS_IN_LINE] },
+        None => doc! { "$unset": FREE },
+    });
+    stages
+}
+
+/// `$$NOW − waited`: when a requester started waiting, by the server's clock.
+fn waiting_since(waited: Duration) -> Document {
+    doc! {
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(wait_length(waited)) }
+    }
 }
 
 /// The next grant's token: max(previous reserved + 1, server ms × 1000), so it is past every
@@ -245,18 +274,74 @@ fn contended_ms() -> Document {
 /// Passes the lock to a new lease of the same manager: new lease, holder, start, expiry
 /// and a larger token; the contention mark stays (others are still waiting) and how long
 /// they have waited is reported.
-pub(super) fn hand_over(lease: &Bson, holder: &str, expiry: Duration) -> Vec<Document> {
+///
+/// In arrival order (`in_line`: the new lease's request's `waited` and `retry_within`),
+/// only if no other manager's live place arrived before the request's `$$NOW − waited`;
+/// otherwise the lock is released exactly as [`release`] does, and the new lease's
+/// manager is put in line.
+pub(super) fn hand_over(
+    lease: &Bson,
+    holder: &str,
+    expiry: Duration,
+    in_line: Option<(Duration, Duration)>,
+) -> Vec<Document> {
+    let handed_over = doc! {
+        LEASE_ID: literal(lease.clone()),
+        HOLDER: literal(holder.into()),
+        ACQUIRED_AT: "$$NOW",
+        EXPIRES_AT: expires_from_now(expiry),
+        GRANTED_TOKEN: next_token(),
+        TOKEN: next_reserved_until(),
+    };
+    let Some((waited, retry_within)) = in_line else {
+        return vec![
+            doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
+            doc! { "$set": handed_over },
+        ];
+    };
+    let waiting_since = waiting_since(waited);
+    let others = field(OTHERS_IN_LINE);
+    let go = format!("${FREE}");
+    let released = released_fields();
+    let mut fields = Document::new();
+    for (key, then) in handed_over {
+        let otherwise = released
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| field(&key).into());
+        fields.insert(key, doc! { "$cond": [&go, then, otherwise] });
+    }
+    fields.insert(
+        CONTENDED_AT,
+        doc! { "$cond": [&go, field(CONTENDED_AT), Bson::Null] },
+    );
+    fields.insert(
+        line::LINE,
+        doc! { "$cond": [
+            &go,
+            &others,
+            line::with_place(others.clone(), holder, &waiting_since, retry_within),
+        ] },
+    );
     vec![
-        doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
         doc! { "$set": {
-            LEASE_ID: literal(lease.clone()),
-            HOLDER: literal(holder.into()),
-            ACQUIRED_AT: "$$NOW",
-            EXPIRES_AT: expires_from_now(expiry),
-            GRANTED_TOKEN: next_token(),
-            TOKEN: next_reserved_until(),
+            LAST_CONTENDED_MS: contended_ms(),
+            OTHERS_IN_LINE: line::others_in_line(holder),
         } },
+        doc! { "$set": { FREE: { "$not": [line::earlier_in(others.clone(), &waiting_since)] } } },
+        doc! { "$set": fields },
+        doc! { "$unset": [FREE, OTHERS_IN_LINE] },
     ]
+}
+
+/// What a release writes: no owner, the lease ended now, no contention mark.
+fn released_fields() -> Document {
+    doc! {
+        LEASE_ID: Bson::Null,
+        HOLDER: Bson::Null,
+        EXPIRES_AT: "$$NOW",
+        CONTENDED_AT: Bson::Null,
+    }
 }
 
 /// Pushes the expiry of an unexpired lease to `$$NOW + expiry`; an expired one is left as it
@@ -276,12 +361,7 @@ pub(super) fn extend(expiry: Duration) -> Vec<Document> {
 pub(super) fn release() -> Vec<Document> {
     vec![
         doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
-        doc! { "$set": {
-            LEASE_ID: Bson::Null,
-            HOLDER: Bson::Null,
-            EXPIRES_AT: "$$NOW",
-            CONTENDED_AT: Bson::Null,
-        } },
+        doc! { "$set": released_fields() },
     ]
 }
 
@@ -346,7 +426,7 @@ fn live(name: &str) -> Document {
 }
 
 /// `$$NOW + duration`, to the millisecond (rounded up).
-fn now_plus(duration: Duration) -> Document {
+pub(super) fn now_plus(duration: Duration) -> Document {
     doc! {
         "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": duration_ms(duration) }
     }
@@ -432,9 +512,7 @@ pub(super) fn shared_acquire(
     let when_free = |then: Bson, otherwise: Bson| -> Bson {
         Bson::Document(doc! { "$cond": [field(FREE), then, otherwise] })
     };
-    let waiting_since = doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(wait_length(waited)) }
-    };
+    let waiting_since = waiting_since(waited);
     let entry = doc! {
         LEASE: literal(lease.clone()),
         HOLDER: literal(holder.into()),
@@ -804,7 +882,7 @@ fn own_held_entry() -> Document {
     ] }
 }
 
-fn literal(value: Bson) -> Bson {
+pub(super) fn literal(value: Bson) -> Bson {
     Bson::Document(doc! { "$literal": value })
 }
 
@@ -820,7 +898,7 @@ mod tests {
             &Bson::Null,
             "$holder",
             Duration::from_secs(1),
-            Duration::ZERO,
+            (Duration::ZERO, None),
         );
         let holder = pipeline[1]
             .get_document("$set")

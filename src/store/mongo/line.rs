@@ -1,0 +1,109 @@
+//! The line of managers waiting for a mutex in arrival order, kept on its document (see the
+//! arrival-order rules of [`LockStore`](crate::store::LockStore)):
+//!
+//! ```text
+//! line: [{ holder: "host:4242:1a2b3c4d", arrival: ISODate("…"), until: ISODate("…") }, …]
+//! ```
+//!
+//! One place per manager, for its longest-waiting task: `arrival` is the server's `$$NOW`
+//! minus the request's `waited`, `until` its `$$NOW` plus `retry_within`; a place is live
+//! until then. A release keeps the line (the document stays until the TTL index removes
+//! it; a line lost that way costs order, never safety).
+
+use std::time::Duration;
+
+use mongodb::bson::{Bson, Document, doc};
+
+use super::document::{HOLDER, SERVER_NOW};
+use super::pipeline::{literal, now_plus};
+use crate::kind::Access;
+use crate::store::outcome::QueuedWaiter;
+use crate::store::request::{HolderId, mark_length};
+
+/// The document's line of waiting managers.
+pub(super) const LINE: &str = "line";
+/// When a place's manager began to wait, by the server's clock.
+const ARRIVAL: &str = "arrival";
+/// When a place ends unless renewed, by the server's clock.
+const UNTIL: &str = "until";
+/// The variable a place is bound to inside `$filter`.
+const PLACE: &str = "place";
+
+/// The live places of managers other than `holder`.
+pub(super) fn others_in_line(holder: &str) -> Document {
+    doc! { "$filter": {
+        "input": { "$ifNull": [format!("${LINE}"), []] },
+        "as": PLACE,
+        "cond": { "$and": [
+            { "$gt": [format!("$${PLACE}.{UNTIL}"), "$$NOW"] },
+            { "$ne": [format!("$${PLACE}.{HOLDER}"), literal(holder.into())] },
+        ] },
+    } }
+}
+
+/// Whether a place in `others` (an expression for the other managers' live places)
+/// arrived before `arrival`.
+pub(super) fn earlier_in(others: impl Into<Bson>, arrival: &Document) -> Document {
+    doc! { "$gt": [
+        { "$size": { "$filter": {
+            "input": others.into(),
+            "as": PLACE,
+            "cond": { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] },
+        } } },
+        0,
+    ] }
+}
+
+/// `others` with `holder`'s place (arrived at `arrival`, lasting `retry_within`) added.
+pub(super) fn with_place(
+    others: impl Into<Bson>,
+    holder: &str,
+    arrival: &Document,
+    retry_within: Duration,
+) -> Document {
+    doc! { "$concatArrays": [
+        others.into(),
+        [{
+            HOLDER: literal(holder.into()),
+            ARRIVAL: arrival,
+            UNTIL: now_plus(mark_length(retry_within)),
+        }],
+    ] }
+}
+
+/// `withdraw`'s filter: the document of `name` with a place of `holder` in its line.
+pub(super) fn with_place_of(name: &str, holder: &HolderId) -> Document {
+    doc! { "_id": name, format!("{LINE}.{HOLDER}"): holder.as_str() }
+}
+
+/// `withdraw`'s update: the line without `holder`'s place (nor any that ended).
+pub(super) fn withdraw(holder: &HolderId) -> Vec<Document> {
+    vec![doc! { "$set": { LINE: others_in_line(holder.as_str()) } }]
+}
+
+/// The live places of an inspected document (read with its [`SERVER_NOW`]), earliest
+/// arrival first. A mutex's places wait for the whole lock.
+pub(super) fn queue(document: &Document) -> Vec<QueuedWaiter> {
+    let (Ok(places), Ok(now)) = (document.get_array(LINE), document.get_datetime(SERVER_NOW))
+    else {
+        return Vec::new();
+    };
+    let now = now.timestamp_millis();
+    let mut live: Vec<(i64, HolderId)> = places
+        .iter()
+        .filter_map(Bson::as_document)
+        .filter_map(|place| {
+            let until = place.get_datetime(UNTIL).ok()?.timestamp_millis();
+            let arrival = place.get_datetime(ARRIVAL).ok()?.timestamp_millis();
+            let holder = place.get_str(HOLDER).ok()?;
+            (until > now).then(|| (arrival, HolderId::from_string(holder.to_owned())))
+        })
+        .collect();
+    live.sort_by_key(|(arrival, _)| *arrival);
+    live.into_iter()
+        .map(|(arrival, holder)| {
+            let waited = now.saturating_sub(arrival).max(0).unsigned_abs();
+            QueuedWaiter::new(holder, Access::Exclusive, Duration::from_millis(waited))
+        })
+        .collect()
+}

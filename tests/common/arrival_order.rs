@@ -1,0 +1,213 @@
+//! Arrival order ([`Fairness::ArrivalOrder`]): the store-level line of waiting managers
+//! (the contract's arrival-order rules, called directly) and what the runtime makes of it —
+//! a released lock goes to the task that asked first, whichever process it is in, and a
+//! waiter that gives up leaves the line at once. Each is named `arrival_order_…`, so that
+//! `cargo test arrival_order` runs them all.
+
+use std::time::Duration;
+
+use mongolock::store::{AcquireRequest, HandOverOutcome, LockStore};
+use mongolock::{Access, Fairness, HolderId, LockError, LockName, LockOptions};
+
+use super::shared_records::{
+    Caller, LONG, MARGIN, SHORT, attempt, granted, hand_over, inspect, name, refused, released,
+};
+use super::{Backend, eventually, fast_options, start_with};
+
+/// An attempt in line for `name` whose requester began waiting `waited` ago, its place
+/// lasting `place_lasts` if refused.
+fn in_line(
+    caller: &Caller,
+    name: &LockName,
+    waited: Duration,
+    place_lasts: Duration,
+) -> AcquireRequest {
+    caller
+        .request(name, Access::Exclusive, LONG)
+        .with_waited(waited)
+        .with_retry_within(place_lasts)
+        .with_arrival_order(true)
+}
+
+/// The managers in the line of `name`, earliest first.
+async fn line_of(store: &impl LockStore, name: &LockName) -> Vec<HolderId> {
+    inspect(store, name)
+        .await
+        .map(|record| record.queue.into_iter().map(|waiter| waiter.holder).collect())
+        .unwrap_or_default()
+}
+
+/// The line decides who is next: a free lock goes to the earliest live place, not to the
+/// first to ask after the release; a grant takes its place out; a hand-over to a later
+/// arrival is a release that puts the new lease's manager in line; a request not in
+/// arrival order neither waits in line nor looks at it.
+pub(crate) async fn arrival_order_grants_the_earliest_place_first<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (a, b, c) = (Caller::new(), Caller::new(), Caller::new());
+    let lock = name("fifo-line");
+    let (held, first) = granted(&store, &in_line(&a, &lock, Duration::ZERO, LONG)).await;
+    let b_asks = || in_line(&b, &lock, Duration::from_secs(20), LONG);
+    let c_asks = || in_line(&c, &lock, Duration::from_secs(10), LONG);
+    refused(&store, &c_asks()).await;
+    refused(&store, &b_asks()).await;
+    assert_eq!(
+        line_of(&store, &lock).await,
+        [b.holder.clone(), c.holder.clone()],
+        "earliest arrival first, whatever the order of the attempts"
+    );
+    let record = inspect(&store, &lock).await.expect("the held record");
+    assert!(
+        record.queue[0].waiting_for >= Duration::from_secs(20),
+        "{:?}",
+        record.queue
+    );
+    assert_eq!(record.queue[0].access, Access::Exclusive);
+
+    released(&store, &held).await;
+    refused(&store, &c_asks()).await;
+    let outside = a.request(&lock, Access::Exclusive, LONG);
+    let (outside_key, _) = granted(&store, &outside).await;
+    released(&store, &outside_key).await;
+
+    let (b_key, b_token) = granted(&store, &b_asks()).await;
+    assert!(b_token > first, "{b_token} after {first}");
+    assert_eq!(line_of(&store, &lock).await, std::slice::from_ref(&c.holder));
+
+    let b_next = in_line(&b, &lock, Duration::ZERO, LONG);
+    assert!(
+        matches!(
+            hand_over(&store, &b_key, &b_next).await,
+            HandOverOutcome::Released { .. }
+        ),
+        "a hand-over to a later arrival than a place in line releases"
+    );
+    assert_eq!(
+        line_of(&store, &lock).await,
+        [c.holder.clone(), b.holder.clone()]
+    );
+    let (c_key, c_token) = granted(&store, &c_asks()).await;
+    assert!(c_token > b_token);
+
+    let c_next = in_line(&c, &lock, Duration::from_secs(30), LONG);
+    match hand_over(&store, &c_key, &c_next).await {
+        HandOverOutcome::HandedOver { token, .. } => assert!(token > c_token),
+        other => panic!("an arrival earlier than every place is handed the lock: {other:?}"),
+    }
+}
+
+/// A place lasts its `retry_within` unless renewed: a waiter that stopped asking (killed,
+/// paused) stops blocking the line then; `withdraw` takes a place out at once and is a
+/// no-op for a manager not in line. Names stay values in the line's queries too.
+pub(crate) async fn arrival_order_places_end_or_are_withdrawn<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (a, b, c) = (Caller::new(), Caller::new(), Caller::new());
+    let lock = name("$line.holder");
+    let (held, _) = granted(&store, &in_line(&a, &lock, Duration::ZERO, LONG)).await;
+    refused(&store, &in_line(&b, &lock, Duration::from_secs(5), SHORT)).await;
+    released(&store, &held).await;
+    let c_asks = || in_line(&c, &lock, Duration::ZERO, LONG);
+    refused(&store, &c_asks()).await;
+    tokio::time::sleep(SHORT + MARGIN).await;
+    let (c_key, _) = granted(&store, &c_asks()).await;
+
+    refused(&store, &in_line(&b, &lock, Duration::from_secs(5), LONG)).await;
+    released(&store, &c_key).await;
+    assert_eq!(line_of(&store, &lock).await, std::slice::from_ref(&b.holder));
+    let withdraw = |holder: HolderId| {
+        let (store, lock) = (store.clone(), lock.clone());
+        async move {
+            store
+                .withdraw(&lock, &holder)
+                .await
+                .unwrap_or_else(|error| panic!("withdraw from {lock}: {error}"));
+        }
+    };
+    withdraw(c.holder.clone()).await;
+    assert_eq!(line_of(&store, &lock).await, std::slice::from_ref(&b.holder));
+    withdraw(b.holder.clone()).await;
+    assert!(line_of(&store, &lock).await.is_empty());
+    assert!(attempt(&store, &in_line(&a, &lock, Duration::ZERO, LONG)).await.is_some());
+}
+
+/// Options in arrival order with a place that outlives the scenario's waits, so only a
+/// withdrawal empties the line in time.
+fn in_order() -> LockOptions {
+    fast_options()
+        .with_fairness(Fairness::ArrivalOrder)
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_secs(3))
+}
+
+/// Two processes in arrival order: a release goes to the task that asked first, in the
+/// other process, not to the local waiter that asked later (which the default mode would
+/// pass it to with no store call); then back. Semaphores and reader/writer locks refuse the
+/// mode with a typed error until their places wait in line.
+pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let here = start_with(store.clone(), in_order()).await;
+    let there = start_with(backend.peer(&store).await, in_order()).await;
+    let lock = name("fifo-processes");
+    let held = here.lock(lock.as_str()).unwrap().acquire().await.unwrap();
+
+    let there_lock = there.lock(lock.as_str()).unwrap();
+    let first = tokio::spawn(async move { there_lock.acquire().await });
+    let placed = eventually(Duration::from_secs(5), async || {
+        line_of(&store, &lock).await == [there.holder_id().clone()]
+    })
+    .await;
+    assert!(placed, "the other process's waiter is in line");
+    let here_lock = here.lock(lock.as_str()).unwrap();
+    let second = tokio::spawn(async move { here_lock.acquire().await });
+    // The local request reaches the name's actor before the release below does: both go
+    // through the same mailbox, and nothing else runs in between.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!second.is_finished());
+    let token = held.token();
+    held.release().await.unwrap();
+
+    let first = first.await.unwrap().expect("the earlier waiter gets the lock");
+    assert!(first.token() > token);
+    assert!(!second.is_finished(), "the later local waiter waits its turn");
+    let first_token = first.token();
+    first.release().await.unwrap();
+    let second = second.await.unwrap().expect("then the local waiter");
+    assert!(second.token() > first_token);
+    second.release().await.unwrap();
+
+    for refused in [
+        here.semaphore("fifo-sem", 2).map(drop),
+        here.rw_lock("fifo-rw").map(drop),
+        here.multi_lock(["fifo-a", "fifo-b"]).map(drop),
+    ] {
+        assert!(matches!(refused, Err(LockError::InvalidOptions(_))), "{refused:?}");
+    }
+    here.shutdown().await;
+    there.shutdown().await;
+}
+
+/// A waiter in arrival order that gives up (its acquire times out) takes its manager's
+/// place out of the line at once: those behind it do not wait for the place to end.
+pub(crate) async fn arrival_order_waiter_that_gives_up_leaves_the_line<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let here = start_with(store.clone(), in_order()).await;
+    let there = start_with(backend.peer(&store).await, in_order()).await;
+    let lock = name("fifo-gives-up");
+    let held = here.lock(lock.as_str()).unwrap().acquire().await.unwrap();
+    let timed_out = there
+        .lock(lock.as_str())
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(400))
+        .await;
+    assert!(matches!(timed_out, Err(LockError::Timeout(_))), "{timed_out:?}");
+    // The place would last 6 s (twice the longest backoff); the withdrawal empties the
+    // line within a round trip.
+    let left = eventually(Duration::from_secs(2), async || {
+        line_of(&store, &lock).await.is_empty()
+    })
+    .await;
+    assert!(left, "the line still holds {:?}", line_of(&store, &lock).await);
+    held.release().await.unwrap();
+    here.shutdown().await;
+    there.shutdown().await;
+}
