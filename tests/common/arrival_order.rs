@@ -129,12 +129,28 @@ pub(crate) async fn arrival_order_places_end_or_are_withdrawn<B: Backend>(backen
     assert!(attempt(&store, &in_line(&a, &lock, Duration::ZERO, LONG)).await.is_some());
 }
 
-/// Options in arrival order with a place that outlives the scenario's waits, so only a
-/// withdrawal empties the line in time.
+/// Options in arrival order whose retries come late and whose place outlives the
+/// scenario's waits (so only a release's wake-up or a withdrawal moves things in time), with
+/// a fairness bound that would let the default mode pass the lock locally all along.
 fn in_order() -> LockOptions {
     fast_options()
         .with_fairness(Fairness::ArrivalOrder)
-        .with_retry_backoff(Duration::from_millis(5), Duration::from_secs(3))
+        .with_retry_backoff(Duration::from_secs(2), Duration::from_secs(3))
+        .with_fairness_bound(Duration::from_secs(60))
+}
+
+/// Awaits a spawned acquire, failing the test (not hanging it) after `within`.
+async fn acquired_within(
+    within: Duration,
+    task: tokio::task::JoinHandle<Result<mongolock::LockGuard, LockError>>,
+    what: &str,
+) -> mongolock::LockGuard {
+    match tokio::time::timeout(within, task).await {
+        Ok(Ok(Ok(guard))) => guard,
+        Ok(Ok(Err(error))) => panic!("{what}: {error}"),
+        Ok(Err(error)) => panic!("{what}: the task failed: {error}"),
+        Err(_) => panic!("{what}: not acquired within {within:?}"),
+    }
 }
 
 /// Two processes in arrival order: a release goes to the task that asked first, in the
@@ -166,12 +182,13 @@ pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Back
     let token = held.token();
     held.release().await.unwrap();
 
-    let first = first.await.unwrap().expect("the earlier waiter gets the lock");
+    let turn = Duration::from_secs(1);
+    let first = acquired_within(turn, first, "the earlier waiter, in the other process").await;
     assert!(first.token() > token);
     assert!(!second.is_finished(), "the later local waiter waits its turn");
     let first_token = first.token();
     first.release().await.unwrap();
-    let second = second.await.unwrap().expect("then the local waiter");
+    let second = acquired_within(turn, second, "then the local waiter").await;
     assert!(second.token() > first_token);
     second.release().await.unwrap();
 
@@ -200,9 +217,10 @@ pub(crate) async fn arrival_order_waiter_that_gives_up_leaves_the_line<B: Backen
         .acquire_timeout(Duration::from_millis(400))
         .await;
     assert!(matches!(timed_out, Err(LockError::Timeout(_))), "{timed_out:?}");
-    // The place would last 6 s (twice the longest backoff); the withdrawal empties the
-    // line within a round trip.
-    let left = eventually(Duration::from_secs(2), async || {
+    // The place would last 6 s (twice the longest backoff) and the next retry, which would
+    // find nobody waiting, is 2 s or more away; the withdrawal empties the line within a
+    // round trip.
+    let left = eventually(Duration::from_millis(500), async || {
         line_of(&store, &lock).await.is_empty()
     })
     .await;
