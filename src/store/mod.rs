@@ -13,7 +13,7 @@
 //! themselves are [`MemoryStore`](crate::MemoryStore) (embedded, for tests and
 //! single-process use) and, with the `mongodb` feature,
 //! `MongoStore`; what a store reports to users —
-//! [`LockRecord`], [`HolderId`](crate::HolderId),
+//! [`LockRecord`], [`HolderId`],
 //! [`StoreError`] — lives at the crate root; a backend's own error travels inside a
 //! [`StoreError`] as its [`BackendCause`].
 
@@ -99,7 +99,7 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   grants included), and each reserves a block as above.
 ///
 /// A store that [keeps arrival order](LockStore::keeps_arrival_order) also keeps, per mutex
-/// name, a line of waiting managers: at most one place per [`HolderId`](crate::HolderId),
+/// name, a line of waiting managers: at most one place per [`HolderId`],
 /// each with its arrival (the store's now minus the request's `waited`) and an end (the
 /// store's now plus its `retry_within`), live until that end. For a request with
 /// [`in_arrival_order`](AcquireRequest::in_arrival_order):

@@ -33,7 +33,13 @@ fn in_line(
 async fn line_of(store: &impl LockStore, name: &LockName) -> Vec<HolderId> {
     inspect(store, name)
         .await
-        .map(|record| record.queue.into_iter().map(|waiter| waiter.holder).collect())
+        .map(|record| {
+            record
+                .queue
+                .into_iter()
+                .map(|waiter| waiter.holder)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -71,7 +77,10 @@ pub(crate) async fn arrival_order_grants_the_earliest_place_first<B: Backend>(ba
 
     let (b_key, b_token) = granted(&store, &b_asks()).await;
     assert!(b_token > first, "{b_token} after {first}");
-    assert_eq!(line_of(&store, &lock).await, std::slice::from_ref(&c.holder));
+    assert_eq!(
+        line_of(&store, &lock).await,
+        std::slice::from_ref(&c.holder)
+    );
 
     let b_next = in_line(&b, &lock, Duration::ZERO, LONG);
     assert!(
@@ -112,7 +121,10 @@ pub(crate) async fn arrival_order_places_end_or_are_withdrawn<B: Backend>(backen
 
     refused(&store, &in_line(&b, &lock, Duration::from_secs(5), LONG)).await;
     released(&store, &c_key).await;
-    assert_eq!(line_of(&store, &lock).await, std::slice::from_ref(&b.holder));
+    assert_eq!(
+        line_of(&store, &lock).await,
+        std::slice::from_ref(&b.holder)
+    );
     let withdraw = |holder: HolderId| {
         let (store, lock) = (store.clone(), lock.clone());
         async move {
@@ -123,10 +135,17 @@ pub(crate) async fn arrival_order_places_end_or_are_withdrawn<B: Backend>(backen
         }
     };
     withdraw(c.holder.clone()).await;
-    assert_eq!(line_of(&store, &lock).await, std::slice::from_ref(&b.holder));
+    assert_eq!(
+        line_of(&store, &lock).await,
+        std::slice::from_ref(&b.holder)
+    );
     withdraw(b.holder.clone()).await;
     assert!(line_of(&store, &lock).await.is_empty());
-    assert!(attempt(&store, &in_line(&a, &lock, Duration::ZERO, LONG)).await.is_some());
+    assert!(
+        attempt(&store, &in_line(&a, &lock, Duration::ZERO, LONG))
+            .await
+            .is_some()
+    );
 }
 
 /// Options in arrival order whose retries come late and whose place outlives the
@@ -157,9 +176,7 @@ async fn acquired_within(
 /// other process, not to the local waiter that asked later (which the default mode would
 /// pass it to with no store call); then back. Semaphores and reader/writer locks refuse the
 /// mode with a typed error until their places wait in line.
-pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Backend>(
-    backend: &B,
-) {
+pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let here = start_with(store.clone(), in_order()).await;
     let there = start_with(backend.peer(&store).await, in_order()).await;
@@ -185,7 +202,10 @@ pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Back
     let turn = Duration::from_secs(1);
     let first = acquired_within(turn, first, "the earlier waiter, in the other process").await;
     assert!(first.token() > token);
-    assert!(!second.is_finished(), "the later local waiter waits its turn");
+    assert!(
+        !second.is_finished(),
+        "the later local waiter waits its turn"
+    );
     let first_token = first.token();
     first.release().await.unwrap();
     let second = acquired_within(turn, second, "then the local waiter").await;
@@ -197,7 +217,10 @@ pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Back
         here.rw_lock("fifo-rw").map(drop),
         here.multi_lock(["fifo-a", "fifo-b"]).map(drop),
     ] {
-        assert!(matches!(refused, Err(LockError::InvalidOptions(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(LockError::InvalidOptions(_))),
+            "{refused:?}"
+        );
     }
     here.shutdown().await;
     there.shutdown().await;
@@ -216,7 +239,10 @@ pub(crate) async fn arrival_order_waiter_that_gives_up_leaves_the_line<B: Backen
         .unwrap()
         .acquire_timeout(Duration::from_millis(400))
         .await;
-    assert!(matches!(timed_out, Err(LockError::Timeout(_))), "{timed_out:?}");
+    assert!(
+        matches!(timed_out, Err(LockError::Timeout(_))),
+        "{timed_out:?}"
+    );
     // The place would last 6 s (twice the longest backoff) and the next retry, which would
     // find nobody waiting, is 2 s or more away; the withdrawal empties the line within a
     // round trip.
@@ -224,7 +250,11 @@ pub(crate) async fn arrival_order_waiter_that_gives_up_leaves_the_line<B: Backen
         line_of(&store, &lock).await.is_empty()
     })
     .await;
-    assert!(left, "the line still holds {:?}", line_of(&store, &lock).await);
+    assert!(
+        left,
+        "the line still holds {:?}",
+        line_of(&store, &lock).await
+    );
     held.release().await.unwrap();
     here.shutdown().await;
     there.shutdown().await;

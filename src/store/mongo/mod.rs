@@ -13,7 +13,8 @@
 //!   token:        NumberLong(1718000000000016), // last token of that grant's reserved block
 //!   contendedAt:  ISODate("…") | null,          // since when other managers wait for this grant
 //!   lastContendedMs: NumberLong(…) | null,      // how long they had waited at the last release
-//!   forcedRelease: {at, holder, expiresAt}      // only after an operator's force-release
+//!   forcedRelease: {at, holder, expiresAt},     // only after an operator's force-release
+//!   line: [{holder, arrival, until}, …]         // managers waiting in arrival order (`line.rs`)
 //! }
 //! ```
 //!

@@ -112,9 +112,20 @@ fn lock_json((name, found): &Row) -> serde_json::Value {
         return json!({
             "name": name, "state": "free", "holder": null, "token": 0,
             "expires_in_ms": null, "contended_for_ms": null,
-            "kind": null, "permits": null, "holders": [],
+            "kind": null, "permits": null, "holders": [], "queue": [],
         });
     };
+    let queue: Vec<serde_json::Value> = record
+        .queue
+        .iter()
+        .map(|waiter| {
+            json!({
+                "holder": waiter.holder.as_str(),
+                "access": waiter.access.as_str(),
+                "waiting_for_ms": millis(Some(waiter.waiting_for)),
+            })
+        })
+        .collect();
     let holders: Vec<serde_json::Value> = holdings(record)
         .iter()
         .map(|holding| {
@@ -141,6 +152,7 @@ fn lock_json((name, found): &Row) -> serde_json::Value {
         "kind": kind,
         "permits": permits,
         "holders": holders,
+        "queue": queue,
     })
 }
 
@@ -263,7 +275,9 @@ pub(super) fn print_flushed(text: &str) -> std::io::Result<()> {
 /// to take a held lock. When a semaphore or reader/writer lock is among them, a `KIND`
 /// column follows the name (`mutex`, `semaphore`, `read/write`), their `STATE` says how
 /// much is held (`2/3 held`, `read (2)`, `write`), and each further holder gets a line of
-/// its own under the first (holder, token, time left). Control characters in names are
+/// its own under the first (holder, token, time left). Managers waiting in line (arrival
+/// order) follow, one line each: `waiting (exclusive)`, the manager, and how long its
+/// longest-waiting task has waited under `CONTENDED`. Control characters in names are
 /// escaped so a name cannot break the table.
 pub(super) fn render_table(locks: &[Row]) -> String {
     if locks.is_empty() {
@@ -326,6 +340,20 @@ pub(super) fn render_table(locks: &[Row]) -> String {
                 holding.token.to_string(),
                 duration::show(holding.expires_in),
                 String::new(),
+            ];
+            if with_kind {
+                row.insert(1, String::new());
+            }
+            rows.push(row);
+        }
+        for waiter in &record.queue {
+            let mut row = vec![
+                String::new(),
+                format!("waiting ({})", waiter.access.as_str()),
+                printable(waiter.holder.as_str()),
+                String::new(),
+                String::new(),
+                duration::show(waiter.waiting_for),
             ];
             if with_kind {
                 row.insert(1, String::new());
@@ -438,6 +466,31 @@ mod tests {
             "{table:?}"
         );
         assert_eq!(render_table(&[]), "no locks\n");
+    }
+
+    #[test]
+    fn managers_waiting_in_line_get_a_line_each() {
+        let waiting = |holder: &str, ms| {
+            mongolock::QueuedWaiter::new(
+                HolderId::from_string(holder.into()),
+                mongolock::Access::Exclusive,
+                Duration::from_millis(ms),
+            )
+        };
+        let record = LockRecord::held(HolderId::from_string("h".into()), 2, Duration::from_secs(9))
+            .with_queue(vec![waiting("w1", 1500), waiting("w2", 200)]);
+        let table = render_table(&[("x".into(), Some(record.clone()))]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(
+            lines[2].contains("waiting (exclusive)") && lines[2].contains("w1"),
+            "{table}"
+        );
+        assert!(lines[3].contains("w2"), "{table}");
+        let json = lock_json(&("x".into(), Some(record)));
+        assert_eq!(json["queue"][0]["holder"], "w1");
+        assert_eq!(json["queue"][0]["waiting_for_ms"], 1500);
+        assert_eq!(json["queue"][1]["access"], "exclusive");
     }
 
     #[test]
