@@ -32,6 +32,11 @@
 //! 7. **Answers in time:** `acquire_timeout(d)` answers within `d`, `try_acquire` within the
 //!    renew deadline (a multi-lock's within two: its tries, then giving back what it took),
 //!    every acquisition by shutdown.
+//! 8. **Arrival order** (schedules whose mutex tasks wait in line): the store grants an
+//!    attempt or hand-over in arrival order only if no other manager's live place in the
+//!    line arrived earlier (checked by the witness, in the store's order, against the line
+//!    its answers built); a task in arrival order gets its lock only from a grant asked for
+//!    it or for an earlier task of its process, never by a local pass.
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
@@ -486,6 +491,46 @@ impl History {
             self.violation(format!(
                 "{who:?} got token {token} on {name} by a local pass (its lease was granted {grant_token}), not above {largest} the store issued before"
             ));
+        }
+    }
+
+    /// Rule 8 for a task in arrival order that got `token` on `name`, having asked at
+    /// `asked`: the token is its lease's grant token (no local pass), and the grant was
+    /// asked for a task that arrived no later than this one (so the store, which grants
+    /// only ahead of every later live place in line, served the line's order — the
+    /// witness checks that part).
+    pub(crate) fn served_in_arrival_order(
+        &mut self,
+        who: Who,
+        name: &str,
+        token: u64,
+        asked: Instant,
+    ) {
+        let (grant_token, claimed) = {
+            let ledger = recorder::lock(&self.ledger);
+            let Some(lease) = ledger.lease_of(name, token, self.timings.block) else {
+                return; // reported by `granted`
+            };
+            (
+                ledger.grant_token(name, lease),
+                ledger.claimed_arrival(lease),
+            )
+        };
+        if grant_token != Some(token) {
+            self.violation(format!(
+                "{who:?} got token {token} on {name} in arrival order by a local pass (its lease was granted {grant_token:?})"
+            ));
+            return;
+        }
+        match claimed {
+            Some(claimed) if claimed > asked + INSTANT => self.violation(format!(
+                "{who:?} got {name} (token {token}) in arrival order from a grant asked for a task that arrived {:?} after it",
+                claimed - asked
+            )),
+            Some(_) => {}
+            None => self.violation(format!(
+                "{who:?} got {name} (token {token}) in arrival order from a grant not asked in arrival order"
+            )),
         }
     }
 

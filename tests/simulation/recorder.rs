@@ -19,7 +19,9 @@ use mongolock::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
     LeaseKey, RecordEvent, ReleaseDemand, ReleaseOutcome,
 };
-use mongolock::{Access, HolderId, LockKind, LockName, StoreError, store::LockStore};
+use mongolock::{
+    Access, HolderId, LockKind, LockName, MAX_LEASE_DURATION, StoreError, store::LockStore,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -55,6 +57,9 @@ pub(crate) struct Ledger {
     /// granted it: the count the grant is held to (a request of a count the record had
     /// before `set_permits` changed it is decided by the current one).
     counts: HashMap<(String, u64), u32>,
+    /// Per name, the line of managers waiting in arrival order as the store's answers
+    /// built it (holder → arrival, end), in the store's order.
+    lines: BTreeMap<String, HashMap<HolderId, (Instant, Instant)>>,
 }
 
 struct LeaseFacts {
@@ -64,6 +69,9 @@ struct LeaseFacts {
     confirmed_send: Instant,
     /// How long others had waited, as the hand-over that granted the lease reported.
     contended_for: Option<Duration>,
+    /// For a lease asked for in arrival order: the arrival of the task it was asked for
+    /// (the send minus the request's `waited`).
+    claimed_arrival: Option<Instant>,
 }
 
 impl Ledger {
@@ -74,6 +82,7 @@ impl Ledger {
                 granted_send: sent,
                 confirmed_send: sent,
                 contended_for: None,
+                claimed_arrival: None,
             },
         );
         self.by_token
@@ -135,6 +144,59 @@ impl Ledger {
             self.store_violations.push(problem);
         }
         issued.push((now, token));
+    }
+
+    /// A lease granted to `request` sent at `sent`: if in arrival order, the arrival of
+    /// the task it was asked for.
+    fn claimed(&mut self, request: &AcquireRequest, sent: Instant) {
+        if let Some(facts) = self.leases.get_mut(&request.lease)
+            && request.in_arrival_order
+        {
+            facts.claimed_arrival = Some(sent.checked_sub(request.waited).unwrap_or(sent));
+        }
+    }
+
+    /// The arrival the grant of `lease` was asked for (arrival order only).
+    pub(crate) fn claimed_arrival(&self, lease: LeaseId) -> Option<Instant> {
+        self.leases.get(&lease)?.claimed_arrival
+    }
+
+    /// The store answered `request` (in arrival order) now, granting it or not: a grant
+    /// must find no other manager's live place that arrived earlier, and takes its
+    /// manager's place out; a refusal puts its manager in line.
+    fn answered_in_line(&mut self, request: &AcquireRequest, granted: bool) {
+        if !request.in_arrival_order {
+            return;
+        }
+        let now = Instant::now();
+        let arrival = now
+            .checked_sub(request.waited.min(MAX_LEASE_DURATION))
+            .unwrap_or(now);
+        let line = self
+            .lines
+            .entry(request.name.as_str().to_owned())
+            .or_default();
+        if !granted {
+            let until = now + request.retry_within.min(MAX_LEASE_DURATION);
+            line.insert(request.holder.clone(), (arrival, until));
+            return;
+        }
+        line.remove(&request.holder);
+        let ahead: Vec<String> = line
+            .iter()
+            .filter(|(_, (earlier, until))| *until > now && *earlier < arrival)
+            .map(|(holder, (earlier, _))| format!("{holder} (waiting {:?})", now - *earlier))
+            .collect();
+        if !ahead.is_empty() {
+            let problem = format!(
+                "the store granted {} to {} in arrival order (waiting {:?}) ahead of {}",
+                request.name,
+                request.holder,
+                now - arrival,
+                ahead.join(", ")
+            );
+            self.store_violations.push(problem);
+        }
     }
 
     /// The store released `lease` now (the first time counts).
@@ -234,8 +296,9 @@ impl<S: LockStore> LockStore for Recorder<S> {
         let sent = self.sent(Call::Acquire);
         let result = self.inner.try_acquire(request).await;
         if let Ok(AcquireOutcome::Acquired { token }) = &result {
-            self.ledger()
-                .granted(&request.name, *token, request.lease, sent);
+            let mut ledger = self.ledger();
+            ledger.granted(&request.name, *token, request.lease, sent);
+            ledger.claimed(request, sent);
         }
         result
     }
@@ -304,6 +367,7 @@ impl<S: LockStore> LockStore for Recorder<S> {
         {
             let mut ledger = self.ledger();
             ledger.granted(&to.name, *token, to.lease, sent);
+            ledger.claimed(to, sent);
             if let Some(facts) = ledger.leases.get_mut(&to.lease) {
                 facts.contended_for = *contended_for;
             }
@@ -377,6 +441,10 @@ impl<S: LockStore> LockStore for Witness<S> {
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         let result = self.inner.try_acquire(request).await;
+        if let Ok(outcome) = &result {
+            let granted = matches!(outcome, AcquireOutcome::Acquired { .. });
+            lock(&self.ledger).answered_in_line(request, granted);
+        }
         if let Ok(AcquireOutcome::Acquired { token }) = &result {
             lock(&self.ledger).issued(&request.name, *token);
             self.count_granted(request, *token).await;
@@ -428,6 +496,11 @@ impl<S: LockStore> LockStore for Witness<S> {
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
         let result = self.inner.hand_over(from, to).await;
+        match &result {
+            Ok(HandOverOutcome::HandedOver { .. }) => lock(&self.ledger).answered_in_line(to, true),
+            Ok(HandOverOutcome::Released { .. }) => lock(&self.ledger).answered_in_line(to, false),
+            _ => {}
+        }
         if let Ok(HandOverOutcome::HandedOver { token, .. }) = &result {
             lock(&self.ledger).issued(&to.name, *token);
             self.count_granted(to, *token).await;
@@ -444,7 +517,13 @@ impl<S: LockStore> LockStore for Witness<S> {
     }
 
     async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
-        self.inner.withdraw(name, holder).await
+        let result = self.inner.withdraw(name, holder).await;
+        if result.is_ok()
+            && let Some(line) = lock(&self.ledger).lines.get_mut(name.as_str())
+        {
+            line.remove(holder);
+        }
+        result
     }
 
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {

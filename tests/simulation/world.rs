@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey};
 use mongolock::testing::FaultyStore;
-use mongolock::{Access, HolderId, LockError, LockGuard, MultiLock, MultiLockGuard};
+use mongolock::{Access, Fairness, HolderId, LockError, LockGuard, MultiLock, MultiLockGuard};
 use mongolock::{
     Election, ElectionEvent, ElectionOptions, LockManager, LockOptions, MemoryStore, RwLock,
     Semaphore, store::LockStore,
@@ -143,6 +143,11 @@ impl Target {
         }
     }
 
+    /// Whether the task waits in line (a mutex in arrival order).
+    fn in_arrival_order(&self) -> bool {
+        matches!(self, Self::Mutex(lock) if lock.options().fairness() == Fairness::ArrivalOrder)
+    }
+
     /// The access each held name is granted with.
     fn access(&self) -> Access {
         match self {
@@ -250,6 +255,8 @@ pub(crate) struct World {
     options: LockOptions,
     /// Every manager's store and the intruder's: the shared store under the witness.
     witnessed: Store,
+    /// How the schedule's mutex tasks take turns across processes.
+    mutex_fairness: Fairness,
 }
 
 impl World {
@@ -263,6 +270,12 @@ impl World {
             Some(Duration::from_millis(400)),
         ][rng.random_range(0..3)];
         let options = options(fairness_bound);
+        // Mutex tasks wait in line in a third of the schedules (other kinds refuse it).
+        let mutex_fairness = if rng.random_bool(0.33) {
+            Fairness::ArrivalOrder
+        } else {
+            Fairness::Bounded
+        };
         let timings = Timings {
             expiry: options.lease_duration(),
             renew_deadline: options.renew_deadline(),
@@ -292,10 +305,12 @@ impl World {
             intruder_holds: BTreeMap::new(),
             intruder_grants: 0,
             holders,
+            mutex_fairness,
         };
         self::history(&world.history).note(format!(
-            "{SEMAPHORE} has {permits} permits; fairness bound {:?}",
-            world.options.fairness_bound()
+            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}",
+            world.options.fairness_bound(),
+            world.mutex_fairness
         ));
         for slot in 0..SLOTS {
             world.start_manager(slot).await;
@@ -410,7 +425,8 @@ impl World {
         } else {
             self.name()
         };
-        if let Ok(lock) = self.managers[manager].manager.lock(name) {
+        let options = self.options.clone().with_fairness(self.mutex_fairness);
+        if let Ok(lock) = self.managers[manager].manager.lock_with(name, options) {
             self.spawn_client(manager, Target::Mutex(lock));
         }
     }
@@ -445,6 +461,11 @@ impl World {
     /// Two or three mutex names in a random order, maybe one twice; now and then with a
     /// name of another kind, which must fail the whole and leave no member held.
     fn spawn_multi_client(&mut self) {
+        // A multi-lock's members do not wait in line: beside mutex tasks that do, its grants
+        // would serve them out of order (every user of a name is to use the same mode).
+        if self.mutex_fairness == Fairness::ArrivalOrder {
+            return self.spawn_mutex_client();
+        }
         let Some(manager) = self.live_manager() else {
             return;
         };
@@ -1063,6 +1084,11 @@ async fn client(run: ClientRun) {
             })
             .collect();
         history.members_taken_earlier(false);
+        if target.in_arrival_order() {
+            for (name, token) in &tokens {
+                history.served_in_arrival_order(who, name, *token, asked);
+            }
+        }
         places
     };
     *lock_phase(&phase) = ClientPhase::Holding;
