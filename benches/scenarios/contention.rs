@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use distributed_lock_mongo::MongoDistributedLock;
-use mongolock::LockOptions;
+use mongolock::{Fairness, LockOptions};
 use tokio::time::Instant;
 
 use crate::child::{Args, Side, emit, scratch_name};
@@ -213,7 +213,8 @@ async fn run<C: Contender>(
 /// threshold and the step back of the rule before the bound (starvation mode).
 const BOUND_AS_BEFORE: Duration = Duration::from_millis(800);
 
-/// S3 for `system`: `mongolock`, `mongolock-random`, `mongolock-bound800`, `dl` or `peer`.
+/// S3 for `system`: `mongolock`, `mongolock-random`, `mongolock-bound800`, `mongolock-fifo`
+/// (arrival order across processes), `dl` or `peer`.
 pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     let system = args.text("system", "mongolock");
     let tasks = args.get("tasks", 64_usize);
@@ -227,11 +228,14 @@ pub(crate) async fn s3(args: &Args) -> Result<(), String> {
     ];
     let name = "s3";
     let outcome = match system.as_str() {
-        "mongolock" | "mongolock-random" | "mongolock-bound800" => {
+        "mongolock" | "mongolock-random" | "mongolock-bound800" | "mongolock-fifo" => {
             let mut options =
                 LockOptions::default().with_adaptive_backoff(system != "mongolock-random");
             if system == "mongolock-bound800" {
                 options = options.with_fairness_bound(BOUND_AS_BEFORE);
+            }
+            if system == "mongolock-fifo" {
+                options = options.with_fairness(Fairness::ArrivalOrder);
             }
             let managers = [
                 sides[0].manager(options.clone()).await?,

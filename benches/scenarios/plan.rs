@@ -52,10 +52,11 @@ pub(crate) const S5_LOCKS: [usize; 3] = [1_000, 10_000, 50_000];
 pub(crate) const S1_SYSTEMS: [&str; 5] = ["mongolock", "floor", "dl", "peer", "memory"];
 /// Repetitions of S1 in a full run: the ratio to the floor is the smallest effect measured.
 const S1_FULL_REPS: usize = 5;
-/// The S3 systems.
-pub(crate) const S3_SYSTEMS: [&str; 5] = [
+/// The S3 systems; `mongolock-fifo` is `mongolock` with `Fairness::ArrivalOrder`.
+pub(crate) const S3_SYSTEMS: [&str; 6] = [
     "mongolock",
     "mongolock-bound800",
+    "mongolock-fifo",
     "mongolock-random",
     "dl",
     "peer",

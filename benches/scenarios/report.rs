@@ -609,26 +609,28 @@ fn s3_label(system: &str) -> &'static str {
         "mongolock" => "mongolock (defaults: adaptive backoff 10–800 ms)",
         "mongolock-random" => "mongolock (random 10–800 ms retry)",
         "mongolock-bound800" => "mongolock, fairness bound 800 ms (the rule before the bound)",
+        "mongolock-fifo" => "mongolock, arrival order (Fairness::ArrivalOrder)",
         "dl" => "DistributedLock algorithm (random 10–800 ms poll, delete on release)",
         "peer" => "distributed-lock-mongo 0.2 (10 ms poll)",
         _ => "?",
     }
 }
 
-/// Issue 25's default-mode rows: a waiter's turn in bounded time at nearly all the speed.
+/// One fairness target row: (what, figure, digits, unit, target, whether a median meets it).
+type FairnessRow = (
+    &'static str,
+    &'static str,
+    usize,
+    &'static str,
+    &'static str,
+    fn(f64) -> bool,
+);
+
+/// Issue 25's default-mode rows (a waiter's turn in bounded time at nearly all the speed),
+/// then the arrival-order rows (`Fairness::ArrivalOrder`: strict turns at a bounded cost),
+/// each against a baseline measured in the same run.
 fn s3_fairness_rows(results: &Results, head: &mut Table) {
-    let key = "s3/mongolock";
-    let before = "s3/mongolock-bound800";
-    // (what, figure, digits, unit, target, whether a median meets it)
-    type Row = (
-        &'static str,
-        &'static str,
-        usize,
-        &'static str,
-        &'static str,
-        fn(f64) -> bool,
-    );
-    let rows: [Row; 4] = [
+    let default_rows: [FairnessRow; 4] = [
         (
             "share of the ceiling (default fairness bound)",
             "of_ceiling_pct",
@@ -662,15 +664,71 @@ fn s3_fairness_rows(results: &Results, head: &mut Table) {
             |v| v <= 0.2,
         ),
     ];
-    for (what, value, digits, unit, target, met) in rows {
+    fairness_rows(
+        results,
+        head,
+        "s3/mongolock",
+        ("bound 800 ms (as before)", "s3/mongolock-bound800"),
+        &default_rows,
+    );
+    let fifo_rows: [FairnessRow; 4] = [
+        (
+            "share of the ceiling (arrival order)",
+            "of_ceiling_pct",
+            1,
+            " %",
+            "≥ 55 %",
+            |v| v >= 55.0,
+        ),
+        (
+            "p99 wait per acquisition ÷ the FIFO share (arrival order)",
+            "wait_p99_fifo",
+            2,
+            "×",
+            "≤ 1.3×",
+            |v| v <= 1.3,
+        ),
+        (
+            "longest wait ÷ the FIFO share (arrival order)",
+            "wait_max_fifo",
+            2,
+            "×",
+            "≤ 1.5×",
+            |v| v <= 1.5,
+        ),
+        (
+            "commands per acquisition (arrival order)",
+            "cmds_per_acq",
+            2,
+            "",
+            "≤ 2.5",
+            |v| v <= 2.5,
+        ),
+    ];
+    fairness_rows(
+        results,
+        head,
+        "s3/mongolock-fifo",
+        ("default fairness bound", "s3/mongolock"),
+        &fifo_rows,
+    );
+}
+
+/// A headline row per target: the median of `key`'s figure judged against the target, with
+/// the same figure of the `(label, key)` baseline beside it.
+fn fairness_rows(
+    results: &Results,
+    head: &mut Table,
+    key: &str,
+    (label, baseline): (&str, &str),
+    rows: &[FairnessRow],
+) {
+    for &(what, value, digits, unit, target, met) in rows {
         head.row(&[
             "S3".into(),
             what.into(),
             cell(results, key, value, digits, unit),
-            format!(
-                "bound 800 ms (as before): {}",
-                cell(results, before, value, digits, unit)
-            ),
+            format!("{label}: {}", cell(results, baseline, value, digits, unit)),
             "—".into(),
             target.into(),
             verdict(figure(results, key, value).map(|f| met(f.median))).into(),
