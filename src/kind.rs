@@ -119,6 +119,13 @@ impl Access {
         matches!(self, Self::Exclusive | Self::Write)
     }
 
+    /// In arrival order, whether a waiter for this access waits behind an earlier waiter
+    /// for `earlier`: readers do not wait behind readers (consecutive readers go in
+    /// together); every other access waits behind every earlier waiter of its lock.
+    pub(crate) fn waits_behind(self, earlier: Access) -> bool {
+        !matches!((self, earlier), (Self::Read, Self::Read))
+    }
+
     /// A short, stable label (`exclusive`, `permit`, `read`, `write`), for metrics and
     /// records.
     ///

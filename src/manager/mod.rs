@@ -156,11 +156,6 @@ impl LockManager {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: impl AsRef<str>, permits: u32) -> Result<Semaphore, LockError> {
-        check_fairness(
-            &self.defaults,
-            self.runtime.store.as_ref(),
-            Some("a semaphore"),
-        )?;
         Semaphore::new(self.lock(name)?, permits)
     }
 
@@ -185,7 +180,6 @@ impl LockManager {
         permits: u32,
         options: LockOptions,
     ) -> Result<Semaphore, LockError> {
-        check_fairness(&options, self.runtime.store.as_ref(), Some("a semaphore"))?;
         Semaphore::new(self.lock_with(name, options)?, permits)
     }
 
@@ -205,11 +199,6 @@ impl LockManager {
     /// # Ok(()) }
     /// ```
     pub fn rw_lock(&self, name: impl AsRef<str>) -> Result<RwLock, LockError> {
-        check_fairness(
-            &self.defaults,
-            self.runtime.store.as_ref(),
-            Some("a reader/writer lock"),
-        )?;
         Ok(RwLock::new(self.lock(name)?))
     }
 
@@ -232,11 +221,6 @@ impl LockManager {
         name: impl AsRef<str>,
         options: LockOptions,
     ) -> Result<RwLock, LockError> {
-        check_fairness(
-            &options,
-            self.runtime.store.as_ref(),
-            Some("a reader/writer lock"),
-        )?;
         Ok(RwLock::new(self.lock_with(name, options)?))
     }
 
@@ -431,12 +415,12 @@ impl std::fmt::Debug for LockManager {
 }
 
 /// Refuses [`Fairness::ArrivalOrder`](crate::options::Fairness::ArrivalOrder) where it cannot
-/// be kept: on a store that keeps no line, or for `shared` (a kind other than a plain lock,
-/// named for the message), whose places do not wait in line yet.
+/// be kept: on a store that keeps no line, or for `combined` (a multi-lock, named for the
+/// message), whose members are taken one after another and never wait in line.
 pub(crate) fn check_fairness(
     options: &LockOptions,
     store: &dyn LockStore,
-    shared: Option<&str>,
+    combined: Option<&str>,
 ) -> Result<(), LockError> {
     if !options.in_arrival_order() {
         return Ok(());
@@ -446,9 +430,9 @@ pub(crate) fn check_fairness(
             "Fairness::ArrivalOrder needs a store that keeps a line of waiters (MongoStore and MemoryStore do; this store does not): use Fairness::Bounded".to_owned(),
         ));
     }
-    match shared {
+    match combined {
         Some(what) => Err(LockError::InvalidOptions(format!(
-            "Fairness::ArrivalOrder applies to plain locks only so far; {what} takes Fairness::Bounded (pass options with it to the `_with` constructor)"
+            "Fairness::ArrivalOrder applies to locks, semaphores and reader/writer locks; {what} takes Fairness::Bounded (pass options with it to the `_with` constructor)"
         ))),
         None => Ok(()),
     }

@@ -158,6 +158,8 @@ macro_rules! conformance_suite {
             shared_records::shared_records_requests_at_the_edges_are_answered_not_panicked,
             arrival_order::arrival_order_grants_the_earliest_place_first,
             arrival_order::arrival_order_places_end_or_are_withdrawn,
+            arrival_order::arrival_order_readers_go_in_together_behind_earlier_writers,
+            arrival_order::arrival_order_permits_go_to_the_earliest_place,
             arrival_order::arrival_order_lock_serves_processes_in_arrival_order,
             arrival_order::arrival_order_waiter_that_gives_up_leaves_the_line,
         );

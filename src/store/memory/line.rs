@@ -1,5 +1,5 @@
 //! The line of managers waiting for one name in arrival order: one place per manager, for
-//! its longest-waiting task, each live until its end (see the arrival-order rules of
+//! its longest-waiting task and that task's access, each live until its end (see the arrival-order rules of
 //! [`LockStore`](crate::store::LockStore)).
 
 use tokio::time::Instant;
@@ -24,16 +24,20 @@ pub(super) struct WaitingLine {
 }
 
 impl WaitingLine {
-    /// Whether a live place of a manager other than `holder` arrived before `arrival`.
+    /// Whether a live place of a manager other than `holder`, for an access `access` waits
+    /// behind, arrived before `arrival`.
     pub(super) fn earlier_elsewhere(
         &self,
         holder: &HolderId,
-        arrival: Instant,
+        (access, arrival): (Access, Instant),
         now: Instant,
     ) -> bool {
-        self.places
-            .iter()
-            .any(|place| place.until > now && place.holder != *holder && place.arrival < arrival)
+        self.places.iter().any(|place| {
+            place.until > now
+                && place.holder != *holder
+                && place.arrival < arrival
+                && access.waits_behind(place.access)
+        })
     }
 
     /// Puts `holder` in line as arriving at `arrival`, until `until` (replacing its place,

@@ -183,7 +183,8 @@ impl MemoryState {
     fn behind_in_line(&self, request: &AcquireRequest, now: Instant) -> bool {
         request.in_arrival_order
             && self.lines.get(&request.name).is_some_and(|line| {
-                line.earlier_elsewhere(&request.holder, Self::arrival(request, now), now)
+                let arrival = Self::arrival(request, now);
+                line.earlier_elsewhere(&request.holder, (request.access, arrival), now)
             })
     }
 
@@ -222,17 +223,26 @@ impl MemoryState {
         if self.records.contains_key(&request.name) {
             return Err(mismatch(&request.name, LockKind::Mutex, asked));
         }
-        let Self {
-            shared, last_token, ..
-        } = self;
-        let record = shared
+        let record = self
+            .shared
             .entry(request.name.clone())
             .or_insert_with(|| SharedRecord::new(asked));
         if !record.accepts(asked) {
             return Err(mismatch(&request.name, record.kind(), asked));
         }
+        if self.behind_in_line(request, now) {
+            self.place_in_line(request, now);
+            return Ok(AcquireOutcome::Busy { holder: None });
+        }
+        let Self {
+            shared, last_token, ..
+        } = self;
+        let Some(record) = shared.get_mut(&request.name) else {
+            return Ok(AcquireOutcome::Busy { holder: None });
+        };
         match record.try_acquire(request, now, || reserve_tokens(last_token)) {
             SharedGrant::Granted(token) => {
+                self.leave_line(&request.name, &request.holder, now);
                 self.recorded(&RecordEvent::Granted {
                     name: request.name.clone(),
                     holder: Some(request.holder.clone()),
@@ -241,7 +251,10 @@ impl MemoryState {
                 });
                 Ok(AcquireOutcome::Acquired { token })
             }
-            SharedGrant::Busy(holder) => Ok(AcquireOutcome::Busy { holder }),
+            SharedGrant::Busy(holder) => {
+                self.place_in_line(request, now);
+                Ok(AcquireOutcome::Busy { holder })
+            }
         }
     }
 
@@ -717,14 +730,14 @@ impl LockStore for MemoryStore {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         let now = Instant::now();
         let state = self.state();
-        if let Some(record) = state.shared.get(name) {
-            return Ok(Some(record.record(now)));
-        }
         let queue = state
             .lines
             .get(name)
             .map(|line| line.queue(now))
             .unwrap_or_default();
+        if let Some(record) = state.shared.get(name) {
+            return Ok(Some(record.record(now).with_queue(queue)));
+        }
         let record = state.records.get(name).map(|record| {
             let mut inspected = if record.is_expired(now) {
                 LockRecord::free(record.token)

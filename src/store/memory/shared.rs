@@ -152,17 +152,20 @@ impl SharedRecord {
             && self
                 .readers_turn_from
                 .is_some_and(|from| waiting_since <= from);
+        // In arrival order the line (checked before) decides who goes first: the waiting
+        // marks and the readers' turn are neither read nor written.
+        let marks = !request.in_arrival_order;
         let free = match (request.access, self.kind) {
             // The record's count, which a request of a count it had before is judged by.
             (Access::Permit { .. }, LockKind::Semaphore { permits })
             | (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
             (Access::Write, _) => {
-                self.holders.is_empty() && (!readers_turn || self.readers_turn_served)
+                self.holders.is_empty() && (!marks || !readers_turn || self.readers_turn_served)
             }
             (Access::Read, _) => {
                 !writer_holds
                     && self.holders.len() < MAX_PERMITS as usize
-                    && (waited_for_the_turn || !live(self.writer_waiting_until, now))
+                    && (!marks || waited_for_the_turn || !live(self.writer_waiting_until, now))
             }
             (Access::Exclusive, _) => false,
         };
@@ -177,7 +180,7 @@ impl SharedRecord {
                 Access::Read => Some(&mut self.readers_waiting_until),
                 _ => None,
             };
-            if let Some(until) = waiting.filter(|_| !request.retry_within.is_zero()) {
+            if let Some(until) = waiting.filter(|_| marks && !request.retry_within.is_zero()) {
                 *until = Some(until.map_or(mark, |until| until.max(mark)));
             }
             return SharedGrant::Busy(self.holders.first().map(|first| first.holder.clone()));

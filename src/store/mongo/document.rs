@@ -273,7 +273,7 @@ pub(super) fn lock_record(document: &Document) -> Result<LockRecord, StoreError>
         None => LockRecord::free(token),
     };
     record.contended_for = contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs()));
-    Ok(record.with_queue(super::line::queue(document)))
+    Ok(record.with_queue(super::line::queue(document, kind)))
 }
 
 /// The value [`KIND`] has for `kind`; `None` for a mutex, whose document has no kind.
@@ -507,7 +507,8 @@ fn shared_record(
         }
         _ => None,
     };
-    let mut record = LockRecord::shared(kind, grant_token(document)?, holders);
+    let mut record = LockRecord::shared(kind, grant_token(document)?, holders)
+        .with_queue(super::line::queue(document, kind));
     record.contended_for = contended_ms.map(|ms| Duration::from_millis(ms.max(0).unsigned_abs()));
     Ok(record)
 }

@@ -1,11 +1,13 @@
-//! The line of managers waiting for a mutex in arrival order, kept on its document (see the
+//! The line of managers waiting for a lock in arrival order, kept on its document (see the
 //! arrival-order rules of [`LockStore`](crate::store::LockStore)):
 //!
 //! ```text
-//! line: [{ holder: "host:4242:1a2b3c4d", arrival: ISODate("…"), until: ISODate("…") }, …]
+//! line: [{ holder: "host:4242:1a2b3c4d", access: "exclusive" | "permit" | "read" | "write",
+//!           arrival: ISODate("…"), until: ISODate("…") }, …]
 //! ```
 //!
-//! One place per manager, for its longest-waiting task: `arrival` is the server's `$$NOW`
+//! One place per manager, for its longest-waiting task and that task's access (a reader
+//! waits only behind earlier writers, every other access behind every earlier place): `arrival` is the server's `$$NOW`
 //! minus the request's `waited`, `until` its `$$NOW` plus `retry_within`; a place is live
 //! until then. A release keeps the line (the document stays until the TTL index removes
 //! it; a line lost that way costs order, never safety).
@@ -14,9 +16,9 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, doc};
 
-use super::document::{HOLDER, SERVER_NOW};
+use super::document::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
 use super::pipeline::{literal, now_plus};
-use crate::kind::Access;
+use crate::kind::{Access, LockKind};
 use crate::store::outcome::QueuedWaiter;
 use crate::store::request::{HolderId, mark_length};
 
@@ -41,15 +43,20 @@ pub(super) fn others_in_line(holder: &str) -> Document {
     } }
 }
 
-/// Whether a place in `others` (an expression for the other managers' live places)
-/// arrived before `arrival`.
-pub(super) fn earlier_in(others: impl Into<Bson>, arrival: &Document) -> Document {
+/// Whether a place in `others` (an expression for the other managers' live places) that
+/// `access` waits behind arrived before `arrival`.
+pub(super) fn earlier_in(others: impl Into<Bson>, access: Access, arrival: &Document) -> Document {
+    let earlier = doc! { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] };
+    let cond = match access {
+        // Consecutive readers go in together: a reader waits only behind other accesses.
+        Access::Read => doc! { "$and": [
+            earlier,
+            { "$ne": [format!("$${PLACE}.{ACCESS}"), READ] },
+        ] },
+        _ => earlier,
+    };
     doc! { "$gt": [
-        { "$size": { "$filter": {
-            "input": others.into(),
-            "as": PLACE,
-            "cond": { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] },
-        } } },
+        { "$size": { "$filter": { "input": others.into(), "as": PLACE, "cond": cond } } },
         0,
     ] }
 }
@@ -57,7 +64,7 @@ pub(super) fn earlier_in(others: impl Into<Bson>, arrival: &Document) -> Documen
 /// `others` with `holder`'s place (arrived at `arrival`, lasting `retry_within`) added.
 pub(super) fn with_place(
     others: impl Into<Bson>,
-    holder: &str,
+    (holder, access): (&str, Access),
     arrival: &Document,
     retry_within: Duration,
 ) -> Document {
@@ -65,6 +72,7 @@ pub(super) fn with_place(
         others.into(),
         [{
             HOLDER: literal(holder.into()),
+            ACCESS: access.as_str(),
             ARRIVAL: arrival,
             UNTIL: now_plus(mark_length(retry_within)),
         }],
@@ -81,29 +89,31 @@ pub(super) fn withdraw(holder: &HolderId) -> Vec<Document> {
     vec![doc! { "$set": { LINE: others_in_line(holder.as_str()) } }]
 }
 
-/// The live places of an inspected document (read with its [`SERVER_NOW`]), earliest
-/// arrival first. A mutex's places wait for the whole lock.
-pub(super) fn queue(document: &Document) -> Vec<QueuedWaiter> {
+/// The live places of an inspected document of `kind` (read with its [`SERVER_NOW`]),
+/// earliest arrival first.
+pub(super) fn queue(document: &Document, kind: LockKind) -> Vec<QueuedWaiter> {
     let (Ok(places), Ok(now)) = (document.get_array(LINE), document.get_datetime(SERVER_NOW))
     else {
         return Vec::new();
     };
     let now = now.timestamp_millis();
-    let mut live: Vec<(i64, HolderId)> = places
+    let access_of = |place: &Document| match (place.get_str(ACCESS), kind) {
+        (Ok(READ), _) => Access::Read,
+        (Ok(WRITE), _) => Access::Write,
+        (_, LockKind::Semaphore { permits }) => Access::Permit { permits },
+        _ => Access::Exclusive,
+    };
+    let mut live: Vec<(i64, QueuedWaiter)> = places
         .iter()
         .filter_map(Bson::as_document)
         .filter_map(|place| {
             let until = place.get_datetime(UNTIL).ok()?.timestamp_millis();
             let arrival = place.get_datetime(ARRIVAL).ok()?.timestamp_millis();
-            let holder = place.get_str(HOLDER).ok()?;
-            (until > now).then(|| (arrival, HolderId::from_string(holder.to_owned())))
+            let holder = HolderId::from_string(place.get_str(HOLDER).ok()?.to_owned());
+            let waited = Duration::from_millis(now.saturating_sub(arrival).max(0).unsigned_abs());
+            (until > now).then(|| (arrival, QueuedWaiter::new(holder, access_of(place), waited)))
         })
         .collect();
     live.sort_by_key(|(arrival, _)| *arrival);
-    live.into_iter()
-        .map(|(arrival, holder)| {
-            let waited = now.saturating_sub(arrival).max(0).unsigned_abs();
-            QueuedWaiter::new(holder, Access::Exclusive, Duration::from_millis(waited))
-        })
-        .collect()
+    live.into_iter().map(|(_, waiter)| waiter).collect()
 }

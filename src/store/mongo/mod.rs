@@ -327,8 +327,11 @@ impl MongoStore {
                         &lease,
                         request.holder.as_str(),
                         request.lease_duration,
-                        request.waited,
-                        request.retry_within,
+                        (
+                            request.waited,
+                            request.retry_within,
+                            request.in_arrival_order,
+                        ),
                     ),
                 )
                 .upsert(true)
@@ -373,8 +376,7 @@ impl MongoStore {
             new,
             to.holder.as_str(),
             to.lease_duration,
-            to.waited,
-            to.retry_within,
+            (to.waited, to.retry_within, to.in_arrival_order),
         );
         let after = self
             .collection

@@ -195,9 +195,8 @@ pub(super) fn acquire(
     let mut stages = Vec::with_capacity(4);
     if in_line.is_some() {
         stages.push(doc! { "$set": { OTHERS_IN_LINE: line::others_in_line(holder) } });
-        free.push(
-            doc! { "$not": [line::earlier_in(field(OTHERS_IN_LINE), &waiting_since)] }.into(),
-        );
+        let earlier = line::earlier_in(field(OTHERS_IN_LINE), Access::Exclusive, &waiting_since);
+        free.push(doc! { "$not": [earlier] }.into());
     }
     stages.push(doc! { "$set": { FREE: { "$and": free } } });
     let mut fields = doc! {
@@ -221,7 +220,8 @@ pub(super) fn acquire(
     };
     if let Some(retry_within) = in_line {
         let others = field(OTHERS_IN_LINE);
-        let placed = line::with_place(others.clone(), holder, &waiting_since, retry_within);
+        let place = (holder, Access::Exclusive);
+        let placed = line::with_place(others.clone(), place, &waiting_since, retry_within);
         fields.insert(
             line::LINE,
             doc! { "$cond": [&is_mutex, when_free(others.into(), placed.into()), field(line::LINE)] },
@@ -320,7 +320,12 @@ pub(super) fn hand_over(
         doc! { "$cond": [
             &go,
             &others,
-            line::with_place(others.clone(), holder, &waiting_since, retry_within),
+            line::with_place(
+                others.clone(),
+                (holder, Access::Exclusive),
+                &waiting_since,
+                retry_within,
+            ),
         ] },
     );
     vec![
@@ -328,7 +333,9 @@ pub(super) fn hand_over(
             LAST_CONTENDED_MS: contended_ms(),
             OTHERS_IN_LINE: line::others_in_line(holder),
         } },
-        doc! { "$set": { FREE: { "$not": [line::earlier_in(others.clone(), &waiting_since)] } } },
+        doc! { "$set": { FREE: {
+            "$not": [line::earlier_in(others.clone(), Access::Exclusive, &waiting_since)]
+        } } },
         doc! { "$set": fields },
         doc! { "$unset": [FREE, OTHERS_IN_LINE] },
     ]
@@ -460,8 +467,25 @@ fn count_with_access(access: &str) -> Document {
 /// holds and the readers' turn is off or has let a reader in; a read while no writer
 /// holds, fewer than `MAX_PERMITS` read, and no writer waits — unless it is the readers'
 /// turn and this reader (waiting since `waiting_since`) waited since the turn began.
-fn grant_rule(access: Access, waiting_since: &Document) -> Bson {
+///
+/// In arrival order (`in_line`) the line decides who goes first instead of the waiting
+/// marks and the readers' turn: a permit while fewer hold than the count, the write while
+/// nobody holds, a read while no writer holds and fewer than `MAX_PERMITS` read — each only
+/// if no other manager's live place it waits behind arrived earlier.
+fn grant_rule(access: Access, waiting_since: &Document, in_line: bool) -> Bson {
     let held = doc! { "$size": field(HOLDERS) };
+    if in_line {
+        let fits = match access {
+            Access::Permit { .. } => doc! { "$lt": [held, field(PERMITS)] },
+            Access::Write => doc! { "$eq": [held, 0] },
+            _ => doc! { "$and": [
+                { "$eq": [count_with_access(WRITE), 0] },
+                { "$lt": [held, i64::from(MAX_PERMITS)] },
+            ] },
+        };
+        let earlier = line::earlier_in(field(OTHERS_IN_LINE), access, waiting_since);
+        return doc! { "$and": [fits, { "$not": [earlier] }] }.into();
+    }
     match access {
         // The record's count (set by the stage before for a new record): a request of a
         // count it had before `set_permits` changed it is decided by the current one.
@@ -506,8 +530,7 @@ pub(super) fn shared_acquire(
     lease: &Bson,
     holder: &str,
     expiry: Duration,
-    waited: Duration,
-    retry_within: Duration,
+    (waited, retry_within, in_line): (Duration, Duration, bool),
 ) -> Vec<Document> {
     let when_free = |then: Bson, otherwise: Bson| -> Bson {
         Bson::Document(doc! { "$cond": [field(FREE), then, otherwise] })
@@ -547,7 +570,17 @@ pub(super) fn shared_acquire(
         Access::Read => Some(READERS_WAITING_UNTIL),
         _ => None,
     };
-    if let Some(mark) = waiting_mark {
+    if in_line {
+        let others = field(OTHERS_IN_LINE);
+        let placed = line::with_place(
+            others.clone(),
+            (holder, access),
+            &waiting_since,
+            retry_within,
+        );
+        decided.insert(line::LINE, when_free(others.into(), placed.into()));
+    }
+    if let Some(mark) = waiting_mark.filter(|_| !in_line) {
         let refused = if retry_within.is_zero() {
             Bson::from(field(mark))
         } else {
@@ -585,6 +618,9 @@ pub(super) fn shared_acquire(
         _ => {}
     }
     let mut first = doc! { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() };
+    if in_line {
+        first.insert(OTHERS_IN_LINE, line::others_in_line(holder));
+    }
     if let Access::Permit { permits } = access {
         first.insert(
             PERMITS,
@@ -593,10 +629,10 @@ pub(super) fn shared_acquire(
     }
     vec![
         doc! { "$set": first },
-        doc! { "$set": { FREE: grant_rule(access, &waiting_since) } },
+        doc! { "$set": { FREE: grant_rule(access, &waiting_since, in_line) } },
         doc! { "$set": decided },
         doc! { "$set": { EXPIRES_AT: record_expiry() } },
-        doc! { "$unset": [FREE, NEXT_TOKEN] },
+        doc! { "$unset": [FREE, NEXT_TOKEN, OTHERS_IN_LINE] },
     ]
 }
 
@@ -932,8 +968,7 @@ mod tests {
             &Bson::Null,
             "$holder",
             Duration::from_secs(1),
-            Duration::ZERO,
-            Duration::ZERO,
+            (Duration::ZERO, Duration::ZERO, false),
         );
         let decided = pipeline[2].get_document("$set").unwrap();
         let granted = decided.get_document(GRANTED_HOLDER).unwrap();
@@ -991,8 +1026,7 @@ mod tests {
                 &Bson::Null,
                 "h",
                 Duration::from_secs(1),
-                Duration::ZERO,
-                retry,
+                (Duration::ZERO, retry, false),
             )
         };
         let refused = |pipeline: &[Document]| {
