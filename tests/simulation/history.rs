@@ -32,9 +32,9 @@
 //! 7. **Answers in time:** `acquire_timeout(d)` answers within `d`, `try_acquire` within the
 //!    renew deadline (a multi-lock's within two: its tries, then giving back what it took),
 //!    every acquisition by shutdown.
-//! 8. **Arrival order** (schedules whose mutex tasks wait in line): the store grants an
-//!    attempt or hand-over in arrival order only if no other manager's live place in the
-//!    line arrived earlier (checked by the witness, in the store's order, against the line
+//! 8. **Arrival order** (schedules whose tasks wait in line): the store grants an
+//!    attempt or hand-over in arrival order only if no other manager's live place it waits
+//!    behind (any, but a reader's behind a reader) arrived earlier (checked by the witness, in the store's order, against the line
 //!    its answers built); a task in arrival order gets its lock only from a grant asked for
 //!    it or for an earlier task of its process, never by a local pass.
 //!

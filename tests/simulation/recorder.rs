@@ -58,8 +58,8 @@ pub(crate) struct Ledger {
     /// before `set_permits` changed it is decided by the current one).
     counts: HashMap<(String, u64), u32>,
     /// Per name, the line of managers waiting in arrival order as the store's answers
-    /// built it (holder → arrival, end), in the store's order.
-    lines: BTreeMap<String, HashMap<HolderId, (Instant, Instant)>>,
+    /// built it (holder → access, arrival, end), in the store's order.
+    lines: BTreeMap<String, HashMap<HolderId, (Access, Instant, Instant)>>,
 }
 
 struct LeaseFacts {
@@ -178,19 +178,31 @@ impl Ledger {
             .or_default();
         if !granted {
             let until = now + request.retry_within.min(MAX_LEASE_DURATION);
-            line.insert(request.holder.clone(), (arrival, until));
+            line.insert(request.holder.clone(), (request.access, arrival, until));
             return;
         }
         line.remove(&request.holder);
+        // Readers do not wait behind readers; every other access waits behind every place.
+        let waits_behind =
+            |earlier: Access| !(request.access == Access::Read && earlier == Access::Read);
         let ahead: Vec<String> = line
             .iter()
-            .filter(|(_, (earlier, until))| *until > now && *earlier < arrival)
-            .map(|(holder, (earlier, _))| format!("{holder} (waiting {:?})", now - *earlier))
+            .filter(|(_, (access, earlier, until))| {
+                *until > now && *earlier < arrival && waits_behind(*access)
+            })
+            .map(|(holder, (access, earlier, _))| {
+                format!(
+                    "{holder} ({}, waiting {:?})",
+                    access.as_str(),
+                    now - *earlier
+                )
+            })
             .collect();
         if !ahead.is_empty() {
             let problem = format!(
-                "the store granted {} to {} in arrival order (waiting {:?}) ahead of {}",
+                "the store granted {} ({}) to {} in arrival order (waiting {:?}) ahead of {}",
                 request.name,
+                request.access.as_str(),
                 request.holder,
                 now - arrival,
                 ahead.join(", ")

@@ -143,11 +143,6 @@ impl Target {
         }
     }
 
-    /// Whether the task waits in line (a mutex in arrival order).
-    fn in_arrival_order(&self) -> bool {
-        matches!(self, Self::Mutex(lock) if lock.options().fairness() == Fairness::ArrivalOrder)
-    }
-
     /// The access each held name is granted with.
     fn access(&self) -> Access {
         match self {
@@ -255,8 +250,8 @@ pub(crate) struct World {
     options: LockOptions,
     /// Every manager's store and the intruder's: the shared store under the witness.
     witnessed: Store,
-    /// How the schedule's mutex tasks take turns across processes.
-    mutex_fairness: Fairness,
+    /// How the schedule's tasks take turns across processes (multi-locks excepted).
+    fairness: Fairness,
 }
 
 impl World {
@@ -270,8 +265,8 @@ impl World {
             Some(Duration::from_millis(400)),
         ][rng.random_range(0..3)];
         let options = options(fairness_bound);
-        // Mutex tasks wait in line in a third of the schedules (other kinds refuse it).
-        let mutex_fairness = if rng.random_bool(0.33) {
+        // Tasks wait in line in a third of the schedules (multi-locks are left out then).
+        let fairness = if rng.random_bool(0.33) {
             Fairness::ArrivalOrder
         } else {
             Fairness::Bounded
@@ -305,12 +300,12 @@ impl World {
             intruder_holds: BTreeMap::new(),
             intruder_grants: 0,
             holders,
-            mutex_fairness,
+            fairness,
         };
         self::history(&world.history).note(format!(
             "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}",
             world.options.fairness_bound(),
-            world.mutex_fairness
+            world.fairness
         ));
         for slot in 0..SLOTS {
             world.start_manager(slot).await;
@@ -425,7 +420,7 @@ impl World {
         } else {
             self.name()
         };
-        let options = self.options.clone().with_fairness(self.mutex_fairness);
+        let options = self.options.clone().with_fairness(self.fairness);
         if let Ok(lock) = self.managers[manager].manager.lock_with(name, options) {
             self.spawn_client(manager, Target::Mutex(lock));
         }
@@ -435,9 +430,11 @@ impl World {
         let Some(manager) = self.live_manager() else {
             return;
         };
-        if let Ok(semaphore) = self.managers[manager]
-            .manager
-            .semaphore(SEMAPHORE, self.permits)
+        let options = self.options.clone().with_fairness(self.fairness);
+        if let Ok(semaphore) =
+            self.managers[manager]
+                .manager
+                .semaphore_with(SEMAPHORE, self.permits, options)
         {
             self.spawn_client(manager, Target::Permit(semaphore));
         }
@@ -448,7 +445,11 @@ impl World {
         let Some(manager) = self.live_manager() else {
             return;
         };
-        if let Ok(lock) = self.managers[manager].manager.rw_lock(RW_LOCK) {
+        let options = self.options.clone().with_fairness(self.fairness);
+        if let Ok(lock) = self.managers[manager]
+            .manager
+            .rw_lock_with(RW_LOCK, options)
+        {
             let target = if self.rng.random_bool(0.65) {
                 Target::Read(lock)
             } else {
@@ -463,7 +464,7 @@ impl World {
     fn spawn_multi_client(&mut self) {
         // A multi-lock's members do not wait in line: beside mutex tasks that do, its grants
         // would serve them out of order (every user of a name is to use the same mode).
-        if self.mutex_fairness == Fairness::ArrivalOrder {
+        if self.fairness == Fairness::ArrivalOrder {
             return self.spawn_mutex_client();
         }
         let Some(manager) = self.live_manager() else {
@@ -520,9 +521,11 @@ impl World {
             }
         }
         let renew_deadline = self.options.renew_deadline();
+        let in_line = self.fairness == Fairness::ArrivalOrder && !matches!(target, Target::All(_));
         let task = tokio::spawn(client(ClientRun {
             id,
             manager,
+            in_line,
             target,
             ask,
             plan,
@@ -989,6 +992,8 @@ fn lock_name(name: &str) -> mongolock::LockName {
 struct ClientRun {
     id: usize,
     manager: usize,
+    /// The task waits in line (arrival order): rule 8 applies to its grant.
+    in_line: bool,
     target: Target,
     ask: Ask,
     plan: Plan,
@@ -1004,6 +1009,7 @@ async fn client(run: ClientRun) {
     let ClientRun {
         id,
         manager,
+        in_line,
         target,
         ask,
         plan,
@@ -1084,7 +1090,7 @@ async fn client(run: ClientRun) {
             })
             .collect();
         history.members_taken_earlier(false);
-        if target.in_arrival_order() {
+        if in_line {
             for (name, token) in &tokens {
                 history.served_in_arrival_order(who, name, *token, asked);
             }
