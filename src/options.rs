@@ -214,7 +214,7 @@ impl LockOptions {
     /// default: fast, and nobody elsewhere waits much longer than the
     /// [fairness bound](Self::with_fairness_bound)) or [`Fairness::ArrivalOrder`] (grants in
     /// the order the waiters asked, across processes, at about one store call per
-    /// acquisition). Every process using a name should use the same.
+    /// acquisition; not for multi-locks). Every process using a name should use the same.
     ///
     /// ```
     /// use mongolock::{Fairness, LockOptions};
@@ -441,10 +441,11 @@ pub enum Fairness {
     /// go first.
     #[default]
     Bounded,
-    /// First come, first served across processes: the lock (a mutex) goes to the waiter
-    /// that asked first, by the store's clock, wherever it runs. Each process's waiting is
-    /// written on the record (one entry per process, leased so a killed waiter drops out),
-    /// and every hand-over asks the store.
+    /// First come, first served across processes: a lock, a permit or a reader/writer
+    /// lock's side goes to the waiter that asked first, by the store's clock, wherever it
+    /// runs (consecutive readers go in together). Each process's waiting is written on the
+    /// record (one place per process, leased so a killed waiter drops out), and every
+    /// hand-over asks the store. Multi-locks refuse it.
     ArrivalOrder,
 }
 
