@@ -9,7 +9,8 @@ use mongolock::{LockManager, LockName, LockOptions, MemoryStore};
 
 /// Sums what the recorder saw: its snapshots drain counters, gauges and histograms, and
 /// the runtime only increments them, so the running sum is the current value (for
-/// histograms: the number of samples). The leader gauge is set, so its latest value counts.
+/// histograms: the number of samples). The leader and oldest-waiter gauges are set, so their
+/// latest value counts.
 /// A metric's name and its labels, sorted.
 type Series = (String, Vec<(String, String)>);
 
@@ -45,12 +46,24 @@ impl Totals {
                 }
             };
             let entry = self.values.entry(series).or_default();
-            if key.key().name() == "mongolock_leader" {
+            if ["mongolock_leader", "mongolock_oldest_waiter_since_seconds"]
+                .contains(&key.key().name())
+            {
                 *entry = amount; // set, not incremented: the latest value is the value
             } else {
                 *entry += amount;
             }
         }
+        let mut wanted: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        wanted.sort();
+        self.values.get(&(name.to_owned(), wanted)).copied()
+    }
+
+    /// The value of a series as of the last [`Totals::value`] (no new snapshot).
+    fn stored(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let mut wanted: Vec<(String, String)> = labels
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -108,6 +121,20 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     assert_eq!(
         totals.value(&snapshotter, "mongolock_waiters", &[]),
         Some(1.0)
+    );
+    // The waiter began to wait half a second ago by the paused clock, which the wall clock
+    // the gauge is in does not follow: its start is a moment ago in wall-clock time.
+    let unix_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    // Read from the snapshot the waiters' count came from: a snapshot resets gauges.
+    let since = totals
+        .stored("mongolock_oldest_waiter_since_seconds", &[])
+        .expect("the oldest waiter is reported");
+    assert!(
+        (unix_now - 5.0..=unix_now).contains(&since),
+        "{since} against {unix_now}"
     );
     assert!(
         totals.value(

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -58,20 +59,57 @@ impl Waiter {
     }
 }
 
-/// Waiters in arrival order, with the waiters gauge kept in step (each waiter counted under
-/// its own labels), and the one exception to that order: the readers' turn.
-#[derive(Default)]
+/// Waiters in arrival order, with the waiters and oldest-waiter gauges kept in step (each
+/// waiter counted under its own labels), and the one exception to that order: the readers'
+/// turn.
 pub(crate) struct Waiters {
     queue: VecDeque<Waiter>,
     /// How many of the readers waiting when this process's writer left still go first
     /// (only those: readers arriving later queue in order, so writers are not shut out).
     readers_first: usize,
+    /// This queue's key in the oldest-waiter gauge, and what it last reported there.
+    gauge_key: u64,
+    reported_oldest: Option<(LockMetrics, Instant)>,
+}
+
+impl Default for Waiters {
+    fn default() -> Self {
+        static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+        Self {
+            queue: VecDeque::new(),
+            readers_first: 0,
+            gauge_key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
+            reported_oldest: None,
+        }
+    }
 }
 
 impl Waiters {
     pub(crate) fn push(&mut self, waiter: Waiter) {
         waiter.metrics.waiters(1.0);
         self.queue.push_back(waiter);
+        self.report_oldest();
+    }
+
+    /// Keeps the oldest-waiter gauge on the first waiter in line (the longest-waiting:
+    /// the queue is in arrival order).
+    fn report_oldest(&mut self) {
+        let oldest = self
+            .queue
+            .front()
+            .map(|waiter| (waiter.metrics.clone(), waiter.requested_at));
+        if oldest == self.reported_oldest {
+            return;
+        }
+        if let Some((metrics, _)) = &self.reported_oldest
+            && oldest.as_ref().is_none_or(|(now, _)| now != metrics)
+        {
+            metrics.oldest_waiter(self.gauge_key, None);
+        }
+        if let Some((metrics, since)) = &oldest {
+            metrics.oldest_waiter(self.gauge_key, Some(*since));
+        }
+        self.reported_oldest = oldest;
     }
 
     /// Drops waiters whose caller went away (cancelled or timed out); returns whether any
@@ -84,6 +122,7 @@ impl Waiters {
             }
             !gone
         });
+        self.report_oldest();
         !self.queue.is_empty()
     }
 
@@ -114,6 +153,7 @@ impl Waiters {
             .position(|waiter| waiter.access == access)?;
         let waiter = self.queue.remove(at)?;
         waiter.metrics.waiters(-1.0);
+        self.report_oldest();
         Some(waiter)
     }
 
@@ -183,6 +223,7 @@ impl Waiters {
             waiter.metrics.waiters(-1.0);
             let _ = waiter.reply.send(Err(error.clone()));
         }
+        self.report_oldest();
     }
 }
 
@@ -192,5 +233,7 @@ impl Drop for Waiters {
         for waiter in &self.queue {
             waiter.metrics.waiters(-1.0);
         }
+        self.queue.clear();
+        self.report_oldest();
     }
 }

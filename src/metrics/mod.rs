@@ -12,6 +12,7 @@
 //! | `mongolock_acquire_wait_seconds` | histogram | | from `acquire()` call to lock held |
 //! | `mongolock_hold_seconds` | histogram | | from lock held to release or loss |
 //! | `mongolock_waiters` | gauge | | local tasks waiting for a lock (`sum by (lock)` across processes: everyone waiting for it) |
+//! | `mongolock_oldest_waiter_since_seconds` | gauge | | when (Unix time) this process's longest-waiting task for a lock began to wait, 0 while none waits: `time() - min by (lock) (mongolock_oldest_waiter_since_seconds > 0)` is the age of the oldest waiter across processes |
 //! | `mongolock_others_waited_seconds` | histogram | | how long waiters in other processes had waited when a hold here let go (the store keeps the earliest wait per grant) |
 //! | `mongolock_step_backs_total` | counter | | times this process's waiters stepped back because waiters elsewhere had waited the fairness bound (see [`guide::fairness`](crate::guide::fairness)) |
 //! | `mongolock_held_locks` | gauge | | locks this process holds |
@@ -22,6 +23,7 @@
 //! | `mongolock_store_errors_total` | counter | `op` | store calls that failed or timed out |
 //! | `mongolock_leader` | gauge | `election` | 1 while this process leads the election, else 0 |
 
+mod oldest_waiter;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 
@@ -37,6 +39,10 @@ use crate::options::LockNameLabel;
 
 #[cfg(feature = "prometheus")]
 pub use prometheus::{STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS, install_prometheus_exporter};
+
+/// Gauge: when (Unix time, seconds) this process's longest-waiting task for a lock began to
+/// wait; 0 while none waits.
+pub const OLDEST_WAITER_SINCE: &str = "mongolock_oldest_waiter_since_seconds";
 
 /// Counter: store acquisition attempts, by `result`.
 pub const ACQUIRE_ATTEMPTS: &str = "mongolock_acquire_attempts_total";
@@ -93,6 +99,11 @@ pub fn describe() {
         "How long locks were held, until release or loss."
     );
     describe_gauge!(WAITERS, "Local tasks waiting for a lock.");
+    describe_gauge!(
+        OLDEST_WAITER_SINCE,
+        Unit::Seconds,
+        "When (Unix time) this process's longest-waiting task for a lock began to wait; 0 while none waits."
+    );
     describe_histogram!(
         OTHERS_WAITED,
         Unit::Seconds,
@@ -170,7 +181,7 @@ impl StoreOp {
 pub const SEMAPHORE_PERMITS: &str = "mongolock_semaphore_permits";
 
 /// The metric handles of one lock actor: the base labels are computed once, not per event.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LockMetrics {
     base: Vec<Label>,
 }
