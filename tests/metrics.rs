@@ -14,6 +14,16 @@ use mongolock::{LockManager, LockName, LockOptions, MemoryStore};
 /// A metric's name and its labels, sorted.
 type Series = (String, Vec<(String, String)>);
 
+/// The series of metric `name` with `labels`, labels sorted.
+fn series(name: &str, labels: &[(&str, &str)]) -> Series {
+    let mut labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    labels.sort();
+    (name.to_owned(), labels)
+}
+
 #[derive(Default)]
 struct Totals {
     values: HashMap<Series, f64>,
@@ -54,33 +64,18 @@ impl Totals {
                 *entry += amount;
             }
         }
-        let mut wanted: Vec<(String, String)> = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        wanted.sort();
-        self.values.get(&(name.to_owned(), wanted)).copied()
+        self.stored(name, labels)
     }
 
     /// The value of a series as of the last [`Totals::value`] (no new snapshot).
     fn stored(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let mut wanted: Vec<(String, String)> = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        wanted.sort();
-        self.values.get(&(name.to_owned(), wanted)).copied()
+        self.values.get(&series(name, labels)).copied()
     }
 
     /// The samples of a histogram, as of the last [`Totals::value`].
     fn samples(&self, name: &str, labels: &[(&str, &str)]) -> &[f64] {
-        let mut wanted: Vec<(String, String)> = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        wanted.sort();
         self.samples
-            .get(&(name.to_owned(), wanted))
+            .get(&series(name, labels))
             .map_or(&[], Vec::as_slice)
     }
 
