@@ -632,7 +632,11 @@ pub(super) fn shared_acquire(
         doc! { "$set": { FREE: grant_rule(access, &waiting_since, in_line) } },
         doc! { "$set": decided },
         doc! { "$set": { EXPIRES_AT: record_expiry() } },
-        doc! { "$unset": [FREE, NEXT_TOKEN, OTHERS_IN_LINE] },
+        if in_line {
+            doc! { "$unset": [FREE, NEXT_TOKEN, OTHERS_IN_LINE] }
+        } else {
+            doc! { "$unset": [FREE, NEXT_TOKEN] }
+        },
     ]
 }
 
@@ -1016,6 +1020,33 @@ mod tests {
                 { "$indexOfArray": [{ "$literal": ["$gt", "b.c"] }, "$_id"] },
             ] } } }
         );
+    }
+
+    #[test]
+    fn the_default_mode_never_reads_or_writes_the_line() {
+        let mentions_line = |stages: &[Document]| {
+            let text = format!("{stages:?}");
+            text.contains(line::LINE) || text.contains(OTHERS_IN_LINE)
+        };
+        let expiry = Duration::from_secs(1);
+        let plain = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, None));
+        assert!(!mentions_line(&plain), "{plain:?}");
+        assert_eq!(
+            plain.len(),
+            3,
+            "the plain cycle's acquire keeps its three stages"
+        );
+        assert!(!mentions_line(&hand_over(&Bson::Null, "h", expiry, None)));
+        let shared = shared_acquire(
+            Access::Read,
+            &Bson::Null,
+            "h",
+            expiry,
+            (Duration::ZERO, Duration::ZERO, false),
+        );
+        assert!(!mentions_line(&shared));
+        let in_line = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, Some(expiry)));
+        assert!(mentions_line(&in_line));
     }
 
     #[test]
