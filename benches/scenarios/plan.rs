@@ -63,9 +63,27 @@ pub(crate) const S3_SYSTEMS: [&str; 6] = [
 ];
 
 /// The P3 mixes: 10 % writes drawn per operation, or 10 % of the tasks writing only.
-/// P3's workloads; `roles-bound800` is `roles` under the fairness rule as it was before the
-/// bound (a bound of 800 ms, the backoff's maximum): the same-run baseline of issue 25's row.
-pub(crate) const P3_MIXES: [&str; 3] = ["ops", "roles", "roles-bound800"];
+/// P3's workloads; `roles-fifo` is `roles` with `Fairness::ArrivalOrder`; `roles-bound800` is
+/// `roles` under the fairness rule as it was before the bound (a bound of 800 ms, the
+/// backoff's maximum): the same-run baseline of issue 25's row.
+pub(crate) const P3_MIXES: [&str; 4] = ["ops", "roles", "roles-fifo", "roles-bound800"];
+
+/// What a P3 mix's suffix stands for: the `p3` child's extra arguments.
+const P3_VARIANTS: [(&str, &str); 2] = [
+    ("-bound800", " fairness_bound_ms=800"),
+    ("-fifo", " fairness=arrival"),
+];
+
+/// The `p3` child's arguments naming `mix`: its base mix and the options of its suffix.
+fn p3_mix_args(mix: &str) -> String {
+    P3_VARIANTS
+        .iter()
+        .find_map(|(suffix, extra)| {
+            mix.strip_suffix(suffix)
+                .map(|base| format!("mix={base}{extra}"))
+        })
+        .unwrap_or_else(|| format!("mix={mix}"))
+}
 
 /// Every job of `mode`.
 #[allow(clippy::too_many_lines)]
@@ -234,14 +252,9 @@ fn primitive_jobs(
             "p3",
             &format!("p3/{mix}"),
             &args(&format!(
-                "p3 mix={} write_pct=10 tasks=64 critical_ms=1 \
-                 warmup_ms={contention_warmup} millis={contention_ms}{}",
-                mix.trim_end_matches("-bound800"),
-                if mix.ends_with("-bound800") {
-                    " fairness_bound_ms=800"
-                } else {
-                    ""
-                }
+                "p3 {} write_pct=10 tasks=64 critical_ms=1 \
+                 warmup_ms={contention_warmup} millis={contention_ms}",
+                p3_mix_args(mix)
             )),
             reps,
             contention_cap,

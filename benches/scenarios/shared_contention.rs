@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mongolock::{LockGuard, LockManager, LockOptions, RwLock, Semaphore};
+use mongolock::{Fairness, LockGuard, LockManager, LockOptions, RwLock, Semaphore};
 use tokio::time::Instant;
 
 use crate::child::{Args, emit};
@@ -306,7 +306,8 @@ async fn run(
 
 /// One manager per "process" (`processes`, default 2), with default options but for the
 /// retry backoff when `backoff_min_ms` / `backoff_max_ms` are given (for looking into how
-/// the backoff shapes a figure) and the fairness bound when `fairness_bound_ms` is.
+/// the backoff shapes a figure), the fairness bound when `fairness_bound_ms` is, and
+/// `Fairness::ArrivalOrder` with `fairness=arrival`.
 async fn managers(args: &Args, backend: &Backend) -> Result<Vec<LockManager>, String> {
     let mut options = LockOptions::default();
     let (min, max) = options.retry_backoff();
@@ -326,6 +327,11 @@ async fn managers(args: &Args, backend: &Backend) -> Result<Vec<LockManager>, St
         u64::try_from(options.fairness_bound().as_millis()).unwrap_or(100),
     );
     options = options.with_fairness_bound(bound);
+    match args.text("fairness", "bounded").as_str() {
+        "bounded" => {}
+        "arrival" => options = options.with_fairness(Fairness::ArrivalOrder),
+        other => return Err(format!("unknown fairness {other:?} (bounded or arrival)")),
+    }
     let mut managers = Vec::new();
     for process in 0..args.get("processes", 2_usize).max(1) {
         managers.push(backend.manager(process, options.clone()).await?);
