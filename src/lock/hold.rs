@@ -137,10 +137,9 @@ impl Hold {
 
     /// Whether the lease can pass to a local waiter asking for `options` without a store
     /// call: neither the lease nor the waiter is in arrival order (where the store decides
-    /// every turn), it is provably still
-    /// ours (deadline ahead, no renewal came back unconfirmed), a reserved token is left, the
-    /// store was asked less than the fairness bound ago, and the waiter's lease terms are
-    /// this lease's.
+    /// every turn), it is provably still ours (deadline ahead, no renewal came back
+    /// unconfirmed), a reserved token is left, the store was asked less than the fairness
+    /// bound ago, and the waiter's lease terms are this lease's.
     pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
         !self.options.in_arrival_order()
             && !options.in_arrival_order()
