@@ -1763,3 +1763,59 @@ async fn readers_are_capped_at_max_permits() {
         "{one_more:?}"
     );
 }
+
+/// In arrival order, a grant won for a task that gave up while the attempt was out (a
+/// stalled store call) does not go to a later task of the same process: it goes back to
+/// the store, and a task elsewhere that asked in between goes first.
+///
+/// The stall also delays the attempt's arrival by the store's clock (it is the store's now
+/// minus the task's wait when the call is applied): the task elsewhere asks after that.
+#[tokio::test(start_paused = true)]
+async fn a_grant_for_a_task_that_left_goes_back_to_the_line() {
+    use mongolock::testing::FaultyStore;
+    use mongolock::{Fairness, LockManager, LockOptions};
+    use std::time::Duration;
+
+    let in_order = LockOptions::default()
+        .with_fairness(Fairness::ArrivalOrder)
+        .with_retry_backoff(Duration::from_millis(5), Duration::from_secs(2));
+    let store = MemoryStore::new();
+    let faulty = FaultyStore::new(store.clone());
+    let here = LockManager::start(faulty.clone(), in_order.clone())
+        .await
+        .unwrap();
+    let holder = LockManager::start(store.clone(), in_order.clone())
+        .await
+        .unwrap();
+    let elsewhere = LockManager::start(store, in_order).await.unwrap();
+    let spawn_acquire = |manager: &LockManager, timeout: Duration| {
+        let lock = manager.lock("fifo-left").unwrap();
+        tokio::spawn(async move { lock.acquire_timeout(timeout).await })
+    };
+    let ms = Duration::from_millis;
+    let started = tokio::time::Instant::now();
+    let held = holder.lock("fifo-left").unwrap().acquire().await.unwrap();
+    let first = spawn_acquire(&here, ms(520));
+    tokio::time::sleep(ms(30)).await;
+    // The release wakes this process, whose attempt (for `first`) is applied at 530 ms,
+    // arriving at 500 ms by the store's clock — after `first` gave up at 520 ms.
+    faulty.stall(ms(500));
+    held.release().await.unwrap();
+    tokio::time::sleep_until(started + ms(505)).await;
+    let between = spawn_acquire(&elsewhere, Duration::from_secs(5));
+    tokio::time::sleep(ms(10)).await;
+    let later = spawn_acquire(&here, Duration::from_secs(5));
+    assert!(first.await.unwrap().is_err(), "the first task gave up");
+    faulty.heal();
+    let between = tokio::time::timeout(Duration::from_secs(3), between)
+        .await
+        .expect("the task elsewhere, which asked before the later one, gets the lock")
+        .unwrap()
+        .unwrap();
+    assert!(!later.is_finished(), "the later local task waits its turn");
+    between.release().await.unwrap();
+    later.await.unwrap().unwrap().release().await.unwrap();
+    for manager in [here, holder, elsewhere] {
+        manager.shutdown().await;
+    }
+}

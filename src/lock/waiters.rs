@@ -31,6 +31,8 @@ pub(crate) struct NextWaiter {
     pub(crate) options: Arc<LockOptions>,
     pub(crate) metrics: LockMetrics,
     pub(crate) waited: Duration,
+    /// When the waiter asked (its arrival, which `waited` tells the store).
+    pub(crate) requested_at: Instant,
 }
 
 impl Waiter {
@@ -40,6 +42,7 @@ impl Waiter {
             options: self.options.clone(),
             metrics: self.metrics.clone(),
             waited: self.requested_at.elapsed(),
+            requested_at: self.requested_at,
         }
     }
 
@@ -157,20 +160,32 @@ impl Waiters {
         Some(waiter)
     }
 
-    /// Hands a guard to the first waiter asking for `access` still listening. `make_guard`
-    /// is called once per waiter tried; a guard that could not be delivered is disarmed (it
-    /// never held anything for its caller). Returns whether a waiter took it.
+    /// Hands a guard to the first waiter asking for `access` still listening — with
+    /// `arrived_by`, only to one that asked by then. `make_guard` is called once per waiter
+    /// tried; a guard that could not be delivered is disarmed (it never held anything for
+    /// its caller). Returns whether a waiter took it.
     pub(crate) fn deliver_for(
         &mut self,
         access: Access,
+        arrived_by: Option<Instant>,
         mut make_guard: impl FnMut() -> LockGuard,
     ) -> bool {
-        while let Some(waiter) = self.take_first_for(access) {
+        loop {
+            let later = self
+                .queue
+                .iter()
+                .find(|waiter| waiter.access == access)
+                .is_some_and(|first| arrived_by.is_some_and(|by| first.requested_at > by));
+            if later {
+                return false;
+            }
+            let Some(waiter) = self.take_first_for(access) else {
+                return false;
+            };
             if waiter.deliver(&mut make_guard) {
                 return true;
             }
         }
-        false
     }
 
     /// Answers the first waiter asking for `access` with `error` (a request the store

@@ -36,7 +36,7 @@
 //!    attempt or hand-over in arrival order only if no other manager's live place it waits
 //!    behind (any, but a reader's behind a reader) arrived earlier (checked by the witness, in the store's order, against the line
 //!    its answers built); a task in arrival order gets its lock only from a grant asked for
-//!    it or for an earlier task of its process, never by a local pass.
+//!    its own arrival, never by a local pass nor by a grant asked for a task that left.
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
@@ -496,9 +496,10 @@ impl History {
 
     /// Rule 8 for a task in arrival order that got `token` on `name`, having asked at
     /// `asked`: the token is its lease's grant token (no local pass), and the grant was
-    /// asked for a task that arrived no later than this one (so the store, which grants
-    /// only ahead of every later live place in line, served the line's order — the
-    /// witness checks that part).
+    /// asked for this very task's arrival (so the store, which grants only ahead of every
+    /// later live place in line, served the line's order — the witness checks that part).
+    /// A grant asked for an earlier task that left, then handed to this one, would
+    /// overtake whoever asked in between.
     pub(crate) fn served_in_arrival_order(
         &mut self,
         who: Who,
@@ -526,6 +527,12 @@ impl History {
             Some(claimed) if claimed > asked + INSTANT => self.violation(format!(
                 "{who:?} got {name} (token {token}) in arrival order from a grant asked for a task that arrived {:?} after it",
                 claimed - asked
+            )),
+            // Asked for an earlier task of its process (which left): whoever asked in
+            // between elsewhere was overtaken.
+            Some(claimed) if claimed + INSTANT < asked => self.violation(format!(
+                "{who:?} got {name} (token {token}) in arrival order from a grant asked for a task that arrived {:?} before it",
+                asked - claimed
             )),
             Some(_) => {}
             None => self.violation(format!(

@@ -76,6 +76,11 @@ pub(super) struct Attempt {
     pub(super) metrics: LockMetrics,
     /// Set when the attempt serves a `try_acquire` rather than the waiter queue.
     pub(super) for_try: Option<TryReply>,
+    /// In arrival order, the arrival the store was asked to grant for: the grant goes only
+    /// to a waiter that had asked by then. If that waiter left, a later one taking the
+    /// grant would overtake whoever asked in between elsewhere; it goes back to the store
+    /// (a hand-over, decided by the line) instead.
+    pub(super) arrived_by: Option<Instant>,
 }
 
 impl Attempt {
@@ -83,6 +88,7 @@ impl Attempt {
         Self {
             lease,
             access: next.access,
+            arrived_by: next.options.in_arrival_order().then_some(next.requested_at),
             options: next.options,
             metrics: next.metrics,
             for_try,
@@ -141,6 +147,7 @@ impl NameState {
                     options,
                     metrics,
                     waited: Duration::ZERO,
+                    requested_at: Instant::now(),
                 };
                 let backoff = Backoff::new(&next.options);
                 this.send_attempt(myself, next, Some(reply), backoff)

@@ -199,7 +199,7 @@ impl NameState {
         }
         let delivered = self
             .waiters
-            .deliver_for(access, || hold.guard(&self.name, myself));
+            .deliver_for(access, None, || hold.guard(&self.name, myself));
         hold.metrics().attempt(AttemptResult::Acquired);
         hold.metrics().held(1.0);
         tracing::debug!(lock = %self.name, token = hold.token(), delivered, "lock passed to a local waiter");
