@@ -154,6 +154,11 @@ impl Hold {
 
     /// Passes the lease to the next local holder, with the next reserved token: the lease,
     /// its deadline and any renewal in flight carry on; this hold's guards see a release.
+    ///
+    /// The successor takes its waiter's options, though `can_pass_locally` already made
+    /// their lease terms and mode this hold's: what may still differ between two handles
+    /// of a name (the fairness bound, the backoff) tunes the next decisions only, so
+    /// keeping the old options is a mutant no test can tell from this.
     pub(crate) fn pass_locally(mut self, options: Arc<LockOptions>, metrics: LockMetrics) -> Self {
         self.metrics.hold_ended(self.acquired_at.elapsed());
         let successor = self.status.successor();

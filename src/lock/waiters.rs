@@ -104,9 +104,7 @@ impl Waiters {
         if oldest == self.reported_oldest {
             return;
         }
-        if let Some((metrics, _)) = &self.reported_oldest
-            && oldest.as_ref().is_none_or(|(now, _)| now != metrics)
-        {
+        if let Some((metrics, _)) = &self.reported_oldest {
             metrics.oldest_waiter(self.gauge_key, None);
         }
         if let Some((metrics, since)) = &oldest {
