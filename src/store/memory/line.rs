@@ -59,7 +59,8 @@ impl WaitingLine {
     }
 
     /// Takes `holder`'s place out (and the places that ended); returns whether the line is
-    /// empty now.
+    /// empty now. (A place ending exactly `now` is dead to every reader, so whether it is
+    /// dropped here too cannot be seen: the `>=` mutant of the prune survives.)
     pub(super) fn remove(&mut self, holder: &HolderId, now: Instant) -> bool {
         self.places
             .retain(|place| place.until > now && place.holder != *holder);
@@ -82,5 +83,49 @@ impl WaitingLine {
     /// Whether no place is live at `now`.
     pub(super) fn has_ended(&self, now: Instant) -> bool {
         self.places.iter().all(|place| place.until <= now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn holder(name: &str) -> HolderId {
+        HolderId::from_string(name.to_owned())
+    }
+
+    /// A place is live until its end, exclusive; an earlier arrival of another manager
+    /// holds a request back, an equal one does not; readers pass readers.
+    #[test]
+    fn a_place_counts_before_its_end_and_only_if_strictly_earlier() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let mut line = WaitingLine::default();
+        line.place(&holder("a"), Access::Write, (now, now + ms(10)), now);
+        let b = holder("b");
+        assert!(line.earlier_elsewhere(&b, (Access::Write, now + ms(1)), now));
+        assert!(
+            !line.earlier_elsewhere(&b, (Access::Write, now), now),
+            "a tie is not earlier"
+        );
+        assert!(!line.earlier_elsewhere(&holder("a"), (Access::Write, now + ms(1)), now));
+        assert!(
+            !line.earlier_elsewhere(&b, (Access::Write, now + ms(1)), now + ms(10)),
+            "ended"
+        );
+        assert_eq!(line.queue(now + ms(9)).len(), 1);
+        assert!(
+            line.queue(now + ms(10)).is_empty(),
+            "a place is gone at its end"
+        );
+        assert!(!line.has_ended(now + ms(9)));
+        assert!(line.has_ended(now + ms(10)));
+
+        let mut readers = WaitingLine::default();
+        readers.place(&holder("r"), Access::Read, (now, now + ms(10)), now);
+        assert!(!readers.earlier_elsewhere(&b, (Access::Read, now + ms(1)), now));
+        assert!(readers.earlier_elsewhere(&b, (Access::Write, now + ms(1)), now));
     }
 }
