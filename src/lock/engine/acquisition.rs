@@ -68,6 +68,25 @@ impl Phase {
     }
 }
 
+/// The shortest a place in line lasts: a place that ends while its manager's next
+/// attempt is on its way (a store call slower than the rest of the place's life) costs
+/// that manager its turn, and a second covers a slow round trip on a loaded server.
+const PLACE_LIFE_FLOOR: Duration = Duration::from_secs(1);
+
+/// How long a refused reader's or writer's waiting mark lasts: the waiter is back within
+/// its longest backoff (sooner when a release wakes it), so its mark outlives that, and no
+/// longer.
+fn mark_lasts(options: &LockOptions) -> Duration {
+    options.retry_backoff().1 * 2
+}
+
+/// How long a refused manager's place in line lasts (arrival order): as a mark, but at
+/// least [`PLACE_LIFE_FLOOR`]. It is also how long a dead or paused waiter holds the line
+/// back.
+pub(super) fn place_lasts(options: &LockOptions) -> Duration {
+    mark_lasts(options).max(PLACE_LIFE_FLOOR)
+}
+
 /// One attempt (or the grant part of a hand-over) in flight, for a waiter of `access`.
 pub(super) struct Attempt {
     pub(super) lease: LeaseId,
@@ -215,14 +234,12 @@ impl NameState {
             // line, its place ends as it is taken).
             return request;
         }
-        request.with_retry_within(self.place_lasts(&next.options))
-    }
-
-    /// How long a refused waiter's mark, or its place in line, lasts: a refused waiter is
-    /// back within its longest backoff (sooner when a release wakes it), so its mark
-    /// outlives that, and no longer.
-    pub(super) fn place_lasts(&self, options: &LockOptions) -> Duration {
-        options.retry_backoff().1 * 2
+        let lasts = if next.options.in_arrival_order() {
+            place_lasts(&next.options)
+        } else {
+            mark_lasts(&next.options)
+        };
+        request.with_retry_within(lasts)
     }
 
     pub(super) fn on_attempt_done(
@@ -287,7 +304,7 @@ impl NameState {
         }
         let held_elsewhere = error.is_none();
         if held_elsewhere && attempt.options.in_arrival_order() {
-            self.in_line = Some(self.place_lasts(&attempt.options));
+            self.in_line = Some(place_lasts(&attempt.options));
         }
         if let Some(error) = error.filter(|error| !error.is_transient()) {
             // Refused for good (a kind or count mismatch, a bad count): only those who

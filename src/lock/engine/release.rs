@@ -7,7 +7,7 @@
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::{Attempt, Phase};
+use super::acquisition::{Attempt, Phase, place_lasts};
 use super::holds::{LeaseLeft, Place};
 use super::state::NameState;
 use crate::error::{LockError, LossReason, StoreError};
@@ -294,7 +294,7 @@ impl NameState {
             Ok(HandOverOutcome::Released { contended_for }) => {
                 if attempt.options.in_arrival_order() {
                     // Refused for an earlier waiter elsewhere: the store put us in line.
-                    self.in_line = Some(self.place_lasts(&attempt.options));
+                    self.in_line = Some(place_lasts(&attempt.options));
                 }
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
