@@ -7,8 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 use crate::clock::{ms, ms_between};
 use crate::events::{Access, Event, WriteOutcome};
 
+mod arrival;
 mod shared;
 
+pub(crate) use arrival::{ArrivalBounds, ArrivalReport, LineSample};
 pub(crate) use shared::SharedReport;
 
 /// Bounds the checks hold the run to, in clock nanoseconds.
@@ -105,6 +107,8 @@ pub(crate) struct RunData {
     pub(crate) docs: Vec<ProtectedDoc>,
     /// Held records read after every worker had stopped.
     pub(crate) final_held: Vec<Sample>,
+    /// The arrival-order scenario's settings: its checks run when set.
+    pub(crate) arrival: Option<ArrivalBounds>,
 }
 
 /// What the checks found.
@@ -134,6 +138,8 @@ pub(crate) struct Report {
     pub(crate) killed_lease_seen: Option<u64>,
     /// What the checks of semaphores and reader/writer locks saw.
     pub(crate) shared: SharedReport,
+    /// What the arrival-order checks saw (that scenario only).
+    pub(crate) arrival: Option<ArrivalReport>,
     pub(crate) violations: Vec<String>,
 }
 
@@ -265,6 +271,9 @@ pub(crate) fn check(run: &RunData) -> Report {
     check_killed_leases(run, &mut report);
     check_progress(run, &by_lock, &mut report);
     check_processes(run, &sections, &mut report);
+    if let Some(bounds) = &run.arrival {
+        arrival::check(bounds, &sections, run, &mut report);
+    }
     report
 }
 
@@ -834,6 +843,7 @@ mod tests {
             samples: Vec::new(),
             docs: Vec::new(),
             final_held: Vec::new(),
+            arrival: None,
         }
     }
 

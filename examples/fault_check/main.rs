@@ -5,7 +5,10 @@
 //! hang) and exits non-zero on any violation. Two scenarios run the same faults on
 //! semaphores (never more holders than permits, a killed holder's permit back within a
 //! lease) and on reader/writer locks (a writer alone, readers sharing, neither side
-//! starved, a writer's token above the readers' it excluded).
+//! starved, a writer's token above the readers' it excluded). A last one runs plain locks in
+//! arrival order (`Fairness::ArrivalOrder`) while waiters, not holders, are paused and killed:
+//! entries first come, first served across processes, and a dead or paused waiter's place
+//! holding the line back no longer than its life.
 //!
 //! ```text
 //! cargo run --example fault_check --features mongodb -- --short    # CI: a few minutes
@@ -47,12 +50,14 @@ mod cli {
         command: Option<Command>,
         /// The CI configuration (the default): every fault kind once on its own, then all of
         /// them once more in random order, mixed, then once each on semaphores and on
-        /// reader/writer locks (about 6.5 minutes).
+        /// reader/writer locks, then a waiter stop and kill in arrival order (about 7
+        /// minutes).
         #[arg(long, conflicts_with = "long")]
         short: bool,
         /// The long configuration: 6 workers x 4 tasks on 3 locks, every fault kind 5 times on
         /// its own, then 10 minutes of mixed faults, then every kind 5 times each on
-        /// semaphores and on reader/writer locks (about 35 minutes).
+        /// semaphores and on reader/writer locks, then 5 waiter stops and kills in arrival
+        /// order (about 36 minutes).
         #[arg(long)]
         long: bool,
         /// Worker processes (lock, semaphore or reader/writer mode; elections get as many,
@@ -65,7 +70,8 @@ mod cli {
         /// Locks (and elections).
         #[arg(long)]
         locks: Option<u32>,
-        /// Faults per single-kind scenario (and of each kind in semaphore and rw-lock).
+        /// Faults per single-kind scenario (and of each kind in semaphore and rw-lock; of
+        /// waiter stops and of waiter kills in arrival-order).
         #[arg(long)]
         repeats: Option<u32>,
         /// Seconds of the mixed scenario (it injects every kind at least once however short).
@@ -246,6 +252,9 @@ mod cli {
                 config.permits,
                 scenario::describe_shared(shared)
             );
+        }
+        if let Some(arrival) = &totals.arrival {
+            println!("  {}", scenario::describe_arrival(arrival));
         }
         println!("  violations: {}", totals.violations.len());
         for violation in &totals.violations {

@@ -20,7 +20,8 @@ use tokio::process::{Child, Command};
 use tokio::time::{sleep, timeout};
 
 use crate::checker::{
-    self, FaultRecord, Limits, ProcessRecord, ProtectedDoc, Report, RunData, Sample, SharedReport,
+    self, ArrivalReport, FaultRecord, Limits, LineSample, ProcessRecord, ProtectedDoc, Report,
+    RunData, Sample, SharedReport,
 };
 use crate::clock::{self, MS, SEC, ms};
 use crate::events::read_log;
@@ -36,6 +37,10 @@ const LOCK_PREFIX: &str = "lock";
 const ELECTION_PREFIX: &str = "elect";
 const SEMAPHORE_PREFIX: &str = "sem";
 const RW_PREFIX: &str = "rw";
+/// The arrival-order scenario's faults: a worker with tasks in a lock's line, holding
+/// nothing, `SIGSTOP`ped beyond a place's life, or `SIGKILL`ed.
+pub(crate) const WAITER_STOP: &str = "waiter-stop";
+pub(crate) const WAITER_KILL: &str = "waiter-kill";
 
 /// The fault scenarios; each runs on its own namespace with fresh workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -67,6 +72,11 @@ pub(crate) enum Kind {
     Semaphore,
     /// Reader/writer locks instead of locks, under every fault kind in turn.
     RwLock,
+    /// Plain locks in arrival order (`Fairness::ArrivalOrder`): waiters (not holders)
+    /// `SIGSTOP`ped beyond a place's life and `SIGKILL`ed, `repeats` times each; checked for
+    /// first-come-first-served entries and for a dead or paused waiter's place holding the
+    /// line back no longer than its life.
+    ArrivalOrder,
 }
 
 impl Kind {
@@ -84,7 +94,7 @@ impl Kind {
         Kind::LeaderKill,
     ];
 
-    pub(crate) const ALL: [Kind; 13] = [
+    pub(crate) const ALL: [Kind; 14] = [
         Kind::HolderStop,
         Kind::HolderKill,
         Kind::ServerStop,
@@ -98,6 +108,7 @@ impl Kind {
         Kind::Mixed,
         Kind::Semaphore,
         Kind::RwLock,
+        Kind::ArrivalOrder,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -115,6 +126,7 @@ impl Kind {
             Kind::Mixed => "mixed",
             Kind::Semaphore => "semaphore",
             Kind::RwLock => "rw-lock",
+            Kind::ArrivalOrder => "arrival-order",
         }
     }
 
@@ -186,6 +198,13 @@ impl Config {
         self.backoff_max_ms.max(self.cadence_ms * 6 / 5)
     }
 
+    /// How long a waiting manager's place in a lock's line lasts after its last refused
+    /// attempt: twice the longest retry backoff (the library's rule).
+    fn place_life_ms(&self) -> u64 {
+        // As the runtime sets it: twice the longest backoff, at least a second.
+        (self.backoff_max_ms * 2).max(1000)
+    }
+
     /// Time after a fault for the checks to see recovery.
     fn recovery(&self) -> Duration {
         Duration::from_millis(self.expiry_ms + self.max_backoff_ms() + self.slack_ms + 1000)
@@ -224,6 +243,8 @@ struct Run<'a> {
     procs: Vec<Proc>,
     faults: Vec<FaultRecord>,
     samples: Arc<Mutex<Vec<Sample>>>,
+    /// Every non-empty line of waiting managers the monitor saw.
+    lines: Arc<Mutex<Vec<LineSample>>>,
 }
 
 /// Totals over all scenarios.
@@ -243,6 +264,7 @@ pub(crate) struct Totals {
     pub(crate) max_unowned: Option<(u64, String)>,
     pub(crate) killed_lease_seen: Option<u64>,
     pub(crate) shared: SharedReport,
+    pub(crate) arrival: Option<ArrivalReport>,
 }
 
 impl Totals {
@@ -279,6 +301,9 @@ impl Totals {
             self.killed_lease_seen = Some(self.killed_lease_seen.map_or(seen, |s| s.max(seen)));
         }
         self.shared.add(&report.shared);
+        if let Some(arrival) = &report.arrival {
+            self.arrival.get_or_insert_default().add(arrival);
+        }
     }
 }
 
@@ -355,9 +380,38 @@ fn print_scenario(kind: Kind, report: &Report, faults: &[FaultRecord], took: u64
     if shared.permits + shared.reads + shared.writes > 0 {
         println!("    {}", describe_shared(shared));
     }
+    if let Some(arrival) = &report.arrival {
+        println!("    {}", describe_arrival(arrival));
+    }
     for violation in report.violations.iter().take(20) {
         println!("    VIOLATION {violation}");
     }
+}
+
+/// One line on what the arrival-order checks saw.
+pub(crate) fn describe_arrival(arrival: &ArrivalReport) -> String {
+    let gap = |gap: &Option<(u64, String)>| {
+        gap.as_ref().map_or("-".to_owned(), |(span, what)| {
+            format!("{:.0} ms ({what})", ms(*span))
+        })
+    };
+    format!(
+        "arrival order: {} entries checked for first-come-first-served ({} with a later ask elsewhere still waiting, {} not judged: own process paused or killed while waiting), {} earlier asks excused (their process paused or killed), {} overtakes ({} by a task handed a grant won for an earlier task of its process that had just given up, {} of a manager seen in line just before and after the entry); waiter faults: {} SIGSTOP, {} SIGKILL ({} victims then seen holding a lock, not judged there); longest lock-free-while-waiting after a waiter fault (bound {:.0} ms, over {} stretches): {}; longest of the whole run: {}",
+        arrival.entries_checked,
+        arrival.contended_entries,
+        arrival.entries_exempt,
+        arrival.excused,
+        arrival.overtakes,
+        arrival.overtakes_handed_on_locally,
+        arrival.overtakes_past_a_seen_place,
+        arrival.waiter_stops,
+        arrival.waiter_kills,
+        arrival.victims_granted,
+        ms(arrival.gap_bound),
+        arrival.gaps_after_faults,
+        gap(&arrival.max_gap_after_fault),
+        gap(&arrival.max_gap_overall),
+    )
 }
 
 /// One line on what the semaphore and reader/writer checks saw.
@@ -409,6 +463,7 @@ impl<'a> Run<'a> {
             procs: Vec::new(),
             faults: Vec::new(),
             samples: Arc::new(Mutex::new(Vec::new())),
+            lines: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -493,6 +548,7 @@ impl<'a> Run<'a> {
             idle_max_ms: if solo { 300 } else { 20 },
             permits: config.permits,
             write_percent: config.write_percent,
+            arrival_order: self.kind == Kind::ArrivalOrder,
         };
         let stderr = std::fs::File::create(self.dir.join(format!("w{index}.stderr")))
             .map_err(|e| e.to_string())?;
@@ -583,6 +639,16 @@ impl<'a> Run<'a> {
                 }
                 sleep(self.config.quiet).await;
             }
+            Kind::ArrivalOrder => {
+                // Each repeat: a waiter paused beyond its place's life, then one killed, each
+                // followed by the time to recover (so that progress is checked after both).
+                for _ in 0..self.config.repeats {
+                    self.inject_waiter_fault(false).await?;
+                    sleep(self.config.recovery()).await;
+                    self.inject_waiter_fault(true).await?;
+                    sleep(self.config.recovery()).await;
+                }
+            }
             kind => {
                 for _ in 0..self.config.repeats {
                     self.inject(kind).await?;
@@ -649,6 +715,32 @@ impl<'a> Run<'a> {
             })
             .collect();
         let _ = std::fs::write(self.dir.join("monitor.tsv"), seen);
+        let lines = match self.lines.lock() {
+            Ok(lines) => lines.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        // The lines the monitor saw: `at`, lock, holder, then `manager:waited_ms`, earliest
+        // first.
+        let text: String = lines
+            .iter()
+            .map(|line| {
+                let places = line
+                    .places
+                    .iter()
+                    .map(|(holder, waited)| format!("{holder}:{}", waited / MS))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                format!(
+                    "{}\t{}\t{}\t{places}\n",
+                    line.at,
+                    line.lock,
+                    line.holder.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        if !text.is_empty() {
+            let _ = std::fs::write(self.dir.join("lines.tsv"), text);
+        }
         let faults: String = self
             .faults
             .iter()
@@ -675,6 +767,11 @@ impl<'a> Run<'a> {
             samples,
             docs,
             final_held,
+            arrival: (self.kind == Kind::ArrivalOrder).then(|| checker::ArrivalBounds {
+                place_life: self.config.place_life_ms() * MS,
+                backoff_max: self.config.backoff_max_ms * MS,
+                lines,
+            }),
         };
         Ok((checker::check(&data), self.faults))
     }
@@ -683,10 +780,23 @@ impl<'a> Run<'a> {
     fn monitor(&self, running: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
         let store = self.lock_store();
         let samples = self.samples.clone();
+        let lines = self.lines.clone();
         tokio::spawn(async move {
             while running.load(Ordering::SeqCst) {
                 if let Ok(Ok(locks)) = timeout(Duration::from_secs(1), store.list()).await {
                     let at = clock::now();
+                    {
+                        let mut lines = match lines.lock() {
+                            Ok(lines) => lines,
+                            Err(poisoned) => poisoned.into_inner(),
+                        };
+                        lines.extend(
+                            locks
+                                .iter()
+                                .filter(|(_, record)| !record.queue.is_empty())
+                                .map(|(lock, record)| line_sample(at, lock, record)),
+                        );
+                    }
                     let mut samples = match samples.lock() {
                         Ok(samples) => samples,
                         Err(poisoned) => poisoned.into_inner(),
@@ -925,7 +1035,7 @@ impl<'a> Run<'a> {
                 );
                 self.record(kind.label(), start, clock::now(), false, false);
             }
-            Kind::Mixed | Kind::Semaphore | Kind::RwLock => {}
+            Kind::Mixed | Kind::Semaphore | Kind::RwLock | Kind::ArrivalOrder => {}
         }
         Ok(())
     }
@@ -1002,6 +1112,148 @@ impl<'a> Run<'a> {
         Ok(None)
     }
 
+    /// The live worker whose manager runs as `holder`.
+    fn process_of(&self, holder: &str) -> Option<usize> {
+        self.procs.iter().position(|p| {
+            p.killed_at.is_none()
+                && p.child.is_some()
+                && holder.starts_with(&format!("w{}-", p.index))
+        })
+    }
+
+    /// The plain locks' lines right now, read fresh: which workers hold a lock, and per
+    /// lock its holder and its live places (worker, how long its oldest task has waited),
+    /// earliest first.
+    async fn line_view(&self) -> Result<LineView, String> {
+        let locks = self.lock_store().list().await.map_err(|e| e.to_string())?;
+        let mut view = LineView::default();
+        for (lock, record) in locks {
+            if !lock.starts_with(LOCK_PREFIX) {
+                continue;
+            }
+            let holder = record.holder().map(|h| h.as_str().to_owned());
+            if let Some(process) = holder.as_deref().and_then(|h| self.process_of(h)) {
+                view.holding.push(process);
+            }
+            let places = record
+                .queue
+                .iter()
+                .map(|place| {
+                    (
+                        self.process_of(place.holder.as_str()),
+                        place.holder.as_str().to_owned(),
+                        place.waiting_for,
+                    )
+                })
+                .collect();
+            view.lines.push((lock, holder, places));
+        }
+        Ok(view)
+    }
+
+    /// A worker in some lock's line that holds no lock, picked at random, preferring one at
+    /// the head of a line with others behind it (its place is what holds them back); waits
+    /// up to 5 s for one. Returns it and a description of what it was seen waiting for.
+    async fn pick_waiter(&self) -> Option<(usize, String)> {
+        let started = clock::now();
+        while clock::now() - started < 5 * SEC {
+            if let Ok(view) = self.line_view().await {
+                let mut candidates: Vec<(bool, usize, String)> = Vec::new();
+                for (lock, holder, places) in &view.lines {
+                    for (position, (process, _, waited)) in places.iter().enumerate() {
+                        let Some(process) = process else { continue };
+                        if view.holding.contains(process) {
+                            continue;
+                        }
+                        let head = position == 0 && (places.len() > 1 || holder.is_some());
+                        candidates.push((
+                            head,
+                            *process,
+                            format!(
+                                "place {} of {} in the line of {lock} (oldest task waiting {} ms), held by {}",
+                                position + 1,
+                                places.len(),
+                                waited.as_millis(),
+                                holder.as_deref().unwrap_or("nobody")
+                            ),
+                        ));
+                    }
+                }
+                let best = candidates.iter().any(|(head, ..)| *head);
+                candidates.retain(|(head, ..)| *head == best);
+                if let Some((_, process, what)) = candidates.choose(&mut rand::rng()) {
+                    return Some((*process, what.clone()));
+                }
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// The arrival-order scenario's fault: a worker waiting in a lock's line and holding
+    /// nothing is `SIGSTOP`ped — checked 150 ms after the stop, undone and tried again if it
+    /// turns out to hold a lock by then (an attempt sent just before the stop landed) — and then either left stopped beyond a place's
+    /// life and `SIGCONT`ed, or `SIGKILL`ed while stopped (a replacement starts).
+    async fn inject_waiter_fault(&mut self, kill_it: bool) -> Result<(), String> {
+        let label = if kill_it { WAITER_KILL } else { WAITER_STOP };
+        for _ in 0..50 {
+            let Some((victim, what)) = self.pick_waiter().await else {
+                println!("    (no waiter in line for {label})");
+                return Ok(());
+            };
+            let pid = self.procs[victim].pid().ok_or("no pid")?;
+            let start = clock::now();
+            kill(pid, Signal::SIGSTOP).map_err(|e| e.to_string())?;
+            // An attempt the worker sent just before the stop may still be on its way to
+            // the server, or in its queue: give it time to land before looking.
+            sleep(Duration::from_millis(150)).await;
+            let after = self.line_view().await.unwrap_or_default();
+            if after.holding.contains(&victim) {
+                println!(
+                    "    ({label}: w{} was granted a lock as it stopped; picking again)",
+                    self.procs[victim].index
+                );
+                let _ = kill(pid, Signal::SIGCONT);
+                // A short stop all the same: the checks must know about it.
+                self.procs[victim].stops.push((start, clock::now()));
+                sleep(Duration::from_millis(30)).await;
+                continue;
+            }
+            let still = after
+                .lines
+                .iter()
+                .filter(|(_, _, places)| places.iter().any(|(p, ..)| *p == Some(victim)))
+                .map(|(lock, ..)| lock.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            println!(
+                "    {label}: w{} ({what}; in line after the stop: {})",
+                self.procs[victim].index,
+                if still.is_empty() { "-" } else { &still }
+            );
+            if kill_it {
+                if let Some(child) = self.procs[victim].child.as_mut() {
+                    let _ = child.start_kill();
+                    let _ = child.wait().await;
+                }
+                // Dead from the stop on: it sent nothing after it.
+                self.procs[victim].killed_at = Some(start);
+                self.record(label, start, start, true, false);
+                self.spawn(Mode::Lock)?;
+            } else {
+                let stop_for = Duration::from_millis((self.config.place_life_ms() * 5).max(1000));
+                sleep(stop_for).await;
+                let _ = kill(pid, Signal::SIGCONT);
+                let end = clock::now();
+                self.procs[victim].stops.push((start, end));
+                self.record(label, start, end, true, false);
+            }
+            return Ok(());
+        }
+        println!("    (every waiter picked for {label} held a lock by the time it stopped)");
+        Ok(())
+    }
+
     async fn fail_point(&self, mode: Bson, data: Document) -> Result<(), String> {
         self.fail_point_for(WORKER_APP, mode, data).await
     }
@@ -1028,6 +1280,37 @@ impl<'a> Run<'a> {
             .await
             .map(|_| ())
             .map_err(|e| format!("configureFailPoint off failed: {e}"))
+    }
+}
+
+/// What [`Run::line_view`] read: the workers holding a plain lock, and per lock (name,
+/// holder, places: worker, holder id, how long its oldest task has waited).
+#[derive(Debug, Default)]
+struct LineView {
+    holding: Vec<usize>,
+    lines: Vec<(String, Option<String>, Vec<Place>)>,
+}
+
+/// A place in a lock's line: the worker (if live), its holder id, how long its oldest task
+/// has waited.
+type Place = (Option<usize>, String, Duration);
+
+/// A lock's line of waiting managers as the monitor read it at `at`.
+fn line_sample(at: u64, lock: &str, record: &LockRecord) -> LineSample {
+    LineSample {
+        at,
+        lock: lock.to_owned(),
+        holder: record.holder().map(|h| h.as_str().to_owned()),
+        places: record
+            .queue
+            .iter()
+            .map(|place| {
+                (
+                    place.holder.as_str().to_owned(),
+                    u64::try_from(place.waiting_for.as_nanos()).unwrap_or(u64::MAX),
+                )
+            })
+            .collect(),
     }
 }
 

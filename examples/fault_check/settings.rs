@@ -80,6 +80,9 @@ pub(crate) struct WorkerArgs {
     /// Percent of acquisitions that write (reader/writer mode).
     #[arg(long, default_value_t = 30)]
     pub(crate) write_percent: u32,
+    /// Plain locks grant in arrival order across processes (`Fairness::ArrivalOrder`).
+    #[arg(long)]
+    pub(crate) arrival_order: bool,
 }
 
 impl WorkerArgs {
@@ -137,6 +140,9 @@ impl WorkerArgs {
         args.push(self.permits.to_string());
         args.push("--write-percent".to_owned());
         args.push(self.write_percent.to_string());
+        if self.arrival_order {
+            args.push("--arrival-order".to_owned());
+        }
         args
     }
 }

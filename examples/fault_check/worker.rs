@@ -13,7 +13,8 @@ use mongodb::options::{Acknowledgment, CollectionOptions, WriteConcern};
 use mongolock::HolderId;
 use mongolock::fence::FencedCollection;
 use mongolock::{
-    ElectionEvent, ElectionOptions, LockError, LockGuard, LockManager, LockOptions, MongoStore,
+    ElectionEvent, ElectionOptions, Fairness, LockError, LockGuard, LockManager, LockOptions,
+    MongoStore,
 };
 use rand::Rng;
 use tokio::time::{sleep, timeout};
@@ -56,6 +57,15 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
             .with_writer(std::io::stderr)
             .init();
     }
+    // In arrival order, the library's metrics are kept and summed up on stderr at the end
+    // (store call latencies and errors against the places' life, for reading an overtake's
+    // story).
+    let snapshotter = args.arrival_order.then(|| {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let _ = recorder.install();
+        snapshotter
+    });
     let (log, writer) = match EventLog::create(&args.log) {
         Ok(log) => log,
         Err(error) => {
@@ -186,20 +196,77 @@ pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
             what: "LockManager::shutdown".into(),
         });
     }
+    if let Some(snapshotter) = snapshotter {
+        eprintln!(
+            "{}",
+            metrics_summary(&snapshotter, worker.args.backoff_max_ms)
+        );
+    }
     worker.log.record(&Event::Done { at: clock::now() });
     writer.finish();
     ExitCode::SUCCESS
 }
 
+/// One line on the library's metrics: acquisition attempts by result, store errors by
+/// operation, and per store operation its calls, median, 99th percentile, slowest, and how
+/// many took longer than the longest backoff (`slow_ms`).
+fn metrics_summary(snapshotter: &metrics_util::debugging::Snapshotter, slow_ms: u64) -> String {
+    use metrics_util::debugging::DebugValue;
+    let mut parts = Vec::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let name = key.name();
+        let labels = key
+            .labels()
+            .filter(|l| matches!(l.key(), "op" | "result"))
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect::<Vec<_>>()
+            .join(",");
+        match value {
+            DebugValue::Counter(n)
+                if name == "mongolock_acquire_attempts_total"
+                    || name == "mongolock_store_errors_total" =>
+            {
+                parts.push(format!("{name}{{{labels}}} {n}"));
+            }
+            DebugValue::Histogram(mut values) if name == "mongolock_store_operation_seconds" => {
+                values.sort_unstable();
+                let at = |percent: usize| {
+                    values
+                        .get(values.len().saturating_sub(1) * percent / 100)
+                        .map_or(0.0, |v| v.into_inner() * 1000.0)
+                };
+                let slow_s = Duration::from_millis(slow_ms).as_secs_f64();
+                let slow = values.iter().filter(|v| v.into_inner() > slow_s).count();
+                parts.push(format!(
+                    "{name}{{{labels}}} n={} p50={:.1}ms p99={:.1}ms max={:.1}ms over{slow_ms}ms={slow}",
+                    values.len(),
+                    at(50),
+                    at(99),
+                    at(100)
+                ));
+            }
+            _ => {}
+        }
+    }
+    parts.sort();
+    format!("metrics\t{}", parts.join("\t"))
+}
+
 fn lock_options(args: &WorkerArgs) -> LockOptions {
-    LockOptions::default()
+    let options = LockOptions::default()
         .with_lease_duration(args.lease_duration())
         .with_renew_interval(Duration::from_millis(args.cadence_ms))
         .with_renew_deadline(Duration::from_millis(args.renew_deadline_ms))
         .with_retry_backoff(
             Duration::from_millis(args.backoff_min_ms),
             Duration::from_millis(args.backoff_max_ms),
-        )
+        );
+    if args.arrival_order {
+        options.with_fairness(Fairness::ArrivalOrder)
+    } else {
+        options
+    }
 }
 
 fn election_options(args: &WorkerArgs) -> ElectionOptions {

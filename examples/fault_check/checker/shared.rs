@@ -712,6 +712,7 @@ mod tests {
             samples: Vec::new(),
             docs: Vec::new(),
             final_held: Vec::new(),
+            arrival: None,
         }
     }
 
