@@ -98,14 +98,20 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// - Every grant's token is larger than every token issued for the name before (shared
 ///   grants included), and each reserves a block as above.
 ///
-/// A store that [keeps arrival order](LockStore::keeps_arrival_order) also keeps, per mutex
-/// name, a line of waiting managers: at most one place per [`HolderId`],
-/// each with its arrival (the store's now minus the request's `waited`) and an end (the
-/// store's now plus its `retry_within`), live until that end. For a request with
+/// A store that [keeps arrival order](LockStore::keeps_arrival_order) also keeps, per name
+/// (of any kind), a line of waiting managers: at most one place per [`HolderId`], each with
+/// the access it waits for, its arrival (the store's now minus the request's `waited`) and
+/// an end (the store's now plus its `retry_within`), live until that end. A request *waits
+/// behind* a place unless both are reads. For a request with
 /// [`in_arrival_order`](AcquireRequest::in_arrival_order):
-/// - it is granted iff the rules above grant it and no live place of another holder arrived
-///   earlier than it did; a grant removes its holder's place;
-/// - refused, its holder's place becomes its arrival and end (replacing the one before);
+/// - it is granted iff its kind's rule admits it and no live place of another holder that it
+///   waits behind arrived earlier than it did; a grant removes its holder's place. On a
+///   shared record the kind's rule is then the count alone (a permit while fewer hold than
+///   the count; the write while nobody holds; a read while no writer holds and fewer than
+///   [`MAX_PERMITS`] read): the waiting marks and the readers' turn are neither read nor
+///   written;
+/// - refused, its holder's place becomes its access, arrival and end (replacing the one
+///   before);
 /// - [`hand_over`](LockStore::hand_over) decides `to` the same way: when an earlier place is
 ///   in line, `from` is released and `to`'s holder is placed in line
 ///   ([`HandOverOutcome::Released`]);
