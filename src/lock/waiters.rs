@@ -73,6 +73,10 @@ pub(crate) struct Waiters {
     /// This queue's key in the oldest-waiter gauge, and what it last reported there.
     gauge_key: u64,
     reported_oldest: Option<(LockMetrics, Instant)>,
+    /// Whether the gauge follows this queue: from when a waiter is seen to wait (refused,
+    /// or queued behind another waiter or a hold) until the queue empties. An acquisition
+    /// granted at its first attempt never touches the gauge's shared registry.
+    published: bool,
 }
 
 impl Default for Waiters {
@@ -83,6 +87,7 @@ impl Default for Waiters {
             readers_first: 0,
             gauge_key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
             reported_oldest: None,
+            published: false,
         }
     }
 }
@@ -94,9 +99,25 @@ impl Waiters {
         self.report_oldest();
     }
 
+    /// How many waiters are queued (some may have left; see [`Waiters::prune`]).
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The waiters are seen to wait: the oldest-waiter gauge follows them until the queue
+    /// empties.
+    pub(crate) fn waiting(&mut self) {
+        self.published = true;
+        self.report_oldest();
+    }
+
     /// Keeps the oldest-waiter gauge on the first waiter in line (the longest-waiting:
-    /// the queue is in arrival order).
+    /// the queue is in arrival order), while published.
     fn report_oldest(&mut self) {
+        if !self.published {
+            return;
+        }
+        self.published = !self.queue.is_empty();
         let oldest = self
             .queue
             .front()

@@ -144,6 +144,12 @@ impl NameState {
             requested_at,
             reply,
         });
+        let asks_at_once =
+            self.acquisition.is_idle() && self.may_attempt() && self.waiters.len() == 1;
+        if !asks_at_once {
+            // Queued behind another waiter, an attempt or a hold here: it waits.
+            self.waiters.waiting();
+        }
         self.advance(|this, phase| match phase {
             Phase::Idle { .. } => this.start_attempt(myself, None),
             phase => phase,
@@ -302,6 +308,7 @@ impl NameState {
             // Waiters may have queued behind the try attempt.
             return self.start_attempt(myself, Some(backoff));
         }
+        self.waiters.waiting();
         let held_elsewhere = error.is_none();
         if held_elsewhere && attempt.options.in_arrival_order() {
             self.in_line = Some(place_lasts(&attempt.options));
