@@ -620,23 +620,31 @@ mod tests {
         }
     }
 
+    /// Process `index` stopped (`SIGSTOP`) from `start` to `end`, as the orchestrator records it.
+    fn waiter_stop(data: &mut RunData, index: usize, (start, end): (u64, u64)) {
+        data.processes[index].stops.push((start, end));
+        data.faults.push(waiter_fault(WAITER_STOP, start, end));
+    }
+
+    /// Process `index` killed (`SIGKILL`) at `at`, as the orchestrator records it.
+    fn waiter_kill(data: &mut RunData, index: usize, at: u64) {
+        data.processes[index].killed_at = Some(at);
+        data.faults.push(waiter_fault(WAITER_KILL, at, at));
+    }
+
+    fn waiter_fault(kind: &str, start: u64, end: u64) -> FaultRecord {
+        FaultRecord {
+            kind: kind.into(),
+            start,
+            end,
+            holder_fault: true,
+            server_down: false,
+        }
+    }
+
     fn stop_and_kill(data: &mut RunData, stopped: usize, killed: usize) {
-        data.processes[stopped].stops.push((50 * SEC, 51 * SEC));
-        data.faults.push(FaultRecord {
-            kind: WAITER_STOP.into(),
-            start: 50 * SEC,
-            end: 51 * SEC,
-            holder_fault: true,
-            server_down: false,
-        });
-        data.processes[killed].killed_at = Some(60 * SEC);
-        data.faults.push(FaultRecord {
-            kind: WAITER_KILL.into(),
-            start: 60 * SEC,
-            end: 60 * SEC,
-            holder_fault: true,
-            server_down: false,
-        });
+        waiter_stop(data, stopped, (50 * SEC, 51 * SEC));
+        waiter_kill(data, killed, 60 * SEC);
     }
 
     fn order_violations(report: &Report) -> usize {
@@ -796,22 +804,8 @@ mod tests {
                 process(3, Vec::new()),
             ]);
             data.limits.until = 53 * SEC;
-            data.processes[2].killed_at = Some(50 * SEC);
-            data.faults.push(FaultRecord {
-                kind: WAITER_KILL.into(),
-                start: 50 * SEC,
-                end: 50 * SEC,
-                holder_fault: true,
-                server_down: false,
-            });
-            data.processes[3].stops.push((52 * SEC, 53 * SEC));
-            data.faults.push(FaultRecord {
-                kind: WAITER_STOP.into(),
-                start: 52 * SEC,
-                end: 53 * SEC,
-                holder_fault: true,
-                server_down: false,
-            });
+            waiter_kill(&mut data, 2, 50 * SEC);
+            waiter_stop(&mut data, 3, (52 * SEC, 53 * SEC));
             if seen {
                 data.samples.push(crate::checker::Sample {
                     at: 50 * SEC + 200 * MS,
