@@ -264,6 +264,47 @@ mod tests {
         assert_eq!(sizer.cheaper_than(10_000), None);
     }
 
+    /// A sizer fitted to exact points of `cost` (none of them late).
+    fn fitted(cost: impl Fn(usize) -> Duration) -> BatchSize {
+        let mut sizer = BatchSize::new(10_000);
+        for _ in 0..4 {
+            for n in [100, 1_000, 5_000, 10_000, 300, 2_000] {
+                sizer.record(n, cost(n), Duration::from_secs(3_600));
+            }
+        }
+        sizer
+    }
+
+    #[test]
+    fn the_cost_cap_is_the_fitted_cheapest_size_and_only_where_clearly_cheaper() {
+        let sizer = fitted(test_server);
+        // √(a/c) = √(1,000 / 0.02) ≈ 224 leases, at about 29 µs a lease.
+        let cheapest = sizer.cheaper_than(10_000);
+        assert!(
+            cheapest.is_some_and(|size| (220..=228).contains(&size)),
+            "{cheapest:?}"
+        );
+        // 300 leases cost about 29.3 µs each: not clearly more.
+        assert_eq!(sizer.cheaper_than(300), None);
+        // Never a size above the one asked about: that one is what the deadlines allow.
+        assert_eq!(sizer.cheaper_than(20), None);
+        assert_eq!(sizer.cheaper_than(200), None);
+    }
+
+    #[test]
+    fn a_curve_without_a_minimum_caps_nothing() {
+        // Cheaper per lease the more leases: a fit with c < 0 has no cheapest size.
+        let sizer = fitted(costing(1_000.0, 20.0, -0.000_5));
+        assert_eq!(sizer.cheaper_than(10_000), None);
+    }
+
+    #[test]
+    fn batches_answered_in_no_time_count_as_nothing_measured() {
+        let mut sizer = BatchSize::new(10_000);
+        sizer.record(100, Duration::ZERO, TWO_SECONDS);
+        assert_eq!(sizer.limit(TWO_SECONDS), START);
+    }
+
     #[test]
     fn a_store_without_bulk_writes_stays_at_one() {
         let mut sizer = BatchSize::new(1);
