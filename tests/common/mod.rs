@@ -142,6 +142,7 @@ macro_rules! conformance_suite {
             primitives::multi_lock_reports_any_member_loss,
             shared_records::shared_records_semaphore_grants_exactly_its_permits,
             shared_records::shared_records_shared_extend_is_owner_checked,
+            shared_records::shared_records_a_release_reports_only_other_managers_waits,
             shared_records::shared_records_expired_permit_comes_back,
             shared_records::shared_records_kind_mismatches_change_nothing,
             shared_records::shared_records_set_permits_changes_the_count,

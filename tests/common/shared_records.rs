@@ -219,6 +219,51 @@ pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backe
     granted(&store, &callers[4].request(&sem, access, LONG)).await;
 }
 
+/// A release reports contention only if another manager waits: a manager holding a
+/// place keeps asking for its other waiters, and those refusals alone (served by its own
+/// releases) are nobody else's to step back for. Once another manager is refused too, the
+/// release reports the wait.
+pub(crate) async fn shared_records_a_release_reports_only_other_managers_waits<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let sem = name("own-waiters");
+    let access = Access::Permit { permits: 1 };
+    let (holding, elsewhere) = (Caller::new(), Caller::new());
+    let waited = Duration::from_secs(2);
+    let (held, _) = granted(&store, &holding.request(&sem, access, LONG)).await;
+    refused(
+        &store,
+        &holding.request(&sem, access, LONG).with_waited(waited),
+    )
+    .await;
+    match release(&store, &held).await {
+        ReleaseOutcome::Released {
+            contended_for: None,
+        } => {}
+        other => panic!("only the holder's own waiter was refused: {other:?}"),
+    }
+    let (held, _) = granted(&store, &holding.request(&sem, access, LONG)).await;
+    refused(
+        &store,
+        &holding.request(&sem, access, LONG).with_waited(waited),
+    )
+    .await;
+    refused(
+        &store,
+        &elsewhere
+            .request(&sem, access, LONG)
+            .with_waited(Duration::from_millis(500)),
+    )
+    .await;
+    match release(&store, &held).await {
+        ReleaseOutcome::Released {
+            contended_for: Some(since),
+        } => assert!(since >= waited, "the earliest wait is reported: {since:?}"),
+        other => panic!("another manager waits: {other:?}"),
+    }
+}
+
 /// Extending a permit pushes its own expiry only; a foreign lease, a mutex key for a shared
 /// lease and an expired lease are `NotOwner`; a batch mixing mutex and shared keys answers
 /// each in order.

@@ -47,6 +47,9 @@ pub(super) struct SharedRecord {
     readers_turn_served: bool,
     /// When another holder first failed to get in since the last grant.
     contended_since: Option<Instant>,
+    /// The managers refused since the last grant: a release reports the wait only to a
+    /// holder some other manager waits for.
+    contenders: Vec<HolderId>,
 }
 
 /// What an acquisition found.
@@ -82,6 +85,7 @@ impl SharedRecord {
             readers_turn_from: None,
             readers_turn_served: false,
             contended_since: None,
+            contenders: Vec::new(),
         }
     }
 
@@ -174,6 +178,9 @@ impl SharedRecord {
                 self.contended_since
                     .map_or(waiting_since, |since| since.min(waiting_since)),
             );
+            if !self.contenders.contains(&request.holder) {
+                self.contenders.push(request.holder.clone());
+            }
             let mark = now + mark_length(request.retry_within);
             let waiting = match request.access {
                 Access::Write => Some(&mut self.writer_waiting_until),
@@ -188,6 +195,7 @@ impl SharedRecord {
         let token = reserve();
         self.last_token = token;
         self.contended_since = None;
+        self.contenders.clear();
         match request.access {
             // The writer's wait is over, and so is any readers' turn it came after.
             Access::Write => {
@@ -229,8 +237,9 @@ impl SharedRecord {
         }
     }
 
-    /// Removes `lease`'s place; returns how long others had been waiting, or `None` if it
-    /// held none.
+    /// Removes `lease`'s place; returns how long others had been waiting (nobody, if only
+    /// its own manager was refused since the last grant: its own releases serve its
+    /// waiters), or `None` if it held none.
     pub(super) fn release(&mut self, lease: LeaseId, now: Instant) -> Option<Option<Duration>> {
         let at = self
             .holders
@@ -242,7 +251,15 @@ impl SharedRecord {
             self.readers_turn_from = Some(now);
             self.readers_turn_served = false;
         }
-        Some(self.contended_since.map(|since| now - since))
+        let others_wait = self
+            .contenders
+            .iter()
+            .any(|contender| *contender != released.holder);
+        Some(
+            self.contended_since
+                .filter(|_| others_wait)
+                .map(|since| now - since),
+        )
     }
 
     /// The record as inspection shows it.

@@ -36,6 +36,9 @@ pub(super) const GRANTED_TOKEN: &str = "grantedToken";
 /// When another manager first failed to acquire the current grant (server time), or null
 /// while uncontended. Set by the acquire pipeline, cleared by the next grant and by release.
 pub(super) const CONTENDED_AT: &str = "contendedAt";
+/// On a shared record, the managers refused since the last grant (null after a grant): a
+/// release reports the contention only to a holder some other manager waits for.
+pub(super) const CONTENDERS: &str = "contenders";
 /// Set by release: how long (ms) other managers had been trying to take the released grant,
 /// or null if nobody tried.
 pub(super) const LAST_CONTENDED_MS: &str = "lastContendedMs";

@@ -23,11 +23,11 @@ use std::time::Duration;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{
-    ACCESS, ACQUIRED_AT, CONTENDED_AT, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
-    GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS, LEASE, LEASE_ID,
-    PERMITS, READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL,
-    RECOUNTED_FROM, RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES, SEMAPHORE, SERVER_NOW,
-    TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
+    ACCESS, ACQUIRED_AT, CONTENDED_AT, CONTENDERS, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT,
+    FORCED_RELEASE, GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS,
+    LEASE, LEASE_ID, PERMITS, READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL,
+    READERS_WAITING_UNTIL, RECOUNTED_FROM, RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES,
+    SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
 };
 use super::line;
 use crate::kind::{Access, MAX_PERMITS};
@@ -564,6 +564,14 @@ pub(super) fn shared_acquire(
             ] }
             .into(),
         ),
+        CONTENDERS: when_free(
+            Bson::Null,
+            doc! { "$setUnion": [
+                { "$ifNull": [field(CONTENDERS), []] },
+                [literal(holder.into())],
+            ] }
+            .into(),
+        ),
     };
     let waiting_mark = match access {
         Access::Write => Some(WRITER_WAITING_UNTIL),
@@ -735,8 +743,20 @@ fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) ->
             },
         );
     }
+    // Only another manager's wait counts: one whose only refusals since the last grant
+    // were its own is served by its own releases.
+    let gone_holders =
+        doc! { "$map": { "input": field(GONE), "as": ENTRY, "in": entry_field(HOLDER) } };
+    let others_wait = doc! { "$gt": [
+        { "$size": { "$setDifference": [{ "$ifNull": [field(CONTENDERS), []] }, gone_holders] } },
+        0,
+    ] };
+    released.insert(
+        LAST_CONTENDED_MS,
+        doc! { "$cond": [others_wait, contended_ms(), Bson::Null] },
+    );
     [
-        doc! { "$set": { GONE: holders_where(gone), LAST_CONTENDED_MS: contended_ms() } },
+        doc! { "$set": { GONE: holders_where(gone) } },
         doc! { "$set": released },
     ]
 }
