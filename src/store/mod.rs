@@ -62,7 +62,9 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// - `extend` and `release` change nothing unless the record still carries the caller's lease.
 /// - A `try_acquire` that finds the lock held marks the current grant as contended since its
 ///   "now" minus `request.waited` (keeping the earliest); `release` reports how long that was
-///   and `inspect` shows it (a new grant clears the mark).
+///   and `inspect` shows it (a new grant clears the mark). On a shared record a release (or
+///   hand-over) reports it only if a manager other than the releasing lease's was refused
+///   since the last grant: a manager's own waiters are served by its own releases.
 /// - Lock names are opaque values, never interpreted as keys, paths or query operators.
 /// - A lease length of zero or beyond [`MAX_LEASE_DURATION`](crate::MAX_LEASE_DURATION) is refused with
 ///   [`StoreError::Rejected`], and nothing is written. A `waited` or `retry_within` beyond it
