@@ -85,6 +85,9 @@ impl BatchSize {
     /// command is better.
     fn cheaper_than(&self, size: usize) -> Option<usize> {
         let [a, b, c] = self.fit()?;
+        // (With `&&` instead, a fit with one of them negative reaches `√(a/c)`, a NaN, which
+        // `min` turns into `usize::MAX`: never below `size`, so the answer is `None` all the
+        // same; only `a` exactly 0 would differ. The mutant survives as equivalent.)
         if a <= 0.0 || c <= 0.0 {
             return None;
         }
@@ -96,6 +99,9 @@ impl BatchSize {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let cheapest = (((a / c).sqrt() * SCALE).min(usize::MAX as f64) as usize)
             .max(COST_FLOOR.min(self.max));
+        // (`<=` for either `<` changes only exact ties: at `cheapest == size` the second
+        // test fails anyway, and a float tie in the second is never met; both mutants
+        // survive as equivalent.)
         (cheapest < size && per_lease(cheapest) * CLEARLY_CHEAPER < per_lease(size))
             .then_some(cheapest)
     }
@@ -292,9 +298,21 @@ mod tests {
     }
 
     #[test]
+    fn the_cheapest_size_is_weighed_with_its_round_trip_share() {
+        // No per-lease term: at √(a/c) ≈ 224 leases the round trip's share (a/n) is half of
+        // the cost, so 400 leases (10.5 µs each against 8.9 µs) are not clearly dearer.
+        let sizer = fitted(costing(1_000.0, 0.0, 0.02));
+        assert_eq!(sizer.cheaper_than(400), None);
+        assert!(sizer.cheaper_than(10_000).is_some());
+    }
+
+    #[test]
     fn a_curve_without_a_minimum_caps_nothing() {
         // Cheaper per lease the more leases: a fit with c < 0 has no cheapest size.
         let sizer = fitted(costing(1_000.0, 20.0, -0.000_5));
+        assert_eq!(sizer.cheaper_than(10_000), None);
+        // Nor has one with a < 0 (no round trip to share out).
+        let sizer = fitted(costing(-200.0, 20.0, 0.02));
         assert_eq!(sizer.cheaper_than(10_000), None);
     }
 
