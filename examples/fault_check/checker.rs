@@ -820,6 +820,15 @@ mod tests {
         }
     }
 
+    /// How many of the report's violations mention `text`.
+    pub(super) fn violations_with(report: &Report, text: &str) -> usize {
+        report
+            .violations
+            .iter()
+            .filter(|v| v.contains(text))
+            .count()
+    }
+
     pub(super) fn process(index: u32, events: Vec<Event>) -> ProcessRecord {
         let mut all = vec![Event::Hello {
             pid: index,

@@ -577,7 +577,7 @@ fn check_line_blocking(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{limits, process};
+    use super::super::tests::{limits, process, violations_with};
     use super::*;
     use crate::checker::{FaultRecord, check};
 
@@ -648,11 +648,28 @@ mod tests {
     }
 
     fn order_violations(report: &Report) -> usize {
-        report
-            .violations
-            .iter()
-            .filter(|v| v.contains("out of arrival order"))
-            .count()
+        violations_with(report, "out of arrival order")
+    }
+
+    /// w0 holds "a" from 49 s to 50 s; w1, asking at 49.5 s, enters at `enters` under
+    /// `token` and leaves at 52 s.
+    fn holder_then_waiter(token: u64, enters: u64) -> Vec<ProcessRecord> {
+        vec![
+            process(
+                0,
+                vec![
+                    enter("a", 0, 1, 49 * SEC, 49 * SEC),
+                    exit("a", 0, 1, 50 * SEC),
+                ],
+            ),
+            process(
+                1,
+                vec![
+                    enter("a", 0, token, 49 * SEC + 500 * MS, enters),
+                    exit("a", 0, token, 52 * SEC),
+                ],
+            ),
+        ]
     }
 
     /// w1 asked 500 ms before w2 but w2 entered first: caught, unless w1 was stopped
@@ -785,24 +802,9 @@ mod tests {
     #[test]
     fn a_killed_victim_seen_holding_is_not_judged() {
         for (seen, expected) in [(false, 1), (true, 0)] {
-            let mut data = run(vec![
-                process(
-                    0,
-                    vec![
-                        enter("a", 0, 1, 49 * SEC, 49 * SEC),
-                        exit("a", 0, 1, 50 * SEC),
-                    ],
-                ),
-                process(
-                    1,
-                    vec![
-                        enter("a", 0, 3, 49 * SEC + 500 * MS, 51 * SEC + 600 * MS),
-                        exit("a", 0, 3, 52 * SEC),
-                    ],
-                ),
-                process(2, Vec::new()),
-                process(3, Vec::new()),
-            ]);
+            let mut processes = holder_then_waiter(3, 51 * SEC + 600 * MS);
+            processes.extend([process(2, Vec::new()), process(3, Vec::new())]);
+            let mut data = run(processes);
             data.limits.until = 53 * SEC;
             waiter_kill(&mut data, 2, 50 * SEC);
             waiter_stop(&mut data, 3, (52 * SEC, 53 * SEC));
@@ -815,11 +817,7 @@ mod tests {
                 });
             }
             let report = check(&data);
-            let found = report
-                .violations
-                .iter()
-                .filter(|v| v.contains("held the line back"))
-                .count();
+            let found = violations_with(&report, "held the line back");
             assert_eq!(found, expected, "{seen}: {:?}", report.violations);
             let arrival = report.arrival.expect("arrival report");
             assert_eq!(arrival.victims_granted, usize::from(seen));
@@ -831,31 +829,13 @@ mod tests {
     #[test]
     fn a_line_held_back_too_long_is_caught_and_no_fault_is_a_violation() {
         for (next_enter, expected) in [(50 * SEC + 150 * MS, 0), (50 * SEC + 800 * MS, 1)] {
-            let mut data = run(vec![
-                process(
-                    0,
-                    vec![
-                        enter("a", 0, 1, 49 * SEC, 49 * SEC),
-                        exit("a", 0, 1, 50 * SEC),
-                    ],
-                ),
-                process(
-                    1,
-                    vec![
-                        enter("a", 0, 2, 49 * SEC + 500 * MS, next_enter),
-                        exit("a", 0, 2, 52 * SEC),
-                    ],
-                ),
-                process(2, Vec::new()),
-            ]);
+            let mut processes = holder_then_waiter(2, next_enter);
+            processes.push(process(2, Vec::new()));
+            let mut data = run(processes);
             data.limits.until = 52 * SEC;
             stop_and_kill(&mut data, 2, 2);
             let report = check(&data);
-            let found = report
-                .violations
-                .iter()
-                .filter(|v| v.contains("held the line back"))
-                .count();
+            let found = violations_with(&report, "held the line back");
             assert_eq!(found, expected, "{:?}", report.violations);
         }
         let data = run(vec![process(
@@ -864,11 +844,7 @@ mod tests {
         )]);
         let report = check(&data);
         assert_eq!(
-            report
-                .violations
-                .iter()
-                .filter(|v| v.contains("nothing to check"))
-                .count(),
+            violations_with(&report, "nothing to check"),
             2,
             "{:?}",
             report.violations

@@ -657,7 +657,7 @@ fn check_sides(lock: &str, list: &[&Section], run: &RunData, report: &mut Report
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{limits, process};
+    use super::super::tests::{limits, process, violations_with};
     use super::super::{FaultRecord, RunData, Sample, check};
     use super::*;
     use crate::clock::{MS, SEC};
@@ -714,14 +714,6 @@ mod tests {
             final_held: Vec::new(),
             arrival: None,
         }
-    }
-
-    fn violations_with(report: &Report, text: &str) -> usize {
-        report
-            .violations
-            .iter()
-            .filter(|v| v.contains(text))
-            .count()
     }
 
     const P3: Access = Access::Permit(3);
