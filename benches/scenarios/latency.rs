@@ -94,7 +94,8 @@ pub(crate) async fn s1(args: &Args) -> Result<(), String> {
         return Ok(());
     }
     if system == "server-cpu" {
-        server_cpu(&side, warmup, cycles).await?;
+        let floor_gap = Duration::from_micros(args.get("floor_gap_us", 0_u64));
+        server_cpu(&side, warmup, cycles, floor_gap).await?;
         side.drop_database().await;
         return Ok(());
     }
@@ -205,50 +206,96 @@ async fn paired(side: &Side, warmup: usize, cycles: usize) -> Result<(), String>
     Ok(())
 }
 
-/// S1's cost to the server: the server's CPU time per 1,000 cycles of mongolock's mutex and
-/// of the same cycle as mongolock sent it before shared kinds (see
-/// [`BeforeShared`]), in alternating blocks of `cycles / 10` on one client, so the machine's
-/// load drift hits both alike. Emits nothing when the server's CPU cannot be read.
-async fn server_cpu(side: &Side, warmup: usize, cycles: usize) -> Result<(), String> {
+/// S1's cost to the server: the server's CPU time per 1,000 cycles of mongolock's mutex, of
+/// the very commands it sends replayed through the driver (the floor of the paired row), and
+/// of the same cycle as mongolock sent it before shared kinds (see [`BeforeShared`]), in
+/// rotating blocks of `cycles / 10` on one client, so the machine's load drift hits all
+/// alike. mongolock against the replay is what the runtime adds around its commands (none,
+/// if the commands are all it sends); the replay against the older cycle is what today's
+/// pipelines cost. Emits nothing when the server's CPU cannot be read.
+///
+/// `floor_gap` (default none) pauses the client after each replayed cycle, so the replay's
+/// commands stay the same and only its pace changes: how much of a cycle's server CPU
+/// follows the client's pace rather than the commands.
+async fn server_cpu(
+    side: &Side,
+    warmup: usize,
+    cycles: usize,
+    floor_gap: Duration,
+) -> Result<(), String> {
     const BLOCKS: usize = 10;
     let before = BeforeShared::new(&side.database, "s1-before-shared").await?;
+    let floor = Floor::of_default_manager(&side.database, &side.log)
+        .await?
+        .for_name("s1-cpu-floor");
     let manager = side.manager(LockOptions::default()).await?;
     let lock = manager.lock("s1").map_err(|e| e.to_string())?;
     for _ in 0..warmup {
         cycle(&lock).await?;
+        cycle(&floor).await?;
         cycle(&before).await?;
     }
     let block = (cycles / BLOCKS).max(1);
-    let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..BLOCKS {
-        let Some(start) = probe::server_cpu() else {
-            manager.shutdown().await;
-            return Ok(());
-        };
-        for _ in 0..block {
-            cycle(&lock).await?;
+    let mut spent = [Duration::ZERO; 3];
+    let mut wall = [Duration::ZERO; 3];
+    let mut sent = vec![CommandCounts::default(); 3];
+    for round in 0..BLOCKS {
+        // Each round starts with a different cycle, so none always follows the same one.
+        for turn in 0..3 {
+            let which = (round + turn) % 3;
+            let Some(start) = probe::server_cpu() else {
+                manager.shutdown().await;
+                return Ok(());
+            };
+            let (started, counted) = (Instant::now(), side.log.counts());
+            for _ in 0..block {
+                match which {
+                    0 => cycle(&lock).await?,
+                    1 => {
+                        cycle(&floor).await?;
+                        if !floor_gap.is_zero() {
+                            tokio::time::sleep(floor_gap).await;
+                        }
+                    }
+                    _ => cycle(&before).await?,
+                }
+            }
+            wall[which] += started.elapsed();
+            sent[which].add(&side.log.counts().since(&counted));
+            let end = probe::server_cpu().unwrap_or(start);
+            spent[which] += end.saturating_sub(start);
         }
-        let middle = probe::server_cpu().unwrap_or(start);
-        for _ in 0..block {
-            cycle(&before).await?;
-        }
-        let end = probe::server_cpu().unwrap_or(middle);
-        ours += middle.saturating_sub(start);
-        theirs += end.saturating_sub(middle);
     }
     manager.shutdown().await;
+    for (which, label) in ["mongolock", "floor", "before_shared"].iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let per_cycle = wall[which].as_secs_f64() * 1e6 / (block * BLOCKS) as f64;
+        emit(&format!("{label}_wall_us"), format!("{per_cycle:.1}"));
+        emit(
+            &format!("{label}_commands"),
+            sent[which].to_string().replace(' ', ""),
+        );
+    }
+    let [ours, replayed, theirs] = spent;
     #[allow(clippy::cast_precision_loss)]
     let per_thousand = |total: Duration| total.as_secs_f64() * 1e6 / (block * BLOCKS) as f64;
     emit("mongolock_cpu_ms", format!("{:.1}", per_thousand(ours)));
+    emit("floor_cpu_ms", format!("{:.1}", per_thousand(replayed)));
     emit(
         "before_shared_cpu_ms",
         format!("{:.1}", per_thousand(theirs)),
     );
-    if !theirs.is_zero() {
-        emit(
-            "ratio",
-            format!("{:.3}", ours.as_secs_f64() / theirs.as_secs_f64()),
-        );
+    let ratio = |a: Duration, b: Duration| {
+        (!b.is_zero()).then(|| format!("{:.3}", a.as_secs_f64() / b.as_secs_f64()))
+    };
+    if let Some(r) = ratio(ours, theirs) {
+        emit("ratio", r);
+    }
+    if let Some(r) = ratio(ours, replayed) {
+        emit("runtime_ratio", r);
+    }
+    if let Some(r) = ratio(replayed, theirs) {
+        emit("commands_ratio", r);
     }
     Ok(())
 }

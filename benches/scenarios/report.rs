@@ -203,6 +203,22 @@ fn render_s(results: &Results) -> String {
         "≤ 1.10×".into(),
         verdict(server_cpu.map(|r| r.median <= 1.10)).into(),
     ]);
+    head.row(&[
+        "S1".into(),
+        "server CPU: mongolock ÷ its own commands replayed (what the runtime adds); the replay ÷ the cycle before shared kinds (what today's commands add)".into(),
+        format!(
+            "replayed commands: {}",
+            cell(results, "s1/server-cpu", "floor_cpu_ms", 0, " ms")
+        ),
+        "the same blocks".into(),
+        format!(
+            "{} ; {}",
+            cell(results, "s1/server-cpu", "runtime_ratio", 2, "×"),
+            cell(results, "s1/server-cpu", "commands_ratio", 2, "×")
+        ),
+        "—".into(),
+        "—".into(),
+    ]);
     let commands = figure(results, "s1/mongolock", "cmds_per_cycle");
     head.row(&[
         "S1".into(),
