@@ -48,7 +48,10 @@ fn confirmed(at: &Mutex<Instant>) -> MutexGuard<'_, Instant> {
 /// then. A warning, not a loss: the lock is still held, and nobody else can be granted it
 /// before the deadline plus the loss margin.
 ///
-/// ```
+/// The example fails renewals with the `testing` feature's store.
+///
+#[cfg_attr(feature = "testing", doc = "```")]
+#[cfg_attr(not(feature = "testing"), doc = "```ignore")]
 /// use mongolock::testing::FaultyStore;
 /// use mongolock::{LockManager, LockOptions, MemoryStore};
 /// use std::time::Duration;
