@@ -43,6 +43,11 @@ const OTHERS_IN_LINE: &str = "_mongolockOthersInLine";
 const NEXT_TOKEN: &str = "_mongolockToken";
 /// Temporary field of the shared release pipelines: the holder entries being released.
 const GONE: &str = "_mongolockGone";
+/// Temporary field of the shared release pipelines: whether the release begins a readers'
+/// turn. Computed once for the three fields it decides, not written out in each: every
+/// copy of an expression costs the server on every shared release (measured in
+/// `benches/RESULTS.md`).
+const TURN_BEGINS: &str = "_mongolockTurnBegins";
 /// Temporary field of the shared extend pipeline: how many entries it extends.
 const EXTENDED: &str = "_mongolockExtended";
 /// Temporary field of the pipelines over a [`LeasesByRecord`]: the record's own leases.
@@ -701,18 +706,19 @@ pub(super) fn shared_extend(
 /// change-stream feeds look for) and recomputes `expiresAt`. `trace`, if given, is a
 /// `release_many` batch id, recorded with the released leases.
 fn shared_release_where(gone: Document, trace: Option<&Bson>) -> Vec<Document> {
-    let [found, removed] = removal_stages(gone, trace, true);
+    let [found, turn, removed] = removal_stages(gone, trace, true);
     vec![
         found,
+        turn,
         removed,
         doc! { "$set": { EXPIRES_AT: record_expiry() } },
-        doc! { "$unset": GONE },
+        doc! { "$unset": [GONE, TURN_BEGINS] },
     ]
 }
 
-/// The two stages that remove the holder entries for which `gone` is true (see
-/// [`shared_release_where`]); `stamp_released` sets `releasedAt` in the second.
-fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) -> [Document; 2] {
+/// The three stages that remove the holder entries for which `gone` is true (see
+/// [`shared_release_where`]); `stamp_released` sets `releasedAt` in the last.
+fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) -> [Document; 3] {
     let wrote_released = doc! { "$gt": [
         { "$size": { "$filter": {
             "input": field(GONE),
@@ -723,7 +729,7 @@ fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) ->
     ] };
     let turn_begins = doc! { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] };
     let on_turn = |begun: Bson, otherwise: &str| -> Document {
-        doc! { "$cond": [&turn_begins, begun, field(otherwise)] }
+        doc! { "$cond": [field(TURN_BEGINS), begun, field(otherwise)] }
     };
     let mut released = doc! {
         HOLDERS: holders_where(doc! { "$not": [gone.clone()] }),
@@ -757,6 +763,7 @@ fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) ->
     );
     [
         doc! { "$set": { GONE: holders_where(gone) } },
+        doc! { "$set": { TURN_BEGINS: turn_begins } },
         doc! { "$set": released },
     ]
 }
@@ -796,7 +803,7 @@ pub(super) fn shared_hand_over(from: &Bson, to: &Bson, acquire: Vec<Document>) -
     stages.push(
         doc! { "$set": { RELEASED_AT: { "$cond": [granted, field(RELEASED_AT), "$$NOW"] } } },
     );
-    stages.push(doc! { "$unset": GONE });
+    stages.push(doc! { "$unset": [GONE, TURN_BEGINS] });
     stages
 }
 
