@@ -283,6 +283,12 @@ pub(crate) async fn arrival_order_lock_serves_processes_in_arrival_order<B: Back
     })
     .await;
     assert!(placed, "the other process's waiter is in line");
+    // Arrival is the store's clock at each attempt minus the measured wait, so a retry
+    // arrives later by its own latency (`guide::fairness`, "Its bounds"): `there` retries
+    // once when its release feed opens, about now, and a slow retry used to land after the
+    // local ask below when it came a few milliseconds later (1 run in 20 under load). The
+    // order is promised beyond an attempt's latency: ask half a second later.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let here_lock = here.lock(lock.as_str()).unwrap();
     let second = tokio::spawn(async move { here_lock.acquire().await });
     // The local request reaches the name's actor before the release below does: both go
