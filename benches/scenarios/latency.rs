@@ -240,7 +240,8 @@ async fn server_cpu(
     let mut wall = [Duration::ZERO; 3];
     let mut sent = vec![CommandCounts::default(); 3];
     for round in 0..BLOCKS {
-        // Each round starts with a different cycle, so none always follows the same one.
+        // Each round starts with a different cycle (the order stays cyclic), so no cycle
+        // always runs first, right after a round's probe.
         for turn in 0..3 {
             let which = (round + turn) % 3;
             let Some(start) = probe::server_cpu() else {
@@ -267,18 +268,20 @@ async fn server_cpu(
         }
     }
     manager.shutdown().await;
+    // Seconds × 10⁶ ÷ cycles: milliseconds per 1,000 cycles, or microseconds per cycle.
+    #[allow(clippy::cast_precision_loss)]
+    let per_thousand = |total: Duration| total.as_secs_f64() * 1e6 / (block * BLOCKS) as f64;
     for (which, label) in ["mongolock", "floor", "before_shared"].iter().enumerate() {
-        #[allow(clippy::cast_precision_loss)]
-        let per_cycle = wall[which].as_secs_f64() * 1e6 / (block * BLOCKS) as f64;
-        emit(&format!("{label}_wall_us"), format!("{per_cycle:.1}"));
+        emit(
+            &format!("{label}_wall_us"),
+            format!("{:.1}", per_thousand(wall[which])),
+        );
         emit(
             &format!("{label}_commands"),
             sent[which].to_string().replace(' ', ""),
         );
     }
     let [ours, replayed, theirs] = spent;
-    #[allow(clippy::cast_precision_loss)]
-    let per_thousand = |total: Duration| total.as_secs_f64() * 1e6 / (block * BLOCKS) as f64;
     emit("mongolock_cpu_ms", format!("{:.1}", per_thousand(ours)));
     emit("floor_cpu_ms", format!("{:.1}", per_thousand(replayed)));
     emit(
