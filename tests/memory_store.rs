@@ -835,8 +835,9 @@ async fn readers_in(readers: Vec<Reader>, stall: std::time::Duration) -> Vec<mon
     guards
 }
 
-/// Past the instant the stalled call was applied, the record holds exactly the readers'
-/// places: the stalled call's grant was used or given back. Then the readers leave.
+/// Past the instant the stalled call was applied, every holding on the record is held by a
+/// reader (readers who joined one grant share its holding, under tokens of its block): the
+/// stalled call's grant was used or given back. Then the readers leave.
 async fn no_grant_left_unused(
     store: &mongolock::testing::FaultyStore<MemoryStore>,
     guards: Vec<mongolock::LockGuard>,
@@ -845,15 +846,172 @@ async fn no_grant_left_unused(
     use mongolock::store::LockStore;
     tokio::time::sleep(stall).await;
     let name = mongolock::LockName::new("files").unwrap();
+    let block = store.tokens_per_grant();
     let record = store.inner().inspect(&name).await.unwrap();
+    let holders = record.map(|record| record.holders).unwrap_or_default();
+    assert!(
+        !holders.is_empty(),
+        "stall {stall:?}: the readers hold nothing"
+    );
+    for holding in holders {
+        assert!(
+            guards
+                .iter()
+                .any(|guard| (holding.token..holding.token + block).contains(&guard.token())),
+            "stall {stall:?}: a grant (token {}) is held on the store that no reader uses",
+            holding.token
+        );
+    }
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}
+
+/// Readers waiting in one process when a read is granted join that grant: one store call
+/// lets them all in, each with its own token (of the grant's reserved block), the record
+/// shows one holding, it stays until the last of them lets go, and one release frees it.
+#[tokio::test(start_paused = true)]
+async fn readers_waiting_together_join_one_grant() {
+    use mongolock::LockManager;
+    use mongolock::store::LockStore;
+    use mongolock::testing::FaultyStore;
+    use std::collections::BTreeSet;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let files = manager.rw_lock("files").unwrap();
+            tokio::spawn(async move { files.read().await })
+        })
+        .collect();
+    while store.acquire_calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    // Every reader has queued behind the refused first attempt.
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    let calls = store.calls();
+    writer.release().await.unwrap();
+    let mut guards = readers_in(readers, std::time::Duration::ZERO).await;
     assert_eq!(
-        record.map(|record| record.held_count()),
-        Some(guards.len()),
-        "stall {stall:?}: a grant is held on the store that no reader uses"
+        store.calls() - calls,
+        1,
+        "one grant lets every waiting reader in"
+    );
+    let tokens: BTreeSet<u64> = guards.iter().map(mongolock::LockGuard::token).collect();
+    assert_eq!(tokens.len(), 6, "each reader has its own token: {tokens:?}");
+    let name = mongolock::LockName::new("files").unwrap();
+    let record = store.inner().inspect(&name).await.unwrap().unwrap();
+    assert_eq!(record.holders.len(), 1, "the readers share one holding");
+    let first = record.holders[0].token;
+    assert!(
+        tokens
+            .iter()
+            .all(|token| (first..first + store.tokens_per_grant()).contains(token)),
+        "tokens {tokens:?} outside the grant's block from {first}"
+    );
+    let last = guards.pop().unwrap();
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    assert_eq!(
+        store.calls() - calls,
+        1,
+        "a reader's release freed the shared lease"
+    );
+    let record = store.inner().inspect(&name).await.unwrap().unwrap();
+    assert_eq!(record.holders.len(), 1, "the last reader still holds");
+    // A writer elsewhere is still kept out, and the last reader's loss signal is quiet.
+    assert!(
+        elsewhere
+            .rw_lock("files")
+            .unwrap()
+            .try_write()
+            .await
+            .unwrap()
+            .is_none(),
+        "a writer got in beside a reader"
+    );
+    assert!(last.loss().is_none());
+    last.release().await.unwrap();
+    let left = store.inner().inspect(&name).await.unwrap();
+    assert!(
+        left.is_none_or(|record| record.holders.is_empty()),
+        "the last reader's release frees the name"
+    );
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// Only the readers ahead of a writer waiting in this process join a read: one queued
+/// behind it asks for its own place (as the refused writer's one reader attempt), so the
+/// record shows two holdings, not one.
+#[tokio::test(start_paused = true)]
+async fn readers_behind_a_local_writer_do_not_join_a_read() {
+    use mongolock::LockManager;
+    use mongolock::store::LockStore;
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let options = common::fast_options();
+    let store = FaultyStore::new(MemoryStore::new());
+    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let files = manager.rw_lock("files").unwrap();
+    let spawn_read = |files: mongolock::RwLock| tokio::spawn(async move { files.read().await });
+    let ahead = spawn_read(files.clone());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let local_writer = {
+        let files = files.clone();
+        tokio::spawn(async move { files.write().await })
+    };
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let behind = spawn_read(files.clone());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    writer.release().await.unwrap();
+    let mut guards = Vec::new();
+    for reader in [ahead, behind] {
+        let guard = tokio::time::timeout(Duration::from_secs(5), reader)
+            .await
+            .expect("a reader never got in")
+            .unwrap()
+            .unwrap();
+        guards.push(guard);
+    }
+    let name = mongolock::LockName::new("files").unwrap();
+    let record = store.inner().inspect(&name).await.unwrap().unwrap();
+    assert_eq!(
+        record.holders.len(),
+        2,
+        "the reader behind the local writer joined the first reader's grant"
+    );
+    assert!(
+        !local_writer.is_finished(),
+        "the writer got in beside a reader"
     );
     for guard in guards {
         guard.release().await.unwrap();
     }
+    let written = tokio::time::timeout(Duration::from_secs(5), local_writer)
+        .await
+        .expect("the writer got in after the reads")
+        .unwrap()
+        .unwrap();
+    written.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
 }
 
 /// A read grant that reaches this process while its readers wait goes to them, or is given
@@ -1054,8 +1212,8 @@ async fn a_waiting_writer_keeps_other_processes_readers_out_between_its_attempts
 
 /// When a process's own writer lets go, the readers that process has waiting go before
 /// its next writer, even one queued ahead of them, with no store call to spare: the
-/// released place is handed over to the first reader, the second reader's attempt follows
-/// at once, and the writer asks once (refused: the readers hold).
+/// released place is handed over to the first reader, the second joins that grant, and the
+/// writer asks once (refused: the readers hold).
 #[tokio::test(start_paused = true)]
 async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writer() {
     use mongolock::testing::FaultyStore;
@@ -1101,8 +1259,8 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
     );
     assert_eq!(
         (store.hand_over_calls(), store.acquire_calls()),
-        (hand_overs + 1, attempts + 2),
-        "one hand-over to the first reader, one attempt for the second, one of the writer's"
+        (hand_overs + 1, attempts + 1),
+        "one hand-over to the first reader (the second joins it), one attempt of the writer's"
     );
     // A reader arriving after the turn queues behind the writer.
     let late_reader = tokio::spawn({

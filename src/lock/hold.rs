@@ -17,7 +17,7 @@ use super::orphan;
 use super::renewer::{Renewal, Renewer};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
-use crate::metrics::{LockMetrics, RenewalResult, StoreOp};
+use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, ReleaseOutcome};
@@ -29,8 +29,13 @@ pub(crate) struct Hold {
     access: Access,
     token: u64,
     /// The last fencing token the store reserved for this lease's grant: local holders after
-    /// this one take the tokens up to it, with no store call.
+    /// this one, and readers joining its grant, take the tokens up to it, with no store call.
     reserved_until: u64,
+    /// The last token handed to a guard of this lease: the grant's own, or that of the last
+    /// reader who joined the grant (see [`Hold::joiner_guard`]).
+    last_given: u64,
+    /// The guards holding this lease and not yet let go: one, or more once readers joined.
+    guards: u32,
     /// Until when local holders may follow this one with no store call: the grant's sending
     /// plus the fairness bound. Past it, only the store can say whether other processes
     /// have waited too long.
@@ -87,6 +92,8 @@ impl Hold {
             access: Access::Exclusive,
             token,
             reserved_until,
+            last_given: token,
+            guards: 1,
             passes_locally_until: sent_at + options.fairness_bound(),
             options,
             metrics,
@@ -124,9 +131,9 @@ impl Hold {
         &self.metrics
     }
 
-    /// Whether the guard holding `lease` under `token` is this hold's.
+    /// Whether the guard holding `lease` under `token` is one of this hold's.
     pub(crate) fn is(&self, lease: LeaseId, token: u64) -> bool {
-        self.lease == lease && self.token == token
+        self.lease == lease && (self.token..=self.last_given).contains(&token)
     }
 
     /// Whether the lease is provably still this process's at `now`: its loss deadline has
@@ -136,16 +143,33 @@ impl Hold {
     }
 
     /// Whether the lease can pass to a local waiter asking for `options` without a store
+    /// call: a reserved token is left and the lease may serve the waiter locally (see
+    /// [`Hold::serves_locally`]).
+    pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
+        self.token < self.reserved_until && self.serves_locally(options, now)
+    }
+
+    /// Whether a reader waiting here with `options` may join this read as it is granted,
+    /// sharing its lease under the next reserved token: the lease is a read, a reserved
+    /// token is left, and the lease may serve the waiter locally. Only readers that wait
+    /// when the grant comes back join (see `engine::holds`), so joining never keeps a read
+    /// going past its guards' own critical sections.
+    pub(crate) fn can_join(&self, options: &LockOptions, now: Instant) -> bool {
+        self.access == Access::Read
+            && self.last_given < self.reserved_until
+            && self.serves_locally(options, now)
+    }
+
+    /// Whether the lease may serve a local waiter asking for `options` without a store
     /// call: neither the lease nor the waiter is in arrival order (where the store decides
     /// every turn), it is provably still ours (deadline ahead, no renewal came back
-    /// unconfirmed), a reserved token is left, the store was asked less than the fairness
-    /// bound ago, and the waiter's lease terms are this lease's.
-    pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
+    /// unconfirmed), the store was asked less than the fairness bound ago, and the waiter's
+    /// lease terms are this lease's.
+    fn serves_locally(&self, options: &LockOptions, now: Instant) -> bool {
         !self.options.in_arrival_order()
             && !options.in_arrival_order()
             && self.is_valid_at(now)
             && self.at_risk_since.is_none()
-            && self.token < self.reserved_until
             && now < self.passes_locally_until
             && options.lease_duration() == self.options.lease_duration()
             && options.renew_interval() == self.options.renew_interval()
@@ -165,6 +189,7 @@ impl Hold {
         std::mem::replace(&mut self.status, successor).released();
         Self {
             token: self.token + 1,
+            last_given: self.token + 1,
             options,
             metrics,
             acquired_at: Instant::now(),
@@ -182,6 +207,39 @@ impl Hold {
             actor.clone(),
             self.status.subscribe(),
         )
+    }
+
+    /// A guard for a reader joining this read (see [`Hold::can_join`]), under the next
+    /// reserved token. It counts as a holder once [`Hold::joined`] says it was delivered;
+    /// a guard its reader could not take leaves its token unused.
+    pub(crate) fn joiner_guard(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
+        self.last_given += 1;
+        LockGuard::new(
+            name.clone(),
+            self.last_given,
+            self.access,
+            self.lease,
+            actor.clone(),
+            self.status.subscribe(),
+        )
+    }
+
+    /// A reader took a joiner's guard: one more guard holds the lease.
+    pub(crate) fn joined(&mut self) {
+        self.guards += 1;
+        self.metrics.attempt(AttemptResult::Acquired);
+        self.metrics.held(1.0);
+    }
+
+    /// One of several guards let go: the lease stays for the others (returns `true`). With
+    /// one guard left, nothing changes: its release is the lease's.
+    pub(crate) fn guard_left(&mut self) -> bool {
+        if self.guards <= 1 {
+            return false;
+        }
+        self.guards -= 1;
+        self.metrics.hold_ended(self.acquired_at.elapsed());
+        true
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
@@ -352,7 +410,9 @@ impl Hold {
         if self.at_risk_since.is_some() {
             self.metrics.at_risk(-1.0);
         }
-        self.metrics.hold_ended(self.acquired_at.elapsed());
+        for _ in 0..self.guards {
+            self.metrics.hold_ended(self.acquired_at.elapsed());
+        }
     }
 
     /// Ends the hold by release: not a loss, so loss watchers never fire.

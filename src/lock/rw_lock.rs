@@ -27,6 +27,15 @@ use crate::store::outcome::LockRecord;
 /// - in one process, waiters are served in arrival order, except that readers waiting when
 ///   this process's writer leaves go first.
 ///
+/// **Readers waiting together share a grant.** Readers of one process waiting when a read
+/// is granted to one of them join it: one store call lets them all in, each with its own
+/// guard and a token of the grant's reserved block (so issued with the grant, above every
+/// token before it). [`RwLock::inspect`] shows them as one holding, kept until the last of
+/// them lets go. Only readers already waiting join, in this process's order (not past a
+/// writer queued ahead of them), up to the block's size, never in arrival order
+/// ([`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder)), nor once other processes
+/// have waited the fairness bound.
+///
 /// **No upgrade or downgrade.** Two readers that both upgrade would each wait for the other
 /// to leave: a deadlock the lock cannot break without failing one of them. A downgrade
 /// would have to turn the write lease into a read one in the same store write while a

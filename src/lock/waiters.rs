@@ -46,9 +46,9 @@ impl Waiter {
         }
     }
 
-    /// Sends this waiter a guard; a guard it can no longer take is disarmed.
-    fn deliver(self, make_guard: &mut impl FnMut() -> LockGuard) -> bool {
-        match self.reply.send(Ok(make_guard())) {
+    /// Sends this waiter `guard`; a guard it can no longer take is disarmed.
+    fn deliver(self, guard: LockGuard) -> bool {
+        match self.reply.send(Ok(guard)) {
             Ok(()) => {
                 self.metrics.acquire_wait(self.requested_at.elapsed());
                 true
@@ -201,10 +201,42 @@ impl Waiters {
             let Some(waiter) = self.take_first_for(access) else {
                 return false;
             };
-            if waiter.deliver(&mut make_guard) {
+            if waiter.deliver(make_guard()) {
                 return true;
             }
         }
+    }
+
+    /// Hands a guard to the next reader that may join a read granted just now: during a
+    /// readers' turn the next of the turn's readers, otherwise the first waiter if it reads
+    /// (a reader queued behind a writer waits for that writer). `make_guard` is given the
+    /// reader's options and makes its guard, or `None` if the read cannot take it. Returns
+    /// `None` when no reader joins, else whether the reader took the guard (a guard it
+    /// could not take is disarmed).
+    pub(crate) fn deliver_to_joiner(
+        &mut self,
+        make_guard: impl FnOnce(&LockOptions) -> Option<LockGuard>,
+    ) -> Option<bool> {
+        self.prune();
+        let at = if self.readers_first > 0 {
+            self.queue
+                .iter()
+                .position(|waiter| waiter.access == Access::Read)?
+        } else {
+            self.queue
+                .front()
+                .is_some_and(|waiter| waiter.access == Access::Read)
+                .then_some(0)?
+        };
+        let guard = make_guard(&self.queue.get(at)?.options)?;
+        let Some(waiter) = self.queue.remove(at) else {
+            guard.disarm();
+            return None;
+        };
+        self.readers_first = self.readers_first.saturating_sub(1);
+        waiter.metrics.waiters(-1.0);
+        self.report_oldest();
+        Some(waiter.deliver(guard))
     }
 
     /// Answers the first waiter asking for `access` with `error` (a request the store

@@ -17,7 +17,9 @@
 //!    told (and before their deadline) are reported apart from those within the margin.
 //! 2. **Tokens increase** per name: every token the store issues is above every one it
 //!    issued for the name before (checked in the store's order by the witness); a token
-//!    passed locally is above every token issued for the name before the pass; no token is
+//!    passed locally is above every token issued for the name before the pass; a shared
+//!    place is never passed locally, though readers of one process waiting together may
+//!    join a read as it is delivered, under the tokens its grant reserved; no token is
 //!    delivered twice.
 //! 3. **A release answered `Ok`** means no other lease was granted the holder's place since
 //!    the hold began: any grant of a mutex or a writer, a reader beside a writer, or a
@@ -289,7 +291,7 @@ impl History {
         };
         // 2. Tokens increase.
         if !exempt {
-            self.check_token(who, name, token, lease, now);
+            self.check_token(who, name, access, token, lease, now);
         }
         let grants = self.grants.entry(name.to_owned()).or_default();
         grants.push(Grant {
@@ -430,13 +432,15 @@ impl History {
         occupants.into_iter().map(|(other, ..)| other).collect()
     }
 
-    /// Rule 2 for one delivered token: never delivered before, and a token passed locally
-    /// (after its lease's grant token) above every token the store issued for the name
-    /// before the pass. A grant's own token was checked in the store's order already.
+    /// Rule 2 for one delivered token: never delivered before; a token after its lease's
+    /// grant token either a reader's that joined the read as it was delivered, or a
+    /// mutex's passed locally above every token the store issued for the name before the
+    /// pass. A grant's own token was checked in the store's order already.
     fn check_token(
         &mut self,
         who: Who,
         name: &str,
+        access: Access,
         token: u64,
         lease: Option<LeaseId>,
         now: Instant,
@@ -483,6 +487,32 @@ impl History {
                 now - sent,
                 self.timings.fairness_bound
             ));
+        }
+        // A shared place never passes locally; readers waiting together join a read as it
+        // is granted, under tokens the grant reserved (so the store issued them with it).
+        if let Some(grant_token) = grant_token
+            && token > grant_token
+            && access.kind().is_shared()
+        {
+            let granted_at = self
+                .grants
+                .get(name)
+                .and_then(|grants| {
+                    grants
+                        .iter()
+                        .filter(|grant| grant.lease == Some(lease))
+                        .map(|grant| grant.at)
+                        .min()
+                })
+                .unwrap_or(now);
+            if access != Access::Read || now > granted_at + INSTANT {
+                self.violation(format!(
+                    "{who:?} got token {token} of {name}'s {} granted {grant_token} {:?} after that grant was delivered: a shared place passed on locally",
+                    access.as_str(),
+                    now - granted_at
+                ));
+            }
+            return;
         }
         if let (Some(grant_token), Some(largest)) = (grant_token, largest)
             && token > grant_token
@@ -939,8 +969,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LockStore};
-    use mongolock::{HolderId, LockName, MemoryStore};
+    use mongolock::LockName;
 
     const PERMITS: Access = Access::Permit { permits: 2 };
 
@@ -1118,72 +1147,112 @@ mod tests {
     fn a_token_passed_locally_below_one_issued_before_is_flagged() {
         paused(async {
             let (mut history, ledger) = history();
-            let store = recorder::Witness::new(MemoryStore::new(), ledger.clone());
-            let name = LockName::new("pool").expect("a valid name");
-            let mut leases = Vec::new();
-            for _ in 0..2 {
-                let lease = LeaseId::new();
-                let request = AcquireRequest::new(
-                    name.clone(),
-                    lease,
-                    HolderId::from_string("a".to_owned()),
-                    Duration::from_secs(1),
-                )
-                .with_access(PERMITS);
-                let Ok(AcquireOutcome::Acquired { token }) = store.try_acquire(&request).await
-                else {
-                    panic!("a free permit");
-                };
-                recorder::lock(&ledger).granted(&name, token, lease, Instant::now());
-                leases.push((lease, token));
-                tokio::time::advance(Duration::from_millis(10)).await;
+            let name = LockName::new("baton").expect("a valid name");
+            let first = LeaseId::new();
+            {
+                let mut ledger = recorder::lock(&ledger);
+                ledger.granted(&name, 1, first, Instant::now());
+                ledger.issued(&name, 1);
             }
-            let [(first, first_token), (_, second_token)] = leases[..] else {
-                panic!("two grants");
-            };
             history.granted(
                 Who::Client(1),
-                "pool",
-                PERMITS,
+                "baton",
+                Access::Exclusive,
                 Some(0),
-                first_token,
+                1,
                 Some(first),
                 None,
             );
+            tokio::time::advance(Duration::from_millis(10)).await;
+            // The store granted the name to another lease meanwhile (an expiry takeover).
+            recorder::lock(&ledger).issued(&name, 17);
+            tokio::time::advance(Duration::from_millis(1)).await;
             history.letting_go(Who::Client(1));
             history.granted(
                 Who::Client(2),
-                "pool",
-                PERMITS,
+                "baton",
+                Access::Exclusive,
                 Some(0),
-                first_token + 1,
+                2,
                 Some(first),
                 None,
             );
             assert!(
                 flagged(
                     &history,
-                    &format!(
-                        "by a local pass (its lease was granted {first_token}), not above {second_token}"
-                    )
+                    "by a local pass (its lease was granted 1), not above 17"
                 ),
                 "{:?}",
                 history.violations()
             );
+            history.letting_go(Who::Client(2));
             history.granted(
                 Who::Client(3),
-                "pool",
-                PERMITS,
+                "baton",
+                Access::Exclusive,
                 Some(0),
-                first_token + 1,
+                2,
                 Some(first),
                 None,
             );
             assert!(flagged(&history, "delivered twice"));
-            history.check_store();
+        });
+    }
+
+    #[test]
+    fn a_shared_place_passed_locally_is_flagged_and_readers_joining_a_grant_are_not() {
+        paused(async {
+            let (mut history, ledger) = history();
+            let permit = grant(&mut history, &ledger, 1, "pool", PERMITS, 1);
+            assert_eq!(permit, 1);
+            let read = grant(&mut history, &ledger, 2, "files", Access::Read, 1);
+            assert_eq!(read, 1);
+            let lease_of = |name: &str| recorder::lock(&ledger).lease_of(name, 1, 16);
+            // Readers waiting together join the read as it is delivered.
+            for (client, token) in [(3, 2), (4, 3)] {
+                history.granted(
+                    Who::Client(client),
+                    "files",
+                    Access::Read,
+                    Some(0),
+                    token,
+                    lease_of("files"),
+                    None,
+                );
+            }
             assert!(
-                !flagged(&history, "the store issued token"),
-                "the store's order was right: {:?}",
+                history.violations().is_empty(),
+                "{:?}",
+                history.violations()
+            );
+            tokio::time::advance(Duration::from_millis(10)).await;
+            history.letting_go(Who::Client(1));
+            history.granted(
+                Who::Client(5),
+                "pool",
+                PERMITS,
+                Some(0),
+                2,
+                lease_of("pool"),
+                None,
+            );
+            assert!(
+                flagged(&history, "token 2 of pool's permit granted 1 10ms after"),
+                "{:?}",
+                history.violations()
+            );
+            history.granted(
+                Who::Client(6),
+                "files",
+                Access::Read,
+                Some(0),
+                4,
+                lease_of("files"),
+                None,
+            );
+            assert!(
+                flagged(&history, "token 4 of files's read granted 1 10ms after"),
+                "{:?}",
                 history.violations()
             );
         });

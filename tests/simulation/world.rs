@@ -405,6 +405,7 @@ impl World {
             92..=93 => self.drop_candidate(),
             94 => self.inject_panic(),
             95 => self.operator_sets_permits().await,
+            96..=97 => self.spawn_readers(),
             _ => {}
         }
     }
@@ -456,6 +457,23 @@ impl World {
                 Target::Write(lock)
             };
             self.spawn_client(manager, target);
+        }
+    }
+
+    /// Two to five readers of one manager at once: they wait together, so a read granted
+    /// to the first is joined by the others.
+    fn spawn_readers(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
+        };
+        let options = self.options.clone().with_fairness(self.fairness);
+        for _ in 0..self.rng.random_range(2..=5) {
+            if let Ok(lock) = self.managers[manager]
+                .manager
+                .rw_lock_with(RW_LOCK, options.clone())
+            {
+                self.spawn_client(manager, Target::Read(lock));
+            }
         }
     }
 

@@ -107,12 +107,44 @@ impl NameState {
         // Armed before anything else: a mutex passed on locally keeps this timer (its
         // renewals and its deadline), and a released hold cancels it.
         self.arm_hold_timer(myself, lease);
-        if !delivered {
+        if delivered {
+            self.join_readers(myself, lease);
+        } else {
             // The caller left while the attempt was in flight: a mutex passes to the next
             // waiter or goes back; a shared place goes back plainly (the acquisition serves
             // the other waiters).
             let pass_on = self.passes_locally();
             self.release_hold(myself, lease, None, pass_on);
+        }
+    }
+
+    /// The readers waiting here as a read is granted join it: each gets its own guard under
+    /// the next of the grant's reserved tokens, and the lease stays until the last of them
+    /// lets go. One store call then admits a process's waiting readers together instead of
+    /// one each. Only readers already waiting join (the hold never takes new guards later,
+    /// so it lasts no longer than their critical sections), in this process's order (not
+    /// past a writer queued ahead of them, beyond a readers' turn), and not when other
+    /// processes have waited the fairness bound or in arrival order, where the store
+    /// decides each turn.
+    fn join_readers(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+        let Some(place) = self.holds.get_mut(&lease) else {
+            return;
+        };
+        if place.others_starving {
+            return;
+        }
+        let now = Instant::now();
+        let hold = &mut place.hold;
+        loop {
+            let joined = self.waiters.deliver_to_joiner(|options| {
+                hold.can_join(options, now)
+                    .then(|| hold.joiner_guard(&self.name, myself))
+            });
+            match joined {
+                Some(true) => hold.joined(),
+                Some(false) => {}
+                None => break,
+            }
         }
     }
 

@@ -3,7 +3,8 @@
 //! flight. A mutex, a semaphore and a reader/writer lock differ only in data — the kind —
 //! and in a few small rules read from it (`state.rs`): a mutex holds at most one lease and
 //! attempts only while it holds nothing; a released mutex may pass to a local waiter under
-//! its reserved tokens, a shared place goes back through the store.
+//! its reserved tokens, a shared place goes back through the store. A read, as it is
+//! granted, is joined by the readers waiting here, under the same reserved tokens.
 //!
 //! Two parts move side by side, one `step` per message (`actor.rs`):
 //!
@@ -23,7 +24,7 @@
 //! | `state.rs` | what the actor owns, the kind and its rules, idling and shutdown |
 //! | `admission.rs` | whether a request is served, refused, or waits for the record's kind |
 //! | `acquisition.rs` | the local waiters' acquisition: its phases, each owning its attempt, backoff or timer |
-//! | `holds.rs` | the held leases: grant, renewal, loss |
+//! | `holds.rs` | the held leases: grant (readers waiting here join a read), renewal, loss |
 //! | `release.rs` | a released place: local pass, hand-over, plain release, detach |
 //! | `tests.rs` | the actor's answers to messages sent late or twice, sent directly |
 

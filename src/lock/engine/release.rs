@@ -48,9 +48,16 @@ impl NameState {
         token: u64,
         reply: ReleaseReply,
     ) {
-        let answer = match self.holds.get(&lease) {
+        let answer = match self.holds.get_mut(&lease) {
             Some(place) if place.hold.is(lease, token) => {
                 if place.hold.is_valid_at(Instant::now()) {
+                    if place.hold.guard_left() {
+                        // Readers who joined this read still hold its lease.
+                        if let Some(reply) = reply {
+                            let _ = reply.send(Ok(()));
+                        }
+                        return;
+                    }
                     return self.release_hold(myself, lease, reply, true);
                 }
                 // Past its deadline (the process was paused, or the deadline's own message
