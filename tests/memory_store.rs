@@ -692,23 +692,16 @@ async fn a_store_that_stops_answering_warns_before_the_loss() {
 /// permit asked for meanwhile waits for that answer and is then granted.
 #[tokio::test(start_paused = true)]
 async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_record() {
-    use mongolock::testing::FaultyStore;
-    use mongolock::{LockError, LockKind, LockManager};
+    use mongolock::{LockError, LockKind};
     use std::time::Duration;
     use tokio::time::timeout;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
     let held_elsewhere = elsewhere
         .semaphore("exports", 2)
         .unwrap()
         .acquire()
-        .await
-        .unwrap();
-    let manager = LockManager::start(store.clone(), options.clone())
         .await
         .unwrap();
 
@@ -749,20 +742,13 @@ async fn a_request_of_the_other_kind_during_a_first_attempt_is_judged_by_the_rec
 /// kind is refused at once, not kept waiting behind it.
 #[tokio::test(start_paused = true)]
 async fn a_refusal_answers_for_the_kind_of_the_name() {
-    use mongolock::testing::FaultyStore;
-    use mongolock::{LockError, LockKind, LockManager};
+    use mongolock::{LockError, LockKind};
     use std::time::Duration;
     use tokio::time::timeout;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
     let held_elsewhere = elsewhere.lock("reports").unwrap().acquire().await.unwrap();
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
     let lock = manager.lock("reports").unwrap();
     let waiting = tokio::spawn(async move { lock.acquire().await });
     // The waiting lock's first attempt has come back refused.
@@ -821,6 +807,26 @@ async fn a_try_on_a_mutex_held_here_answers_without_the_store() {
 
 type Reader = tokio::task::JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>;
 
+/// A manager on a store that counts its calls (`store`), and one "elsewhere" on the same
+/// memory store, whose calls are not counted.
+async fn here_and_elsewhere(
+    options: &mongolock::LockOptions,
+) -> (
+    mongolock::testing::FaultyStore<MemoryStore>,
+    mongolock::LockManager,
+    mongolock::LockManager,
+) {
+    use mongolock::LockManager;
+    let store = mongolock::testing::FaultyStore::new(MemoryStore::new());
+    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    (store, elsewhere, manager)
+}
+
 /// Every waiting reader gets in (within five seconds of paused time).
 async fn readers_in(readers: Vec<Reader>, stall: std::time::Duration) -> Vec<mongolock::LockGuard> {
     let mut guards = Vec::new();
@@ -872,20 +878,12 @@ async fn no_grant_left_unused(
 /// shows one holding, it stays until the last of them lets go, and one release frees it.
 #[tokio::test(start_paused = true)]
 async fn readers_waiting_together_join_one_grant() {
-    use mongolock::LockManager;
     use mongolock::store::LockStore;
-    use mongolock::testing::FaultyStore;
     use std::collections::BTreeSet;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
     let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
     let readers: Vec<_> = (0..6)
         .map(|_| {
             let files = manager.rw_lock("files").unwrap();
@@ -955,20 +953,12 @@ async fn readers_waiting_together_join_one_grant() {
 /// record shows two holdings, not one.
 #[tokio::test(start_paused = true)]
 async fn readers_behind_a_local_writer_do_not_join_a_read() {
-    use mongolock::LockManager;
     use mongolock::store::LockStore;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let elsewhere = LockManager::start(store.inner().clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
     let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
     let files = manager.rw_lock("files").unwrap();
     let spawn_read = |files: mongolock::RwLock| tokio::spawn(async move { files.read().await });
     let ahead = spawn_read(files.clone());
@@ -1020,21 +1010,13 @@ async fn readers_behind_a_local_writer_do_not_join_a_read() {
 /// get in, and no holding of the name outlives them unused.
 #[tokio::test(start_paused = true)]
 async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
     let options = common::fast_options();
     // In time; after the first renewal was due; after the attempt's own timeout.
     for stall in [100, 500, 1_200].map(Duration::from_millis) {
-        let store = FaultyStore::new(MemoryStore::new());
-        let elsewhere = LockManager::start(store.inner().clone(), options.clone())
-            .await
-            .unwrap();
+        let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
         let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
-        let manager = LockManager::start(store.clone(), options.clone())
-            .await
-            .unwrap();
         let readers: Vec<_> = (0..2)
             .map(|_| {
                 let files = manager.rw_lock("files").unwrap();
