@@ -948,6 +948,59 @@ async fn readers_waiting_together_join_one_grant() {
     elsewhere.shutdown().await;
 }
 
+/// A read is joined by as many readers as its grant reserved tokens for, no more: the
+/// readers beyond the block ask for a grant of their own, and no token is given twice.
+#[tokio::test(start_paused = true)]
+async fn readers_beyond_a_grants_block_ask_for_their_own() {
+    use mongolock::store::LockStore;
+    use std::collections::BTreeSet;
+
+    let options = common::fast_options();
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let block = store.tokens_per_grant();
+    let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+    let readers: Vec<_> = (0..block + 4)
+        .map(|_| {
+            let files = manager.rw_lock("files").unwrap();
+            tokio::spawn(async move { files.read().await })
+        })
+        .collect();
+    while store.acquire_calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    writer.release().await.unwrap();
+    let guards = readers_in(readers, std::time::Duration::ZERO).await;
+    let tokens: BTreeSet<u64> = guards.iter().map(mongolock::LockGuard::token).collect();
+    assert_eq!(
+        tokens.len(),
+        guards.len(),
+        "a token was given twice: {tokens:?}"
+    );
+    let name = mongolock::LockName::new("files").unwrap();
+    let holders = store.inner().inspect(&name).await.unwrap().unwrap().holders;
+    assert_eq!(
+        holders.len(),
+        2,
+        "{} readers in grants of {block}",
+        guards.len()
+    );
+    for guard in &guards {
+        assert!(
+            holders
+                .iter()
+                .any(|holding| (holding.token..holding.token + block).contains(&guard.token())),
+            "token {} is in no grant's block: {holders:?}",
+            guard.token()
+        );
+    }
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// Only the readers ahead of a writer waiting in this process join a read: one queued
 /// behind it asks for its own place (as the refused writer's one reader attempt), so the
 /// record shows two holdings, not one.

@@ -315,6 +315,47 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         Some(0.0)
     );
 
+    // Readers who joined one read grant each count as a held read, and none stays a
+    // waiter; each leaves the held gauge as it lets go.
+    let read = [("access", "read")];
+    let writing = b.rw_lock("files").unwrap().write().await.unwrap();
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let files = a.rw_lock("files").unwrap();
+            tokio::spawn(async move { files.read().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_waiters", &read),
+        Some(3.0)
+    );
+    writing.release().await.unwrap();
+    let mut reads = Vec::new();
+    for reader in readers {
+        reads.push(reader.await.unwrap().unwrap());
+    }
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_held_locks", &read),
+        Some(3.0),
+        "every reader of the grant is a held read"
+    );
+    assert_eq!(totals.stored("mongolock_waiters", &read), Some(0.0));
+    let hold_times = totals.samples("mongolock_hold_seconds", &read).len();
+    for (left, guard) in reads.into_iter().enumerate() {
+        guard.release().await.unwrap();
+        assert_eq!(
+            totals.value(&snapshotter, "mongolock_held_locks", &read),
+            Some(2.0 - left as f64),
+            "a reader that let go is still held"
+        );
+    }
+    assert_eq!(
+        totals.samples("mongolock_hold_seconds", &read).len(),
+        hold_times + 3,
+        "a hold time per reader"
+    );
+
     // A hold whose renewals fail is counted at risk until a renewal is confirmed again.
     let faulty = mongolock::testing::FaultyStore::new(store.clone());
     let c = LockManager::start(faulty.clone(), LockOptions::default())

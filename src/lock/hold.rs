@@ -165,6 +165,10 @@ impl Hold {
     /// every turn), it is provably still ours (deadline ahead, no renewal came back
     /// unconfirmed), the store was asked less than the fairness bound ago, and the waiter's
     /// lease terms are this lease's.
+    ///
+    /// Serving at the fairness bound's very instant too (`<=`) is a mutant no test can tell
+    /// from this: the bound is a tuning, and the simulator allows it a millisecond of slack
+    /// for paused time's whole-millisecond timers.
     fn serves_locally(&self, options: &LockOptions, now: Instant) -> bool {
         !self.options.in_arrival_order()
             && !options.in_arrival_order()
