@@ -827,6 +827,16 @@ async fn here_and_elsewhere(
     (store, elsewhere, manager)
 }
 
+/// `count` tasks of `manager` asking to read "files".
+fn readers_of_files(manager: &mongolock::LockManager, count: u64) -> Vec<Reader> {
+    (0..count)
+        .map(|_| {
+            let files = manager.rw_lock("files").unwrap();
+            tokio::spawn(async move { files.read().await })
+        })
+        .collect()
+}
+
 /// Every waiting reader gets in (within five seconds of paused time).
 async fn readers_in(readers: Vec<Reader>, stall: std::time::Duration) -> Vec<mongolock::LockGuard> {
     let mut guards = Vec::new();
@@ -884,12 +894,7 @@ async fn readers_waiting_together_join_one_grant() {
     let options = common::fast_options();
     let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
     let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
-    let readers: Vec<_> = (0..6)
-        .map(|_| {
-            let files = manager.rw_lock("files").unwrap();
-            tokio::spawn(async move { files.read().await })
-        })
-        .collect();
+    let readers = readers_of_files(&manager, 6);
     while store.acquire_calls() == 0 {
         tokio::task::yield_now().await;
     }
@@ -959,12 +964,7 @@ async fn readers_beyond_a_grants_block_ask_for_their_own() {
     let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
     let block = store.tokens_per_grant();
     let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
-    let readers: Vec<_> = (0..block + 4)
-        .map(|_| {
-            let files = manager.rw_lock("files").unwrap();
-            tokio::spawn(async move { files.read().await })
-        })
-        .collect();
+    let readers = readers_of_files(&manager, block + 4);
     while store.acquire_calls() == 0 {
         tokio::task::yield_now().await;
     }
@@ -1070,12 +1070,7 @@ async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
     for stall in [100, 500, 1_200].map(Duration::from_millis) {
         let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
         let writer = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let files = manager.rw_lock("files").unwrap();
-                tokio::spawn(async move { files.read().await })
-            })
-            .collect();
+        let readers = readers_of_files(&manager, 2);
         // The readers were refused while the writer holds; their next attempt stalls.
         while store.acquire_calls() == 0 {
             tokio::task::yield_now().await;
@@ -1110,12 +1105,7 @@ async fn a_read_handed_over_while_readers_wait_is_used_or_given_back() {
             .await
             .unwrap();
         let writer = manager.rw_lock("files").unwrap().write().await.unwrap();
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let files = manager.rw_lock("files").unwrap();
-                tokio::spawn(async move { files.read().await })
-            })
-            .collect();
+        let readers = readers_of_files(&manager, 2);
         let asked = store.acquire_calls();
         while store.acquire_calls() == asked {
             tokio::task::yield_now().await;
