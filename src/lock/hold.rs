@@ -150,14 +150,12 @@ impl Hold {
     }
 
     /// Whether a reader waiting here with `options` may join this read as it is granted,
-    /// sharing its lease under the next reserved token: the lease is a read, a reserved
-    /// token is left, and the lease may serve the waiter locally. Only readers that wait
-    /// when the grant comes back join (see `engine::holds`), so joining never keeps a read
-    /// going past its guards' own critical sections.
+    /// sharing its lease under the next reserved token: a reserved token is left and the
+    /// lease may serve the waiter locally. Only readers that wait when a read's grant comes
+    /// back join (see `engine::holds`, which asks only of a read), so joining never keeps
+    /// a read going past its guards' own critical sections.
     pub(crate) fn can_join(&self, options: &LockOptions, now: Instant) -> bool {
-        self.access == Access::Read
-            && self.last_given < self.reserved_until
-            && self.serves_locally(options, now)
+        self.last_given < self.reserved_until && self.serves_locally(options, now)
     }
 
     /// Whether the lease may serve a local waiter asking for `options` without a store
@@ -203,9 +201,13 @@ impl Hold {
 
     /// A guard of this hold for its caller, answering to `actor`.
     pub(crate) fn guard(&self, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
+        self.guard_under(self.token, name, actor)
+    }
+
+    fn guard_under(&self, token: u64, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
         LockGuard::new(
             name.clone(),
-            self.token,
+            token,
             self.access,
             self.lease,
             actor.clone(),
@@ -218,14 +220,7 @@ impl Hold {
     /// a guard its reader could not take leaves its token unused.
     pub(crate) fn joiner_guard(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
         self.last_given += 1;
-        LockGuard::new(
-            name.clone(),
-            self.last_given,
-            self.access,
-            self.lease,
-            actor.clone(),
-            self.status.subscribe(),
-        )
+        self.guard_under(self.last_given, name, actor)
     }
 
     /// A reader took a joiner's guard: one more guard holds the lease.

@@ -173,6 +173,11 @@ impl Waiters {
             .queue
             .iter()
             .position(|waiter| waiter.access == access)?;
+        self.take_at(at)
+    }
+
+    /// Takes the waiter at `at` out of the line.
+    fn take_at(&mut self, at: usize) -> Option<Waiter> {
         let waiter = self.queue.remove(at)?;
         waiter.metrics.waiters(-1.0);
         self.report_oldest();
@@ -229,13 +234,11 @@ impl Waiters {
                 .then_some(0)?
         };
         let guard = make_guard(&self.queue.get(at)?.options)?;
-        let Some(waiter) = self.queue.remove(at) else {
+        let Some(waiter) = self.take_at(at) else {
             guard.disarm();
             return None;
         };
         self.readers_first = self.readers_first.saturating_sub(1);
-        waiter.metrics.waiters(-1.0);
-        self.report_oldest();
         Some(waiter.deliver(guard))
     }
 

@@ -130,7 +130,8 @@ impl NameState {
         let Some(place) = self.holds.get_mut(&lease) else {
             return;
         };
-        if place.others_starving {
+        // Checked before the waiters are looked at: every grant of every kind comes here.
+        if place.access != Access::Read || place.others_starving {
             return;
         }
         let now = Instant::now();
