@@ -111,7 +111,9 @@ async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() 
         HolderId::generate(),
         Duration::from_secs(60),
     );
-    let AcquireOutcome::Acquired { token: other_token } = store.try_acquire(&other).await.unwrap()
+    let AcquireOutcome::Acquired {
+        token: other_token, ..
+    } = store.try_acquire(&other).await.unwrap()
     else {
         panic!("the expired lock was not free for another process");
     };
@@ -1055,6 +1057,73 @@ async fn readers_behind_a_local_writer_do_not_join_a_read() {
     written.release().await.unwrap();
     manager.shutdown().await;
     elsewhere.shutdown().await;
+}
+
+/// In arrival order, the readers of one process that arrived before every writer waiting
+/// elsewhere join the read granted to the first of them; one that arrived after such a
+/// writer does not (joining would let it overtake the writer), and goes after it.
+#[tokio::test(start_paused = true)]
+async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
+    use mongolock::store::LockStore;
+    use mongolock::{Fairness, LockManager};
+    use std::time::Duration;
+
+    let options = common::fast_options().with_fairness(Fairness::ArrivalOrder);
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let third = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let held = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+    let ms = Duration::from_millis;
+    let ahead = readers_of_files(&manager, 2);
+    tokio::time::sleep(ms(2)).await;
+    let writer = {
+        let files = third.rw_lock("files").unwrap();
+        tokio::spawn(async move { files.write().await })
+    };
+    tokio::time::sleep(ms(2)).await;
+    let behind = readers_of_files(&manager, 2);
+    tokio::time::sleep(ms(2)).await;
+    held.release().await.unwrap();
+    let guards = readers_in(ahead, Duration::ZERO).await;
+    let name = mongolock::LockName::new("files").unwrap();
+    let holders = store.inner().inspect(&name).await.unwrap().unwrap().holders;
+    let block = holders[0].token..holders[0].token + store.tokens_per_grant();
+    assert!(
+        holders.len() == 1 && guards.iter().all(|guard| block.contains(&guard.token())),
+        "the two readers ahead of the writer share one grant: {holders:?}"
+    );
+    tokio::time::sleep(ms(100)).await;
+    assert!(
+        behind.iter().all(|reader| !reader.is_finished()),
+        "a reader that arrived after the writer elsewhere got in ahead of it"
+    );
+    assert!(
+        !writer.is_finished(),
+        "the writer got in beside the readers"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    let written = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer gets in after the readers ahead of it")
+        .unwrap()
+        .unwrap();
+    assert!(
+        behind.iter().all(|reader| !reader.is_finished()),
+        "a reader got in beside the writer"
+    );
+    written.release().await.unwrap();
+    let guards = readers_in(behind, Duration::ZERO).await;
+    let holders = store.inner().inspect(&name).await.unwrap().unwrap().holders;
+    assert_eq!(holders.len(), 1, "the readers behind share the next grant");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+    third.shutdown().await;
 }
 
 /// A read grant that reaches this process while its readers wait goes to them, or is given

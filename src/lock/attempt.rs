@@ -79,11 +79,20 @@ pub(crate) fn send_hand_over(
 
 /// What an attempt's answer means.
 pub(crate) enum Verdict {
-    /// Granted in time, with this token: the actor keeps it (and its claim).
-    Granted(u64),
+    /// Granted in time: the actor keeps it (and its claim).
+    Granted(Grant),
     /// Not granted: held elsewhere (`None`), or the store failed. A grant answered after
     /// its first renewal was due is refused too; dropping its claim releases it.
     Refused(Option<StoreError>),
+}
+
+/// A grant the actor keeps.
+pub(crate) struct Grant {
+    /// Its fencing token.
+    pub(crate) token: u64,
+    /// For a read granted in arrival order: this process's readers that arrived before this
+    /// instant arrived before every writer waiting elsewhere, so they may share the grant.
+    pub(crate) readers_arrived_before: Option<Instant>,
 }
 
 /// Judges the answer to the attempt sent at `sent_at` under `options` (by the store call
@@ -99,10 +108,19 @@ pub(crate) fn judge(
     let took = sent_at.elapsed();
     metrics.store_call(op, took, result.is_err());
     let (attempt, verdict) = match result {
-        Ok(AcquireOutcome::Acquired { token })
-            if Instant::now() < sent_at + options.renew_interval() =>
-        {
-            (AttemptResult::Acquired, Verdict::Granted(token))
+        Ok(AcquireOutcome::Acquired {
+            token,
+            readers_waited_over,
+        }) if Instant::now() < sent_at + options.renew_interval() => {
+            // A reader here that had waited longer than that when the attempt was sent
+            // arrived before this instant.
+            let readers_arrived_before =
+                readers_waited_over.and_then(|waited| sent_at.checked_sub(waited));
+            let grant = Grant {
+                token,
+                readers_arrived_before,
+            };
+            (AttemptResult::Acquired, Verdict::Granted(grant))
         }
         Ok(AcquireOutcome::Acquired { .. }) => {
             // Answered after its first renewal was due (a store that stalled, or applied the

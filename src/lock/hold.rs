@@ -149,28 +149,47 @@ impl Hold {
         self.token < self.reserved_until && self.serves_locally(options, now)
     }
 
-    /// Whether a reader waiting here with `options` may join this read as it is granted,
-    /// sharing its lease under the next reserved token: a reserved token is left and the
-    /// lease may serve the waiter locally. Only readers that wait when a read's grant comes
-    /// back join (see `engine::holds`, which asks only of a read), so joining never keeps
-    /// a read going past its guards' own critical sections.
-    pub(crate) fn can_join(&self, options: &LockOptions, now: Instant) -> bool {
-        self.last_given < self.reserved_until && self.serves_locally(options, now)
+    /// Whether a reader waiting here with `options` since `arrived` may join this read as
+    /// it is granted, sharing its lease under the next reserved token: a reserved token is
+    /// left and the lease may serve the waiter locally — or, in arrival order, the grant's
+    /// answer said readers that arrived before `readers_arrived_before` are ahead of every
+    /// writer waiting elsewhere, and this one did. Only readers that wait when a read's
+    /// grant comes back join (see `engine::holds`, which asks only of a read), so joining
+    /// never keeps a read going past its guards' own critical sections.
+    pub(crate) fn can_join(
+        &self,
+        options: &LockOptions,
+        now: Instant,
+        (arrived, readers_arrived_before): (Instant, Option<Instant>),
+    ) -> bool {
+        let in_line = self.options.in_arrival_order() && options.in_arrival_order();
+        self.last_given < self.reserved_until
+            && if in_line {
+                readers_arrived_before.is_some_and(|before| arrived < before)
+                    && self.shares_terms(options, now)
+            } else {
+                self.serves_locally(options, now)
+            }
     }
 
     /// Whether the lease may serve a local waiter asking for `options` without a store
     /// call: neither the lease nor the waiter is in arrival order (where the store decides
-    /// every turn), it is provably still ours (deadline ahead, no renewal came back
-    /// unconfirmed), the store was asked less than the fairness bound ago, and the waiter's
-    /// lease terms are this lease's.
+    /// every turn), and [`Hold::shares_terms`].
+    fn serves_locally(&self, options: &LockOptions, now: Instant) -> bool {
+        !self.options.in_arrival_order()
+            && !options.in_arrival_order()
+            && self.shares_terms(options, now)
+    }
+
+    /// Whether the lease may serve a waiter asking for `options` now: it is provably still
+    /// ours (deadline ahead, no renewal came back unconfirmed), the store was asked less
+    /// than the fairness bound ago, and the waiter's lease terms are this lease's.
     ///
     /// Serving at the fairness bound's very instant too (`<=`) is a mutant no test can tell
     /// from this: the bound is a tuning, and the simulator allows it a millisecond of slack
     /// for paused time's whole-millisecond timers.
-    fn serves_locally(&self, options: &LockOptions, now: Instant) -> bool {
-        !self.options.in_arrival_order()
-            && !options.in_arrival_order()
-            && self.is_valid_at(now)
+    fn shares_terms(&self, options: &LockOptions, now: Instant) -> bool {
+        self.is_valid_at(now)
             && self.at_risk_since.is_none()
             && now < self.passes_locally_until
             && options.lease_duration() == self.options.lease_duration()

@@ -32,9 +32,10 @@ use crate::store::outcome::LockRecord;
 /// guard and a token of the grant's reserved block (so issued with the grant, above every
 /// token before it). [`RwLock::inspect`] shows them as one holding, kept until the last of
 /// them lets go. Only readers already waiting join, in this process's order (not past a
-/// writer queued ahead of them), up to the block's size, never in arrival order
-/// ([`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder)), nor once other processes
-/// have waited the fairness bound.
+/// writer queued ahead of them), up to the block's size, and not once other processes
+/// have waited the fairness bound. In arrival order
+/// ([`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder)) only those that arrived
+/// before every writer waiting in another process join: the grant's answer says which.
 ///
 /// **No upgrade or downgrade.** Two readers that both upgrade would each wait for the other
 /// to leave: a deadlock the lock cannot break without failing one of them. A downgrade

@@ -215,12 +215,13 @@ impl Waiters {
     /// Hands a guard to the next reader that may join a read granted just now: during a
     /// readers' turn the next of the turn's readers, otherwise the first waiter if it reads
     /// (a reader queued behind a writer waits for that writer). `make_guard` is given the
-    /// reader's options and makes its guard, or `None` if the read cannot take it. Returns
+    /// reader's options and arrival and makes its guard, or `None` if the read cannot take
+    /// it. Returns
     /// `None` when no reader joins, else whether the reader took the guard (a guard it
     /// could not take is disarmed).
     pub(crate) fn deliver_to_joiner(
         &mut self,
-        make_guard: impl FnOnce(&LockOptions) -> Option<LockGuard>,
+        make_guard: impl FnOnce(&LockOptions, Instant) -> Option<LockGuard>,
     ) -> Option<bool> {
         self.prune();
         let at = if self.readers_first > 0 {
@@ -233,7 +234,8 @@ impl Waiters {
                 .is_some_and(|waiter| waiter.access == Access::Read)
                 .then_some(0)?
         };
-        let guard = make_guard(&self.queue.get(at)?.options)?;
+        let reader = self.queue.get(at)?;
+        let guard = make_guard(&reader.options, reader.requested_at)?;
         let Some(waiter) = self.take_at(at) else {
             guard.disarm();
             return None;

@@ -111,7 +111,11 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   shared record the kind's rule is then the count alone (a permit while fewer hold than
 ///   the count; the write while nobody holds; a read while no writer holds and fewer than
 ///   [`MAX_PERMITS`] read): the waiting marks and the readers' turn are neither read nor
-///   written;
+///   written. A read granted so answers how long the earliest live place of another
+///   holder that a reader waits behind (a writer's) had waited, zero if none
+///   ([`AcquireOutcome::Acquired`]'s `readers_waited_over`): the holder's readers that had
+///   waited longer arrived before it, and may share the grant; every other grant answers
+///   `None`;
 /// - refused, its holder's place becomes its access, arrival and end (replacing the one
 ///   before);
 /// - [`hand_over`](LockStore::hand_over) decides `to` the same way: when an earlier place is
@@ -331,7 +335,7 @@ pub(crate) async fn release_then_acquire<S: LockStore + ?Sized>(
         ReleaseOutcome::NotOwner => return Ok(HandOverOutcome::NotOwner),
     };
     match store.try_acquire(to).await {
-        Ok(AcquireOutcome::Acquired { token }) => Ok(HandOverOutcome::HandedOver {
+        Ok(AcquireOutcome::Acquired { token, .. }) => Ok(HandOverOutcome::HandedOver {
             token,
             contended_for,
         }),

@@ -7,8 +7,8 @@ use crate::kind::{Access, LockKind};
 ///
 /// ```
 /// use mongolock::store::AcquireOutcome;
-/// let outcome = AcquireOutcome::Acquired { token: 7 };
-/// assert!(matches!(outcome, AcquireOutcome::Acquired { token: 7 }));
+/// let outcome = AcquireOutcome::acquired(7);
+/// assert!(matches!(outcome, AcquireOutcome::Acquired { token: 7, .. }));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -18,6 +18,13 @@ pub enum AcquireOutcome {
     Acquired {
         /// The fencing token of this grant.
         token: u64,
+        /// For a read granted in arrival order: the requesting manager's other readers
+        /// that had waited longer than this when the request was sent arrived before every
+        /// other manager's writer in line (by the store's clock, as the request's `waited`
+        /// tells it), so they may share this grant without overtaking one.
+        /// `Some(Duration::ZERO)`: no other manager's writer was in line. `None`: nobody
+        /// may share it (any other grant, or a store that does not say).
+        readers_waited_over: Option<Duration>,
     },
     /// Someone else holds an unexpired lease (not an error: try again later). The store
     /// records that the current grant is contended.
@@ -25,6 +32,22 @@ pub enum AcquireOutcome {
         /// The current holder, when the store knows it.
         holder: Option<HolderId>,
     },
+}
+
+impl AcquireOutcome {
+    /// A grant with this fencing token, that no other reader may share.
+    ///
+    /// ```
+    /// use mongolock::store::AcquireOutcome;
+    /// let outcome = AcquireOutcome::acquired(3);
+    /// assert_eq!(outcome, AcquireOutcome::Acquired { token: 3, readers_waited_over: None });
+    /// ```
+    pub fn acquired(token: u64) -> Self {
+        Self::Acquired {
+            token,
+            readers_waited_over: None,
+        }
+    }
 }
 
 /// The answer to a hand-over from one lease of a manager to the next

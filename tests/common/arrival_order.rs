@@ -215,6 +215,56 @@ pub(crate) async fn arrival_order_readers_go_in_together_behind_earlier_writers<
     assert!(line_of(&store, &lock).await.is_empty());
 }
 
+/// A read granted in arrival order says which of its manager's other readers may share it:
+/// those that waited longer than the earliest writer of another manager in line (zero when
+/// no such writer waits: its own place, readers' places and ended places do not count).
+/// Any other grant says nobody may.
+pub(crate) async fn arrival_order_a_read_says_which_readers_may_share_it<B: Backend>(backend: &B) {
+    use mongolock::store::AcquireOutcome;
+
+    let store = backend.fresh().await;
+    let (a, b, c, d) = (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let lock = name("fifo-sharing");
+    let secs = Duration::from_secs;
+    let readers_told = |outcome: AcquireOutcome| match outcome {
+        AcquireOutcome::Acquired {
+            readers_waited_over,
+            ..
+        } => readers_waited_over,
+        busy => panic!("expected a grant, got {busy:?}"),
+    };
+    let ask = async |request: AcquireRequest| {
+        let outcome = store.try_acquire(&request).await.unwrap();
+        (request.key(), readers_told(outcome))
+    };
+    let (a_write, told) = ask(shared_in_line(&a, &lock, Access::Write, Duration::ZERO)).await;
+    assert_eq!(told, None, "a write is shared with nobody");
+    refused(&store, &shared_in_line(&b, &lock, Access::Write, secs(10))).await;
+    refused(&store, &shared_in_line(&c, &lock, Access::Read, secs(30))).await;
+    refused(&store, &shared_in_line(&d, &lock, Access::Read, secs(40))).await;
+    released(&store, &a_write).await;
+    let (c_read, told) = ask(shared_in_line(&c, &lock, Access::Read, secs(30))).await;
+    let told = told.expect("a read in line says which readers may share it");
+    assert!(
+        told >= secs(10) && told < secs(10) + MARGIN,
+        "the earliest writer elsewhere had waited about 10 s: {told:?}"
+    );
+    released(&store, &c_read).await;
+
+    let (d_read, told) = ask(shared_in_line(&d, &lock, Access::Read, secs(40))).await;
+    assert!(told.is_some_and(|told| told >= secs(10)), "{told:?}");
+    released(&store, &d_read).await;
+    let (b_write, _) = ask(shared_in_line(&b, &lock, Access::Write, secs(10))).await;
+    released(&store, &b_write).await;
+    let (c_read, told) = ask(shared_in_line(&c, &lock, Access::Read, secs(1))).await;
+    assert_eq!(told, Some(Duration::ZERO), "no writer waits in line");
+    released(&store, &c_read).await;
+    let plain = c.request(&lock, Access::Read, LONG);
+    let (plain_read, told) = ask(plain).await;
+    assert_eq!(told, None, "a read not in line is shared with nobody");
+    released(&store, &plain_read).await;
+}
+
 /// A semaphore in arrival order: a free permit goes to the earliest place in line, not to
 /// the first to ask after the release.
 pub(crate) async fn arrival_order_permits_go_to_the_earliest_place<B: Backend>(backend: &B) {

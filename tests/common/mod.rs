@@ -160,6 +160,7 @@ macro_rules! conformance_suite {
             arrival_order::arrival_order_grants_the_earliest_place_first,
             arrival_order::arrival_order_places_end_or_are_withdrawn,
             arrival_order::arrival_order_readers_go_in_together_behind_earlier_writers,
+            arrival_order::arrival_order_a_read_says_which_readers_may_share_it,
             arrival_order::arrival_order_permits_go_to_the_earliest_place,
             arrival_order::arrival_order_lock_serves_processes_in_arrival_order,
             arrival_order::arrival_order_waiter_that_gives_up_leaves_the_line,

@@ -60,7 +60,7 @@ pub(super) fn name(text: &str) -> LockName {
 /// Runs `request`: `Some(token)` if granted, `None` if busy; an error fails the test.
 pub(super) async fn attempt(store: &impl LockStore, request: &AcquireRequest) -> Option<u64> {
     match store.try_acquire(request).await {
-        Ok(AcquireOutcome::Acquired { token }) => Some(token),
+        Ok(AcquireOutcome::Acquired { token, .. }) => Some(token),
         Ok(AcquireOutcome::Busy { .. }) => None,
         Ok(other) => panic!("{:?}: unexpected outcome {other:?}", request.access),
         Err(error) => panic!("{:?} on {}: {error}", request.access, request.name),

@@ -69,6 +69,7 @@ pub(crate) async fn watch_reports_grants_releases_expiry_takeover_and_deletion<B
     );
     let AcquireOutcome::Acquired {
         token: stalled_token,
+        ..
     } = store.try_acquire(&request).await.unwrap()
     else {
         panic!("the lock was free");
@@ -187,6 +188,7 @@ pub(crate) async fn watch_follows_every_holder_of_a_shared_lock<B: Backend>(back
     .with_access(mongolock::Access::Permit { permits: 3 });
     let AcquireOutcome::Acquired {
         token: stalled_token,
+        ..
     } = store.try_acquire(&request).await.unwrap()
     else {
         panic!("a third permit of three was refused");

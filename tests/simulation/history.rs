@@ -537,7 +537,7 @@ impl History {
         token: u64,
         asked: Instant,
     ) {
-        let (grant_token, claimed) = {
+        let (grant_token, claimed, writers_behind) = {
             let ledger = recorder::lock(&self.ledger);
             let Some(lease) = ledger.lease_of(name, token, self.timings.block) else {
                 return; // reported by `granted`
@@ -545,12 +545,21 @@ impl History {
             (
                 ledger.grant_token(name, lease),
                 ledger.claimed_arrival(lease),
+                ledger.writers_behind_read(lease),
             )
         };
         if grant_token != Some(token) {
-            self.violation(format!(
-                "{who:?} got token {token} on {name} in arrival order by a local pass (its lease was granted {grant_token:?})"
-            ));
+            // A reader that shared a read granted in line (rule 3's token check says it
+            // joined as the grant was delivered) must have asked before the earliest writer
+            // elsewhere in line then, and before the grant was asked for.
+            let joined_in_order = writers_behind.is_some_and(|earliest_writer| {
+                claimed.is_some() && earliest_writer.is_none_or(|writer| asked < writer)
+            });
+            if !joined_in_order {
+                self.violation(format!(
+                    "{who:?} got token {token} on {name} in arrival order by a local pass (its lease was granted {grant_token:?}), not as a reader ahead of every writer in line (earliest {writers_behind:?}, asked {asked:?})"
+                ));
+            }
             return;
         }
         match claimed {

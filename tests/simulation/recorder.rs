@@ -60,6 +60,10 @@ pub(crate) struct Ledger {
     /// Per name, the line of managers waiting in arrival order as the store's answers
     /// built it (holder → access, arrival, end), in the store's order.
     lines: BTreeMap<String, HashMap<HolderId, (Access, Instant, Instant)>>,
+    /// Per read granted in arrival order, the arrival of the earliest writer of another
+    /// manager live in line when the store granted it (`None`: none was): the readers of
+    /// its manager that share it must have arrived before.
+    writers_behind_read: HashMap<LeaseId, Option<Instant>>,
 }
 
 struct LeaseFacts {
@@ -161,6 +165,12 @@ impl Ledger {
         self.leases.get(&lease)?.claimed_arrival
     }
 
+    /// For a read granted in arrival order as `lease`: the arrival of the earliest writer
+    /// of another manager that was live in line at the grant (`Some(None)`: none was).
+    pub(crate) fn writers_behind_read(&self, lease: LeaseId) -> Option<Option<Instant>> {
+        self.writers_behind_read.get(&lease).copied()
+    }
+
     /// The store answered `request` (in arrival order) now, granting it or not: a grant
     /// must find no other manager's live place that arrived earlier, and takes its
     /// manager's place out; a refusal puts its manager in line.
@@ -182,6 +192,15 @@ impl Ledger {
             return;
         }
         line.remove(&request.holder);
+        if request.access == Access::Read {
+            let earliest_writer = line
+                .values()
+                .filter(|(access, _, until)| *until > now && *access != Access::Read)
+                .map(|(_, arrival, _)| *arrival)
+                .min();
+            self.writers_behind_read
+                .insert(request.lease, earliest_writer);
+        }
         // Readers do not wait behind readers; every other access waits behind every place.
         let waits_behind =
             |earlier: Access| !(request.access == Access::Read && earlier == Access::Read);
@@ -307,7 +326,7 @@ impl<S: LockStore> LockStore for Recorder<S> {
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         let sent = self.sent(Call::Acquire);
         let result = self.inner.try_acquire(request).await;
-        if let Ok(AcquireOutcome::Acquired { token }) = &result {
+        if let Ok(AcquireOutcome::Acquired { token, .. }) = &result {
             let mut ledger = self.ledger();
             ledger.granted(&request.name, *token, request.lease, sent);
             ledger.claimed(request, sent);
@@ -457,7 +476,7 @@ impl<S: LockStore> LockStore for Witness<S> {
             let granted = matches!(outcome, AcquireOutcome::Acquired { .. });
             lock(&self.ledger).answered_in_line(request, granted);
         }
-        if let Ok(AcquireOutcome::Acquired { token }) = &result {
+        if let Ok(AcquireOutcome::Acquired { token, .. }) = &result {
             lock(&self.ledger).issued(&request.name, *token);
             self.count_granted(request, *token).await;
         }

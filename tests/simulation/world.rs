@@ -700,7 +700,9 @@ impl World {
         };
         let request = AcquireRequest::new(lock_name(name), lease, self.intruder.clone(), expiry)
             .with_access(access);
-        if let Ok(AcquireOutcome::Acquired { token }) = self.witnessed.try_acquire(&request).await {
+        if let Ok(AcquireOutcome::Acquired { token, .. }) =
+            self.witnessed.try_acquire(&request).await
+        {
             self.intruder_grants += 1;
             let who = Who::Intruder(self.intruder_grants);
             let shared = access.kind().is_shared();

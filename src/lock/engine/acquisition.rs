@@ -273,9 +273,9 @@ impl NameState {
                     &attempt.options,
                     &attempt.metrics,
                 ) {
-                    Verdict::Granted(token) => {
+                    Verdict::Granted(grant) => {
                         this.kind_on_record = true;
-                        this.grant(myself, attempt, token, sent_at, claim, false);
+                        this.grant(myself, attempt, grant, sent_at, claim, false);
                         // Another place may be free: serve the next waiter at once (a
                         // mutex held here waits for its release instead).
                         this.start_attempt(myself, None)

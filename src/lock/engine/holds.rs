@@ -13,6 +13,7 @@ use super::acquisition::Attempt;
 use super::state::NameState;
 use crate::error::{LossReason, StoreError};
 use crate::kind::Access;
+use crate::lock::attempt::Grant;
 use crate::lock::hold::{Hold, HoldDue};
 use crate::lock::message::LockMsg;
 use crate::lock::orphan::GrantClaim;
@@ -55,11 +56,12 @@ impl NameState {
         &mut self,
         myself: &ActorRef<LockMsg>,
         attempt: Attempt,
-        token: u64,
+        grant: Grant,
         sent_at: Instant,
         claim: GrantClaim,
         others_starving: bool,
     ) {
+        let token = grant.token;
         claim.keep();
         // A grant takes this manager's place out of the line.
         self.in_line = None;
@@ -108,7 +110,7 @@ impl NameState {
         // renewals and its deadline), and a released hold cancels it.
         self.arm_hold_timer(myself, lease);
         if delivered {
-            self.join_readers(myself, lease);
+            self.join_readers(myself, lease, grant.readers_arrived_before);
         } else {
             // The caller left while the attempt was in flight: a mutex passes to the next
             // waiter or goes back; a shared place goes back plainly (the acquisition serves
@@ -124,9 +126,15 @@ impl NameState {
     /// one each. Only readers already waiting join (the hold never takes new guards later,
     /// so it lasts no longer than their critical sections), in this process's order (not
     /// past a writer queued ahead of them, beyond a readers' turn), and not when other
-    /// processes have waited the fairness bound or in arrival order, where the store
-    /// decides each turn.
-    fn join_readers(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
+    /// processes have waited the fairness bound. In arrival order only readers that
+    /// arrived before every writer waiting elsewhere join (`readers_arrived_before`, from
+    /// the grant's answer), so none overtakes one.
+    fn join_readers(
+        &mut self,
+        myself: &ActorRef<LockMsg>,
+        lease: LeaseId,
+        readers_arrived_before: Option<Instant>,
+    ) {
         let Some(place) = self.holds.get_mut(&lease) else {
             return;
         };
@@ -137,8 +145,8 @@ impl NameState {
         let now = Instant::now();
         let hold = &mut place.hold;
         loop {
-            let joined = self.waiters.deliver_to_joiner(|options| {
-                hold.can_join(options, now)
+            let joined = self.waiters.deliver_to_joiner(|options, arrived| {
+                hold.can_join(options, now, (arrived, readers_arrived_before))
                     .then(|| hold.joiner_guard(&self.name, myself))
             });
             match joined {

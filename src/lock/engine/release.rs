@@ -295,7 +295,7 @@ impl NameState {
                 others_starving = fairness::others_starving(contended_for, &attempt.options);
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
-                    Ok(AcquireOutcome::Acquired { token }),
+                    Ok(AcquireOutcome::acquired(token)),
                 )
             }
             Ok(HandOverOutcome::Released { contended_for }) => {
@@ -324,9 +324,9 @@ impl NameState {
             &attempt.options,
             &attempt.metrics,
         ) {
-            Verdict::Granted(token) => {
+            Verdict::Granted(grant) => {
                 let access = attempt.access;
-                self.grant(myself, attempt, token, sent_at, claim, others_starving);
+                self.grant(myself, attempt, grant, sent_at, claim, others_starving);
                 if access == Access::Read || self.acquisition.is_idle() {
                     self.place_freed(myself);
                 }

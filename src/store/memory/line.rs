@@ -32,12 +32,25 @@ impl WaitingLine {
         (access, arrival): (Access, Instant),
         now: Instant,
     ) -> bool {
-        self.places.iter().any(|place| {
-            place.until > now
-                && place.holder != *holder
-                && place.arrival < arrival
-                && access.waits_behind(place.access)
-        })
+        self.earliest_elsewhere(holder, access, now)
+            .is_some_and(|earliest| earliest < arrival)
+    }
+
+    /// The earliest arrival of a live place of a manager other than `holder`, for an
+    /// access `access` waits behind.
+    pub(super) fn earliest_elsewhere(
+        &self,
+        holder: &HolderId,
+        access: Access,
+        now: Instant,
+    ) -> Option<Instant> {
+        self.places
+            .iter()
+            .filter(|place| {
+                place.until > now && place.holder != *holder && access.waits_behind(place.access)
+            })
+            .map(|place| place.arrival)
+            .min()
     }
 
     /// Puts `holder` in line as arriving at `arrival`, until `until` (replacing its place,

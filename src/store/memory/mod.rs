@@ -188,6 +188,20 @@ impl MemoryState {
             })
     }
 
+    /// For a read granted in arrival order: how long the earliest other manager's writer
+    /// in line had waited (zero if none), which this manager's readers that waited longer
+    /// arrived before (see [`AcquireOutcome::Acquired`]).
+    fn readers_waited_over(&self, request: &AcquireRequest, now: Instant) -> Option<Duration> {
+        if !(request.in_arrival_order && request.access == Access::Read) {
+            return None;
+        }
+        let earliest = self
+            .lines
+            .get(&request.name)
+            .and_then(|line| line.earliest_elsewhere(&request.holder, request.access, now));
+        Some(earliest.map_or(Duration::ZERO, |arrival| now - arrival))
+    }
+
     /// A refused `request` in arrival order takes (or renews) its manager's place in line.
     fn place_in_line(&mut self, request: &AcquireRequest, now: Instant) {
         if !request.in_arrival_order {
@@ -242,6 +256,7 @@ impl MemoryState {
         };
         match record.try_acquire(request, now, || reserve_tokens(last_token)) {
             SharedGrant::Granted(token) => {
+                let readers_waited_over = self.readers_waited_over(request, now);
                 self.leave_line(&request.name, &request.holder, now);
                 self.recorded(&RecordEvent::Granted {
                     name: request.name.clone(),
@@ -249,7 +264,10 @@ impl MemoryState {
                     token,
                     lease_left: request.lease_duration,
                 });
-                Ok(AcquireOutcome::Acquired { token })
+                Ok(AcquireOutcome::Acquired {
+                    token,
+                    readers_waited_over,
+                })
             }
             SharedGrant::Busy(holder) => {
                 self.place_in_line(request, now);
@@ -281,7 +299,7 @@ impl MemoryState {
         };
         match self.try_acquire_shared(to, now) {
             // A watch sees the grant, as MongoDB's change stream does.
-            Ok(AcquireOutcome::Acquired { token }) => HandOverOutcome::HandedOver {
+            Ok(AcquireOutcome::Acquired { token, .. }) => HandOverOutcome::HandedOver {
                 token,
                 contended_for,
             },
@@ -561,7 +579,7 @@ impl LockStore for MemoryStore {
             token,
             lease_left: request.lease_duration,
         });
-        Ok(AcquireOutcome::Acquired { token })
+        Ok(AcquireOutcome::acquired(token))
     }
 
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {

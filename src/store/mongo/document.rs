@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, Uuid};
 
+use super::line;
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind, MAX_PERMITS};
 use crate::name::LockName;
@@ -135,9 +136,7 @@ pub(super) fn acquire_outcome(
         return Ok(AcquireOutcome::Busy { holder: None });
     };
     if document.get(LEASE_ID) == Some(&lease_value(lease)) {
-        Ok(AcquireOutcome::Acquired {
-            token: granted_token(&document)?,
-        })
+        Ok(AcquireOutcome::acquired(granted_token(&document)?))
     } else {
         Ok(AcquireOutcome::Busy {
             holder: holder(&document),
@@ -358,9 +357,13 @@ fn holder_entries(document: &Document) -> Result<Vec<&Document>, StoreError> {
 /// Reads the answer of a shared acquisition's `findAndModify`: granted iff the returned
 /// holders include the lease we sent, with the token of that entry; otherwise busy, told
 /// the first holder.
+///
+/// `readers_of`: the requesting manager, for a read in arrival order, whose grant says
+/// which of its other readers may share it (see [`line::readers_waited_over`]).
 pub(super) fn shared_acquire_outcome(
     returned: Option<Document>,
     lease: LeaseId,
+    readers_of: Option<&str>,
 ) -> Result<AcquireOutcome, StoreError> {
     let Some(document) = returned else {
         return Ok(AcquireOutcome::Busy { holder: None });
@@ -373,7 +376,15 @@ pub(super) fn shared_acquire_outcome(
                 &document,
                 "a granted holder has no fencing token",
             )),
-            token => Ok(AcquireOutcome::Acquired { token }),
+            token => Ok(AcquireOutcome::Acquired {
+                token,
+                // The entry's grant time is the `$$NOW` the line was judged at.
+                readers_waited_over: readers_of.zip(entry.get_datetime(ACQUIRED_AT).ok()).map(
+                    |(holder, granted_at)| {
+                        line::readers_waited_over(&document, holder, *granted_at)
+                    },
+                ),
+            }),
         };
     }
     Ok(AcquireOutcome::Busy {
@@ -393,13 +404,15 @@ pub(super) fn shared_hand_over_outcome(
         return Ok(None);
     };
     let contended_for = last_contended(&document);
-    Ok(Some(match shared_acquire_outcome(Some(document), to)? {
-        AcquireOutcome::Acquired { token } => HandOverOutcome::HandedOver {
-            token,
-            contended_for,
+    Ok(Some(
+        match shared_acquire_outcome(Some(document), to, None)? {
+            AcquireOutcome::Acquired { token, .. } => HandOverOutcome::HandedOver {
+                token,
+                contended_for,
+            },
+            AcquireOutcome::Busy { .. } => HandOverOutcome::Released { contended_for },
         },
-        AcquireOutcome::Busy { .. } => HandOverOutcome::Released { contended_for },
-    }))
+    ))
 }
 
 /// What the record of a shared hand-over whose `findAndModify` matched nothing says, read
@@ -594,13 +607,13 @@ mod tests {
         };
         assert_eq!(
             acquire_outcome(Some(returned), ours).unwrap(),
-            AcquireOutcome::Acquired { token: 7 }
+            AcquireOutcome::acquired(7)
         );
         // Written by a version that reserves no block: its token is the grant's.
         let unreserved = doc! { ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", TOKEN: 7_i64 };
         assert_eq!(
             acquire_outcome(Some(unreserved), ours).unwrap(),
-            AcquireOutcome::Acquired { token: 7 }
+            AcquireOutcome::acquired(7)
         );
         let theirs =
             doc! { ID: "a", LEASE_ID: lease_value(LeaseId::new()), HOLDER: "them", TOKEN: 7_i64 };
@@ -641,18 +654,54 @@ mod tests {
             HOLDERS: [entry(theirs, "them", 5, PERMIT, 9), entry(ours, "me", 21, PERMIT, 9)],
         };
         assert_eq!(
-            shared_acquire_outcome(Some(returned.clone()), ours).unwrap(),
-            AcquireOutcome::Acquired { token: 21 }
+            shared_acquire_outcome(Some(returned.clone()), ours, None).unwrap(),
+            AcquireOutcome::acquired(21)
         );
         assert_eq!(
-            shared_acquire_outcome(Some(returned), LeaseId::new()).unwrap(),
+            shared_acquire_outcome(Some(returned), LeaseId::new(), None).unwrap(),
             AcquireOutcome::Busy {
                 holder: Some(HolderId::from_string("them".into()))
             }
         );
         assert_eq!(
-            shared_acquire_outcome(None, ours).unwrap(),
+            shared_acquire_outcome(None, ours, None).unwrap(),
             AcquireOutcome::Busy { holder: None }
+        );
+    }
+
+    /// A read granted in arrival order says how long the earliest live writer of another
+    /// manager in line had waited at the grant (the entry's grant time): not its own place,
+    /// not a reader's, not one that ended.
+    #[test]
+    fn a_read_in_line_is_told_how_long_the_earliest_writer_elsewhere_waited() {
+        let ours = LeaseId::new();
+        let at = |millis: i64| DateTime::from_millis(millis);
+        let place = |holder: &str, access: &str, arrival: i64, until: i64| {
+            doc! { HOLDER: holder, ACCESS: access, "arrival": at(arrival), "until": at(until) }
+        };
+        let mut granted = entry(ours, "me", 30, READ, 9_000);
+        granted.insert(ACQUIRED_AT, at(1_000));
+        let read = |line: Vec<Document>| {
+            let returned = doc! {
+                ID: "rw", KIND: RWLOCK, HOLDERS: [granted.clone()], "line": line,
+            };
+            shared_acquire_outcome(Some(returned), ours, Some("me")).unwrap()
+        };
+        let told = |waited: u64| AcquireOutcome::Acquired {
+            token: 30,
+            readers_waited_over: Some(Duration::from_millis(waited)),
+        };
+        assert_eq!(read(vec![]), told(0), "nobody in line");
+        assert_eq!(
+            read(vec![
+                place("me", WRITE, 900, 2_000),
+                place("them", READ, 920, 2_000),
+                place("ended", WRITE, 930, 1_000),
+                place("late", WRITE, 990, 2_000),
+                place("early", WRITE, 960, 2_000),
+            ]),
+            told(40),
+            "the earliest live writer of another manager"
         );
     }
 

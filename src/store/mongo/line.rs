@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
 use super::pipeline::{literal, now_plus};
@@ -77,6 +77,36 @@ pub(super) fn with_place(
             UNTIL: now_plus(mark_length(retry_within)),
         }],
     ] }
+}
+
+/// For a read granted at `granted_at` (the server's `$$NOW`) to `holder`, from the
+/// document after the grant: how long the earliest live place of another manager that a
+/// reader waits behind (a writer's) had waited (zero if no such place is live). A reader
+/// that waited longer would have been stamped strictly before that place: the pipelines
+/// round a wait up to the millisecond, never down.
+pub(super) fn readers_waited_over(
+    document: &Document,
+    holder: &str,
+    granted_at: DateTime,
+) -> Duration {
+    let now = granted_at.timestamp_millis();
+    let earliest = document
+        .get_array(LINE)
+        .into_iter()
+        .flatten()
+        .filter_map(Bson::as_document)
+        .filter(|place| {
+            place.get_str(HOLDER).is_ok_and(|other| other != holder)
+                && place.get_str(ACCESS).is_ok_and(|access| access != READ)
+                && place
+                    .get_datetime(UNTIL)
+                    .is_ok_and(|until| until.timestamp_millis() > now)
+        })
+        .filter_map(|place| Some(place.get_datetime(ARRIVAL).ok()?.timestamp_millis()))
+        .min();
+    earliest.map_or(Duration::ZERO, |arrival| {
+        Duration::from_millis(now.saturating_sub(arrival).max(0).unsigned_abs())
+    })
 }
 
 /// `withdraw`'s filter: the document of `name` with a place of `holder` in its line.

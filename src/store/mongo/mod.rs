@@ -317,6 +317,8 @@ impl MongoStore {
         request: &AcquireRequest,
     ) -> Result<AcquireOutcome, StoreError> {
         let lease = document::lease_value(request.lease);
+        let readers_of = (request.in_arrival_order && request.access == Access::Read)
+            .then_some(request.holder.as_str());
         for _ in 0..2 {
             let returned = self
                 .collection
@@ -339,7 +341,11 @@ impl MongoStore {
                 .await;
             match returned {
                 Ok(Some(returned)) => {
-                    return document::shared_acquire_outcome(Some(returned), request.lease);
+                    return document::shared_acquire_outcome(
+                        Some(returned),
+                        request.lease,
+                        readers_of,
+                    );
                 }
                 // MongoDB always returns the upserted or updated document here. The test
                 // server, under racing first grants, has answered with none after applying
@@ -347,7 +353,7 @@ impl MongoStore {
                 // held by nobody who knows it.
                 Ok(None) => {
                     let found = self.read_record(&request.name).await?;
-                    return document::shared_acquire_outcome(found, request.lease);
+                    return document::shared_acquire_outcome(found, request.lease, readers_of);
                 }
                 Err(error) if errors::is_duplicate_key(&error) => {
                     self.refuse_other_kind(&request.name, request.access.kind())
