@@ -1126,6 +1126,47 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
     third.shutdown().await;
 }
 
+/// In arrival order a writer refused while readers elsewhere hold keeps its place among
+/// this process's tasks: a reader that asked after it here does not go first (in the
+/// default mode it would get one attempt, for a readers' turn the store may be running).
+#[tokio::test(start_paused = true)]
+async fn in_arrival_order_a_reader_waits_behind_an_earlier_writer_of_its_process() {
+    use mongolock::Fairness;
+    use std::time::Duration;
+
+    let options = common::fast_options().with_fairness(Fairness::ArrivalOrder);
+    let (_store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    let files = manager.rw_lock("files").unwrap();
+    let writer = {
+        let files = files.clone();
+        tokio::spawn(async move { files.write().await })
+    };
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let reader = tokio::spawn(async move { files.read().await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !reader.is_finished(),
+        "a reader got in ahead of the writer that asked before it in its process"
+    );
+    held.release().await.unwrap();
+    let written = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer gets in once the read elsewhere ends")
+        .unwrap()
+        .unwrap();
+    assert!(!reader.is_finished(), "a reader got in beside the writer");
+    written.release().await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the reader gets in after the writer")
+        .unwrap()
+        .unwrap();
+    read.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// A read grant that reaches this process while its readers wait goes to them, or is given
 /// back at once: whether the stalled attempt's answer comes in time, after its first
 /// renewal was due, or after the attempt timed out (applied later), both waiting readers

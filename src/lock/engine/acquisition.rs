@@ -331,13 +331,16 @@ impl NameState {
         }
         if held_elsewhere
             && attempt.access == Access::Write
+            && !attempt.options.in_arrival_order()
             && self.waiters.reader_turn_for_refused_writer()
         {
             // A refused writer at the head of the line would keep this process's readers
             // from ever asking, yet during a readers' turn (readers waited elsewhere when
             // a writer left) the store admits them and not the writer. One attempt for the
             // first reader, then the usual backoff; a refused reader also marks readers
-            // waiting, so they get the next turn.
+            // waiting, so they get the next turn. In arrival order there is no readers'
+            // turn, and the line serves the writer before readers that came after it: a
+            // reader of this process that asked later must not go first.
             return self.start_attempt(myself, Some(backoff));
         }
         backoff.follow(&attempt.options);
