@@ -113,7 +113,9 @@ impl BatchSize {
         let matrix = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]];
         let det = determinant(&matrix);
         // Relative to the scale of its entries: near zero when the sizes barely differ
-        // (and NaN, never a usable fit, fails the comparison too).
+        // (and NaN, never a usable fit, fails the comparison too). (`>=` differs only where
+        // the two are exactly equal, which measured sizes never make: the mutant survives
+        // as equivalent.)
         let spread = det.abs() > 1e-9 * s[0] * s[2] * s[4];
         // Cramer's rule: each coefficient is the determinant with its column replaced by
         // the right-hand side, over the matrix's.
@@ -314,6 +316,53 @@ mod tests {
         // Nor has one with a < 0 (no round trip to share out).
         let sizer = fitted(costing(-200.0, 20.0, 0.02));
         assert_eq!(sizer.cheaper_than(10_000), None);
+    }
+
+    /// The fit recovers the coefficients of exact points (in seconds, `x` in thousands of
+    /// leases), and refuses sizes within a few percent of one another: too close to say
+    /// how the cost grows.
+    #[test]
+    fn the_fit_recovers_a_cost_curve_from_sizes_spread_enough() {
+        let [a, b, c] = fitted(test_server).fit().expect("spread sizes fit");
+        // 1 ms, 20 µs a lease (20 ms a thousand), 0.02 µs a lease squared (20 ms a
+        // thousand squared).
+        for (got, want) in [(a, 1e-3), (b, 20e-3), (c, 20e-3)] {
+            assert!((got - want).abs() < want * 1e-6, "{got} for {want}");
+        }
+        let measured = |sizes: [usize; 3]| {
+            let mut sizer = BatchSize::new(10_000);
+            for _ in 0..4 {
+                for n in sizes {
+                    sizer.record(n, test_server(n), Duration::from_secs(3_600));
+                }
+            }
+            sizer.fit()
+        };
+        // Spread is relative: small batches fit as well as large ones.
+        let [_, small_b, _] = measured([100, 200, 300]).expect("small sizes fit");
+        assert!((small_b - 20e-3).abs() < 20e-9, "{small_b}");
+        assert_eq!(measured([1_000, 1_025, 1_050]), None, "sizes 5 % apart");
+    }
+
+    /// A batch that took more than its share of the time left replaces what was measured
+    /// (the server changed); one that took exactly its share is on time and adds to it.
+    #[test]
+    fn only_a_batch_past_its_share_of_the_time_left_replaces_the_measurements() {
+        let fast = || run(10, TWO_SECONDS, |_| 1_000, costing(0.0, 20.0, 0.0)).0;
+        let share = TWO_SECONDS / LATENCY_SHARE;
+        let mut late = fast();
+        // 1 ms a lease: a quarter of 2 s fits 500.
+        late.record(1_000, Duration::from_secs(1), TWO_SECONDS);
+        assert_eq!(late.limit(TWO_SECONDS), 500);
+        let mut on_time = fast();
+        // Half a millisecond a lease on its own would allow 1,000; with the fast history,
+        // more.
+        on_time.record(1_000, share, TWO_SECONDS);
+        assert!(
+            on_time.limit(TWO_SECONDS) > 1_000,
+            "{}",
+            on_time.limit(TWO_SECONDS)
+        );
     }
 
     #[test]
