@@ -39,6 +39,9 @@
 //!    behind (any, but a reader's behind a reader) arrived earlier (checked by the witness, in the store's order, against the line
 //!    its answers built); a task in arrival order gets its lock only from a grant asked for
 //!    its own arrival, never by a local pass nor by a grant asked for a task that left.
+//! 9. **Order in a process** (arrival order): a reader gets a name only if no writer of its
+//!    process that asked earlier still waits for it, unless the reader was waiting when a
+//!    writer of its process let go (those readers go first).
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
@@ -152,6 +155,23 @@ pub(crate) struct History {
     /// The grants being noted are a multi-lock's members, each taken when its turn came,
     /// not now: when a member was passed locally is not known.
     members_taken_earlier: bool,
+    /// Tasks waiting in line (arrival order), by client: rule 9.
+    waiting_in_line: BTreeMap<usize, LineWaiter>,
+    /// When a writer of a manager last let go of a name (manager, name): the readers of
+    /// that manager waiting then may go before its writers (the readers' turn in a process).
+    writer_let_go: BTreeMap<(usize, String), Instant>,
+    /// Writers in line holding, with their manager and name, until they let go.
+    writing_in_line: BTreeMap<Who, (usize, String)>,
+}
+
+/// A task waiting in line for one name (rule 9).
+pub(crate) struct LineWaiter {
+    pub(crate) manager: usize,
+    pub(crate) name: String,
+    pub(crate) access: Access,
+    pub(crate) asked: Instant,
+    /// When its `acquire_timeout` gives up, if it has one.
+    pub(crate) gives_up: Option<Instant>,
 }
 
 impl History {
@@ -176,6 +196,64 @@ impl History {
             resigning: BTreeSet::new(),
             pauses: Vec::new(),
             members_taken_earlier: false,
+            waiting_in_line: BTreeMap::new(),
+            writer_let_go: BTreeMap::new(),
+            writing_in_line: BTreeMap::new(),
+        }
+    }
+
+    /// Client `id` starts waiting in line (rule 9).
+    pub(crate) fn waits_in_line(&mut self, id: usize, waiter: LineWaiter) {
+        self.waiting_in_line.insert(id, waiter);
+    }
+
+    /// Client `id`'s acquisition in line was answered, whatever the answer.
+    pub(crate) fn stopped_waiting(&mut self, id: usize) {
+        self.waiting_in_line.remove(&id);
+    }
+
+    /// Rule 9: in arrival order, a process serves its own tasks in the order they asked,
+    /// except that its readers waiting when its writer let go go first. So a reader of
+    /// `manager` that asked at `asked` gets `name` only if no writer of the same manager
+    /// that asked earlier still waits for it (one whose timeout ends now may have left).
+    pub(crate) fn served_in_process_order(
+        &mut self,
+        who: Who,
+        (manager, name): (usize, &str),
+        access: Access,
+        asked: Instant,
+    ) {
+        if access == Access::Write {
+            self.writing_in_line.insert(who, (manager, name.to_owned()));
+        }
+        if access != Access::Read {
+            return;
+        }
+        let now = Instant::now();
+        let readers_turn = self
+            .writer_let_go
+            .get(&(manager, name.to_owned()))
+            .is_some_and(|let_go| asked <= *let_go + INSTANT);
+        if readers_turn {
+            return;
+        }
+        let overtaken: Vec<String> = self
+            .waiting_in_line
+            .iter()
+            .filter(|(_, waiter)| {
+                waiter.manager == manager
+                    && waiter.name == name
+                    && waiter.access == Access::Write
+                    && waiter.asked + INSTANT < asked
+                    && waiter.gives_up.is_none_or(|at| at > now + INSTANT)
+            })
+            .map(|(id, waiter)| format!("client {id} (asked {:?} earlier)", asked - waiter.asked))
+            .collect();
+        if !overtaken.is_empty() {
+            self.violation(format!(
+                "{who:?} got to read {name} in arrival order ahead of its process's earlier writer: {}",
+                overtaken.join(", ")
+            ));
         }
     }
 
@@ -610,6 +688,11 @@ impl History {
     /// `who` stops acting on its hold (dropping or releasing its guard), of every name.
     pub(crate) fn letting_go(&mut self, who: Who) {
         self.note(format!("{who:?} lets go"));
+        // A writer in line letting go starts its process's readers' turn (a loss does not,
+        // but counting it too only lets more readers pass).
+        if let Some(place) = self.writing_in_line.remove(&who) {
+            self.writer_let_go.insert(place, Instant::now());
+        }
         self.holders.retain(|(holder, _), _| *holder != who);
     }
 

@@ -25,7 +25,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::history::{History, Timings, Who};
+use super::history::{History, LineWaiter, Timings, Who};
 use super::recorder::{self, Ledger, Recorder, Witness};
 
 type Shared = Arc<Mutex<History>>;
@@ -581,6 +581,7 @@ impl World {
             history.letting_go(Who::Client(id));
         }
         history.multi_ended(id, false);
+        history.stopped_waiting(id);
         history.note(format!("client {id} cancelled"));
         drop(history);
         *lock_phase(&self.clients[id].phase) = ClientPhase::Done;
@@ -1041,6 +1042,27 @@ async fn client(run: ClientRun) {
     let who = Who::Client(id);
     let asked = Instant::now();
     let multi = matches!(target, Target::All(_));
+    let in_line_name = match &target {
+        Target::Read(lock) | Target::Write(lock) if in_line && !matches!(ask, Ask::Try) => {
+            Some(lock.name().as_str().to_owned())
+        }
+        _ => None,
+    };
+    if let Some(name) = &in_line_name {
+        history(&shared).waits_in_line(
+            id,
+            LineWaiter {
+                manager,
+                name: name.clone(),
+                access: target.access(),
+                asked,
+                gives_up: match ask {
+                    Ask::Timeout(timeout) => Some(asked + timeout),
+                    _ => None,
+                },
+            },
+        );
+    }
     let (answer, bound) = match ask {
         Ask::Blocking => (target.acquire().await.map(Some), None),
         Ask::Timeout(timeout) => (
@@ -1054,6 +1076,7 @@ async fn client(run: ClientRun) {
     let took = asked.elapsed();
     {
         let mut history = history(&shared);
+        history.stopped_waiting(id);
         if let Some(bound) = bound
             && took
                 > bound + history.paused_between(asked, Instant::now()) + Duration::from_millis(1)
@@ -1113,6 +1136,9 @@ async fn client(run: ClientRun) {
         if in_line {
             for (name, token) in &tokens {
                 history.served_in_arrival_order(who, name, *token, asked);
+                if in_line_name.is_some() {
+                    history.served_in_process_order(who, (manager, name), access, asked);
+                }
             }
         }
         places
