@@ -39,9 +39,9 @@
 //!    behind (any, but a reader's behind a reader) arrived earlier (checked by the witness, in the store's order, against the line
 //!    its answers built); a task in arrival order gets its lock only from a grant asked for
 //!    its own arrival, never by a local pass nor by a grant asked for a task that left.
-//! 9. **Order in a process** (arrival order): a reader gets a name only if no writer of its
-//!    process that asked earlier still waits for it, unless the reader was waiting when a
-//!    writer of its process let go (those readers go first).
+//! 9. **Order in a process** (arrival order, reader/writer locks): a task gets a name only
+//!    if no task of its process that asked earlier still waits for it, except that readers
+//!    waiting when a writer of their process let go go before that process's writers.
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
@@ -212,10 +212,16 @@ impl History {
         self.waiting_in_line.remove(&id);
     }
 
+    /// `who`, a writer in arrival order, holds `name` through `manager` until it lets go.
+    pub(crate) fn writes_in_line(&mut self, who: Who, (manager, name): (usize, &str)) {
+        self.writing_in_line.insert(who, (manager, name.to_owned()));
+    }
+
     /// Rule 9: in arrival order, a process serves its own tasks in the order they asked,
-    /// except that its readers waiting when its writer let go go first. So a reader of
-    /// `manager` that asked at `asked` gets `name` only if no writer of the same manager
-    /// that asked earlier still waits for it (one whose timeout ends now may have left).
+    /// except that its readers waiting when its writer let go go before its writers. So a
+    /// task of `manager` that asked at `asked` gets `name` only if no task of the same
+    /// manager that asked earlier still waits for it (one whose timeout ends now may have
+    /// left).
     pub(crate) fn served_in_process_order(
         &mut self,
         who: Who,
@@ -223,35 +229,36 @@ impl History {
         access: Access,
         asked: Instant,
     ) {
-        if access == Access::Write {
-            self.writing_in_line.insert(who, (manager, name.to_owned()));
-        }
-        if access != Access::Read {
-            return;
-        }
         let now = Instant::now();
-        let readers_turn = self
-            .writer_let_go
-            .get(&(manager, name.to_owned()))
-            .is_some_and(|let_go| asked <= *let_go + INSTANT);
-        if readers_turn {
-            return;
-        }
+        // A reader waiting when a writer of its process let go goes before that process's
+        // writers (never before its earlier readers).
+        let readers_turn = access == Access::Read
+            && self
+                .writer_let_go
+                .get(&(manager, name.to_owned()))
+                .is_some_and(|let_go| asked <= *let_go + INSTANT);
         let overtaken: Vec<String> = self
             .waiting_in_line
             .iter()
             .filter(|(_, waiter)| {
                 waiter.manager == manager
                     && waiter.name == name
-                    && waiter.access == Access::Write
+                    && !(readers_turn && waiter.access == Access::Write)
                     && waiter.asked + INSTANT < asked
                     && waiter.gives_up.is_none_or(|at| at > now + INSTANT)
             })
-            .map(|(id, waiter)| format!("client {id} (asked {:?} earlier)", asked - waiter.asked))
+            .map(|(id, waiter)| {
+                format!(
+                    "client {id} ({}, asked {:?} earlier)",
+                    waiter.access.as_str(),
+                    asked - waiter.asked
+                )
+            })
             .collect();
         if !overtaken.is_empty() {
             self.violation(format!(
-                "{who:?} got to read {name} in arrival order ahead of its process's earlier writer: {}",
+                "{who:?} got {name} ({}) in arrival order ahead of its process's earlier waiters: {}",
+                access.as_str(),
                 overtaken.join(", ")
             ));
         }
