@@ -989,7 +989,10 @@ impl History {
     ) {
         let mut now = Instant::now();
         let mut how = how.to_owned();
-        if resigned {
+        // A resigning candidate's term ends when its release is sent (after its work
+        // returned), also when the release fails and the news that comes later is a
+        // deposal (the lease then expired while nobody led).
+        if resigned || self.resigning.contains(&candidate) {
             let let_go = {
                 let ledger = recorder::lock(&self.ledger);
                 ledger
