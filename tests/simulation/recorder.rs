@@ -129,7 +129,7 @@ impl Ledger {
         self.released.get(&lease).copied()
     }
 
-    /// When `lease`'s release was first sent, if it was.
+    /// When `lease`'s release (or a hand-over from it) was first sent, if it was.
     pub(crate) fn release_sent(&self, lease: LeaseId) -> Option<Instant> {
         self.release_sent.get(&lease).copied()
     }
@@ -390,6 +390,8 @@ impl<S: LockStore> LockStore for Recorder<S> {
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
         let sent = self.sent(Call::HandOver);
+        // A hand-over lets go of `from` as a release does.
+        self.ledger().release_sent.entry(from.lease).or_insert(sent);
         let result = self.inner.hand_over(from, to).await;
         if let Ok(HandOverOutcome::HandedOver {
             token,
