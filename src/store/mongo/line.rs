@@ -90,23 +90,44 @@ pub(super) fn readers_waited_over(
     granted_at: DateTime,
 ) -> Duration {
     let now = granted_at.timestamp_millis();
-    let earliest = document
+    let earliest = live_places(document, now)
+        .filter(|place| place.holder != holder && place.access != Some(READ))
+        .map(|place| place.arrival)
+        .min();
+    earliest.map_or(Duration::ZERO, |arrival| waited(now, arrival))
+}
+
+/// One live place of a document's line, as stored.
+struct LivePlace<'a> {
+    holder: &'a str,
+    access: Option<&'a str>,
+    /// When its manager began to wait, in the server's milliseconds.
+    arrival: i64,
+}
+
+/// The places of `document`'s line live at `now` (the server's milliseconds); a place
+/// missing a field is skipped.
+fn live_places(document: &Document, now: i64) -> impl Iterator<Item = LivePlace<'_>> {
+    document
         .get_array(LINE)
         .into_iter()
         .flatten()
         .filter_map(Bson::as_document)
-        .filter(|place| {
-            place.get_str(HOLDER).is_ok_and(|other| other != holder)
-                && place.get_str(ACCESS).is_ok_and(|access| access != READ)
-                && place
-                    .get_datetime(UNTIL)
-                    .is_ok_and(|until| until.timestamp_millis() > now)
+        .filter_map(move |place| {
+            let until = place.get_datetime(UNTIL).ok()?.timestamp_millis();
+            (until > now).then_some(())?;
+            Some(LivePlace {
+                holder: place.get_str(HOLDER).ok()?,
+                access: place.get_str(ACCESS).ok(),
+                arrival: place.get_datetime(ARRIVAL).ok()?.timestamp_millis(),
+            })
         })
-        .filter_map(|place| Some(place.get_datetime(ARRIVAL).ok()?.timestamp_millis()))
-        .min();
-    earliest.map_or(Duration::ZERO, |arrival| {
-        Duration::from_millis(now.saturating_sub(arrival).max(0).unsigned_abs())
-    })
+}
+
+/// How long a place that arrived at `arrival` had waited at `now` (both the server's
+/// milliseconds).
+fn waited(now: i64, arrival: i64) -> Duration {
+    Duration::from_millis(now.saturating_sub(arrival).max(0).unsigned_abs())
 }
 
 /// `withdraw`'s filter: the document of `name` with a place of `holder` in its line.
@@ -122,28 +143,22 @@ pub(super) fn withdraw(holder: &HolderId) -> Vec<Document> {
 /// The live places of an inspected document of `kind` (read with its [`SERVER_NOW`]),
 /// earliest arrival first.
 pub(super) fn queue(document: &Document, kind: LockKind) -> Vec<QueuedWaiter> {
-    let (Ok(places), Ok(now)) = (document.get_array(LINE), document.get_datetime(SERVER_NOW))
-    else {
+    let Ok(now) = document.get_datetime(SERVER_NOW) else {
         return Vec::new();
     };
     let now = now.timestamp_millis();
-    let access_of = |place: &Document| match (place.get_str(ACCESS), kind) {
-        (Ok(READ), _) => Access::Read,
-        (Ok(WRITE), _) => Access::Write,
+    let access_of = |access: Option<&str>| match (access, kind) {
+        (Some(READ), _) => Access::Read,
+        (Some(WRITE), _) => Access::Write,
         (_, LockKind::Semaphore { permits }) => Access::Permit { permits },
         _ => Access::Exclusive,
     };
-    let mut live: Vec<(i64, QueuedWaiter)> = places
-        .iter()
-        .filter_map(Bson::as_document)
-        .filter_map(|place| {
-            let until = place.get_datetime(UNTIL).ok()?.timestamp_millis();
-            let arrival = place.get_datetime(ARRIVAL).ok()?.timestamp_millis();
-            let holder = HolderId::from_string(place.get_str(HOLDER).ok()?.to_owned());
-            let waited = Duration::from_millis(now.saturating_sub(arrival).max(0).unsigned_abs());
-            (until > now).then(|| (arrival, QueuedWaiter::new(holder, access_of(place), waited)))
+    let mut live: Vec<LivePlace<'_>> = live_places(document, now).collect();
+    live.sort_by_key(|place| place.arrival);
+    live.into_iter()
+        .map(|place| {
+            let holder = HolderId::from_string(place.holder.to_owned());
+            QueuedWaiter::new(holder, access_of(place.access), waited(now, place.arrival))
         })
-        .collect();
-    live.sort_by_key(|(arrival, _)| *arrival);
-    live.into_iter().map(|(_, waiter)| waiter).collect()
+        .collect()
 }
