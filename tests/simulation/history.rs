@@ -39,9 +39,12 @@
 //!    behind (any, but a reader's behind a reader) arrived earlier (checked by the witness, in the store's order, against the line
 //!    its answers built); a task in arrival order gets its lock only from a grant asked for
 //!    its own arrival, never by a local pass nor by a grant asked for a task that left.
-//! 9. **Order in a process** (arrival order, reader/writer locks): a task gets a name only
-//!    if no task of its process that asked earlier still waits for it, except that readers
-//!    waiting when a writer of their process let go go before that process's writers.
+//! 9. **Order in a process** (arrival order, every kind but the multi-lock): a task gets a
+//!    name only if no task of its process that asked earlier for the same kind still waits
+//!    for it, except that readers waiting when a writer of their process let go go before
+//!    that process's writers. A semaphore's count is part of its kind: permits go to the
+//!    waiters of the count they were asked for, so a handle of a stale count (after
+//!    `set_permits`) queues apart.
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
@@ -220,8 +223,8 @@ impl History {
     /// Rule 9: in arrival order, a process serves its own tasks in the order they asked,
     /// except that its readers waiting when its writer let go go before its writers. So a
     /// task of `manager` that asked at `asked` gets `name` only if no task of the same
-    /// manager that asked earlier still waits for it (one whose timeout ends now may have
-    /// left).
+    /// manager that asked earlier for the same kind still waits for it (one whose timeout
+    /// ends now may have left).
     pub(crate) fn served_in_process_order(
         &mut self,
         who: Who,
@@ -243,6 +246,7 @@ impl History {
             .filter(|(_, waiter)| {
                 waiter.manager == manager
                     && waiter.name == name
+                    && waiter.access.kind() == access.kind()
                     && !(readers_turn && waiter.access == Access::Write)
                     && waiter.asked + INSTANT < asked
                     && waiter.gives_up.is_none_or(|at| at > now + INSTANT)

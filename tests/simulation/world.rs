@@ -1043,10 +1043,11 @@ async fn client(run: ClientRun) {
     let asked = Instant::now();
     let multi = matches!(target, Target::All(_));
     let in_line_name = match &target {
-        Target::Read(lock) | Target::Write(lock) if in_line && !matches!(ask, Ask::Try) => {
-            Some(lock.name().as_str().to_owned())
-        }
-        _ => None,
+        _ if !in_line || matches!(ask, Ask::Try) => None,
+        Target::Read(lock) | Target::Write(lock) => Some(lock.name().as_str().to_owned()),
+        Target::Mutex(lock) => Some(lock.name().as_str().to_owned()),
+        Target::Permit(semaphore) => Some(semaphore.name().as_str().to_owned()),
+        Target::All(_) => None,
     };
     if let Some(name) = &in_line_name {
         history(&shared).waits_in_line(
