@@ -1126,6 +1126,43 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
     third.shutdown().await;
 }
 
+/// A reader of the default mode does not join a read granted in arrival order, even one it
+/// asked for before every writer elsewhere: a request in the default mode neither waits in
+/// line nor looks at it, so it is served by its own attempt (its own holding on the record).
+#[tokio::test(start_paused = true)]
+async fn a_default_mode_reader_does_not_join_a_read_granted_in_arrival_order() {
+    use mongolock::Fairness;
+    use mongolock::store::LockStore;
+    use std::time::Duration;
+
+    let (store, elsewhere, manager) = here_and_elsewhere(&common::fast_options()).await;
+    let held = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+    let in_line = {
+        let options = common::fast_options().with_fairness(Fairness::ArrivalOrder);
+        let files = manager.rw_lock_with("files", options).unwrap();
+        tokio::spawn(async move { files.read().await })
+    };
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let default_mode = readers_of_files(&manager, 1);
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    held.release().await.unwrap();
+    let mut readers = default_mode;
+    readers.insert(0, in_line);
+    let guards = readers_in(readers, Duration::ZERO).await;
+    let name = mongolock::LockName::new("files").unwrap();
+    let holders = store.inner().inspect(&name).await.unwrap().unwrap().holders;
+    assert_eq!(
+        holders.len(),
+        2,
+        "each reader holds by its own grant: {holders:?}"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// In arrival order a writer refused while readers elsewhere hold keeps its place among
 /// this process's tasks: a reader that asked after it here does not go first (in the
 /// default mode it would get one attempt, for a readers' turn the store may be running).
