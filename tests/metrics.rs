@@ -263,6 +263,17 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         async move { lock.acquire().await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // Queued behind a hold of its own process, the task is a waiter the oldest-waiter gauge
+    // shows, though no attempt of its own was refused.
+    let waiting_since = totals.value(
+        &snapshotter,
+        "mongolock_oldest_waiter_since_seconds",
+        &[("lock", "relay")],
+    );
+    assert!(
+        waiting_since > Some(0.0),
+        "a task waiting behind a local hold is reported: {waiting_since:?}"
+    );
     let token = first.token();
     first.release().await.unwrap();
     let second = waiter.await.unwrap().unwrap();
