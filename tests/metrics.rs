@@ -107,6 +107,12 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         totals.value(&snapshotter, "mongolock_held_locks", &[]),
         Some(1.0)
     );
+    // Granted at its first attempt, the acquisition never waited: the oldest-waiter gauge's
+    // registry is not touched.
+    assert_eq!(
+        totals.stored("mongolock_oldest_waiter_since_seconds", &[]),
+        None
+    );
 
     let waiter = tokio::spawn({
         let lock = b.lock("orders").unwrap();
