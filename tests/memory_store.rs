@@ -1126,6 +1126,31 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
     third.shutdown().await;
 }
 
+/// A waiter of the default mode that gives up costs the store nothing more: it never had a
+/// place in the name's line, so there is none to withdraw (only an arrival-order waiter's
+/// refusal puts its manager in line).
+#[tokio::test(start_paused = true)]
+async fn a_default_mode_waiter_that_gives_up_withdraws_nothing() {
+    use std::time::Duration;
+
+    let (store, elsewhere, manager) = here_and_elsewhere(&common::fast_options()).await;
+    let held = elsewhere.lock("orders").unwrap().acquire().await.unwrap();
+    let orders = manager.lock("orders").unwrap();
+    let other_calls = || store.calls() - store.acquire_calls();
+    let before = other_calls();
+    let timed_out = orders.acquire_timeout(Duration::from_millis(300)).await;
+    assert!(timed_out.is_err(), "the lock is held elsewhere");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        other_calls(),
+        before,
+        "only attempts went to the store, no withdrawal"
+    );
+    held.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// A reader of the default mode does not join a read granted in arrival order, even one it
 /// asked for before every writer elsewhere: a request in the default mode neither waits in
 /// line nor looks at it, so it is served by its own attempt (its own holding on the record).
