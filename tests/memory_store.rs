@@ -1229,6 +1229,46 @@ async fn in_arrival_order_a_reader_waits_behind_an_earlier_writer_of_its_process
     elsewhere.shutdown().await;
 }
 
+/// In arrival order a process serves its own tasks in the order they asked when its writer
+/// lets go too: the writer that asked before a reader goes first. (In the default mode the
+/// readers waiting when a writer leaves get a turn of their own before the next writer.)
+#[tokio::test(start_paused = true)]
+async fn in_arrival_order_a_leaving_writer_is_followed_by_the_task_that_asked_next() {
+    use mongolock::Fairness;
+    use std::time::Duration;
+
+    let options = common::fast_options().with_fairness(Fairness::ArrivalOrder);
+    let (_store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let files = manager.rw_lock("files").unwrap();
+    let first = files.write().await.unwrap();
+    let writer = {
+        let files = files.clone();
+        tokio::spawn(async move { files.write().await })
+    };
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let reader = tokio::spawn(async move { files.read().await });
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    first.release().await.unwrap();
+    let written = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("the writer that asked next gets in when the first writer lets go")
+        .unwrap()
+        .unwrap();
+    assert!(
+        !reader.is_finished(),
+        "a reader that asked after the waiting writer got in ahead of it or beside it"
+    );
+    written.release().await.unwrap();
+    let read = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the reader gets in after the writer")
+        .unwrap()
+        .unwrap();
+    read.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// A read grant that reaches this process while its readers wait goes to them, or is given
 /// back at once: whether the stalled attempt's answer comes in time, after its first
 /// renewal was due, or after the attempt timed out (applied later), both waiting readers

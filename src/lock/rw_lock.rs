@@ -25,7 +25,9 @@ use crate::store::outcome::LockRecord;
 /// - readers waiting when a writer leaves go before the next writer: their own mark turns
 ///   on a readers' turn at that release, during which writers are refused;
 /// - in one process, waiters are served in arrival order, except that readers waiting when
-///   this process's writer leaves go first.
+///   this process's writer leaves go first (not in
+///   [`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder), where every task keeps its
+///   place).
 ///
 /// **Readers waiting together share a grant.** Readers of one process waiting when a read
 /// is granted to one of them join it: one store call lets them all in, each with its own

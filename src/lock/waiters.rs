@@ -64,7 +64,7 @@ impl Waiter {
 
 /// Waiters in arrival order, with the waiters and oldest-waiter gauges kept in step (each
 /// waiter counted under its own labels), and the one exception to that order: the readers'
-/// turn.
+/// turn (the default mode's; in arrival order it is never started).
 pub(crate) struct Waiters {
     queue: VecDeque<Waiter>,
     /// How many of the readers waiting when this process's writer left still go first

@@ -41,8 +41,8 @@
 //!    its own arrival, never by a local pass nor by a grant asked for a task that left.
 //! 9. **Order in a process** (arrival order, every kind but the multi-lock): a task gets a
 //!    name only if no task of its process that asked earlier for the same kind still waits
-//!    for it, except that readers waiting when a writer of their process let go go before
-//!    that process's writers. A semaphore's count is part of its kind: permits go to the
+//!    for it, readers and writers alike (a reader/writer lock's readers' turn in a process
+//!    is the default mode's). A semaphore's count is part of its kind: permits go to the
 //!    waiters of the count they were asked for, so a handle of a stale count (after
 //!    `set_permits`) queues apart.
 //!
@@ -160,11 +160,6 @@ pub(crate) struct History {
     members_taken_earlier: bool,
     /// Tasks waiting in line (arrival order), by client: rule 9.
     waiting_in_line: BTreeMap<usize, LineWaiter>,
-    /// When a writer of a manager last let go of a name (manager, name): the readers of
-    /// that manager waiting then may go before its writers (the readers' turn in a process).
-    writer_let_go: BTreeMap<(usize, String), Instant>,
-    /// Writers in line holding, with their manager and name, until they let go.
-    writing_in_line: BTreeMap<Who, (usize, String)>,
 }
 
 /// A task waiting in line for one name (rule 9).
@@ -200,8 +195,6 @@ impl History {
             pauses: Vec::new(),
             members_taken_earlier: false,
             waiting_in_line: BTreeMap::new(),
-            writer_let_go: BTreeMap::new(),
-            writing_in_line: BTreeMap::new(),
         }
     }
 
@@ -215,13 +208,8 @@ impl History {
         self.waiting_in_line.remove(&id);
     }
 
-    /// `who`, a writer in arrival order, holds `name` through `manager` until it lets go.
-    pub(crate) fn writes_in_line(&mut self, who: Who, (manager, name): (usize, &str)) {
-        self.writing_in_line.insert(who, (manager, name.to_owned()));
-    }
-
     /// Rule 9: in arrival order, a process serves its own tasks in the order they asked,
-    /// except that its readers waiting when its writer let go go before its writers. So a
+    /// readers and writers alike. So a
     /// task of `manager` that asked at `asked` gets `name` only if no task of the same
     /// manager that asked earlier for the same kind still waits for it (one whose timeout
     /// ends now may have left).
@@ -233,13 +221,6 @@ impl History {
         asked: Instant,
     ) {
         let now = Instant::now();
-        // A reader waiting when a writer of its process let go goes before that process's
-        // writers (never before its earlier readers).
-        let readers_turn = access == Access::Read
-            && self
-                .writer_let_go
-                .get(&(manager, name.to_owned()))
-                .is_some_and(|let_go| asked <= *let_go + INSTANT);
         let overtaken: Vec<String> = self
             .waiting_in_line
             .iter()
@@ -247,7 +228,6 @@ impl History {
                 waiter.manager == manager
                     && waiter.name == name
                     && waiter.access.kind() == access.kind()
-                    && !(readers_turn && waiter.access == Access::Write)
                     && waiter.asked + INSTANT < asked
                     && waiter.gives_up.is_none_or(|at| at > now + INSTANT)
             })
@@ -699,11 +679,6 @@ impl History {
     /// `who` stops acting on its hold (dropping or releasing its guard), of every name.
     pub(crate) fn letting_go(&mut self, who: Who) {
         self.note(format!("{who:?} lets go"));
-        // A writer in line letting go starts its process's readers' turn (a loss does not,
-        // but counting it too only lets more readers pass).
-        if let Some(place) = self.writing_in_line.remove(&who) {
-            self.writer_let_go.insert(place, Instant::now());
-        }
         self.holders.retain(|(holder, _), _| *holder != who);
     }
 

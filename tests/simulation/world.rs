@@ -1137,10 +1137,6 @@ async fn client(run: ClientRun) {
         if in_line {
             for (name, token) in &tokens {
                 history.served_in_arrival_order(who, name, *token, asked);
-                if matches!(target, Target::Write(_)) {
-                    // A try's writer too: its letting go starts a readers' turn.
-                    history.writes_in_line(who, (manager, name));
-                }
                 if in_line_name.is_some() {
                     history.served_in_process_order(who, (manager, name), access, asked);
                 }

@@ -138,7 +138,9 @@ impl NameState {
         let Some(place) = self.holds.remove(&lease) else {
             return;
         };
-        if place.access == Access::Write {
+        // In arrival order a process serves its own tasks in the order they asked, readers
+        // included: only the default mode gives the readers waiting now a turn of their own.
+        if place.access == Access::Write && !place.hold.options().in_arrival_order() {
             self.waiters.writer_left();
         }
         let next = (may_pass_on && !place.others_starving)
