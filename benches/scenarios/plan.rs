@@ -65,13 +65,22 @@ pub(crate) const S3_SYSTEMS: [&str; 6] = [
 /// The P3 mixes: 10 % writes drawn per operation, or 10 % of the tasks writing only.
 /// P3's workloads; `roles-fifo` is `roles` with `Fairness::ArrivalOrder`; `roles-bound800` is
 /// `roles` under the fairness rule as it was before the bound (a bound of 800 ms, the
-/// backoff's maximum): the same-run baseline of issue 25's row.
-pub(crate) const P3_MIXES: [&str; 4] = ["ops", "roles", "roles-fifo", "roles-bound800"];
+/// backoff's maximum): the same-run baseline of issue 25's row; `roles-floor` is `roles` on
+/// one in-process FIFO lock (`tokio::sync::RwLock`, no store): what strict arrival order
+/// costs with nothing else, the floor of the arrival-order row.
+pub(crate) const P3_MIXES: [&str; 5] = [
+    "ops",
+    "roles",
+    "roles-fifo",
+    "roles-bound800",
+    "roles-floor",
+];
 
 /// What a P3 mix's suffix stands for: the `p3` child's extra arguments.
-const P3_VARIANTS: [(&str, &str); 2] = [
+const P3_VARIANTS: [(&str, &str); 3] = [
     ("-bound800", " fairness_bound_ms=800"),
     ("-fifo", " fairness=arrival"),
+    ("-floor", " lock=tokio"),
 ];
 
 /// The `p3` child's arguments naming `mix`: its base mix and the options of its suffix.

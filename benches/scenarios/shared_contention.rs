@@ -1,7 +1,9 @@
 //! P2 and P3 of issue 17: one shared-kind name, 64 tasks in two "processes" (each with its
 //! own client and manager, as in S3), a 1 ms hold. P2 is a semaphore of 8 permits; P3 a
 //! reader/writer lock with 90 % reads. Every acquisition is timed in this one process, so
-//! the timeline of waits and holds is exact.
+//! the timeline of waits and holds is exact. P3's floor (`lock=tokio`) runs the same tasks
+//! on one `tokio::sync::RwLock`, a first-come-first-served lock with no store and no
+//! processes: what strict arrival order costs with nothing else.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -72,16 +74,50 @@ impl Draw {
 enum Target {
     Semaphore(Semaphore),
     Rw(RwLock),
+    /// P3's floor: one in-memory FIFO reader/writer lock shared by every task.
+    InProcess(Arc<tokio::sync::RwLock<()>>),
+}
+
+/// A held acquisition of a [`Target`].
+enum Held {
+    Lock(LockGuard),
+    Read(tokio::sync::OwnedRwLockReadGuard<()>),
+    Write(tokio::sync::OwnedRwLockWriteGuard<()>),
 }
 
 impl Target {
-    async fn acquire(&self, op: Op) -> Result<LockGuard, String> {
+    async fn acquire(&self, op: Op) -> Result<Held, String> {
         let acquired = match (self, op) {
             (Self::Semaphore(semaphore), _) => semaphore.acquire().await,
             (Self::Rw(rw), Op::Write) => rw.write().await,
             (Self::Rw(rw), _) => rw.read().await,
+            (Self::InProcess(rw), Op::Write) => {
+                return Ok(Held::Write(Arc::clone(rw).write_owned().await));
+            }
+            (Self::InProcess(rw), _) => return Ok(Held::Read(Arc::clone(rw).read_owned().await)),
         };
-        acquired.map_err(|e| format!("{op:?} acquire: {e}"))
+        acquired
+            .map(Held::Lock)
+            .map_err(|e| format!("{op:?} acquire: {e}"))
+    }
+}
+
+impl Held {
+    async fn release(self, op: Op) -> Result<(), String> {
+        match self {
+            Self::Lock(guard) => guard
+                .release()
+                .await
+                .map_err(|e| format!("{op:?} release: {e}")),
+            Self::Read(guard) => {
+                drop(guard);
+                Ok(())
+            }
+            Self::Write(guard) => {
+                drop(guard);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -121,10 +157,7 @@ async fn contend(
         let acquired = Instant::now();
         tokio::time::sleep(critical).await;
         let releasing = Instant::now();
-        guard
-            .release()
-            .await
-            .map_err(|e| format!("{op:?} release: {e}"))?;
+        guard.release(op).await?;
         record(&|timeline| {
             timeline.holds.push(Hold {
                 process,
@@ -438,7 +471,7 @@ pub(crate) async fn p2(args: &Args) -> Result<(), String> {
 
 /// P3: a reader/writer lock; `tasks` tasks in two processes, `write_pct` % writes (`mix=ops`:
 /// drawn per operation; `mix=roles`: that share of the tasks only write), each holding for
-/// `critical_ms`.
+/// `critical_ms`. `lock=tokio`: the tasks share one `tokio::sync::RwLock` instead (the floor).
 pub(crate) async fn p3(args: &Args) -> Result<(), String> {
     let tasks = args.get("tasks", 64_usize);
     let write_pct = args.get("write_pct", 10_u64).min(100);
@@ -456,11 +489,18 @@ pub(crate) async fn p3(args: &Args) -> Result<(), String> {
     let measured = args.millis("millis", 10_000);
     let backend = Backend::open(args, "p3", args.get("processes", 2_usize).max(1)).await?;
     let managers = managers(args, &backend).await?;
-    let targets = managers
-        .iter()
-        .map(|manager| manager.rw_lock("p3").map(Target::Rw))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+    let targets = match args.text("lock", "mongolock").as_str() {
+        "mongolock" => managers
+            .iter()
+            .map(|manager| manager.rw_lock("p3").map(Target::Rw))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?,
+        "tokio" => {
+            let shared = Arc::new(tokio::sync::RwLock::new(()));
+            vec![Target::InProcess(shared); managers.len()]
+        }
+        other => return Err(format!("unknown lock {other:?} (mongolock or tokio)")),
+    };
     let outcome = run(
         &backend,
         &targets,
