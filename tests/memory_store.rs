@@ -809,6 +809,20 @@ async fn a_try_on_a_mutex_held_here_answers_without_the_store() {
 
 type Reader = tokio::task::JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>;
 
+/// The guard a spawned acquisition returns within `secs` seconds (paused time); `what`
+/// says what failed to happen otherwise.
+async fn granted_within(
+    secs: u64,
+    task: tokio::task::JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>,
+    what: &str,
+) -> mongolock::LockGuard {
+    tokio::time::timeout(std::time::Duration::from_secs(secs), task)
+        .await
+        .expect(what)
+        .expect("the acquiring task panicked")
+        .expect("the acquisition failed")
+}
+
 /// A manager on a store that counts its calls (`store`), and one "elsewhere" on the same
 /// memory store, whose calls are not counted.
 async fn here_and_elsewhere(
@@ -1028,11 +1042,7 @@ async fn readers_behind_a_local_writer_do_not_join_a_read() {
     writer.release().await.unwrap();
     let mut guards = Vec::new();
     for reader in [ahead, behind] {
-        let guard = tokio::time::timeout(Duration::from_secs(5), reader)
-            .await
-            .expect("a reader never got in")
-            .unwrap()
-            .unwrap();
+        let guard = granted_within(5, reader, "a reader never got in").await;
         guards.push(guard);
     }
     let name = mongolock::LockName::new("files").unwrap();
@@ -1049,11 +1059,7 @@ async fn readers_behind_a_local_writer_do_not_join_a_read() {
     for guard in guards {
         guard.release().await.unwrap();
     }
-    let written = tokio::time::timeout(Duration::from_secs(5), local_writer)
-        .await
-        .expect("the writer got in after the reads")
-        .unwrap()
-        .unwrap();
+    let written = granted_within(5, local_writer, "the writer got in after the reads").await;
     written.release().await.unwrap();
     manager.shutdown().await;
     elsewhere.shutdown().await;
@@ -1105,11 +1111,12 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
     for guard in guards {
         guard.release().await.unwrap();
     }
-    let written = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("the writer gets in after the readers ahead of it")
-        .unwrap()
-        .unwrap();
+    let written = granted_within(
+        5,
+        writer,
+        "the writer gets in after the readers ahead of it",
+    )
+    .await;
     assert!(
         behind.iter().all(|reader| !reader.is_finished()),
         "a reader got in beside the writer"
@@ -1212,18 +1219,11 @@ async fn in_arrival_order_a_reader_waits_behind_an_earlier_writer_of_its_process
         "a reader got in ahead of the writer that asked before it in its process"
     );
     held.release().await.unwrap();
-    let written = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("the writer gets in once the read elsewhere ends")
-        .unwrap()
-        .unwrap();
+    let written =
+        granted_within(5, writer, "the writer gets in once the read elsewhere ends").await;
     assert!(!reader.is_finished(), "a reader got in beside the writer");
     written.release().await.unwrap();
-    let read = tokio::time::timeout(Duration::from_secs(5), reader)
-        .await
-        .expect("the reader gets in after the writer")
-        .unwrap()
-        .unwrap();
+    let read = granted_within(5, reader, "the reader gets in after the writer").await;
     read.release().await.unwrap();
     manager.shutdown().await;
     elsewhere.shutdown().await;
@@ -1249,21 +1249,18 @@ async fn in_arrival_order_a_leaving_writer_is_followed_by_the_task_that_asked_ne
     let reader = tokio::spawn(async move { files.read().await });
     tokio::time::sleep(Duration::from_millis(2)).await;
     first.release().await.unwrap();
-    let written = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("the writer that asked next gets in when the first writer lets go")
-        .unwrap()
-        .unwrap();
+    let written = granted_within(
+        5,
+        writer,
+        "the writer that asked next gets in when the first writer lets go",
+    )
+    .await;
     assert!(
         !reader.is_finished(),
         "a reader that asked after the waiting writer got in ahead of it or beside it"
     );
     written.release().await.unwrap();
-    let read = tokio::time::timeout(Duration::from_secs(5), reader)
-        .await
-        .expect("the reader gets in after the writer")
-        .unwrap()
-        .unwrap();
+    let read = granted_within(5, reader, "the reader gets in after the writer").await;
     read.release().await.unwrap();
     manager.shutdown().await;
     elsewhere.shutdown().await;
@@ -1478,11 +1475,7 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
     writing.release().await.unwrap();
     let mut reading = Vec::new();
     for reader in readers {
-        let guard = tokio::time::timeout(Duration::from_secs(10), reader)
-            .await
-            .expect("a reader never got in")
-            .unwrap()
-            .unwrap();
+        let guard = granted_within(10, reader, "a reader never got in").await;
         reading.push(guard);
     }
     assert_eq!(
@@ -1506,11 +1499,12 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
     });
     tokio::time::sleep(Duration::from_millis(1)).await;
     drop(reading);
-    let writing = tokio::time::timeout(Duration::from_secs(10), next_writer)
-        .await
-        .expect("the writer never got in after the readers' turn")
-        .unwrap()
-        .unwrap();
+    let writing = granted_within(
+        10,
+        next_writer,
+        "the writer never got in after the readers' turn",
+    )
+    .await;
     assert!(
         !late_reader.is_finished(),
         "a reader arriving after the turn went before the writer"
@@ -2202,11 +2196,12 @@ async fn a_grant_for_a_task_that_left_goes_back_to_the_line() {
     let later = spawn_acquire(&here, Duration::from_secs(5));
     assert!(first.await.unwrap().is_err(), "the first task gave up");
     faulty.heal();
-    let between = tokio::time::timeout(Duration::from_secs(3), between)
-        .await
-        .expect("the task elsewhere, which asked before the later one, gets the lock")
-        .unwrap()
-        .unwrap();
+    let between = granted_within(
+        3,
+        between,
+        "the task elsewhere, which asked before the later one, gets the lock",
+    )
+    .await;
     assert!(!later.is_finished(), "the later local task waits its turn");
     between.release().await.unwrap();
     later.await.unwrap().unwrap().release().await.unwrap();
