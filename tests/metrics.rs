@@ -454,4 +454,30 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         Some(0.0),
         "a waiter failed by the shutdown is still counted"
     );
+
+    // A waiter that got in takes its start out of the oldest-waiter gauge: with nobody else
+    // waiting the gauge reads 0. (No snapshot while it waits: a snapshot resets gauges, so 0
+    // here is a value set when the waiter left, not the reset.)
+    let holding = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let asking = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let held = holding.lock("last").unwrap().acquire().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = asking.lock("last").unwrap();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.release().await.unwrap();
+    let got_in = waiter.await.unwrap().unwrap();
+    assert_eq!(
+        totals.value(&snapshotter, "mongolock_oldest_waiter_since_seconds", &[]),
+        Some(0.0),
+        "a waiter that got in is still shown as waiting"
+    );
+    got_in.release().await.unwrap();
+    holding.shutdown().await;
+    asking.shutdown().await;
 }
