@@ -75,6 +75,91 @@ async fn a_grant_answered_late_is_given_back_not_handed_out() {
     manager.shutdown().await;
 }
 
+/// A grant that reaches this process after its caller gave up is given back even when the
+/// store fails for a while: the give-back is retried after a transient failure, so the name
+/// is free again soon after the store recovers, not only when the lease expires.
+#[tokio::test(start_paused = true)]
+async fn a_given_up_grant_is_given_back_once_the_store_recovers() {
+    use std::time::Duration;
+
+    use mongolock::testing::FaultyStore;
+
+    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
+    let memory = MemoryStore::new();
+    let store = FaultyStore::new(memory.clone());
+    let manager = mongolock::LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let elsewhere = mongolock::LockManager::start(memory, options.clone())
+        .await
+        .unwrap();
+    // The attempt reaches the store, and is granted, half a second after it was sent; its
+    // caller gives up at 0.1 s, and the store fails every call from then until 0.8 s.
+    store.stall(Duration::from_millis(500));
+    let gave_up = manager
+        .lock("late")
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(100))
+        .await;
+    assert!(gave_up.is_err(), "the stalled acquisition did not time out");
+    store.fail();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    store.heal();
+    // The lease granted at 0.5 s would expire at 3.5 s; at 1.5 s it is free.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let taken = elsewhere.lock("late").unwrap().try_acquire().await.unwrap();
+    assert!(
+        taken.is_some(),
+        "the grant nobody took is still held after the store recovered"
+    );
+    drop(taken);
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// A release the store fails transiently is tried again until the lease would have expired:
+/// the name is free soon after the store recovers, and the caller hears of the failure.
+#[tokio::test(start_paused = true)]
+async fn a_release_that_fails_is_tried_again_once_the_store_recovers() {
+    use std::time::Duration;
+
+    use mongolock::testing::FaultyStore;
+
+    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
+    let memory = MemoryStore::new();
+    let store = FaultyStore::new(memory.clone());
+    let manager = mongolock::LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let elsewhere = mongolock::LockManager::start(memory, options.clone())
+        .await
+        .unwrap();
+    let guard = manager.lock("flaky").unwrap().acquire().await.unwrap();
+    store.fail();
+    assert!(
+        guard.release().await.is_err(),
+        "a release the store failed was reported as done"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    store.heal();
+    // The lease, extended at the latest just before the release, would expire about 3 s
+    // later; a second after the store recovers it is free.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let taken = elsewhere
+        .lock("flaky")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap();
+    assert!(
+        taken.is_some(),
+        "the released lock is still held after the store recovered"
+    );
+    drop(taken);
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// A process paused past its lease with a local waiter queued: when it runs again, the
 /// holder's release (already queued) reaches the actor before the deadline's own message.
 /// The hold is past its deadline — another process has meanwhile taken the expired lock —

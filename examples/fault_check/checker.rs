@@ -637,8 +637,15 @@ fn check_unowned(run: &RunData, sections: &[Section], report: &mut Report) {
         // for it after its call timeout and leaves the lease to expire.
         let solo_stalled =
             |f: &FaultRecord| f.kind == "acquire-timeout" && lock.starts_with("solo-");
-        let server_down = run.faults.iter().any(|f| {
-            (f.server_down || f.kind == "block" || solo_stalled(f))
+        // A fail point that fails every write (`close`, `error-<code>`) makes releases fail
+        // too; the runtime retries them, so the lease must be gone within the bound of the
+        // fault's end rather than of its start.
+        let writes_failed = |f: &FaultRecord| {
+            (f.kind == "close" || f.kind.starts_with("error-"))
+                && last <= f.end.saturating_add(limits.orphan_bound)
+        };
+        let releases_held_up = run.faults.iter().any(|f| {
+            (f.server_down || f.kind == "block" || solo_stalled(f) || writes_failed(f))
                 && f.start < window.1
                 && f.end > window.0
         });
@@ -647,7 +654,7 @@ fn check_unowned(run: &RunData, sections: &[Section], report: &mut Report) {
             ms(span),
             ms(first)
         );
-        if holder_faulted || server_down {
+        if holder_faulted || releases_held_up {
             continue;
         }
         if report
@@ -1023,6 +1030,47 @@ mod tests {
                 .filter(|v| v.contains("held by nobody"))
                 .count();
             assert_eq!(found, violations, "{lock}: {:?}", report.violations);
+        }
+    }
+
+    /// A fail point that fails every write fails the release of a grant nobody owns too;
+    /// the runtime retries it, so the lease may outlast the fault by the bound, not more.
+    #[test]
+    fn a_release_a_failing_write_held_up_is_excused_until_the_bound_after_the_fault() {
+        for (last_sample, violations) in [(4 * SEC + 800 * MS, 0), (5 * SEC + 500 * MS, 1)] {
+            let mut data = run(vec![process(
+                0,
+                vec![enter("a", 1, SEC), exit("a", 1, 2 * SEC)],
+            )]);
+            let mut at = 3 * SEC;
+            while at <= last_sample {
+                data.samples.push(Sample {
+                    at,
+                    lock: "a".into(),
+                    holder: Some("w0".into()),
+                    token: 7,
+                });
+                at += 100 * MS;
+            }
+            data.faults.push(FaultRecord {
+                kind: "error-10107".into(),
+                start: 2 * SEC + 500 * MS,
+                end: 4 * SEC,
+                holder_fault: false,
+                server_down: false,
+            });
+            data.limits.until = 6 * SEC;
+            let report = check(&data);
+            let found = report
+                .violations
+                .iter()
+                .filter(|v| v.contains("held by nobody"))
+                .count();
+            assert_eq!(
+                found, violations,
+                "until {last_sample}: {:?}",
+                report.violations
+            );
         }
     }
 

@@ -271,7 +271,8 @@ impl LockGuard {
     /// - [`LockError::Lost`]: the hold was lost before or during the release, or the release
     ///   reached the runtime after the hold's loss deadline (a paused process) — even if
     ///   nobody took the lock meanwhile, the critical section may not have been exclusive.
-    /// - [`LockError::Store`]: the store failed; the lease expires on its own.
+    /// - [`LockError::Store`]: the store failed. After a transient failure
+    ///   the runtime tries again in the background until the lease would have expired.
     /// - [`LockError::ActorFailed`]: the runtime actor is gone.
     ///
     /// # Cancel safety

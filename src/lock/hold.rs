@@ -463,7 +463,8 @@ impl LostHold {
                 () = self.status.acknowledged() => {}
                 () = tokio::time::sleep_until(self.free_at) => {}
             }
-            orphan::release_now(store.as_ref(), &self.key, self.timeout).await;
+            // At the margin's end the lease is about to expire anyway: one try.
+            orphan::release_now(store.as_ref(), &self.key, self.timeout, Instant::now()).await;
         });
     }
 }

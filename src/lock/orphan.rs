@@ -1,8 +1,10 @@
 //! Orphaned grants: a lease the store may have granted but no guard will ever own — the
 //! caller left, the answer came too late to use, or the attempt's outcome is unknown (an
 //! error or a timeout, after which the server may still apply it). Such a lease is released
-//! at once. The release is owner-checked by lease id, so it can never free a lock somebody
-//! else holds: releasing a lease that was never granted changes nothing.
+//! at once, and again after a transient failure (a primary stepping down, a dropped
+//! connection) until the lease would have expired anyway, so a store that recovers frees it
+//! then rather than at its expiry. The release is owner-checked by lease id, so it can never
+//! free a lock somebody else holds: releasing a lease that was never granted changes nothing.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,11 +19,34 @@ use crate::error::StoreError;
 use crate::options::LockOptions;
 use crate::store::{LeaseKey, LockStore};
 
-/// Releases `key` and waits for the answer, which nobody needs: a failed release leaves a
-/// lease that expires on the store by itself.
-pub(crate) async fn release_now(store: &dyn LockStore, key: &LeaseKey, timeout: Duration) {
-    if let Err(error) = bounded(timeout, store.release(key)).await {
-        tracing::debug!(lock = %key.name, %error, "releasing an orphaned grant failed; it expires on the store");
+/// The first pause before releasing an orphaned grant again after a transient failure; it
+/// doubles up to [`LONGEST_RETRY_PAUSE`].
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
+const LONGEST_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Releases `key` and waits for the answer, which nobody needs. A transient failure is
+/// retried (pausing 50 ms, doubling up to a second) while a retry can still start before
+/// `expired_by`, when the lease has expired on the store by itself; any other failure, or
+/// one at that point, leaves it to expire.
+pub(crate) async fn release_now(
+    store: &dyn LockStore,
+    key: &LeaseKey,
+    timeout: Duration,
+    expired_by: Instant,
+) {
+    let mut pause = FIRST_RETRY_PAUSE;
+    loop {
+        let error = match bounded(timeout, store.release(key)).await {
+            Ok(_) => return,
+            Err(error) => error,
+        };
+        if !error.is_transient() || Instant::now() + pause >= expired_by {
+            tracing::debug!(lock = %key.name, %error, "releasing an orphaned grant failed; it expires on the store");
+            return;
+        }
+        tracing::debug!(lock = %key.name, %error, "releasing an orphaned grant failed; trying again");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LONGEST_RETRY_PAUSE);
     }
 }
 
@@ -49,6 +74,8 @@ struct Orphans {
     keys: Vec<LeaseKey>,
     store: Arc<dyn LockStore>,
     timeout: Duration,
+    /// The longest lease the call may have granted: how long a release is worth retrying.
+    lease: Duration,
 }
 
 impl GrantClaim {
@@ -57,11 +84,17 @@ impl GrantClaim {
         Self(None)
     }
 
-    fn on(store: &Arc<dyn LockStore>, keys: Vec<LeaseKey>, timeout: Duration) -> Self {
+    fn on(
+        store: &Arc<dyn LockStore>,
+        keys: Vec<LeaseKey>,
+        timeout: Duration,
+        lease: Duration,
+    ) -> Self {
         Self(Some(Box::new(Orphans {
             keys,
             store: store.clone(),
             timeout,
+            lease,
         })))
     }
 
@@ -79,8 +112,10 @@ impl Drop for GrantClaim {
         // Outside a runtime (the process is exiting) nothing can run: the leases expire.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
+                // Granted (if at all) before now: expired on the store a lease from now.
+                let expired_by = Instant::now() + orphans.lease;
                 for key in &orphans.keys {
-                    release_now(orphans.store.as_ref(), key, orphans.timeout).await;
+                    release_now(orphans.store.as_ref(), key, orphans.timeout, expired_by).await;
                 }
             });
         }
@@ -107,12 +142,13 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
     to_message: impl FnOnce(Instant, Result<T, StoreError>, GrantClaim) -> LockMsg + Send + 'static,
 ) {
     let (timeout, give_up_after) = (options.renew_deadline(), late_answer_limit(options));
+    let lease = options.lease_duration();
     let claim_for = {
         let store = store.clone();
         move |result: &Result<T, StoreError>, orphans: &mut Vec<LeaseKey>| match result {
             Ok(outcome) if !granted(outcome) => GrantClaim::empty(),
             Err(StoreError::Timeout(_)) => GrantClaim::empty(),
-            _ => GrantClaim::on(&store, std::mem::take(orphans), timeout),
+            _ => GrantClaim::on(&store, std::mem::take(orphans), timeout, lease),
         }
     };
     let (sent_at, mut call) = match store_call::start(call) {
@@ -132,8 +168,9 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
         let _ = actor.send_message(to_message(sent_at, result, claim));
         if timed_out {
             let _ = tokio::time::timeout(give_up_after, call).await;
+            let expired_by = Instant::now() + lease;
             for key in &orphans {
-                release_now(store.as_ref(), key, timeout).await;
+                release_now(store.as_ref(), key, timeout, expired_by).await;
             }
         }
     });

@@ -17,7 +17,7 @@ use crate::lock::backoff::Backoff;
 use crate::lock::fairness;
 use crate::lock::hold;
 use crate::lock::message::{DetachReply, LockMsg, ReleaseReply};
-use crate::lock::orphan::GrantClaim;
+use crate::lock::orphan::{self, GrantClaim};
 use crate::lock::store_call::spawn_store_call;
 use crate::lock::waiters::NextWaiter;
 use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
@@ -28,6 +28,8 @@ use std::sync::Arc;
 /// A release in flight (plain, detached or the release half of a hand-over).
 pub(super) struct Releasing {
     pub(super) reply: ReleaseReply,
+    /// The lease released, to release again if the store fails for a while.
+    key: LeaseKey,
     options: Arc<LockOptions>,
     metrics: LockMetrics,
 }
@@ -105,6 +107,7 @@ impl NameState {
                     lease,
                     Releasing {
                         reply: None,
+                        key: key.clone(),
                         options: hold.options().clone(),
                         metrics: hold.metrics().clone(),
                     },
@@ -162,6 +165,7 @@ impl NameState {
             lease,
             Releasing {
                 reply,
+                key: key.clone(),
                 options: hold.options().clone(),
                 metrics: hold.metrics().clone(),
             },
@@ -380,6 +384,21 @@ impl NameState {
             return;
         };
         let options = releasing.options.clone();
+        if let Err(error) = &result
+            && error.is_transient()
+        {
+            // The lease may still be held on the store, by nobody: release it again in the
+            // background until it would have expired anyway (owner-checked, so harmless if
+            // the first release did land or somebody took the name since).
+            let (store, key) = (self.store.clone(), releasing.key.clone());
+            let (timeout, expired_by) = (
+                options.renew_deadline(),
+                Instant::now() + options.lease_duration(),
+            );
+            tokio::spawn(async move {
+                orphan::release_now(store.as_ref(), &key, timeout, expired_by).await;
+            });
+        }
         let step_back = fairness::step_back(&result, &options);
         // Only a step back counts in the metrics: no label copy for every other release.
         let metrics = step_back.map(|_| releasing.metrics.clone());
