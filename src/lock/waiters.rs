@@ -308,3 +308,78 @@ impl Drop for Waiters {
         self.report_oldest();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::name::LockName;
+
+    /// Queues waiters asking for `accesses`, in that order; keep the answers' receivers so
+    /// the waiters stay live.
+    fn queue_of(
+        accesses: &[Access],
+    ) -> (
+        Waiters,
+        Vec<oneshot::Receiver<Result<LockGuard, LockError>>>,
+    ) {
+        let name = LockName::new("turns").unwrap();
+        let options = Arc::new(LockOptions::default());
+        let mut waiters = Waiters::default();
+        let mut answers = Vec::new();
+        for &access in accesses {
+            let (reply, answer) = oneshot::channel();
+            waiters.push(Waiter {
+                access,
+                options: options.clone(),
+                metrics: LockMetrics::for_access(&name, options.lock_name_label(), access),
+                requested_at: Instant::now(),
+                reply,
+            });
+            answers.push(answer);
+        }
+        (waiters, answers)
+    }
+
+    /// Whom the next `n` attempts are for, each taking one turn.
+    fn next_turns(waiters: &mut Waiters, n: usize) -> Vec<Access> {
+        (0..n)
+            .filter_map(|_| waiters.next_in_turn().map(|next| next.access))
+            .collect()
+    }
+
+    /// With no readers' turn on, a refused writer lets the first reader try once.
+    #[test]
+    fn a_refused_writer_gives_the_first_reader_one_attempt() {
+        let (mut waiters, _answers) = queue_of(&[Access::Write, Access::Read, Access::Read]);
+        assert!(waiters.reader_turn_for_refused_writer());
+        assert_eq!(
+            next_turns(&mut waiters, 2),
+            [Access::Read, Access::Write],
+            "one reader's attempt, then the writer's again"
+        );
+    }
+
+    /// A readers' turn already on (this process's writer left while the refused attempt
+    /// was out) keeps its count: every reader waiting then still goes before the writer.
+    #[test]
+    fn a_refused_writer_leaves_a_readers_turn_as_it_is() {
+        let (mut waiters, _answers) =
+            queue_of(&[Access::Write, Access::Read, Access::Read, Access::Read]);
+        waiters.writer_left();
+        assert!(!waiters.reader_turn_for_refused_writer());
+        assert_eq!(
+            next_turns(&mut waiters, 4),
+            [Access::Read, Access::Read, Access::Read, Access::Write]
+        );
+    }
+
+    /// With no reader waiting there is no turn to give.
+    #[test]
+    fn a_refused_writer_with_no_reader_waiting_keeps_the_line() {
+        let (mut waiters, _answers) = queue_of(&[Access::Write, Access::Write]);
+        assert!(!waiters.reader_turn_for_refused_writer());
+        assert_eq!(next_turns(&mut waiters, 1), [Access::Write]);
+    }
+}

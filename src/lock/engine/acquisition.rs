@@ -144,6 +144,9 @@ impl NameState {
             requested_at,
             reply,
         });
+        // Idle with attempts allowed, the queue held nobody before this waiter (a live
+        // waiter would have an attempt out), so `len() == 1` only restates that; a mutant
+        // of `len` survives for this reason.
         let asks_at_once =
             self.acquisition.is_idle() && self.may_attempt() && self.waiters.len() == 1;
         if !asks_at_once {
