@@ -160,6 +160,83 @@ async fn a_release_that_fails_is_tried_again_once_the_store_recovers() {
     elsewhere.shutdown().await;
 }
 
+/// A grant applied after the runtime's own call timeout (the attempt's outcome unknown) is
+/// given back when its answer comes, and again if the store fails that give-back, until the
+/// lease would have expired.
+#[tokio::test(start_paused = true)]
+async fn a_grant_applied_after_the_call_timeout_is_given_back_once_the_store_recovers() {
+    use std::time::Duration;
+
+    use mongolock::testing::FaultyStore;
+
+    // Lease 3 s; the runtime gives a store call up after its renew deadline, 2 s.
+    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
+    let memory = MemoryStore::new();
+    let store = FaultyStore::new(memory.clone());
+    let manager = mongolock::LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let elsewhere = mongolock::LockManager::start(memory, options.clone())
+        .await
+        .unwrap();
+    // Applied at 2.5 s, after the call timed out at 2 s; the give-back then fails until 3.3 s.
+    store.stall(Duration::from_millis(2500));
+    let gave_up = manager
+        .lock("later")
+        .unwrap()
+        .acquire_timeout(Duration::from_millis(100))
+        .await;
+    assert!(gave_up.is_err(), "the stalled acquisition did not time out");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    store.fail();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    store.heal();
+    // The lease granted at 2.5 s would expire at 5.5 s; at 4.3 s it is free.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let taken = elsewhere
+        .lock("later")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap();
+    assert!(
+        taken.is_some(),
+        "the grant applied after the call timeout is still held after the store recovered"
+    );
+    drop(taken);
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// The retries of a failed release stop once the lease would have expired by itself: a
+/// store that never recovers is not called for ever.
+#[tokio::test(start_paused = true)]
+async fn a_release_the_store_keeps_failing_is_given_up_with_its_lease() {
+    use std::time::Duration;
+
+    use mongolock::testing::FaultyStore;
+
+    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = mongolock::LockManager::start(store.clone(), options)
+        .await
+        .unwrap();
+    let guard = manager.lock("down").unwrap().acquire().await.unwrap();
+    store.fail();
+    let before = store.calls();
+    assert!(guard.release().await.is_err());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let retried = store.calls() - before;
+    assert!(retried > 1, "the failed release was not tried again");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        store.calls() - before,
+        retried,
+        "the release was still retried after its lease would have expired"
+    );
+    manager.shutdown().await;
+}
+
 /// A process paused past its lease with a local waiter queued: when it runs again, the
 /// holder's release (already queued) reaches the actor before the deadline's own message.
 /// The hold is past its deadline — another process has meanwhile taken the expired lock —
