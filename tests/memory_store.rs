@@ -75,11 +75,16 @@ async fn a_grant_answered_late_is_given_back_not_handed_out() {
     manager.shutdown().await;
 }
 
-/// A grant that reaches this process after its caller gave up is given back even when the
-/// store fails for a while: the give-back is retried after a transient failure, so the name
-/// is free again soon after the store recovers, not only when the lease expires.
-#[tokio::test(start_paused = true)]
-async fn a_given_up_grant_is_given_back_once_the_store_recovers() {
+/// A grant whose caller gave up: the store applies the attempt `stalled` after it was
+/// sent, then fails every call from `fail_at` for `fail_for`. With a 3 s lease the name must
+/// be free `free_after` the store recovered, well before the lease would have expired: the
+/// give-back was tried again.
+async fn given_up_grant_is_free_after_the_outage(
+    name: &str,
+    stalled: u64,
+    (fail_at, fail_for): (u64, u64),
+    free_after: u64,
+) {
     use std::time::Duration;
 
     use mongolock::testing::FaultyStore;
@@ -93,28 +98,51 @@ async fn a_given_up_grant_is_given_back_once_the_store_recovers() {
     let elsewhere = mongolock::LockManager::start(memory, options.clone())
         .await
         .unwrap();
-    // The attempt reaches the store, and is granted, half a second after it was sent; its
-    // caller gives up at 0.1 s, and the store fails every call from then until 0.8 s.
-    store.stall(Duration::from_millis(500));
+    store.stall(Duration::from_millis(stalled));
     let gave_up = manager
-        .lock("late")
+        .lock(name)
         .unwrap()
         .acquire_timeout(Duration::from_millis(100))
         .await;
     assert!(gave_up.is_err(), "the stalled acquisition did not time out");
+    tokio::time::sleep(Duration::from_millis(fail_at - 100)).await;
     store.fail();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(fail_for)).await;
     store.heal();
-    // The lease granted at 0.5 s would expire at 3.5 s; at 1.5 s it is free.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let taken = elsewhere.lock("late").unwrap().try_acquire().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(free_after)).await;
+    assert!(
+        stalled + 3000 > fail_at + fail_for + free_after,
+        "the check comes after the lease's own expiry: it proves nothing"
+    );
+    let taken = elsewhere.lock(name).unwrap().try_acquire().await.unwrap();
     assert!(
         taken.is_some(),
-        "the grant nobody took is still held after the store recovered"
+        "{name}: the grant nobody took is still held after the store recovered"
     );
     drop(taken);
     manager.shutdown().await;
     elsewhere.shutdown().await;
+}
+
+/// Answered before its first renewal is due, the grant reaches the actor with nobody to
+/// take it; its release fails from 0.1 s to 0.8 s.
+#[tokio::test(start_paused = true)]
+async fn a_given_up_grant_is_given_back_once_the_store_recovers() {
+    given_up_grant_is_free_after_the_outage("late", 500, (100, 700), 700).await;
+}
+
+/// Answered at 1.5 s, after its first renewal was due (lease 3 s): too late to use, the
+/// actor drops it, and the give-back that drop starts fails until 2.3 s.
+#[tokio::test(start_paused = true)]
+async fn a_grant_answered_too_late_to_use_is_given_back_once_the_store_recovers() {
+    given_up_grant_is_free_after_the_outage("stale", 1500, (1300, 1000), 1000).await;
+}
+
+/// Applied at 2.5 s, after the runtime's own call timeout (the renew deadline, 2 s): the
+/// call's task gives it back when the answer comes, and that fails until 3.3 s.
+#[tokio::test(start_paused = true)]
+async fn a_grant_applied_after_the_call_timeout_is_given_back_once_the_store_recovers() {
+    given_up_grant_is_free_after_the_outage("later", 2500, (2300, 1000), 1000).await;
 }
 
 /// A release the store fails transiently is tried again until the lease would have expired:
@@ -154,54 +182,6 @@ async fn a_release_that_fails_is_tried_again_once_the_store_recovers() {
     assert!(
         taken.is_some(),
         "the released lock is still held after the store recovered"
-    );
-    drop(taken);
-    manager.shutdown().await;
-    elsewhere.shutdown().await;
-}
-
-/// A grant applied after the runtime's own call timeout (the attempt's outcome unknown) is
-/// given back when its answer comes, and again if the store fails that give-back, until the
-/// lease would have expired.
-#[tokio::test(start_paused = true)]
-async fn a_grant_applied_after_the_call_timeout_is_given_back_once_the_store_recovers() {
-    use std::time::Duration;
-
-    use mongolock::testing::FaultyStore;
-
-    // Lease 3 s; the runtime gives a store call up after its renew deadline, 2 s.
-    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
-    let memory = MemoryStore::new();
-    let store = FaultyStore::new(memory.clone());
-    let manager = mongolock::LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
-    let elsewhere = mongolock::LockManager::start(memory, options.clone())
-        .await
-        .unwrap();
-    // Applied at 2.5 s, after the call timed out at 2 s; the give-back then fails until 3.3 s.
-    store.stall(Duration::from_millis(2500));
-    let gave_up = manager
-        .lock("later")
-        .unwrap()
-        .acquire_timeout(Duration::from_millis(100))
-        .await;
-    assert!(gave_up.is_err(), "the stalled acquisition did not time out");
-    tokio::time::sleep(Duration::from_millis(2200)).await;
-    store.fail();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    store.heal();
-    // The lease granted at 2.5 s would expire at 5.5 s; at 4.3 s it is free.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let taken = elsewhere
-        .lock("later")
-        .unwrap()
-        .try_acquire()
-        .await
-        .unwrap();
-    assert!(
-        taken.is_some(),
-        "the grant applied after the call timeout is still held after the store recovered"
     );
     drop(taken);
     manager.shutdown().await;
