@@ -75,6 +75,27 @@ async fn a_grant_answered_late_is_given_back_not_handed_out() {
     manager.shutdown().await;
 }
 
+/// Two managers on one memory store with 3 s leases; the first reaches it through a
+/// [`FaultyStore`](mongolock::testing::FaultyStore).
+async fn managers_beside_a_faulty_store() -> (
+    mongolock::testing::FaultyStore<MemoryStore>,
+    mongolock::LockManager,
+    mongolock::LockManager,
+) {
+    use std::time::Duration;
+
+    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
+    let memory = MemoryStore::new();
+    let store = mongolock::testing::FaultyStore::new(memory.clone());
+    let manager = mongolock::LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let elsewhere = mongolock::LockManager::start(memory, options)
+        .await
+        .unwrap();
+    (store, manager, elsewhere)
+}
+
 /// A grant whose caller gave up: the store applies the attempt `stalled` after it was
 /// sent, then fails every call from `fail_at` for `fail_for`. With a 3 s lease the name must
 /// be free `free_after` the store recovered, well before the lease would have expired: the
@@ -87,17 +108,7 @@ async fn given_up_grant_is_free_after_the_outage(
 ) {
     use std::time::Duration;
 
-    use mongolock::testing::FaultyStore;
-
-    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
-    let memory = MemoryStore::new();
-    let store = FaultyStore::new(memory.clone());
-    let manager = mongolock::LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
-    let elsewhere = mongolock::LockManager::start(memory, options.clone())
-        .await
-        .unwrap();
+    let (store, manager, elsewhere) = managers_beside_a_faulty_store().await;
     store.stall(Duration::from_millis(stalled));
     let gave_up = manager
         .lock(name)
@@ -151,17 +162,7 @@ async fn a_grant_applied_after_the_call_timeout_is_given_back_once_the_store_rec
 async fn a_release_that_fails_is_tried_again_once_the_store_recovers() {
     use std::time::Duration;
 
-    use mongolock::testing::FaultyStore;
-
-    let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
-    let memory = MemoryStore::new();
-    let store = FaultyStore::new(memory.clone());
-    let manager = mongolock::LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
-    let elsewhere = mongolock::LockManager::start(memory, options.clone())
-        .await
-        .unwrap();
+    let (store, manager, elsewhere) = managers_beside_a_faulty_store().await;
     let guard = manager.lock("flaky").unwrap().acquire().await.unwrap();
     store.fail();
     assert!(

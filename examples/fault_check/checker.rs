@@ -997,6 +997,30 @@ mod tests {
         );
     }
 
+    /// How many leases held by nobody the checker reports once a fault of `kind` ran from
+    /// `start` to `end`, and the report.
+    fn unowned_under_a_fault(
+        data: &RunData,
+        kind: &str,
+        (start, end): (u64, u64),
+    ) -> (usize, Report) {
+        let mut data = data.clone();
+        data.faults.push(FaultRecord {
+            kind: kind.into(),
+            start,
+            end,
+            holder_fault: false,
+            server_down: false,
+        });
+        let report = check(&data);
+        let found = report
+            .violations
+            .iter()
+            .filter(|v| v.contains("held by nobody"))
+            .count();
+        (found, report)
+    }
+
     /// The acquire-timeout fault stalls the solo worker's commands, its releases among
     /// them: a lease left on its own lock then is excused, one on a shared lock is not.
     #[test]
@@ -1015,20 +1039,9 @@ mod tests {
                     token: 7,
                 });
             }
-            data.faults.push(FaultRecord {
-                kind: "acquire-timeout".into(),
-                start: 2 * SEC,
-                end: 4 * SEC,
-                holder_fault: false,
-                server_down: false,
-            });
             data.limits.until = 4 * SEC;
-            let report = check(&data);
-            let found = report
-                .violations
-                .iter()
-                .filter(|v| v.contains("held by nobody"))
-                .count();
+            let (found, report) =
+                unowned_under_a_fault(&data, "acquire-timeout", (2 * SEC, 4 * SEC));
             assert_eq!(found, violations, "{lock}: {:?}", report.violations);
         }
     }
@@ -1052,20 +1065,9 @@ mod tests {
                 });
                 at += 100 * MS;
             }
-            data.faults.push(FaultRecord {
-                kind: "error-10107".into(),
-                start: 2 * SEC + 500 * MS,
-                end: 4 * SEC,
-                holder_fault: false,
-                server_down: false,
-            });
             data.limits.until = 6 * SEC;
-            let report = check(&data);
-            let found = report
-                .violations
-                .iter()
-                .filter(|v| v.contains("held by nobody"))
-                .count();
+            let (found, report) =
+                unowned_under_a_fault(&data, "error-10107", (2 * SEC + 500 * MS, 4 * SEC));
             assert_eq!(
                 found, violations,
                 "until {last_sample}: {:?}",
