@@ -29,41 +29,71 @@ disk_free() { df -h --output=avail "${CARGO_TARGET_DIR:-target}" 2>/dev/null | t
 mkdir -p "${CARGO_TARGET_DIR:-target}"
 echo "test.sh: $(disk_free) free for the target directory at the start" >&2
 
-# shellcheck source=scripts/test-server.sh
-source scripts/test-server.sh
+# Each step's time, printed as it ends and again at the end, so a run that nears CI's limit
+# says where its minutes went.
+timings=()
+timed() {
+    local label="$1" started=$SECONDS rc=0
+    shift
+    "$@" || rc=$?
+    timings+=("$(printf '%5d s  %s' $((SECONDS - started)) "$label")")
+    echo "test.sh: ${label}: $((SECONDS - started)) s" >&2
+    return "$rc"
+}
 
-cargo fmt --all -- --check
+# On a fresh machine the test server is built from source (about 6 minutes on two cores).
+# That build runs beside the lints and documentation builds below: both are compilations with
+# serial stretches (a large crate, a link) that leave a core idle, which the other fills.
+server_build_log="${CARGO_TARGET_DIR:-target}/test-server-build.log"
+scripts/test-server.sh --build >"$server_build_log" 2>&1 &
+server_build=$!
+# A run that stops early stops the build too (test-server.sh sets its own trap later).
+trap 'pkill -P "$server_build" 2>/dev/null; kill "$server_build" 2>/dev/null || true' EXIT
+
+timed "fmt" cargo fmt --all -- --check
 # The feature matrix: the library alone (no MongoDB), the defaults, and everything. Targets
 # that need a feature declare it (required-features), so each set builds what it can.
 for features in --no-default-features "" --all-features; do
-    echo "test.sh: clippy ${features:-(default features)}" >&2
-    cargo clippy --all-targets $features -- -D warnings
+    timed "clippy ${features:-(default features)}" cargo clippy --all-targets $features -- -D warnings
 done
 # The crate as published (cargo package) builds every target on its own; its README has no
 # relative links.
-scripts/check-package.sh
+timed "packaged crate" scripts/check-package.sh
 # A new user's first contact: every README snippet builds in a fresh crate that has only the
 # README's [dependencies] block, and the embedded-store ones run.
-scripts/check-readme.sh
+timed "README snippets" scripts/check-readme.sh
 # Licences, banned crates and sources of the dependency graph (deny.toml).
-scripts/deny.sh
+timed "cargo deny" scripts/deny.sh
 python3 scripts/check-msrv.py
 # Docs build without warnings (broken or private links), with and without the features.
-RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --all-features
+RUSTDOCFLAGS="-D warnings" timed "docs, all features" cargo doc -q --no-deps --all-features
 # The public API is what public-api.txt lists (read from the docs just built).
 python3 scripts/public-api.py --check
-RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --no-default-features
+RUSTDOCFLAGS="-D warnings" timed "docs, no features" cargo doc -q --no-deps --no-default-features
+
+started=$SECONDS
+if ! wait "$server_build"; then
+    cat "$server_build_log" >&2
+    echo "test.sh: building the test server failed (log above)" >&2
+    exit 1
+fi
+timings+=("$(printf '%5d s  %s' $((SECONDS - started)) "waiting for the test server build")")
+# shellcheck source=scripts/test-server.sh
+source scripts/test-server.sh
 # Run every test target and the doc tests even when one fails, then fail if any did.
 status=0
 # The main job (README's first command) must run to completion and exit 0; its summary shows.
 echo "test.sh: running the main job (cargo run --example leader_election --features prometheus,testing)" >&2
-cargo run -q --example leader_election --features prometheus,testing | tail -n 14 || { echo "test.sh: the main job failed" >&2; status=1; }
+main_job() { cargo run -q --example leader_election --features prometheus,testing | tail -n 14; }
+timed "main job" main_job || { echo "test.sh: the main job failed" >&2; status=1; }
 # Every example builds (the Prometheus end-to-end test runs the contention binary).
-cargo build -q --examples --all-features || status=$?
-cargo test --no-default-features --lib --tests --no-fail-fast || status=$?
-cargo test --all-features --all-targets --no-fail-fast || status=$?
-cargo test --all-features --doc --no-fail-fast || status=$?
+timed "examples" cargo build -q --examples --all-features || status=$?
+timed "tests, no features" cargo test --no-default-features --lib --tests --no-fail-fast || status=$?
+timed "tests, all features" cargo test --all-features --all-targets --no-fail-fast || status=$?
+timed "doc tests" cargo test --all-features --doc --no-fail-fast || status=$?
 # The multi-process fault checker, short configuration: every fault kind at least once.
-scripts/fault-check.sh --short || status=$?
+timed "fault checker" scripts/fault-check.sh --short || status=$?
 echo "test.sh: $(disk_free) free for the target directory at the end" >&2
+echo "test.sh: time per step ($SECONDS s in all):" >&2
+printf '  %s\n' "${timings[@]}" >&2
 exit "$status"
