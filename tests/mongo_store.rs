@@ -1307,3 +1307,63 @@ async fn read_grants_applied_when_a_stopped_server_resumes_go_to_the_readers_or_
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The TTL index deletes a document once its `expiresAt` has passed. A released record whose
+/// line still has managers waiting in arrival order must outlast their places: deleted with
+/// its line, the next asker would go first, ahead of every one of them until each asks again
+/// (the fault checker's long run caught this once a minute, at each TTL pass). Every kind's
+/// release of a lease granted in arrival order keeps the record at least until the line's
+/// last place ends.
+#[tokio::test]
+async fn a_released_record_outlasts_the_places_in_its_line() {
+    let store = store_on(&client().await, &unique_collection());
+    let lease = Duration::from_secs(30);
+    let place_lasts = Duration::from_secs(20);
+    for (name, access) in [
+        ("line-mutex", Access::Exclusive),
+        ("line-permit", Access::Permit { permits: 1 }),
+        ("line-write", Access::Write),
+    ] {
+        let name = LockName::new(name).unwrap();
+        let request = |lease_id| {
+            AcquireRequest::new(name.clone(), lease_id, HolderId::generate(), lease)
+                .with_access(access)
+                .with_arrival_order(true)
+                .with_retry_within(place_lasts)
+        };
+        let held = LeaseId::new();
+        assert!(matches!(
+            store.try_acquire(&request(held)).await.unwrap(),
+            AcquireOutcome::Acquired { .. }
+        ));
+        assert!(matches!(
+            store.try_acquire(&request(LeaseId::new())).await.unwrap(),
+            AcquireOutcome::Busy { .. }
+        ));
+        let key = if access.kind().is_shared() {
+            mongolock::store::LeaseKey::shared(name.clone(), held)
+        } else {
+            mongolock::store::LeaseKey::new(name.clone(), held)
+        }
+        .with_arrival_order(true);
+        store.release(&key).await.unwrap();
+
+        let record = raw(&store)
+            .find_one(doc! { "_id": name.as_str() })
+            .await
+            .unwrap()
+            .expect("the released record");
+        let expires_at = record.get_datetime("expiresAt").unwrap();
+        let line = record.get_array("line").unwrap();
+        assert_eq!(line.len(), 1, "{name}: one manager waits: {record:?}");
+        let place_ends = line[0]
+            .as_document()
+            .and_then(|place| place.get_datetime("until").ok())
+            .expect("a place's end");
+        assert!(
+            expires_at >= place_ends,
+            "{name}: released record expires at {expires_at}, before its line's place ends \
+             at {place_ends}: the TTL index may delete the line"
+        );
+    }
+}

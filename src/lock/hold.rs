@@ -261,11 +261,12 @@ impl Hold {
     }
 
     pub(crate) fn key(&self, name: &LockName) -> LeaseKey {
-        if self.access.kind().is_shared() {
+        let key = if self.access.kind().is_shared() {
             LeaseKey::shared(name.clone(), self.lease)
         } else {
             LeaseKey::new(name.clone(), self.lease)
-        }
+        };
+        key.with_arrival_order(self.options.in_arrival_order())
     }
 
     /// Schedules the first renewal.

@@ -309,6 +309,7 @@ impl AcquireRequest {
             name: self.name.clone(),
             lease: self.lease,
             shared: self.access.kind().is_shared(),
+            in_arrival_order: self.in_arrival_order,
         }
     }
 
@@ -351,6 +352,11 @@ pub struct LeaseKey {
     /// Whether the lease is one holder of a shared record (a semaphore's or a reader/writer
     /// lock's) rather than a mutex's one lease.
     pub shared: bool,
+    /// Whether the lease was granted in arrival order
+    /// ([`AcquireRequest::in_arrival_order`]): its release keeps the record (and so the
+    /// line of managers waiting in it) for as long as a place in the line lasts. A store
+    /// whose records cannot disappear by themselves may ignore it.
+    pub in_arrival_order: bool,
 }
 
 impl LeaseKey {
@@ -367,6 +373,7 @@ impl LeaseKey {
             name,
             lease,
             shared: false,
+            in_arrival_order: false,
         }
     }
 
@@ -384,7 +391,22 @@ impl LeaseKey {
             name,
             lease,
             shared: true,
+            in_arrival_order: false,
         }
+    }
+
+    /// Marks the lease as granted in arrival order (see
+    /// [`in_arrival_order`](Self::in_arrival_order)).
+    ///
+    /// ```
+    /// use mongolock::store::{LeaseId, LeaseKey};
+    /// let key = LeaseKey::new(mongolock::LockName::new("a")?, LeaseId::new()).with_arrival_order(true);
+    /// assert!(key.in_arrival_order);
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn with_arrival_order(mut self, in_arrival_order: bool) -> Self {
+        self.in_arrival_order = in_arrival_order;
+        self
     }
 }
 

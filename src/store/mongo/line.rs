@@ -9,8 +9,11 @@
 //! One place per manager, for its longest-waiting task and that task's access (a reader
 //! waits only behind earlier writers, every other access behind every earlier place): `arrival` is the server's `$$NOW`
 //! minus the request's `waited`, `until` its `$$NOW` plus `retry_within`; a place is live
-//! until then. A release keeps the line (the document stays until the TTL index removes
-//! it; a line lost that way costs order, never safety).
+//! until then. A release keeps the line, and keeps the document's `expiresAt` (what the TTL
+//! index deletes it by) no earlier than the line's last place ends, so the document stays
+//! while anyone waits in it. A line lost another way (an operator's deletion; a holder's
+//! lease left to expire, whose document the TTL index may delete before the next grant)
+//! costs order, never safety.
 
 use std::time::Duration;
 
@@ -40,6 +43,18 @@ pub(super) fn others_in_line(holder: &str) -> Document {
             { "$gt": [format!("$${PLACE}.{UNTIL}"), "$$NOW"] },
             { "$ne": [format!("$${PLACE}.{HOLDER}"), literal(holder.into())] },
         ] },
+    } }
+}
+
+/// The server's now, or when the line's last place ends if that is later: a released
+/// record's `expiresAt` is at least this, because `expiresAt` is what the TTL index deletes
+/// a document by, and a record deleted with its line would let whoever asks next go ahead
+/// of every manager waiting in it until each asks again.
+pub(super) fn now_or_last_place_end() -> Document {
+    doc! { "$reduce": {
+        "input": { "$ifNull": [format!("${LINE}"), []] },
+        "initialValue": "$$NOW",
+        "in": { "$max": ["$$value", format!("$$this.{UNTIL}")] },
     } }
 }
 

@@ -7,7 +7,8 @@
 //!   _id:          "orders",                     // the lock name (a string value, never a key)
 //!   leaseId:      UUID("…"),                    // the current grant's lease id; null once released
 //!   holder:       "host:4242:1a2b3c4d",         // the holder's manager identity; null once released
-//!   expiresAt:    ISODate("…"),                 // end of the lease by the server's clock
+//!   expiresAt:    ISODate("…"),                 // end of the lease by the server's clock (once
+//!                                               // released in arrival order: of the line's last place, if later)
 //!   acquiredAt:   ISODate("…"),                 // start of the current grant, server clock
 //!   grantedToken: NumberLong(1718000000000001), // fencing token of the current/last grant
 //!   token:        NumberLong(1718000000000016), // last token of that grant's reserved block
@@ -33,7 +34,7 @@
 //!   grantedToken: NumberLong(…),                // the last grant's token
 //!   token:        NumberLong(…),                // the last token reserved (its block's last)
 //!   grantedHolder: "host:…",                    // the last grant's holder (for change streams)
-//!   expiresAt:    ISODate("…"),                 // the latest holder expiry or live mark (TTL)
+//!   expiresAt:    ISODate("…"),                 // the latest holder expiry, live mark or (arrival order) place in line (TTL)
 //!   writerWaitingUntil, readersWaitingUntil, readersTurnUntil: ISODate("…") | null,
 //!   readersTurnFrom: ISODate("…"),              // when the readers' turn began (a write's release)
 //!   readersTurnServed: true | false,            // a reader got in during that turn
@@ -148,7 +149,8 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   contention mark kept.
 /// - **release**: `findAndModify({_id, leaseId}, [$set lastContendedMs, leaseId: null,
 ///   holder: null, expiresAt: $$NOW, contendedAt: null])`. The document is kept, so the
-///   token sequence continues from it. A shared place: `findAndModify({_id,
+///   token sequence continues from it; a lease of arrival order sets `expiresAt` no earlier
+///   than its line's last place ends, so the TTL index keeps the line while anyone waits. A shared place: `findAndModify({_id,
 ///   "holders.lease": lease}, <pipeline>)` removing that entry, stamping `releasedAt`, and
 ///   turning the readers' turn on when a write leaves while readers wait.
 /// - **release many**: one `update` for the mutex keys and one for the shared keys, side by
@@ -530,6 +532,12 @@ impl MongoStore {
         updated.map_err(|error| errors::backend("extend (update shared)", error))
     }
 
+    /// Whether a release of `keys` keeps each record while a place in its line lasts: when
+    /// any of them was granted in arrival order (one update serves them all).
+    fn keeps_a_line(keys: &[&LeaseKey]) -> bool {
+        keys.iter().any(|key| key.in_arrival_order)
+    }
+
     /// Releases mutex leases in one `update` that records the batch on each document it
     /// releases; `true` when the modified count says every key matched (each released).
     async fn release_mutexes(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
@@ -542,7 +550,7 @@ impl MongoStore {
             .collection
             .update_many(
                 pipeline::by_leases(&names, &leases),
-                pipeline::release_traced(batch),
+                pipeline::release_traced(batch, Self::keeps_a_line(keys)),
             )
             .await
             .map_err(|error| errors::backend("release many (update)", error))?;
@@ -563,7 +571,7 @@ impl MongoStore {
             .collection
             .update_many(
                 pipeline::by_holders(&names, &leases),
-                pipeline::shared_release(&leases, Some(batch)),
+                pipeline::shared_release(&leases, Some(batch), Self::keeps_a_line(keys)),
             )
             .await
             .map_err(|error| errors::backend("release many (update shared)", error))?;
@@ -983,10 +991,13 @@ impl LockStore for MongoStore {
         let (filter, update) = if key.shared {
             (
                 pipeline::by_holder(&key.name, &lease),
-                pipeline::shared_release(std::slice::from_ref(&lease), None),
+                pipeline::shared_release(std::slice::from_ref(&lease), None, key.in_arrival_order),
             )
         } else {
-            (pipeline::by_owner(&key.name, &lease), pipeline::release())
+            (
+                pipeline::by_owner(&key.name, &lease),
+                pipeline::release(key.in_arrival_order),
+            )
         };
         let after = self
             .collection

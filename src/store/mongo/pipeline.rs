@@ -307,7 +307,7 @@ pub(super) fn hand_over(
     let waiting_since = waiting_since(waited);
     let others = field(OTHERS_IN_LINE);
     let go = format!("${FREE}");
-    let released = released_fields();
+    let released = released_fields(true);
     let mut fields = Document::new();
     for (key, then) in handed_over {
         let otherwise = released
@@ -346,13 +346,25 @@ pub(super) fn hand_over(
     ]
 }
 
-/// What a release writes: no owner, the lease ended now, no contention mark.
-fn released_fields() -> Document {
+/// What a release writes: no owner, the lease ended now (with `keep_line`, the record kept
+/// while a place in its line lasts), no contention mark.
+fn released_fields(keep_line: bool) -> Document {
     doc! {
         LEASE_ID: Bson::Null,
         HOLDER: Bson::Null,
-        EXPIRES_AT: "$$NOW",
+        EXPIRES_AT: expiry_of_released(keep_line),
         CONTENDED_AT: Bson::Null,
+    }
+}
+
+/// A released record's `expiresAt`: now, or (`keep_line`: a lease of arrival order) when
+/// its line's last place ends if that is later. A lease granted in the default mode leaves
+/// the line alone, so the plain cycle's release stays as small as it was.
+fn expiry_of_released(keep_line: bool) -> Bson {
+    if keep_line {
+        line::now_or_last_place_end().into()
+    } else {
+        "$$NOW".into()
     }
 }
 
@@ -369,11 +381,12 @@ pub(super) fn extend(expiry: Duration) -> Vec<Document> {
 
 /// The update pipeline of `release`: records how long others had been waiting, clears the
 /// owner and the contention mark and expires the lease now, keeping the document (and its
-/// token) so the next grant continues from it.
-pub(super) fn release() -> Vec<Document> {
+/// token) so the next grant continues from it; `keep_line` (a lease of arrival order) keeps
+/// it while a place in its line lasts.
+pub(super) fn release(keep_line: bool) -> Vec<Document> {
     vec![
         doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
-        doc! { "$set": released_fields() },
+        doc! { "$set": released_fields(keep_line) },
     ]
 }
 
@@ -387,7 +400,8 @@ pub(super) fn force_release() -> Vec<Document> {
         HOLDER: format!("${HOLDER}"),
         FORCED_EXPIRES_AT: format!("${EXPIRES_AT}"),
     } } }];
-    stages.extend(release());
+    // The lease's mode is not known here: the line is kept in any case.
+    stages.extend(release(true));
     stages
 }
 
@@ -445,21 +459,26 @@ pub(super) fn now_plus(duration: Duration) -> Document {
 }
 
 /// A shared record's `expiresAt`: the latest of its holders' expiries, its live waiting
-/// marks and the server's now, so the TTL index deletes a record only once nobody holds it
-/// and nobody's mark is on (never the record of a lock in use).
-fn record_expiry() -> Document {
+/// marks, the end of its line's last place and the server's now, so the TTL index deletes a
+/// record only once nobody holds it, nobody's mark is on and nobody waits in its line (never
+/// the record of a lock in use).
+fn record_expiry(with_line: bool) -> Document {
     let latest_holder = doc! { "$reduce": {
         "input": holders(),
         "initialValue": "$$NOW",
         "in": { "$max": ["$$value", "$$this.expiresAt"] },
     } };
     let mark = |name: &str| doc! { "$ifNull": [field(name), "$$NOW"] };
-    doc! { "$max": [
-        latest_holder,
-        mark(WRITER_WAITING_UNTIL),
-        mark(READERS_WAITING_UNTIL),
-        mark(READERS_TURN_UNTIL),
-    ] }
+    let mut latest = vec![
+        Bson::from(latest_holder),
+        mark(WRITER_WAITING_UNTIL).into(),
+        mark(READERS_WAITING_UNTIL).into(),
+        mark(READERS_TURN_UNTIL).into(),
+    ];
+    if with_line {
+        latest.push(line::now_or_last_place_end().into());
+    }
+    doc! { "$max": latest }
 }
 
 /// How many holder entries have `access`.
@@ -644,7 +663,7 @@ pub(super) fn shared_acquire(
         doc! { "$set": first },
         doc! { "$set": { FREE: grant_rule(access, &waiting_since, in_line) } },
         doc! { "$set": decided },
-        doc! { "$set": { EXPIRES_AT: record_expiry() } },
+        doc! { "$set": { EXPIRES_AT: record_expiry(in_line) } },
         if in_line {
             doc! { "$unset": [FREE, NEXT_TOKEN, OTHERS_IN_LINE] }
         } else {
@@ -705,13 +724,13 @@ pub(super) fn shared_extend(
 /// mark ends if a write was released while readers wait, stamps `releasedAt` (what the
 /// change-stream feeds look for) and recomputes `expiresAt`. `trace`, if given, is a
 /// `release_many` batch id, recorded with the released leases.
-fn shared_release_where(gone: Document, trace: Option<&Bson>) -> Vec<Document> {
+fn shared_release_where(gone: Document, trace: Option<&Bson>, keep_line: bool) -> Vec<Document> {
     let [found, turn, removed] = removal_stages(gone, trace, true);
     vec![
         found,
         turn,
         removed,
-        doc! { "$set": { EXPIRES_AT: record_expiry() } },
+        doc! { "$set": { EXPIRES_AT: record_expiry(keep_line) } },
         doc! { "$unset": [GONE, TURN_BEGINS] },
     ]
 }
@@ -808,23 +827,29 @@ pub(super) fn shared_hand_over(from: &Bson, to: &Bson, acquire: Vec<Document>) -
 }
 
 /// The update pipeline of a shared record's release of `leases` (one for `release`, a
-/// batch's for `release_many`, which passes its id as `trace`).
-pub(super) fn shared_release(leases: &[Bson], trace: Option<&Bson>) -> Vec<Document> {
+/// batch's for `release_many`, which passes its id as `trace`); `keep_line` (leases of
+/// arrival order) keeps the record while a place in its line lasts.
+pub(super) fn shared_release(
+    leases: &[Bson],
+    trace: Option<&Bson>,
+    keep_line: bool,
+) -> Vec<Document> {
     shared_release_where(
         doc! { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
         trace,
+        keep_line,
     )
 }
 
 /// The update pipeline of `release_many` on mutex documents: records the batch and the
 /// lease it releases (`released: {batch, leases: [leaseId]}`), then releases exactly as
 /// [`release`] does.
-pub(super) fn release_traced(batch: &Bson) -> Vec<Document> {
+pub(super) fn release_traced(batch: &Bson, keep_line: bool) -> Vec<Document> {
     let mut stages = vec![doc! { "$set": { RELEASED: {
         RELEASED_BATCH: literal(batch.clone()),
         RELEASED_LEASES: [field(LEASE_ID)],
     } } }];
-    stages.extend(release());
+    stages.extend(release(keep_line));
     stages
 }
 
@@ -837,7 +862,7 @@ pub(super) fn force_release_shared() -> Vec<Document> {
         FORCED_AT: "$$NOW",
         HOLDERS: unexpired_holders(),
     } } }];
-    stages.extend(shared_release_where(doc! { "$literal": true }, None));
+    stages.extend(shared_release_where(doc! { "$literal": true }, None, true));
     stages
 }
 
@@ -1072,8 +1097,13 @@ mod tests {
             (Duration::ZERO, Duration::ZERO, false),
         );
         assert!(!mentions_line(&shared));
+        assert!(!mentions_line(&release(false)));
+        assert!(!mentions_line(&shared_release(&[Bson::Null], None, false)));
         let in_line = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, Some(expiry)));
         assert!(mentions_line(&in_line));
+        // A lease of arrival order keeps its released record while its line lasts.
+        assert!(mentions_line(&release(true)));
+        assert!(mentions_line(&shared_release(&[Bson::Null], None, true)));
     }
 
     #[test]
