@@ -32,12 +32,15 @@ echo "test.sh: $(disk_free) free for the target directory at the start" >&2
 # Each step's time, printed as it ends and again at the end, so a run that nears CI's limit
 # says where its minutes went.
 timings=()
+took() {
+    timings+=("$(printf '%5d s  %s' $((SECONDS - $2)) "$1")")
+    echo "test.sh: ${1}: $((SECONDS - $2)) s" >&2
+}
 timed() {
     local label="$1" started=$SECONDS rc=0
     shift
     "$@" || rc=$?
-    timings+=("$(printf '%5d s  %s' $((SECONDS - started)) "$label")")
-    echo "test.sh: ${label}: $((SECONDS - started)) s" >&2
+    took "$label" "$started"
     return "$rc"
 }
 
@@ -77,7 +80,7 @@ if ! wait "$server_build"; then
     echo "test.sh: building the test server failed (log above)" >&2
     exit 1
 fi
-timings+=("$(printf '%5d s  %s' $((SECONDS - started)) "waiting for the test server build")")
+took "waiting for the test server build" "$started"
 # shellcheck source=scripts/test-server.sh
 source scripts/test-server.sh
 # Run every test target and the doc tests even when one fails, then fail if any did.

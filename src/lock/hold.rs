@@ -492,3 +492,36 @@ pub(crate) fn release_answer(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Fairness, LockNameLabel};
+
+    /// A release's key tells the store the lease's mode: in arrival order the MongoDB store
+    /// keeps the released record (and its line of waiters) while a place in the line lasts.
+    #[test]
+    fn a_key_carries_the_lease_mode_and_kind() {
+        let name = LockName::new("keyed").unwrap();
+        for fairness in [Fairness::Bounded, Fairness::ArrivalOrder] {
+            for access in [
+                Access::Exclusive,
+                Access::Read,
+                Access::Permit { permits: 2 },
+            ] {
+                let options = Arc::new(LockOptions::default().with_fairness(fairness));
+                let metrics = LockMetrics::for_access(&name, &LockNameLabel::Off, access);
+                let hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, Instant::now())
+                    .with_access(access);
+                let key = hold.key(&name);
+                assert_eq!(key.lease, hold.lease());
+                assert_eq!(key.shared, access.kind().is_shared(), "{access:?}");
+                assert_eq!(
+                    key.in_arrival_order,
+                    fairness == Fairness::ArrivalOrder,
+                    "{fairness:?}"
+                );
+            }
+        }
+    }
+}

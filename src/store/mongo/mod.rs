@@ -34,7 +34,8 @@
 //!   grantedToken: NumberLong(…),                // the last grant's token
 //!   token:        NumberLong(…),                // the last token reserved (its block's last)
 //!   grantedHolder: "host:…",                    // the last grant's holder (for change streams)
-//!   expiresAt:    ISODate("…"),                 // the latest holder expiry, live mark or (arrival order) place in line (TTL)
+//!   expiresAt:    ISODate("…"),                 // the latest holder expiry or live mark, or
+//!                                               // (arrival order) place in line (TTL)
 //!   writerWaitingUntil, readersWaitingUntil, readersTurnUntil: ISODate("…") | null,
 //!   readersTurnFrom: ISODate("…"),              // when the readers' turn began (a write's release)
 //!   readersTurnServed: true | false,            // a reader got in during that turn
@@ -150,9 +151,10 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 /// - **release**: `findAndModify({_id, leaseId}, [$set lastContendedMs, leaseId: null,
 ///   holder: null, expiresAt: $$NOW, contendedAt: null])`. The document is kept, so the
 ///   token sequence continues from it; a lease of arrival order sets `expiresAt` no earlier
-///   than its line's last place ends, so the TTL index keeps the line while anyone waits. A shared place: `findAndModify({_id,
-///   "holders.lease": lease}, <pipeline>)` removing that entry, stamping `releasedAt`, and
-///   turning the readers' turn on when a write leaves while readers wait.
+///   than its line's last place ends, so the TTL index keeps the line while anyone waits.
+///   A shared place: `findAndModify({_id, "holders.lease": lease}, <pipeline>)` removing
+///   that entry, stamping `releasedAt`, and turning the readers' turn on when a write leaves
+///   while readers wait.
 /// - **release many**: one `update` for the mutex keys and one for the shared keys, side by
 ///   side (see [`release_many`](LockStore::release_many)), plus one `aggregate` only when the
 ///   modified counts leave some key's answer open.

@@ -459,10 +459,10 @@ pub(super) fn now_plus(duration: Duration) -> Document {
 }
 
 /// A shared record's `expiresAt`: the latest of its holders' expiries, its live waiting
-/// marks, the end of its line's last place and the server's now, so the TTL index deletes a
-/// record only once nobody holds it, nobody's mark is on and nobody waits in its line (never
-/// the record of a lock in use).
-fn record_expiry(with_line: bool) -> Document {
+/// marks, the server's now and (`keep_line`: arrival order) the end of its line's last place,
+/// so the TTL index deletes a record only once nobody holds it, nobody's mark is on and
+/// nobody waits in its line (never the record of a lock in use).
+fn record_expiry(keep_line: bool) -> Document {
     let latest_holder = doc! { "$reduce": {
         "input": holders(),
         "initialValue": "$$NOW",
@@ -475,7 +475,7 @@ fn record_expiry(with_line: bool) -> Document {
         mark(READERS_WAITING_UNTIL).into(),
         mark(READERS_TURN_UNTIL).into(),
     ];
-    if with_line {
+    if keep_line {
         latest.push(line::now_or_last_place_end().into());
     }
     doc! { "$max": latest }
