@@ -7,9 +7,11 @@
 #
 #   scripts/fault-check.sh            the long configuration: 6 workers x 4 tasks on 3 locks,
 #                                     every fault kind 5 times, then 10 minutes of mixed faults
-#                                     (about 20 minutes)
+#                                     (about 33 minutes on two cores)
 #   scripts/fault-check.sh --short    the CI configuration: every fault kind once on its own
-#                                     and once more mixed (about 3.5 minutes)
+#                                     and once more mixed, then the semaphore,
+#                                     reader/writer and arrival-order scenarios
+#                                     (about 7 minutes on two cores)
 #   scripts/fault-check.sh --scenario holder-stop --repeats 3 --keep   anything the example takes
 #
 # Needs the test server binary in .tools/ (scripts/test-server.sh --build builds it).

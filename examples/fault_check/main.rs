@@ -11,7 +11,7 @@
 //! holding the line back no longer than its life.
 //!
 //! ```text
-//! cargo run --example fault_check --features mongodb -- --short    # CI: a few minutes
+//! cargo run --example fault_check --features mongodb -- --short    # CI: about 7 minutes
 //! scripts/fault-check.sh                                          # the long configuration
 //! ```
 //!
