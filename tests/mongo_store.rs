@@ -1313,9 +1313,12 @@ async fn read_grants_applied_when_a_stopped_server_resumes_go_to_the_readers_or_
 /// its line, the next asker would go first, ahead of every one of them until each asks again
 /// (the fault checker's long run caught this once a minute, at each TTL pass). Every kind's
 /// release of a lease granted in arrival order keeps the record at least until the line's
-/// last place ends.
+/// last place ends, and so does each later refusal that adds a place outlasting those: an
+/// attempt behind an earlier place, and a mutex's hand-over refused for one.
 #[tokio::test]
 async fn a_released_record_outlasts_the_places_in_its_line() {
+    use mongolock::store::{HandOverOutcome, LeaseKey};
+
     let store = store_on(&client().await, &unique_collection());
     let lease = Duration::from_secs(30);
     let place_lasts = Duration::from_secs(20);
@@ -1325,45 +1328,109 @@ async fn a_released_record_outlasts_the_places_in_its_line() {
         ("line-write", Access::Write),
     ] {
         let name = LockName::new(name).unwrap();
-        let request = |lease_id| {
-            AcquireRequest::new(name.clone(), lease_id, HolderId::generate(), lease)
+        let request = |lease_id, holder, place_lasts| {
+            AcquireRequest::new(name.clone(), lease_id, holder, lease)
                 .with_access(access)
                 .with_arrival_order(true)
                 .with_retry_within(place_lasts)
         };
-        let held = LeaseId::new();
+        let (held, holding) = (LeaseId::new(), HolderId::generate());
         assert!(matches!(
-            store.try_acquire(&request(held)).await.unwrap(),
+            store
+                .try_acquire(&request(held, holding.clone(), place_lasts))
+                .await
+                .unwrap(),
             AcquireOutcome::Acquired { .. }
         ));
+        let expires_at = || async {
+            let record = raw(&store).find_one(doc! { "_id": name.as_str() }).await;
+            record
+                .unwrap()
+                .expect("the record")
+                .get_datetime("expiresAt")
+                .copied()
+        };
+        let granted_until = expires_at().await.unwrap();
+        let first_waiter = request(LeaseId::new(), HolderId::generate(), place_lasts);
         assert!(matches!(
-            store.try_acquire(&request(LeaseId::new())).await.unwrap(),
+            store.try_acquire(&first_waiter).await.unwrap(),
             AcquireOutcome::Busy { .. }
         ));
+        if access.kind().is_shared() {
+            // A mutex's attempt on the name writes nothing to the shared record.
+            let mutex =
+                AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
+                    .with_arrival_order(true)
+                    .with_retry_within(place_lasts);
+            assert!(store.try_acquire(&mutex).await.is_err());
+        }
+        // The lease's end is its own while it is held, whatever the line.
+        assert_eq!(
+            expires_at().await.unwrap(),
+            granted_until,
+            "{name}: refused while held"
+        );
         let key = if access.kind().is_shared() {
-            mongolock::store::LeaseKey::shared(name.clone(), held)
+            LeaseKey::shared(name.clone(), held)
         } else {
-            mongolock::store::LeaseKey::new(name.clone(), held)
+            LeaseKey::new(name.clone(), held)
         }
         .with_arrival_order(true);
         store.release(&key).await.unwrap();
+        expiry_outlasts_the_line(&store, &name, 1, "at the release").await;
 
-        let record = raw(&store)
-            .find_one(doc! { "_id": name.as_str() })
-            .await
-            .unwrap()
-            .expect("the released record");
-        let expires_at = record.get_datetime("expiresAt").unwrap();
-        let line = record.get_array("line").unwrap();
-        assert_eq!(line.len(), 1, "{name}: one manager waits: {record:?}");
-        let place_ends = line[0]
-            .as_document()
-            .and_then(|place| place.get_datetime("until").ok())
-            .expect("a place's end");
-        assert!(
-            expires_at >= place_ends,
-            "{name}: released record expires at {expires_at}, before its line's place ends \
-             at {place_ends}: the TTL index may delete the line"
-        );
+        // Asked later than the first waiter, so refused behind it: its place ends later.
+        let later = request(LeaseId::new(), HolderId::generate(), place_lasts * 2);
+        assert!(matches!(
+            store.try_acquire(&later).await.unwrap(),
+            AcquireOutcome::Busy { .. }
+        ));
+        expiry_outlasts_the_line(&store, &name, 2, "after a refused attempt").await;
+
+        if access == Access::Exclusive {
+            // The first waiter is granted; its hand-over to a task of its own that asked
+            // just now is refused for the later waiter's earlier place, and the place the
+            // refusal puts in ends after every other.
+            // Its retry says how long it has waited, as the runtime's do: still first.
+            let first_waiter = first_waiter.with_waited(Duration::from_secs(10));
+            assert!(matches!(
+                store.try_acquire(&first_waiter).await.unwrap(),
+                AcquireOutcome::Acquired { .. }
+            ));
+            assert!(matches!(
+                store.try_acquire(&later).await.unwrap(),
+                AcquireOutcome::Busy { .. }
+            ));
+            let own = request(LeaseId::new(), first_waiter.holder.clone(), place_lasts * 3);
+            let from = LeaseKey::new(name.clone(), first_waiter.lease).with_arrival_order(true);
+            assert!(matches!(
+                store.hand_over(&from, &own).await.unwrap(),
+                HandOverOutcome::Released { .. }
+            ));
+            expiry_outlasts_the_line(&store, &name, 2, "after a refused hand-over").await;
+        }
     }
+}
+
+/// Checks that the record of `name` carries `places` places and expires no earlier than the
+/// last of them ends.
+async fn expiry_outlasts_the_line(store: &MongoStore, name: &LockName, places: usize, when: &str) {
+    let record = raw(store)
+        .find_one(doc! { "_id": name.as_str() })
+        .await
+        .unwrap()
+        .expect("the released record");
+    let expires_at = record.get_datetime("expiresAt").unwrap();
+    let line = record.get_array("line").unwrap();
+    assert_eq!(line.len(), places, "{name} {when}: {record:?}");
+    let last_place_ends = line
+        .iter()
+        .filter_map(|place| place.as_document()?.get_datetime("until").ok())
+        .max()
+        .expect("a place's end");
+    assert!(
+        expires_at >= last_place_ends,
+        "{name} {when}: the released record expires at {expires_at}, before its line's last \
+         place ends at {last_place_ends}: the TTL index may delete the line"
+    );
 }

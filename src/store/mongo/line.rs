@@ -10,10 +10,11 @@
 //! waits only behind earlier writers, every other access behind every earlier place): `arrival` is the server's `$$NOW`
 //! minus the request's `waited`, `until` its `$$NOW` plus `retry_within`; a place is live
 //! until then. A release keeps the line, and keeps the document's `expiresAt` (what the TTL
-//! index deletes it by) no earlier than the line's last place ends, so the document stays
-//! while anyone waits in it. A line lost another way (an operator's deletion; a holder's
-//! lease left to expire, whose document the TTL index may delete before the next grant)
-//! costs order, never safety.
+//! index deletes it by) no earlier than the line's last place ends, and so does every
+//! refused attempt or hand-over that adds a place to a released record's line, so the
+//! document stays while anyone waits in it. A line lost another way (an operator's
+//! deletion; a holder's lease left to expire, whose document the TTL index may delete
+//! before the next grant) costs order, never safety.
 
 use std::time::Duration;
 

@@ -233,11 +233,31 @@ pub(super) fn acquire(
         );
     }
     stages.push(doc! { "$set": fields });
+    if in_line.is_some() {
+        stages.push(released_mutex_outlasts_its_line());
+    }
     stages.push(match in_line {
         Some(_) => doc! { "$unset": [FREE, OTHERS_IN_LINE] },
         None => doc! { "$unset": FREE },
     });
     stages
+}
+
+/// Raises a released mutex record's `expiresAt` (what the TTL index deletes it by) to when
+/// the line it now carries ends, if later: a refused attempt or hand-over puts a place in
+/// the line that may outlast the expiry its release set. Run after the line is written.
+/// Only where no lease is set: an unreleased lease's `expiresAt` is its end, and raising it
+/// would bring an expired lease back to life. A shared record keeps its own expiry.
+fn released_mutex_outlasts_its_line() -> Document {
+    let released_mutex = doc! { "$and": [
+        { "$eq": [{ "$type": field(KIND) }, "missing"] },
+        { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
+    ] };
+    doc! { "$set": { EXPIRES_AT: { "$cond": [
+        released_mutex,
+        line::now_or_last_place_end(),
+        field(EXPIRES_AT),
+    ] } } }
 }
 
 /// `$$NOW − waited`: when a requester started waiting, by the server's clock.
@@ -307,7 +327,9 @@ pub(super) fn hand_over(
     let waiting_since = waiting_since(waited);
     let others = field(OTHERS_IN_LINE);
     let go = format!("${FREE}");
-    let released = released_fields(true);
+    // Refused, the record's expiry is raised over its new line (this manager's place
+    // included) by a later stage.
+    let released = released_fields(false);
     let mut fields = Document::new();
     for (key, then) in handed_over {
         let otherwise = released
@@ -342,6 +364,7 @@ pub(super) fn hand_over(
             "$not": [line::earlier_in(others.clone(), Access::Exclusive, &waiting_since)]
         } } },
         doc! { "$set": fields },
+        released_mutex_outlasts_its_line(),
         doc! { "$unset": [FREE, OTHERS_IN_LINE] },
     ]
 }
