@@ -331,6 +331,14 @@ impl LockOptions {
         self.fairness == Fairness::ArrivalOrder
     }
 
+    /// Whether a lease taken on `other`'s terms keeps this handle's promises: the same
+    /// lease length, renewal cadence and renew deadline (so the same loss margin).
+    pub(crate) fn same_lease_terms(&self, other: &LockOptions) -> bool {
+        self.lease_duration() == other.lease_duration()
+            && self.renew_interval() == other.renew_interval()
+            && self.renew_deadline() == other.renew_deadline()
+    }
+
     /// The metric label policy.
     ///
     /// ```

@@ -450,6 +450,48 @@ async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
     manager.shutdown().await;
 }
 
+/// A grant whose waiter left while its attempt was in flight goes on only to a waiter whose
+/// handle asks for the same lease terms: a handle's guard keeps that handle's lease length
+/// and loss margin. The waiter queued behind it on a handle with a longer lease used to get
+/// the first one's short lease.
+#[tokio::test(start_paused = true)]
+async fn a_grant_whose_waiter_left_goes_only_to_a_waiter_on_its_terms() {
+    use mongolock::LockManager;
+    use mongolock::testing::FaultyStore;
+    use std::time::Duration;
+
+    let short = common::fast_options();
+    let long = short
+        .clone()
+        .with_lease_duration(short.lease_duration() * 4);
+    let store = FaultyStore::new(MemoryStore::new());
+    let manager = LockManager::start(store.clone(), short.clone())
+        .await
+        .unwrap();
+    let on_short = manager.lock("terms").unwrap();
+    let on_long = manager.lock_with("terms", long.clone()).unwrap();
+    store.stall(Duration::from_millis(200));
+    let first = tokio::spawn({
+        let lock = on_short.clone();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = tokio::spawn(async move { on_long.acquire().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first.abort(); // leaves while the attempt made for it is in flight
+    let guard = second.await.unwrap().unwrap();
+    store.heal();
+    let record = on_short.inspect().await.unwrap().unwrap();
+    let left = record.expires_in().expect("held");
+    assert!(
+        left > short.lease_duration(),
+        "the guard of a handle with a {:?} lease holds a lease of {left:?} left",
+        long.lease_duration()
+    );
+    guard.release().await.unwrap();
+    manager.shutdown().await;
+}
+
 /// A deposed leader keeps the loss margin to stop in, as a lock holder does: without a
 /// bound actor (its subscribers cannot say when they have stopped) the next candidate is
 /// elected no earlier than `lease − renew deadline` after `Deposed`; with one, as soon as

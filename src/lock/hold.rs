@@ -192,9 +192,7 @@ impl Hold {
         self.is_valid_at(now)
             && self.at_risk_since.is_none()
             && now < self.passes_locally_until
-            && options.lease_duration() == self.options.lease_duration()
-            && options.renew_interval() == self.options.renew_interval()
-            && options.renew_deadline() == self.options.renew_deadline()
+            && options.same_lease_terms(&self.options)
     }
 
     /// Passes the lease to the next local holder, with the next reserved token: the lease,

@@ -184,23 +184,24 @@ impl Waiters {
         Some(waiter)
     }
 
-    /// Hands a guard to the first waiter asking for `access` still listening — with
-    /// `arrived_by`, only to one that asked by then. `make_guard` is called once per waiter
-    /// tried; a guard that could not be delivered is disarmed (it never held anything for
-    /// its caller). Returns whether a waiter took it.
+    /// Hands a guard of a lease taken on `terms` to the first waiter asking for `access`
+    /// still listening — with `arrived_by`, only to one that asked by then, and only if its
+    /// handle asks for the same lease terms (a guard keeps its handle's loss margin; a
+    /// waiter on other terms gets a lease of its own). `make_guard`
+    /// is called once per waiter tried; a guard that could not be delivered is disarmed (it
+    /// never held anything for its caller). Returns whether a waiter took it.
     pub(crate) fn deliver_for(
         &mut self,
-        access: Access,
+        (access, terms): (Access, &LockOptions),
         arrived_by: Option<Instant>,
         mut make_guard: impl FnMut() -> LockGuard,
     ) -> bool {
         loop {
-            let later = self
-                .queue
-                .iter()
-                .find(|waiter| waiter.access == access)
-                .is_some_and(|first| arrived_by.is_some_and(|by| first.requested_at > by));
-            if later {
+            let Some(first) = self.queue.iter().find(|waiter| waiter.access == access) else {
+                return false;
+            };
+            let later = arrived_by.is_some_and(|by| first.requested_at > by);
+            if later || !first.options.same_lease_terms(terms) {
                 return false;
             }
             let Some(waiter) = self.take_first_for(access) else {

@@ -49,7 +49,8 @@ pub(super) enum LeaseLeft {
 
 impl NameState {
     /// The attempt won: a guard for its caller (or, if it left, for the next waiter with
-    /// the same access — in arrival order only one that had asked by then), and renewals
+    /// the same access and lease terms — in arrival order only one that had asked by
+    /// then), and renewals
     /// from now on. `others_starving` if the grant's
     /// answer said other processes have waited long for it.
     pub(super) fn grant(
@@ -85,9 +86,10 @@ impl NameState {
                 }
                 Err(_) => false,
             },
-            None => self
-                .waiters
-                .deliver_for(access, attempt.arrived_by, make_guard),
+            None => {
+                self.waiters
+                    .deliver_for((access, hold.options()), attempt.arrived_by, make_guard)
+            }
         };
         tracing::debug!(lock = %self.name, token, access = access.as_str(), delivered, "acquired");
         let first_renewal = self.renewer.align(

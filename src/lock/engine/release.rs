@@ -212,7 +212,9 @@ impl NameState {
         }
         let delivered = self
             .waiters
-            .deliver_for(access, None, || hold.guard(&self.name, myself));
+            .deliver_for((access, hold.options()), None, || {
+                hold.guard(&self.name, myself)
+            });
         hold.metrics().attempt(AttemptResult::Acquired);
         hold.metrics().held(1.0);
         tracing::debug!(lock = %self.name, token = hold.token(), delivered, "lock passed to a local waiter");
