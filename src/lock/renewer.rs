@@ -13,6 +13,9 @@
 //! deadline first, up to the size that can come back in time by the cost per lease the
 //! manager has measured ([`BatchSize`]). Batches thus grow with the load, without
 //! renewals piling up on a slow server or taking the connection pool from acquisitions.
+//! A renewal whose holder's deadline comes before the command out must be back (a shorter
+//! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
+//! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -39,6 +42,11 @@ const MAX_BATCH: usize = 10_000;
 /// command's time is its own, which is what the batch size is measured from; and renewals
 /// never take more than one of the driver's connections from acquisitions.
 const IN_FLIGHT: usize = 1;
+
+/// Commands in flight at once beside the bulk one, for renewals that cannot wait for it
+/// (see the module's documentation): one more connection at most, and only while such a
+/// renewal is queued.
+const URGENT_IN_FLIGHT: usize = 1;
 
 /// How long the renewer waits after the first renewal of a batch for others due at the same
 /// instant (their actors' timers fired together but their messages are still on the way).
@@ -111,6 +119,9 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
     let mut queue = Queue::default();
     let mut batch_size = BatchSize::new(most);
     let mut in_flight = JoinSet::new();
+    // When the bulk command out gives up at the latest: its first renewal's deadline.
+    let mut out_until = None;
+    let mut urgent = JoinSet::new();
     let mut open = true;
     loop {
         tokio::select! {
@@ -118,7 +129,7 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 Some(renewal) => {
                     // Nothing is out (so nothing queued either: renewals queue only behind
                     // a command that is out).
-                    let idle = in_flight.len() < IN_FLIGHT;
+                    let idle = in_flight.is_empty();
                     queue.push(renewal);
                     if idle {
                         // Its neighbours on the grid are on their way: wait for them.
@@ -133,10 +144,13 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 None => open = false,
             },
             Some(done) = in_flight.join_next() => {
+                out_until = None;
                 if let Ok(Some((leases, took, time_left))) = done {
                     batch_size.record(leases, took, time_left);
                 }
             }
+            // Its time is not a bulk command's own (one was out beside it): not measured.
+            Some(_) = urgent.join_next() => {}
             // Every sender is gone (so are the actors) and every command is back.
             else => break,
         }
@@ -148,37 +162,66 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
                 break;
             };
             let batch = still_needed(batch);
+            out_until = batch.iter().map(|renewal| renewal.deadline).min();
             if !batch.is_empty() {
                 in_flight.spawn(send(Arc::clone(&store), batch));
+            }
+        }
+        // A renewal already late is answered so by the next batch, urgent or not.
+        let cannot_wait =
+            |due: Instant| Instant::now() < due && out_until.is_some_and(|out| due < out);
+        while urgent.len() < URGENT_IN_FLIGHT && queue.first_deadline().is_some_and(cannot_wait) {
+            let Some(batch) = queue.take(|time_left| batch_size.limit(time_left)) else {
+                break;
+            };
+            let batch = still_needed(batch);
+            if !batch.is_empty() {
+                urgent.spawn(send(Arc::clone(&store), batch));
             }
         }
     }
 }
 
 /// Renewals waiting for a bulk command, one queue per lease length (a bulk extend sets one
-/// expiry for all); each queue in the order the renewals arrived, which is their deadlines'
-/// order to within a grid step.
+/// expiry for all); each queue in the order of its holders' deadlines.
 #[derive(Default)]
 struct Queue {
     by_expiry: BTreeMap<Duration, VecDeque<Renewal>>,
 }
 
 impl Queue {
+    /// Renewals mostly arrive in their deadlines' order (to within a grid step), so the
+    /// place is looked for from the back; an at-risk hold's retry, due sooner than the
+    /// renewals queued before it, goes ahead of them.
     fn push(&mut self, renewal: Renewal) {
-        self.by_expiry
+        let queue = self
+            .by_expiry
             .entry(renewal.request.lease_duration)
-            .or_default()
-            .push_back(renewal);
+            .or_default();
+        let after = queue
+            .iter()
+            .rposition(|queued| queued.deadline <= renewal.deadline)
+            .map_or(0, |at| at + 1);
+        queue.insert(after, renewal);
+    }
+
+    /// The queued renewal whose holder's deadline is nearest.
+    fn first(&self) -> Option<(&Duration, &Renewal)> {
+        self.by_expiry
+            .iter()
+            .filter_map(|(expiry, queue)| Some((expiry, queue.front()?)))
+            .min_by_key(|(_, first)| first.deadline)
+    }
+
+    /// The nearest deadline of a queued renewal's holder.
+    fn first_deadline(&self) -> Option<Instant> {
+        self.first().map(|(_, first)| first.deadline)
     }
 
     /// The next batch: from the queue whose first renewal's deadline is nearest, as many as
     /// `limit` allows for the time that renewal has left.
     fn take(&mut self, limit: impl Fn(Duration) -> usize) -> Option<Vec<Renewal>> {
-        let (&expiry, first) = self
-            .by_expiry
-            .iter()
-            .filter_map(|(expiry, queue)| Some((expiry, queue.front()?)))
-            .min_by_key(|(_, first)| first.deadline)?;
+        let (&expiry, first) = self.first()?;
         let most = limit(first.deadline.saturating_duration_since(Instant::now()));
         let queue = self.by_expiry.get_mut(&expiry)?;
         let batch: Vec<Renewal> = queue.drain(..most.min(queue.len())).collect();
@@ -393,6 +436,63 @@ mod tests {
             sent[1] - sent[0] >= Duration::from_millis(100),
             "after the first came back"
         );
+        holder.stop(None);
+    }
+
+    /// A renewal whose holder's deadline comes before the command out must be back (here a
+    /// shorter lease's, behind a command of long leases) goes at once, beside it; it would
+    /// have been sent after the command came back, too late to be answered in time. It
+    /// takes the renewals queued behind it along, as any batch does.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_cannot_wait_for_the_command_out_goes_beside_it() {
+        let store = Arc::new(SlowRenewals::default());
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let long = Instant::now() + Duration::from_secs(20);
+        renewer.renew(renewal_for(&holder, long));
+        tokio::time::sleep(COALESCE * 2).await;
+        let queued_at = Instant::now();
+        let soon = queued_at + SlowRenewals::TAKES * 3 / 2;
+        renewer.renew(renewal_for(&holder, soon));
+        renewer.renew(renewal_for(&holder, long));
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            if let Some(LockMsg::RenewDone {
+                sent_at, result, ..
+            }) = answered.recv().await
+            {
+                answers.push((sent_at, result.is_ok()));
+            }
+        }
+        assert_eq!(answers.len(), 3);
+        assert!(answers.iter().all(|(_, ok)| *ok), "{answers:?}");
+        let urgent_sent = answers
+            .iter()
+            .map(|(at, _)| *at)
+            .filter(|at| *at >= queued_at)
+            .min();
+        assert_eq!(urgent_sent, Some(queued_at), "sent as it came: {answers:?}");
+        assert_eq!(store.calls.load(Ordering::SeqCst), 2, "{answers:?}");
+        holder.stop(None);
+    }
+
+    /// A queue keeps its renewals in their holders' deadlines' order: a retry due sooner
+    /// than those queued before it goes in the next batch first.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_due_sooner_goes_ahead_of_those_queued_before_it() {
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let now = Instant::now();
+        let mut queue = Queue::default();
+        for secs in [10, 20, 5, 20, 15] {
+            queue.push(renewal_for(&holder, now + Duration::from_secs(secs)));
+        }
+        assert_eq!(queue.first_deadline(), Some(now + Duration::from_secs(5)));
+        let batch = queue.take(|_| 3).expect("a batch");
+        let deadlines: Vec<u64> = batch
+            .iter()
+            .map(|renewal| (renewal.deadline - now).as_secs())
+            .collect();
+        assert_eq!(deadlines, [5, 10, 15]);
         holder.stop(None);
     }
 
