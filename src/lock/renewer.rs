@@ -234,7 +234,8 @@ impl Queue {
 
 /// The renewals of a batch still worth a store call. Those whose lock actor has stopped
 /// while they queued (released, shut down) go nowhere: once a manager's shutdown returns it
-/// makes no more store calls. Those whose loss deadline passed are answered at once (their
+/// renews nothing (what it still sends is the release of leases whose holders let go, or
+/// whose loss margin ran out). Those whose loss deadline passed are answered at once (their
 /// holders are being told of the loss; a call for them would only take the server's time
 /// from leases still held).
 fn still_needed(mut batch: Vec<Renewal>) -> Vec<Renewal> {
