@@ -247,8 +247,9 @@ pub trait LockStore: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`StoreError::Rejected`], with nothing written (`from` keeps its place), when `to`
-    /// names another lock than `from` or asks for a lease length or semaphore count no grant
-    /// can have. Otherwise what [`release`](Self::release) or
+    /// names another lock than `from`, asks for another sort of hold (a shared place for a
+    /// mutex's lease, or a mutex's lease for a shared place), or asks for a lease length or
+    /// semaphore count no grant can have. Otherwise what [`release`](Self::release) or
     /// [`try_acquire`](Self::try_acquire) would return;
     /// an error after `from` was released leaves `to` possibly granted (the runtime then
     /// releases both). A [`StoreError::KindMismatch`] for `to` writes nothing for it:

@@ -53,21 +53,38 @@ pub(crate) fn wait_length(waited: Duration) -> Duration {
 }
 
 /// Refuses a hand-over that could not be a grant of `from`'s lock, before a store writes
-/// anything (the old lease keeps its place): `to` must name the same lock, with a lease
-/// length and a semaphore count a grant could have.
+/// anything (the old lease keeps its place): `to` must name the same lock, ask for a hold
+/// of the same sort (a mutex's lease for a mutex, a shared place for a shared place), with
+/// a lease length and a semaphore count a grant could have.
 pub(crate) fn check_hand_over(from: &LeaseKey, to: &AcquireRequest) -> Result<(), StoreError> {
     check_lease_length(to.lease_duration)?;
     if let Access::Permit { permits } = to.access {
         check_permits(permits)?;
     }
+    let rejected = |message: String| StoreError::Rejected {
+        message,
+        source: None,
+    };
     if to.name != from.name {
-        return Err(StoreError::Rejected {
-            message: format!(
-                "a hand-over passes one lock: the lease of {} cannot be handed to {}",
-                from.name, to.name
-            ),
-            source: None,
-        });
+        return Err(rejected(format!(
+            "a hand-over passes one lock: the lease of {} cannot be handed to {}",
+            from.name, to.name
+        )));
+    }
+    if from.shared != to.access.kind().is_shared() {
+        let sort = |shared: bool| {
+            if shared {
+                "a shared place"
+            } else {
+                "a mutex's lease"
+            }
+        };
+        return Err(rejected(format!(
+            "a hand-over passes a hold as it is: {} of {} cannot be handed to a request for {}",
+            sort(from.shared),
+            from.name,
+            sort(to.access.kind().is_shared())
+        )));
     }
     Ok(())
 }

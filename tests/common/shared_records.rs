@@ -161,7 +161,7 @@ fn assert_rejected<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str
 }
 
 /// A semaphore of N admits exactly N distinct leases, each with its own token; the next is
-/// busy (told the first holder); a release frees exactly one place.
+/// busy (told the first holder); a release frees exactly one lease's places.
 pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backend>(backend: &B) {
     const PERMITS: u32 = 3;
     let store = backend.fresh().await;
@@ -217,6 +217,21 @@ pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backe
     let record = inspect(&store, &sem).await.expect("the record stays");
     assert!(!record.is_held() && record.holders.is_empty(), "{record:?}");
     granted(&store, &callers[4].request(&sem, access, LONG)).await;
+
+    // The same request sent twice (the store has no way to tell) takes two places under
+    // one lease; its release frees both, and nothing is left to extend.
+    let twice = name("permits-twice");
+    let again = callers[0].request(&twice, Access::Permit { permits: 2 }, LONG);
+    let (key, _) = granted(&store, &again).await;
+    granted(&store, &again).await;
+    released(&store, &key).await;
+    let record = inspect(&store, &twice).await;
+    assert_eq!(
+        record.map(|record| record.held_count()),
+        Some(0),
+        "both places freed"
+    );
+    assert_eq!(extend(&store, &key, LONG).await, ExtendOutcome::NotOwner);
 }
 
 /// A release reports contention only if another manager waits: a manager holding a
@@ -1175,9 +1190,10 @@ pub(crate) async fn shared_records_hand_over_is_a_release_and_an_attempt_in_one<
 /// Requests at the edges of their types are answered, never a panic: a `retry_within` or
 /// `waited` of `Duration::MAX` is an ordinary attempt (a refused writer's mark then holds
 /// new readers back); a hand-over whose new lease asks for a semaphore of 0 permits or
-/// above `MAX_PERMITS`, or for another name than the one it passes, is `Rejected` before
-/// anything is written: the old lease keeps its place and no record of a count nobody can
-/// hold is left behind.
+/// above `MAX_PERMITS`, for another name than the one it passes, or for another sort of
+/// hold (a mutex's lease to a shared request, a shared place to a mutex's), is `Rejected`
+/// before anything is written: the old lease keeps its place and no record of a count
+/// nobody can hold is left behind.
 pub(crate) async fn shared_records_requests_at_the_edges_are_answered_not_panicked<B: Backend>(
     backend: &B,
 ) {
@@ -1265,6 +1281,28 @@ pub(crate) async fn shared_records_requests_at_the_edges_are_answered_not_panick
             .hand_over(&held, &ours.request(&elsewhere, Access::Exclusive, LONG))
             .await,
         "a mutex hand-over to another name",
+    );
+    // A hold passes as it is: a mutex's lease to a shared request, or a place to a mutex's.
+    let holding = |record: Option<LockRecord>| record.map(|r| (r.holder().cloned(), r.token));
+    let mutex_before = holding(inspect(&store, &mutex).await);
+    for access in [Access::Read, two] {
+        assert_rejected(
+            store
+                .hand_over(&held, &ours.request(&mutex, access, LONG))
+                .await,
+            &format!("a mutex's lease handed to a request for {access:?}"),
+        );
+    }
+    assert_rejected(
+        store
+            .hand_over(&first, &ours.request(&sem, Access::Exclusive, LONG))
+            .await,
+        "a permit handed to a mutex's request",
+    );
+    assert_eq!(
+        holding(inspect(&store, &mutex).await),
+        mutex_before,
+        "a rejection wrote"
     );
     assert_eq!(snapshot(&store, &sem).await, before, "a rejection wrote");
     assert_eq!(

@@ -217,24 +217,22 @@ impl SharedRecord {
         SharedGrant::Granted(token)
     }
 
-    /// Extends `lease` if it still holds an unexpired place.
+    /// Extends `lease` if it still holds an unexpired place (every place it holds: a lease
+    /// granted twice holds two, as on MongoDB).
     pub(super) fn extend(
         &mut self,
         lease: LeaseId,
         lease_duration: Duration,
         now: Instant,
     ) -> bool {
-        match self
-            .holders
-            .iter_mut()
-            .find(|holder| holder.lease == lease && holder.expires_at > now)
-        {
-            Some(holder) => {
+        let mut extended = false;
+        for holder in &mut self.holders {
+            if holder.lease == lease && holder.expires_at > now {
                 holder.expires_at = now + lease_duration;
-                true
+                extended = true;
             }
-            None => false,
         }
+        extended
     }
 
     /// Removes `lease`'s place; returns how long others had been waiting (nobody, if only
@@ -246,6 +244,9 @@ impl SharedRecord {
             .iter()
             .position(|holder| holder.lease == lease)?;
         let released = self.holders.remove(at);
+        // A lease granted twice (the same request sent again) leaves with every place it
+        // holds, as on MongoDB.
+        self.holders.retain(|holder| holder.lease != lease);
         if released.access == Access::Write && live(self.readers_waiting_until, now) {
             self.readers_turn_until = self.readers_waiting_until;
             self.readers_turn_from = Some(now);
