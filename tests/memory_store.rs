@@ -505,7 +505,9 @@ async fn a_deposed_leader_keeps_its_margin_until_its_work_has_stopped() {
 
     let options = short_election().with_lease_duration(Duration::from_millis(3_000));
     let margin = options.lease_duration() - options.renew_deadline();
-    for bound in [false, true] {
+    // The deposed candidate resigns, or its manager shuts down (the campaign then ends
+    // with the lost term's guard still in its keeping).
+    for (bound, shut_down) in [(false, false), (true, false), (false, true)] {
         let (faulty, a, b) = two_managers().await;
         let leader = a.election("scheduler", options.clone()).unwrap();
         let mut events = leader.subscribe();
@@ -525,7 +527,11 @@ async fn a_deposed_leader_keeps_its_margin_until_its_work_has_stopped() {
         next(&mut events, |e| matches!(e, ElectionEvent::Deposed { .. })).await;
         let deposed = Instant::now();
         // The deposed candidate stops campaigning, so the other one is next.
-        let _ = leader.resign().await;
+        if shut_down {
+            a.shutdown().await;
+        } else {
+            let _ = leader.resign().await;
+        }
         next(&mut other_events, |e| {
             matches!(e, ElectionEvent::Elected { .. })
         })
@@ -539,13 +545,34 @@ async fn a_deposed_leader_keeps_its_margin_until_its_work_has_stopped() {
         } else {
             assert!(
                 after >= margin,
-                "the next leader was elected {after:?} after Deposed; the margin is {margin:?}"
+                "the next leader was elected {after:?} after Deposed (shut down: {shut_down}); \
+                 the margin is {margin:?}"
             );
         }
         drop((leader, other));
         a.shutdown().await;
         b.shutdown().await;
     }
+}
+
+/// A campaign waiting for its term when its manager shuts down ends with
+/// `LockError::Shutdown`, as documented (a resignation's is `CampaignStopped`).
+#[tokio::test(start_paused = true)]
+async fn a_campaign_waiting_at_shutdown_ends_with_shutdown() {
+    use mongolock::LockError;
+
+    let (_faulty, a, b) = two_managers().await;
+    let leader = b.election("scheduler", short_election()).unwrap();
+    leader.campaign().await.unwrap();
+    let waiting = a.election("scheduler", short_election()).unwrap();
+    let campaign = tokio::spawn(async move { waiting.campaign().await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!campaign.is_finished(), "the lock is the other candidate's");
+    a.shutdown().await;
+    let ended = campaign.await.unwrap();
+    assert!(matches!(ended, Err(LockError::Shutdown)), "{ended:?}");
+    drop(leader);
+    b.shutdown().await;
 }
 
 /// Election timings short enough for a test: lease 1.5 s, renew deadline 0.9 s.

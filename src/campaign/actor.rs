@@ -37,7 +37,31 @@ pub(crate) struct CampaignArgs<E> {
 struct LostTerm {
     _guard: LockGuard,
     /// The bound actor stopped when the term was lost; its end frees the guard.
-    actor: Option<ractor::ActorId>,
+    actor: Option<ractor::ActorCell>,
+}
+
+impl LostTerm {
+    /// Whether `ended` is this term's bound actor.
+    fn ran_on(&self, ended: ractor::ActorId) -> bool {
+        self.actor.as_ref().map(ractor::ActorCell::get_id) == Some(ended)
+    }
+
+    /// Keeps the guard past the campaign's own end (a shutdown, the last handle dropped):
+    /// until the bound actor is gone, or for `margin` (the loss margin, after which the
+    /// runtime frees the lease whatever the guard) if there is none or it does not stop.
+    /// Dropped with the campaign, the guard would free the lease at once, and the next
+    /// leader could start while this term's work (or its event subscribers') still ran.
+    fn outlive_campaign(self, margin: Duration) {
+        tokio::spawn(async move {
+            match &self.actor {
+                Some(actor) => {
+                    let _ = actor.wait(Some(margin)).await;
+                }
+                None => tokio::time::sleep(margin).await,
+            }
+            drop(self);
+        });
+    }
 }
 
 /// The actor's state.
@@ -102,7 +126,7 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
                 state.ensure_acquiring(&myself);
             }
             CampaignMsg::Stop { reply } => {
-                let result = state.stop_campaigning().await;
+                let result = state.stop_campaigning(|| LockError::CampaignStopped).await;
                 match reply {
                     Some(reply) => {
                         let _ = reply.send(result);
@@ -112,7 +136,7 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
                 }
             }
             CampaignMsg::Shutdown { reply } => {
-                if let Err(error) = state.stop_campaigning().await {
+                if let Err(error) = state.stop_campaigning(|| LockError::Shutdown).await {
                     tracing::debug!(lock = %state.lock.name(), %error, "the campaign's last term ended in a loss at shutdown");
                 }
                 let _ = reply.send(());
@@ -165,6 +189,22 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
         Ok(())
     }
 
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<CampaignMsg<E>>,
+        state: &mut CampaignState<E>,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(lost) = state.lost.take() {
+            let options = state.lock.options();
+            lost.outlive_campaign(
+                options
+                    .lease_duration()
+                    .saturating_sub(options.renew_deadline()),
+            );
+        }
+        Ok(())
+    }
+
     async fn handle_supervisor_evt(
         &self,
         myself: ActorRef<CampaignMsg<E>>,
@@ -176,11 +216,7 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             | SupervisionEvent::ActorFailed(cell, _) => cell.get_id(),
             _ => return Ok(()),
         };
-        if state
-            .lost
-            .as_ref()
-            .is_some_and(|lost| lost.actor == Some(ended))
-        {
+        if state.lost.as_ref().is_some_and(|lost| lost.ran_on(ended)) {
             // The lost term's work has stopped: its lease may go now.
             state.lost = None;
             return Ok(());
@@ -314,14 +350,16 @@ impl<E: CampaignEvent> CampaignState<E> {
         }
     }
 
-    async fn stop_campaigning(&mut self) -> Result<(), LockError> {
+    /// Stops campaigning and ends the current term; callers still waiting for a term are
+    /// answered `why()` (stopped by a handle, or the manager's shutdown).
+    async fn stop_campaigning(&mut self, why: fn() -> LockError) -> Result<(), LockError> {
         self.campaigning = false;
         self.attempt += 1; // a result still in flight is stale and gets released
         if let Some(task) = self.acquiring.take() {
             task.abort(); // dropping an acquire is cancel-safe
         }
         for reply in self.waiting.drain(..) {
-            let _ = reply.send(Err(LockError::CampaignStopped));
+            let _ = reply.send(Err(why()));
         }
         self.end_term().await
     }

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use ractor::{ActorCell, ActorId, SpawnErr};
+use ractor::{ActorCell, SpawnErr};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -80,12 +80,12 @@ impl Binding {
 
     /// Stops the term's actor without waiting: for a lost term, whose lease the campaign
     /// keeps until the actor is gone (or the loss margin has passed). Returns the stopped
-    /// actor's id, so its end can be recognised. An actor still starting is stopped once
-    /// started.
-    pub(crate) fn stop(&mut self) -> Option<ActorId> {
+    /// actor, so its end can be recognised or waited for. An actor still starting is
+    /// stopped once started.
+    pub(crate) fn stop(&mut self) -> Option<ActorCell> {
         let actor = self.running.take()?;
         actor.stop(Some("lock no longer held".to_owned()));
-        Some(actor.get_id())
+        Some(actor)
     }
 
     /// Stops the term's actor — waiting for one still starting — and waits until it is
