@@ -214,8 +214,8 @@ pub(crate) struct ElectArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct HeldCommandArgs {
     /// Lease length on the server: a crashed mongolock blocks others for at most this long.
-    /// Renewed every third of it; if no renewal is confirmed for two thirds of it, the
-    /// command is stopped. At least 1s.
+    /// Renewed every third of it (`elect`: every 2/15, its retry period); if no renewal is
+    /// confirmed for two thirds of it, the command is stopped. At least 1s, at most a year.
     #[arg(
         long,
         alias = "expiry",

@@ -34,12 +34,18 @@ pub(crate) fn parse_positive(text: &str) -> Result<Duration, String> {
 /// MongoDB, or a busy machine, would make the lock flap.
 pub(crate) const MIN_LEASE: Duration = Duration::from_secs(1);
 
-/// Like [`parse`], for `--lease`: at least [`MIN_LEASE`].
+/// Like [`parse`], for `--lease`: at least [`MIN_LEASE`], at most the library's
+/// [`MAX_LEASE_DURATION`](mongolock::MAX_LEASE_DURATION) (a year), so the timings derived
+/// from it never overflow.
 pub(crate) fn parse_lease(text: &str) -> Result<Duration, String> {
     match parse(text)? {
         lease if lease < MIN_LEASE => Err(format!(
-            "the lease must be at least {}: it is renewed every third of it, and a shorter one would be lost to a single slow round trip to MongoDB (the default is 15s)",
+            "the lease must be at least {}: it is renewed several times within it, and a shorter one would be lost to a single slow round trip to MongoDB (the default is 15s)",
             show(MIN_LEASE)
+        )),
+        lease if lease > mongolock::MAX_LEASE_DURATION => Err(format!(
+            "the lease must be at most {} (the default is 15s)",
+            show(mongolock::MAX_LEASE_DURATION)
         )),
         lease => Ok(lease),
     }
@@ -88,6 +94,9 @@ mod tests {
         assert!(parse_positive("0s").is_err());
         assert!(parse_positive("1s").is_ok());
         assert!(parse_lease("999ms").is_err());
+        assert_eq!(parse_lease("365days"), Ok(mongolock::MAX_LEASE_DURATION));
+        assert!(parse_lease("366days").is_err());
+        assert!(parse_lease("10000000000000000000").is_err());
         assert_eq!(parse_lease("1"), Ok(MIN_LEASE));
         assert_eq!(show(Duration::from_millis(850)), "850ms");
         assert_eq!(show(Duration::from_millis(12_345)), "12.3s");
