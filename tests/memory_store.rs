@@ -659,6 +659,127 @@ impl ractor::Actor for StartingIn {
     }
 }
 
+/// A bound actor that reports its term once started, after starting for the time its
+/// script gives that start (counted from 1), and stops itself at once if the script says so.
+struct Scripted;
+
+/// What a [`Scripted`] actor is told: its term, how long its start takes, whether it stops
+/// itself once started, and where it reports.
+type ScriptedArgs = (
+    u64,
+    std::time::Duration,
+    bool,
+    tokio::sync::mpsc::UnboundedSender<u64>,
+);
+
+impl ractor::Actor for Scripted {
+    type Msg = ();
+    type State = ();
+    type Arguments = ScriptedArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ractor::ActorRef<()>,
+        (term, delay, stops, started): ScriptedArgs,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        tokio::time::sleep(delay).await;
+        let _ = started.send(term);
+        if stops {
+            myself.stop(Some("its work is done".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// What a `run_while_leader` spawner returns: the bound actor, once spawned.
+type BoundSpawning = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ractor::ActorCell, ractor::SpawnErr>> + Send>,
+>;
+
+/// A `run_while_leader` spawner of [`Scripted`] actors: the n-th start (from 1) takes
+/// `delay(n)` and stops itself if `stops(n)`; each started actor sends its term to the
+/// returned receiver.
+fn scripted_bound_actors(
+    delay: fn(usize) -> std::time::Duration,
+    stops: fn(usize) -> bool,
+) -> (
+    impl Fn(u64, ractor::ActorCell) -> BoundSpawning + Send + Sync + 'static,
+    tokio::sync::mpsc::UnboundedReceiver<u64>,
+) {
+    let (report, started) = tokio::sync::mpsc::unbounded_channel();
+    let starts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let spawn = move |term, supervisor| {
+        let n = starts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let args = (term, delay(n), stops(n), report.clone());
+        Box::pin(async move {
+            let (actor, _) = ractor::Actor::spawn_linked(None, Scripted, args, supervisor).await?;
+            if stops(n) {
+                // Its end reaches the campaign before its start does.
+                let _ = actor.get_cell().wait(None).await;
+            }
+            Ok(actor.get_cell())
+        }) as BoundSpawning
+    };
+    (spawn, started)
+}
+
+/// A term lost while its bound actor still starts: the next term gets its own actor once
+/// that late one has finished starting (and been stopped). It used to get none: the late
+/// start still counted as the running one.
+#[tokio::test(start_paused = true)]
+async fn a_term_begun_while_the_last_ones_actor_started_gets_its_own() {
+    use mongolock::ElectionEvent;
+    use std::time::Duration;
+
+    let (faulty, a, _b) = two_managers().await;
+    let leader = a.election("scheduler", short_election()).unwrap();
+    let mut events = leader.subscribe();
+    let (spawn, mut started) = scripted_bound_actors(
+        |n| Duration::from_secs(if n == 1 { 5 } else { 0 }),
+        |_| false,
+    );
+    leader.run_while_leader(spawn).unwrap();
+    next(&mut events, |e| matches!(e, ElectionEvent::Elected { .. })).await;
+    faulty.hang(); // the first term is lost while its actor starts
+    next(&mut events, |e| matches!(e, ElectionEvent::Deposed { .. })).await;
+    faulty.heal();
+    next(&mut events, |e| matches!(e, ElectionEvent::Elected { .. })).await;
+    let terms = leader.leader().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), started.recv()).await;
+    let second = tokio::time::timeout(Duration::from_secs(60), started.recv()).await;
+    assert!(
+        matches!((first, second), (Ok(Some(one)), Ok(Some(two))) if two > one),
+        "the second term's actor never started (leader {terms:?})"
+    );
+    drop(leader);
+    a.shutdown().await;
+}
+
+/// A bound actor that ends as soon as it has started ends its term, like one that ends
+/// later: the lock is handed over and the candidate campaigns again. Its end, reported
+/// before its start was, used to be missed, and the term ran on with no actor.
+#[tokio::test(start_paused = true)]
+async fn a_bound_actor_that_ends_as_it_starts_ends_its_term() {
+    use mongolock::ElectionEvent;
+    use std::time::Duration;
+
+    let (_faulty, a, _b) = two_managers().await;
+    let leader = a.election("scheduler", short_election()).unwrap();
+    let mut events = leader.subscribe();
+    let (spawn, mut started) = scripted_bound_actors(|_| Duration::ZERO, |n| n == 1);
+    leader.run_while_leader(spawn).unwrap();
+    next(&mut events, |e| matches!(e, ElectionEvent::Elected { .. })).await;
+    next(&mut events, |e| matches!(e, ElectionEvent::Elected { .. })).await;
+    let first = started.recv().await;
+    let second = started.recv().await;
+    assert!(
+        matches!((first, second), (Some(one), Some(two)) if two > one),
+        "{first:?} then {second:?}"
+    );
+    drop(leader);
+    a.shutdown().await;
+}
+
 /// A warning before a loss: when renewals start failing the guard, its loss signal, a
 /// background lock's and an election's events and `Election::health` say the hold is at
 /// risk and how long is left; when a renewal is confirmed again, that it recovered.

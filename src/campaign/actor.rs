@@ -228,17 +228,20 @@ impl<E: CampaignEvent> Actor for CampaignActor<E> {
             return Ok(()); // one we stopped ourselves, already forgotten
         }
         binding.running = None;
-        // Like Curator's LeaderSelector: the work ending ends this term. Hand the lock over
-        // and campaign again.
         if let SupervisionEvent::ActorFailed(_, error) = &event {
             tracing::warn!(lock = %state.lock.name(), %error, "bound actor failed; releasing the lock and campaigning again");
         }
-        if let Err(error) = state.end_term().await {
-            tracing::warn!(lock = %state.lock.name(), %error, "release after the bound actor ended failed");
-        }
-        state.ensure_acquiring(&myself);
+        state.bound_ended(&myself).await;
         Ok(())
     }
+}
+
+/// Whether `actor` has stopped or is stopping.
+fn has_stopped(actor: &ractor::ActorCell) -> bool {
+    matches!(
+        actor.get_status(),
+        ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped
+    )
 }
 
 impl<E: CampaignEvent> CampaignState<E> {
@@ -337,8 +340,15 @@ impl<E: CampaignEvent> CampaignState<E> {
         };
         let current = self.guard.as_ref().map(LockGuard::token) == Some(token);
         match started {
+            // Ended already (in its `post_start` or first message): its end was reported
+            // before this, while it was not yet the term's, and would be missed.
+            Ok(actor) if current && has_stopped(&actor) => self.bound_ended(myself).await,
             Ok(actor) if current => binding.running = Some(actor),
-            Ok(actor) => actor.stop(Some("its lock term is over".to_owned())),
+            Ok(actor) => {
+                actor.stop(Some("its lock term is over".to_owned()));
+                // A term begun while it started has no actor yet.
+                self.start_bound(myself);
+            }
             Err(error) if current => {
                 tracing::error!(lock = %self.lock.name(), %error, "could not start the bound actor; releasing the lock");
                 let _ = self.end_term().await;
@@ -346,8 +356,18 @@ impl<E: CampaignEvent> CampaignState<E> {
             }
             Err(error) => {
                 tracing::debug!(lock = %self.lock.name(), %error, "the bound actor of an ended term failed to start");
+                self.start_bound(myself);
             }
         }
+    }
+
+    /// The current term's bound actor ended on its own. Like Curator's `LeaderSelector`: the
+    /// work ending ends the term. Hand the lock over and campaign again.
+    async fn bound_ended(&mut self, myself: &ActorRef<CampaignMsg<E>>) {
+        if let Err(error) = self.end_term().await {
+            tracing::warn!(lock = %self.lock.name(), %error, "release after the bound actor ended failed");
+        }
+        self.ensure_acquiring(myself);
     }
 
     /// Stops campaigning and ends the current term; callers still waiting for a term are
