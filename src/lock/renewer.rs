@@ -158,10 +158,9 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
             queue.push(renewal);
         }
         while in_flight.len() < IN_FLIGHT {
-            let Some(batch) = queue.take(|time_left| batch_size.limit(time_left)) else {
+            let Some(batch) = queue.take_needed(&batch_size) else {
                 break;
             };
-            let batch = still_needed(batch);
             out_until = batch.iter().map(|renewal| renewal.deadline).min();
             if !batch.is_empty() {
                 in_flight.spawn(send(Arc::clone(&store), batch));
@@ -171,10 +170,9 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
         let cannot_wait =
             |due: Instant| Instant::now() < due && out_until.is_some_and(|out| due < out);
         while urgent.len() < URGENT_IN_FLIGHT && queue.first_deadline().is_some_and(cannot_wait) {
-            let Some(batch) = queue.take(|time_left| batch_size.limit(time_left)) else {
+            let Some(batch) = queue.take_needed(&batch_size) else {
                 break;
             };
-            let batch = still_needed(batch);
             if !batch.is_empty() {
                 urgent.spawn(send(Arc::clone(&store), batch));
             }
@@ -216,6 +214,13 @@ impl Queue {
     /// The nearest deadline of a queued renewal's holder.
     fn first_deadline(&self) -> Option<Instant> {
         self.first().map(|(_, first)| first.deadline)
+    }
+
+    /// The next batch [`BatchSize`] allows, less what is [`still_needed`] (possibly
+    /// nothing).
+    fn take_needed(&mut self, batch_size: &BatchSize) -> Option<Vec<Renewal>> {
+        self.take(|time_left| batch_size.limit(time_left))
+            .map(still_needed)
     }
 
     /// The next batch: from the queue whose first renewal's deadline is nearest, as many as

@@ -186,7 +186,7 @@ pub(super) fn acquire(
     let when_free = |then: Bson, otherwise: Bson| -> Bson {
         Bson::Document(doc! { "$cond": [format!("${FREE}"), then, otherwise] })
     };
-    let is_mutex = doc! { "$eq": [{ "$type": field(KIND) }, "missing"] };
+    let is_mutex = is_mutex_record();
     // When this requester started waiting, by the server's clock.
     let waiting_since = waiting_since(waited);
     let mut free = vec![
@@ -243,6 +243,11 @@ pub(super) fn acquire(
     stages
 }
 
+/// Whether the document is a mutex's record: it has no `kind`.
+fn is_mutex_record() -> Document {
+    doc! { "$eq": [{ "$type": field(KIND) }, "missing"] }
+}
+
 /// Raises a released mutex record's `expiresAt` (what the TTL index deletes it by) to when
 /// the line it now carries ends, if later: a refused attempt or hand-over puts a place in
 /// the line that may outlast the expiry its release set. Run after the line is written.
@@ -250,7 +255,7 @@ pub(super) fn acquire(
 /// would bring an expired lease back to life. A shared record keeps its own expiry.
 fn released_mutex_outlasts_its_line() -> Document {
     let released_mutex = doc! { "$and": [
-        { "$eq": [{ "$type": field(KIND) }, "missing"] },
+        is_mutex_record(),
         { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
     ] };
     doc! { "$set": { EXPIRES_AT: { "$cond": [
