@@ -17,17 +17,25 @@ use crate::options::LockOptions;
 use crate::store::{AcquireOutcome, AcquireRequest, HandOverOutcome, LeaseKey, LockStore};
 
 /// Sends one acquisition attempt for `request` (with the terms of `options`) off the
-/// actor's loop: its answer comes back as [`LockMsg::AttemptDone`], carrying a claim that
-/// releases whatever the attempt granted unless the actor keeps it — also when the answer
-/// comes too late, or to an actor that is gone.
+/// actor's loop, once `ready` (see [`Renewer::caught_up`]): its answer comes back as
+/// [`LockMsg::AttemptDone`], carrying a claim that releases whatever the attempt granted
+/// unless the actor keeps it — also when the answer comes too late, or to an actor that is
+/// gone. The attempt's time counts from before `ready`, which only makes its grant's
+/// deadline earlier.
+///
+/// [`Renewer::caught_up`]: super::renewer::Renewer::caught_up
 pub(crate) fn send_attempt(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
     request: AcquireRequest,
     options: &LockOptions,
+    ready: impl Future<Output = ()> + Send + 'static,
 ) {
     let (lease, orphans, caller) = (request.lease, vec![request.key()], store.clone());
-    let call = async move { caller.try_acquire(&request).await };
+    let call = async move {
+        ready.await;
+        caller.try_acquire(&request).await
+    };
     let granted = |outcome: &_| matches!(outcome, AcquireOutcome::Acquired { .. });
     orphan::run_granting_call(
         actor,

@@ -130,8 +130,8 @@ impl BatchSize {
         })
     }
 
-    /// A batch of `leases` renewals, sent with `time_left` before the first of their loss
-    /// deadlines, was answered (or timed out) after `took`.
+    /// A batch of `leases` renewals, sent with `time_left` before the last of their loss
+    /// deadlines (the one its size was chosen for), was answered (or timed out) after `took`.
     pub(crate) fn record(&mut self, leases: usize, took: Duration, time_left: Duration) {
         if leases == 0 {
             return;

@@ -10,9 +10,12 @@
 //! of thousands of leases fall due at a few instants per cadence and go out in a few
 //! commands instead of one per lease. At most [`IN_FLIGHT`] bulk commands run at once;
 //! renewals that fall due meanwhile queue, and the next command takes all of them, earliest
-//! deadline first, up to the size that can come back in time by the cost per lease the
-//! manager has measured ([`BatchSize`]). Batches thus grow with the load, without
-//! renewals piling up on a slow server or taking the connection pool from acquisitions.
+//! deadline first, up to the size that can come back before the last of them is lost by
+//! the cost per lease the manager has measured ([`BatchSize`]), and is waited for until
+//! then. Batches thus grow with the load, without renewals piling up on a slow server or
+//! taking the connection pool from acquisitions. While a command leaves renewals due
+//! behind it, the manager's acquisition attempts wait for them ([`Renewer::caught_up`]):
+//! on a server too slow for everything at once, what is held is renewed first.
 //! A renewal whose holder's deadline comes before the command out must be back (a shorter
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
 //! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).
@@ -22,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{ActorRef, ActorStatus};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -66,16 +69,33 @@ pub(crate) struct Renewer {
     queue: mpsc::UnboundedSender<Renewal>,
     /// Renewal times are aligned to a grid counted from here.
     epoch: Instant,
+    /// Whether more renewals are due than the last bulk command could take in time.
+    behind: watch::Receiver<bool>,
 }
 
 impl Renewer {
     /// Starts the renewer task; it ends when every sender is gone.
     pub(crate) fn start(store: Arc<dyn LockStore>) -> Self {
         let (queue, incoming) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, incoming));
+        let (behind_sender, behind) = watch::channel(false);
+        tokio::spawn(run(store, incoming, behind_sender));
         Self {
             queue,
             epoch: Instant::now(),
+            behind,
+        }
+    }
+
+    /// Ready at once while renewals keep up; while more are due than a command can take in
+    /// time, ready once they have caught up, or after `at_most`. An acquisition attempt
+    /// waits for it before it is sent: the server's time goes first to the leases this
+    /// manager holds, since a lease won while others are lost for want of renewal is no
+    /// gain, and on a server that has fallen behind every attempt sent delays the renewals
+    /// queued behind it. Bounded, so a store that stays slow still serves attempts.
+    pub(crate) fn caught_up(&self, at_most: Duration) -> impl Future<Output = ()> + Send + use<> {
+        let mut behind = self.behind.clone();
+        async move {
+            let _ = tokio::time::timeout(at_most, behind.wait_for(|behind| !behind)).await;
         }
     }
 
@@ -100,7 +120,11 @@ impl Renewer {
     }
 }
 
-async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Renewal>) {
+async fn run(
+    store: Arc<dyn LockStore>,
+    mut incoming: mpsc::UnboundedReceiver<Renewal>,
+    behind: watch::Sender<bool>,
+) {
     let most = store.max_extend_batch().clamp(1, MAX_BATCH);
     if most == 1 {
         // No bulk write: each lease's call runs on its own, so one that hangs holds up no
@@ -119,7 +143,7 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
     let mut queue = Queue::default();
     let mut batch_size = BatchSize::new(most);
     let mut in_flight = JoinSet::new();
-    // When the bulk command out gives up at the latest: its first renewal's deadline.
+    // When the bulk command out gives up at the latest: its last renewal's deadline.
     let mut out_until = None;
     let mut urgent = JoinSet::new();
     let mut open = true;
@@ -158,10 +182,14 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
             queue.push(renewal);
         }
         while in_flight.len() < IN_FLIGHT {
-            let Some(batch) = queue.take_needed(&batch_size) else {
+            let Some(batch) = queue.take_needed(&batch_size, SizedFor::Last) else {
+                behind.send_if_modified(|behind| std::mem::replace(behind, false));
                 break;
             };
-            out_until = batch.iter().map(|renewal| renewal.deadline).min();
+            // What the command could not take in time waits for the next.
+            let left_behind = !queue.is_empty();
+            behind.send_if_modified(|behind| std::mem::replace(behind, left_behind) != left_behind);
+            out_until = last_deadline(&batch);
             if !batch.is_empty() {
                 in_flight.spawn(send(Arc::clone(&store), batch));
             }
@@ -170,7 +198,7 @@ async fn run(store: Arc<dyn LockStore>, mut incoming: mpsc::UnboundedReceiver<Re
         let cannot_wait =
             |due: Instant| Instant::now() < due && out_until.is_some_and(|out| due < out);
         while urgent.len() < URGENT_IN_FLIGHT && queue.first_deadline().is_some_and(cannot_wait) {
-            let Some(batch) = queue.take_needed(&batch_size) else {
+            let Some(batch) = queue.take_needed(&batch_size, SizedFor::First) else {
                 break;
             };
             if !batch.is_empty() {
@@ -203,6 +231,10 @@ impl Queue {
         queue.insert(after, renewal);
     }
 
+    fn is_empty(&self) -> bool {
+        self.by_expiry.is_empty()
+    }
+
     /// The queued renewal whose holder's deadline is nearest.
     fn first(&self) -> Option<(&Duration, &Renewal)> {
         self.by_expiry
@@ -216,25 +248,59 @@ impl Queue {
         self.first().map(|(_, first)| first.deadline)
     }
 
-    /// The next batch [`BatchSize`] allows, less what is [`still_needed`] (possibly
-    /// nothing).
-    fn take_needed(&mut self, batch_size: &BatchSize) -> Option<Vec<Renewal>> {
-        self.take(|time_left| batch_size.limit(time_left))
+    /// The next batch [`BatchSize`] allows for the time of the renewal it is `sized_for`,
+    /// less what is [`still_needed`] (possibly nothing).
+    fn take_needed(&mut self, batch_size: &BatchSize, sized_for: SizedFor) -> Option<Vec<Renewal>> {
+        self.take(|time_left| batch_size.limit(time_left), sized_for)
             .map(still_needed)
     }
 
     /// The next batch: from the queue whose first renewal's deadline is nearest, as many as
-    /// `limit` allows for the time that renewal has left.
-    fn take(&mut self, limit: impl Fn(Duration) -> usize) -> Option<Vec<Renewal>> {
-        let (&expiry, first) = self.first()?;
-        let most = limit(first.deadline.saturating_duration_since(Instant::now()));
+    /// `limit` allows for the time left of the renewal it is `sized_for`. A bulk batch is
+    /// sized for its *last* renewal: sizing it for its first would let one nearly lost hold
+    /// shrink every batch behind it: on a server that has fallen behind, each batch's first renewal is nearly
+    /// lost, batches shrink to a few leases whose round trip dominates their cost, fewer
+    /// leases are renewed per second, and every hold is lost in turn. A renewal too near
+    /// its deadline for the batch it goes in is lost by its holder's own timer, as it would
+    /// be in a smaller one (and a retry due sooner than the command out goes beside it).
+    fn take(
+        &mut self,
+        limit: impl Fn(Duration) -> usize,
+        sized_for: SizedFor,
+    ) -> Option<Vec<Renewal>> {
+        let (&expiry, _) = self.first()?;
         let queue = self.by_expiry.get_mut(&expiry)?;
-        let batch: Vec<Renewal> = queue.drain(..most.min(queue.len())).collect();
+        let now = Instant::now();
+        let fits = |size: usize| {
+            let last = queue.get(size.saturating_sub(1))?;
+            Some(limit(last.deadline.saturating_duration_since(now)).clamp(1, queue.len()))
+        };
+        // The most `n` with `n <= limit(time left of the n-th)`. Deadlines rise along the
+        // queue and `limit` with them, so every size between a size's limit and the size
+        // fails too: the search jumps down to the limit until one fits.
+        let mut most = match sized_for {
+            SizedFor::First => fits(1)?,
+            SizedFor::Last => queue.len(),
+        };
+        while let Some(fit) = fits(most).filter(|&fit| fit < most) {
+            most = fit;
+        }
+        let batch: Vec<Renewal> = queue.drain(..most).collect();
         if queue.is_empty() {
             self.by_expiry.remove(&expiry);
         }
         Some(batch)
     }
+}
+
+/// Which renewal of a batch its size is chosen for: the time it has left bounds how long
+/// the batch may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SizedFor {
+    /// An urgent batch: for the renewal that cannot wait, which goes first.
+    First,
+    /// A bulk batch: for the last renewal in it (see [`Queue::take`]).
+    Last,
 }
 
 /// The renewals of a batch still worth a store call. Those whose lock actor has stopped
@@ -257,22 +323,21 @@ fn still_needed(mut batch: Vec<Renewal>) -> Vec<Renewal> {
 }
 
 /// Sends one batch (one lease length), answers each actor, and says for the batch size how
-/// it went: how many leases, how long it took, and the time they had left when it was sent.
-/// A quick failure says nothing about what a batch costs (`None`), a timeout that it was
-/// too big.
+/// it went: how many leases, how long it took, and the time its last renewal had left when
+/// it was sent. The command is given until the batch's last deadline: each holder's own
+/// timer ends a hold whose deadline comes first, and the renewals still in time get the
+/// answer instead of a timeout and a second command for the server to do beside the first
+/// (which it carries on with whether or not anyone waits). A quick failure says nothing
+/// about what a batch costs (`None`), a timeout that it was too big.
 async fn send(
     store: Arc<dyn LockStore>,
     batch: Vec<Renewal>,
 ) -> Option<(usize, Duration, Duration)> {
     let requests: Vec<ExtendRequest> = batch.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
-    let time_left = batch
-        .iter()
-        .map(|renewal| renewal.deadline)
-        .min()
-        .map_or(Duration::ZERO, |deadline| {
-            deadline.saturating_duration_since(sent_at)
-        });
+    let time_left = last_deadline(&batch).map_or(Duration::ZERO, |deadline| {
+        deadline.saturating_duration_since(sent_at)
+    });
     let answered = bounded(time_left, async {
         if let [request] = requests.as_slice() {
             return Ok(vec![store.extend(request).await]);
@@ -290,12 +355,24 @@ async fn send(
     })
     .await;
     let took = sent_at.elapsed();
+    tracing::debug!(
+        leases = batch.len(),
+        ?took,
+        ?time_left,
+        answered = answered.is_ok(),
+        "renewal batch"
+    );
     let sent = (answered.is_ok() || took >= time_left).then_some((batch.len(), took, time_left));
     let results = answered.unwrap_or_else(|error| vec![Err(error); batch.len()]);
     for (renewal, result) in batch.iter().zip(results) {
         answer(renewal, sent_at, result);
     }
     sent
+}
+
+/// The latest loss deadline of `batch`'s holders: how long its command is worth waiting for.
+fn last_deadline(batch: &[Renewal]) -> Option<Instant> {
+    batch.iter().map(|renewal| renewal.deadline).max()
 }
 
 fn answer(renewal: &Renewal, sent_at: Instant, result: Result<ExtendOutcome, StoreError>) {
@@ -343,6 +420,8 @@ mod tests {
     struct SlowRenewals {
         calls: AtomicUsize,
         fails: bool,
+        /// The largest batch, if not [`MAX_BATCH`].
+        most: Option<usize>,
     }
 
     impl SlowRenewals {
@@ -373,7 +452,7 @@ mod tests {
         }
 
         fn max_extend_batch(&self) -> usize {
-            MAX_BATCH
+            self.most.unwrap_or(MAX_BATCH)
         }
 
         async fn release(&self, _: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
@@ -493,12 +572,116 @@ mod tests {
             queue.push(renewal_for(&holder, now + Duration::from_secs(secs)));
         }
         assert_eq!(queue.first_deadline(), Some(now + Duration::from_secs(5)));
-        let batch = queue.take(|_| 3).expect("a batch");
+        let batch = queue.take(|_| 3, SizedFor::First).expect("a batch");
         let deadlines: Vec<u64> = batch
             .iter()
             .map(|renewal| (renewal.deadline - now).as_secs())
             .collect();
         assert_eq!(deadlines, [5, 10, 15]);
+        holder.stop(None);
+    }
+
+    /// A bulk batch is sized for the time its last renewal has: a nearly lost renewal at
+    /// the head of the queue does not shrink the batch behind it (on a server that has
+    /// fallen behind, that is how every batch would shrink to a few leases and every hold
+    /// be lost); an urgent batch is sized for its first.
+    #[tokio::test(start_paused = true)]
+    async fn a_bulk_batch_is_sized_for_its_last_renewal_not_a_nearly_lost_first() {
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let now = Instant::now();
+        let fill = || {
+            let mut queue = Queue::default();
+            queue.push(renewal_for(&holder, now + Duration::from_millis(10)));
+            for _ in 0..9 {
+                queue.push(renewal_for(&holder, now + Duration::from_secs(10)));
+            }
+            queue
+        };
+        // One renewal fits in 10 ms, ten in 10 s.
+        let limit = |left: Duration| if left < Duration::from_secs(1) { 1 } else { 10 };
+        let bulk = fill().take(limit, SizedFor::Last).expect("a batch");
+        assert_eq!(bulk.len(), 10);
+        let urgent = fill().take(limit, SizedFor::First).expect("a batch");
+        assert_eq!(urgent.len(), 1);
+        holder.stop(None);
+    }
+
+    /// A command is waited for until its last renewal's deadline: a renewal whose holder
+    /// had more time than the batch's first gets the answer, not a timeout (and a second
+    /// command beside the first, which the server carries on with anyway).
+    #[tokio::test(start_paused = true)]
+    async fn a_command_is_awaited_until_its_last_renewal_is_lost_not_its_first() {
+        let store = Arc::new(SlowRenewals::default());
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let soon = Instant::now() + SlowRenewals::TAKES / 2;
+        let later = Instant::now() + Duration::from_secs(2);
+        let (first, second) = (renewal_for(&holder, soon), renewal_for(&holder, later));
+        let second_lease = second.request.key.lease;
+        renewer.renew(first);
+        renewer.renew(second);
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            if let Some(LockMsg::RenewDone { lease, result, .. }) = answered.recv().await {
+                answers.push((lease, result.is_ok()));
+            }
+        }
+        assert!(
+            answers.contains(&(second_lease, true)),
+            "the later renewal was answered with a timeout: {answers:?}"
+        );
+        assert_eq!(
+            store.calls.load(Ordering::SeqCst),
+            1,
+            "one command for both"
+        );
+        holder.stop(None);
+    }
+
+    /// While a command leaves renewals due behind it, `caught_up` waits (so acquisition
+    /// attempts let renewals go first), at most its bound; once the queue is taken, it is
+    /// ready again.
+    #[tokio::test(start_paused = true)]
+    async fn attempts_wait_while_renewals_are_left_behind() {
+        let store = Arc::new(SlowRenewals {
+            most: Some(2),
+            ..SlowRenewals::default()
+        });
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let start = Instant::now();
+        let ready_now = |renewer: &Renewer| {
+            let mut ready = Box::pin(renewer.caught_up(Duration::from_secs(60)));
+            let waker = std::task::Waker::noop();
+            ready
+                .as_mut()
+                .poll(&mut std::task::Context::from_waker(waker))
+                .is_ready()
+        };
+        assert!(ready_now(&renewer), "nothing is due");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        for _ in 0..3 {
+            renewer.renew(renewal_for(&holder, deadline));
+        }
+        tokio::time::sleep(COALESCE * 2).await;
+        assert!(
+            !ready_now(&renewer),
+            "one of three is left behind the first command"
+        );
+        let waiting = Instant::now();
+        renewer.caught_up(Duration::from_millis(10)).await;
+        assert_eq!(waiting.elapsed(), Duration::from_millis(10), "bounded");
+        renewer.caught_up(Duration::from_secs(60)).await;
+        assert_eq!(
+            start.elapsed(),
+            COALESCE + SlowRenewals::TAKES,
+            "ready when the first command (sent after waiting for its neighbours) is back \
+             and the last renewal goes"
+        );
+        for _ in 0..3 {
+            answered.recv().await.expect("every renewal is answered");
+        }
+        assert!(ready_now(&renewer), "all caught up");
         holder.stop(None);
     }
 

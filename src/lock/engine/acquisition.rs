@@ -217,7 +217,16 @@ impl NameState {
         let request = self.acquire_request(&next, for_try.is_some());
         let options = next.options.clone();
         let lease = request.lease;
-        attempt::send_attempt(myself, &self.store, request, &options);
+        // A try answers now; a waiting acquisition lets renewals that fell behind go first.
+        let wait_for_renewals = for_try
+            .is_none()
+            .then(|| self.renewer.caught_up(options.renew_interval()));
+        let ready = async move {
+            if let Some(caught_up) = wait_for_renewals {
+                caught_up.await;
+            }
+        };
+        attempt::send_attempt(myself, &self.store, request, &options, ready);
         Phase::Attempting {
             attempt: Attempt::new(lease, next, for_try),
             woken: false,

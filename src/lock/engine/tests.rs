@@ -293,3 +293,101 @@ async fn a_stale_timer_message_starts_nothing() {
         "a stale idle timer stopped the actor"
     );
 }
+
+/// A memory store whose bulk renewals take [`SlowBulkRenewals::TAKES`] and carry at most
+/// two leases; it counts acquisition attempts.
+struct SlowBulkRenewals {
+    inner: MemoryStore,
+    attempts: std::sync::atomic::AtomicUsize,
+}
+
+impl SlowBulkRenewals {
+    const TAKES: Duration = Duration::from_secs(1);
+
+    fn attempts(&self) -> usize {
+        self.attempts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl LockStore for SlowBulkRenewals {
+    async fn try_acquire(
+        &self,
+        request: &AcquireRequest,
+    ) -> Result<AcquireOutcome, crate::error::StoreError> {
+        self.attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.try_acquire(request).await
+    }
+
+    async fn extend(
+        &self,
+        request: &crate::store::ExtendRequest,
+    ) -> Result<crate::store::ExtendOutcome, crate::error::StoreError> {
+        self.inner.extend(request).await
+    }
+
+    async fn extend_many(
+        &self,
+        requests: &[crate::store::ExtendRequest],
+    ) -> Vec<Result<crate::store::ExtendOutcome, crate::error::StoreError>> {
+        tokio::time::sleep(Self::TAKES).await;
+        self.inner.extend_many(requests).await
+    }
+
+    fn max_extend_batch(&self) -> usize {
+        2
+    }
+
+    async fn release(
+        &self,
+        key: &crate::store::LeaseKey,
+    ) -> Result<crate::store::ReleaseOutcome, crate::error::StoreError> {
+        self.inner.release(key).await
+    }
+
+    async fn inspect(
+        &self,
+        name: &LockName,
+    ) -> Result<Option<crate::store::outcome::LockRecord>, crate::error::StoreError> {
+        self.inner.inspect(name).await
+    }
+}
+
+/// While more renewals are due than the command out could take, an acquisition attempt
+/// waits for them (the server's time goes to the leases held first) and goes once the
+/// renewer has caught up.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_waits_while_renewals_are_left_behind() {
+    let store = Arc::new(SlowBulkRenewals {
+        inner: MemoryStore::new(),
+        attempts: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let runtime = runtime_on(store.clone()).await;
+    let options = Arc::new(
+        LockOptions::default()
+            .with_lease_duration(Duration::from_secs(6))
+            .with_renew_interval(Duration::from_secs(2)),
+    );
+    let mut held = Vec::new();
+    for name in ["a", "b", "c"] {
+        let lock = runtime.lock(LockName::new(name).unwrap(), options.clone());
+        held.push(lock.acquire().await.unwrap());
+    }
+    assert_eq!(store.attempts(), 3);
+    // The three renewals fall due together; the first command takes two.
+    tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
+    let waiting = tokio::spawn({
+        let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        store.attempts(),
+        3,
+        "the attempt went ahead of the renewal left behind"
+    );
+    let guard = waiting.await.unwrap().unwrap();
+    assert_eq!(store.attempts(), 4);
+    assert!(held.iter().chain([&guard]).all(|g| g.loss().is_none()));
+}
