@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use ractor::ActorRef;
+use ractor::{ActorRef, ActorStatus};
 use tokio::time::Instant;
 
 use super::message::LockMsg;
@@ -17,25 +17,42 @@ use crate::options::LockOptions;
 use crate::store::{AcquireOutcome, AcquireRequest, HandOverOutcome, LeaseKey, LockStore};
 
 /// Sends one acquisition attempt for `request` (with the terms of `options`) off the
-/// actor's loop, once `ready` (see [`Renewer::caught_up`]): its answer comes back as
-/// [`LockMsg::AttemptDone`], carrying a claim that releases whatever the attempt granted
-/// unless the actor keeps it — also when the answer comes too late, or to an actor that is
-/// gone. The attempt's time counts from before `ready`, which only makes its grant's
-/// deadline earlier.
+/// actor's loop: its answer comes back as [`LockMsg::AttemptDone`], carrying a claim that
+/// releases whatever the attempt granted unless the actor keeps it — also when the answer
+/// comes too late, or to an actor that is gone.
 ///
-/// [`Renewer::caught_up`]: super::renewer::Renewer::caught_up
+/// While the manager's renewals have fallen behind ([`Renewer::behind`]), the attempt
+/// waits for them first, and its time counts from when it is sent; an actor that stopped
+/// meanwhile (its waiters left, the manager shut down) sends nothing.
+///
+/// [`Renewer::behind`]: super::renewer::Renewer::behind
 pub(crate) fn send_attempt(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
     request: AcquireRequest,
     options: &LockOptions,
-    ready: impl Future<Output = ()> + Send + 'static,
+    renewals_behind: Option<impl Future<Output = ()> + Send + 'static>,
+) {
+    let Some(caught_up) = renewals_behind else {
+        return send_now(actor, store, request, options);
+    };
+    let (actor, store, options) = (actor.clone(), store.clone(), options.clone());
+    tokio::spawn(async move {
+        caught_up.await;
+        if matches!(actor.get_status(), ActorStatus::Running) {
+            send_now(&actor, &store, request, &options);
+        }
+    });
+}
+
+fn send_now(
+    actor: &ActorRef<LockMsg>,
+    store: &Arc<dyn LockStore>,
+    request: AcquireRequest,
+    options: &LockOptions,
 ) {
     let (lease, orphans, caller) = (request.lease, vec![request.key()], store.clone());
-    let call = async move {
-        ready.await;
-        caller.try_acquire(&request).await
-    };
+    let call = async move { caller.try_acquire(&request).await };
     let granted = |outcome: &_| matches!(outcome, AcquireOutcome::Acquired { .. });
     orphan::run_granting_call(
         actor,

@@ -5,7 +5,8 @@
 //!
 //! - **Deadlines.** A renewal must come back well before the loss deadline it is racing:
 //!   a batch holds no more leases than the measured time per lease says can be renewed
-//!   within a [`LATENCY_SHARE`] of the time its leases have left. A batch that took longer
+//!   within a [`LATENCY_SHARE`] of the time left of the lease it is sized for (a bulk
+//!   batch's last, an urgent one's first). A batch that took longer
 //!   than that (a timeout counts as its whole time) replaces what was measured before: the
 //!   server has changed, and the next batches shrink at once.
 //! - **Cost.** A batch takes about `a + b·n + c·n²` for `n` leases: a round trip, a cost

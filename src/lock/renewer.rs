@@ -14,7 +14,7 @@
 //! the cost per lease the manager has measured ([`BatchSize`]), and is waited for until
 //! then. Batches thus grow with the load, without renewals piling up on a slow server or
 //! taking the connection pool from acquisitions. While a command leaves renewals due
-//! behind it, the manager's acquisition attempts wait for them ([`Renewer::caught_up`]):
+//! behind it, the manager's acquisition attempts wait for them ([`Renewer::behind`]):
 //! on a server too slow for everything at once, what is held is renewed first.
 //! A renewal whose holder's deadline comes before the command out must be back (a shorter
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
@@ -86,17 +86,22 @@ impl Renewer {
         }
     }
 
-    /// Ready at once while renewals keep up; while more are due than a command can take in
-    /// time, ready once they have caught up, or after `at_most`. An acquisition attempt
-    /// waits for it before it is sent: the server's time goes first to the leases this
-    /// manager holds, since a lease won while others are lost for want of renewal is no
-    /// gain, and on a server that has fallen behind every attempt sent delays the renewals
-    /// queued behind it. Bounded, so a store that stays slow still serves attempts.
-    pub(crate) fn caught_up(&self, at_most: Duration) -> impl Future<Output = ()> + Send + use<> {
+    /// `None` while renewals keep up; while more are due than a command could take in
+    /// time, a future ready once they have caught up, or after `at_most`. An acquisition
+    /// attempt waits for it before it is sent: the server's time goes first to the leases
+    /// this manager holds, since a lease won while others are lost for want of renewal is
+    /// no gain, and on a server that has fallen behind every attempt sent delays the
+    /// renewals queued behind it. Bounded, so a store that stays slow still serves
+    /// attempts.
+    pub(crate) fn behind(
+        &self,
+        at_most: Duration,
+    ) -> Option<impl Future<Output = ()> + Send + use<>> {
+        let now_behind = *self.behind.borrow();
         let mut behind = self.behind.clone();
-        async move {
+        now_behind.then_some(async move {
             let _ = tokio::time::timeout(at_most, behind.wait_for(|behind| !behind)).await;
-        }
+        })
     }
 
     /// Queues a renewal; its answer comes back to the actor as [`LockMsg::RenewDone`].
@@ -143,7 +148,7 @@ async fn run(
     let mut queue = Queue::default();
     let mut batch_size = BatchSize::new(most);
     let mut in_flight = JoinSet::new();
-    // When the bulk command out gives up at the latest: its last renewal's deadline.
+    // When the bulk command out gives up: its last renewal's deadline.
     let mut out_until = None;
     let mut urgent = JoinSet::new();
     let mut open = true;
@@ -187,11 +192,11 @@ async fn run(
                 break;
             };
             // What the command could not take in time waits for the next.
-            let left_behind = !queue.is_empty();
+            let left_behind = queue.left_behind;
             behind.send_if_modified(|behind| std::mem::replace(behind, left_behind) != left_behind);
-            out_until = last_deadline(&batch);
-            if !batch.is_empty() {
-                in_flight.spawn(send(Arc::clone(&store), batch));
+            out_until = batch.iter().map(|renewal| renewal.deadline).max();
+            if let Some(until) = out_until {
+                in_flight.spawn(send(Arc::clone(&store), batch, until));
             }
         }
         // A renewal already late is answered so by the next batch, urgent or not.
@@ -201,9 +206,14 @@ async fn run(
             let Some(batch) = queue.take_needed(&batch_size, SizedFor::First) else {
                 break;
             };
-            if !batch.is_empty() {
-                urgent.spawn(send(Arc::clone(&store), batch));
+            // It cannot wait, so neither does the command: it is given until the first
+            // deadline, not the last, and the lane is free again by then.
+            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
+                urgent.spawn(send(Arc::clone(&store), batch, until));
             }
+        }
+        if queue.is_empty() {
+            behind.send_if_modified(|behind| std::mem::replace(behind, false));
         }
     }
 }
@@ -213,6 +223,9 @@ async fn run(
 #[derive(Default)]
 struct Queue {
     by_expiry: BTreeMap<Duration, VecDeque<Renewal>>,
+    /// Whether the last batch taken left renewals of its lease length queued: more were
+    /// due than it could take in time.
+    left_behind: bool,
 }
 
 impl Queue {
@@ -257,12 +270,13 @@ impl Queue {
 
     /// The next batch: from the queue whose first renewal's deadline is nearest, as many as
     /// `limit` allows for the time left of the renewal it is `sized_for`. A bulk batch is
-    /// sized for its *last* renewal: sizing it for its first would let one nearly lost hold
-    /// shrink every batch behind it: on a server that has fallen behind, each batch's first renewal is nearly
-    /// lost, batches shrink to a few leases whose round trip dominates their cost, fewer
-    /// leases are renewed per second, and every hold is lost in turn. A renewal too near
-    /// its deadline for the batch it goes in is lost by its holder's own timer, as it would
-    /// be in a smaller one (and a retry due sooner than the command out goes beside it).
+    /// sized for its *last* renewal. Sized for its first, one nearly lost hold would shrink
+    /// every batch behind it: on a server that has fallen behind, each batch's first
+    /// renewal is nearly lost, batches shrink to a few leases whose round trip dominates
+    /// their cost, fewer leases are renewed per second, and every hold is lost in turn. A
+    /// renewal too near its deadline for the batch it goes in is lost by its holder's own
+    /// timer, as it would be in a smaller one (and a retry due sooner than the command out
+    /// goes beside it).
     fn take(
         &mut self,
         limit: impl Fn(Duration) -> usize,
@@ -286,6 +300,7 @@ impl Queue {
             most = fit;
         }
         let batch: Vec<Renewal> = queue.drain(..most).collect();
+        self.left_behind = !queue.is_empty();
         if queue.is_empty() {
             self.by_expiry.remove(&expiry);
         }
@@ -322,22 +337,22 @@ fn still_needed(mut batch: Vec<Renewal>) -> Vec<Renewal> {
     batch
 }
 
-/// Sends one batch (one lease length), answers each actor, and says for the batch size how
-/// it went: how many leases, how long it took, and the time its last renewal had left when
-/// it was sent. The command is given until the batch's last deadline: each holder's own
-/// timer ends a hold whose deadline comes first, and the renewals still in time get the
-/// answer instead of a timeout and a second command for the server to do beside the first
-/// (which it carries on with whether or not anyone waits). A quick failure says nothing
-/// about what a batch costs (`None`), a timeout that it was too big.
+/// Sends one batch (one lease length), gives it `until` to be answered, answers each
+/// actor, and says for the batch size how it went: how many leases, how long it took, and
+/// the time it had when it was sent. A bulk command is given until its last renewal's
+/// deadline: each holder's own timer ends a hold whose deadline comes first, and the
+/// renewals still in time get the answer instead of a timeout and a second command for the
+/// server to do beside the first (which it carries on with whether or not anyone waits).
+/// A quick failure says nothing about what a batch costs (`None`), a timeout that it was
+/// too big.
 async fn send(
     store: Arc<dyn LockStore>,
     batch: Vec<Renewal>,
+    until: Instant,
 ) -> Option<(usize, Duration, Duration)> {
     let requests: Vec<ExtendRequest> = batch.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
-    let time_left = last_deadline(&batch).map_or(Duration::ZERO, |deadline| {
-        deadline.saturating_duration_since(sent_at)
-    });
+    let time_left = until.saturating_duration_since(sent_at);
     let answered = bounded(time_left, async {
         if let [request] = requests.as_slice() {
             return Ok(vec![store.extend(request).await]);
@@ -368,11 +383,6 @@ async fn send(
         answer(renewal, sent_at, result);
     }
     sent
-}
-
-/// The latest loss deadline of `batch`'s holders: how long its command is worth waiting for.
-fn last_deadline(batch: &[Renewal]) -> Option<Instant> {
-    batch.iter().map(|renewal| renewal.deadline).max()
 }
 
 fn answer(renewal: &Renewal, sent_at: Instant, result: Result<ExtendOutcome, StoreError>) {
@@ -422,6 +432,8 @@ mod tests {
         fails: bool,
         /// The largest batch, if not [`MAX_BATCH`].
         most: Option<usize>,
+        /// Never answers.
+        hangs: bool,
     }
 
     impl SlowRenewals {
@@ -446,6 +458,9 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             if self.fails {
                 return Vec::new();
+            }
+            if self.hangs {
+                std::future::pending::<()>().await;
             }
             tokio::time::sleep(Self::TAKES).await;
             vec![Ok(ExtendOutcome::NotOwner); all.len()]
@@ -638,9 +653,8 @@ mod tests {
         holder.stop(None);
     }
 
-    /// While a command leaves renewals due behind it, `caught_up` waits (so acquisition
-    /// attempts let renewals go first), at most its bound; once the queue is taken, it is
-    /// ready again.
+    /// While a command leaves renewals due behind it, `behind` gives acquisition attempts
+    /// something to wait for, at most its bound; once the queue is taken, nothing.
     #[tokio::test(start_paused = true)]
     async fn attempts_wait_while_renewals_are_left_behind() {
         let store = Arc::new(SlowRenewals {
@@ -650,38 +664,88 @@ mod tests {
         let renewer = Renewer::start(store.clone());
         let (holder, mut answered) = probe::<LockMsg>().await;
         let start = Instant::now();
-        let ready_now = |renewer: &Renewer| {
-            let mut ready = Box::pin(renewer.caught_up(Duration::from_secs(60)));
-            let waker = std::task::Waker::noop();
-            ready
-                .as_mut()
-                .poll(&mut std::task::Context::from_waker(waker))
-                .is_ready()
-        };
-        assert!(ready_now(&renewer), "nothing is due");
+        let wait = Duration::from_secs(60);
+        assert!(renewer.behind(wait).is_none(), "nothing is due");
         let deadline = Instant::now() + Duration::from_secs(2);
         for _ in 0..3 {
             renewer.renew(renewal_for(&holder, deadline));
         }
         tokio::time::sleep(COALESCE * 2).await;
-        assert!(
-            !ready_now(&renewer),
-            "one of three is left behind the first command"
-        );
         let waiting = Instant::now();
-        renewer.caught_up(Duration::from_millis(10)).await;
+        renewer
+            .behind(Duration::from_millis(10))
+            .expect("one of three is left behind the first command")
+            .await;
         assert_eq!(waiting.elapsed(), Duration::from_millis(10), "bounded");
-        renewer.caught_up(Duration::from_secs(60)).await;
+        renewer.behind(wait).expect("still behind").await;
         assert_eq!(
             start.elapsed(),
             COALESCE + SlowRenewals::TAKES,
-            "ready when the first command (sent after waiting for its neighbours) is back \
-             and the last renewal goes"
+            "caught up when the first command (sent after waiting for its neighbours) is \
+             back and the last renewal goes"
         );
+        assert!(renewer.behind(wait).is_none(), "all caught up");
         for _ in 0..3 {
             answered.recv().await.expect("every renewal is answered");
         }
-        assert!(ready_now(&renewer), "all caught up");
+        holder.stop(None);
+    }
+
+    /// Renewals of another lease length, queued beside a batch, are not renewals the
+    /// batch could not take in time: nothing waits for them.
+    #[tokio::test(start_paused = true)]
+    async fn another_lease_length_queued_beside_a_batch_is_not_falling_behind() {
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut queue = Queue::default();
+        let mut other = renewal_for(&holder, deadline);
+        other.request.lease_duration = Duration::from_secs(30);
+        queue.push(other);
+        queue.push(renewal_for(&holder, deadline));
+        queue.push(renewal_for(&holder, deadline));
+        let batch = queue.take(|_| 2, SizedFor::Last).expect("a batch");
+        assert_eq!(batch.len(), 2);
+        assert!(!queue.left_behind);
+        assert!(!queue.is_empty());
+        queue.push(renewal_for(&holder, deadline));
+        queue.push(renewal_for(&holder, deadline));
+        queue.push(renewal_for(&holder, deadline));
+        // Deadlines tie: the shorter lease's queue goes first.
+        let batch = queue.take(|_| 2, SizedFor::Last).expect("a batch");
+        assert_eq!(batch[0].request.lease_duration, Duration::from_secs(6));
+        assert!(queue.left_behind, "three of one length, two taken");
+        holder.stop(None);
+    }
+
+    /// An urgent command is given until its first renewal's deadline, not its last: it
+    /// went because that renewal could not wait, and if it hangs the urgent lane is free
+    /// again by then for the next one that cannot.
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_command_gives_up_at_its_first_deadline() {
+        let store = Arc::new(SlowRenewals {
+            hangs: true,
+            ..SlowRenewals::default()
+        });
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let long = Instant::now() + Duration::from_secs(20);
+        renewer.renew(renewal_for(&holder, long));
+        tokio::time::sleep(COALESCE * 2).await;
+        let queued_at = Instant::now();
+        let soon = queued_at + Duration::from_millis(150);
+        renewer.renew(renewal_for(&holder, soon));
+        renewer.renew(renewal_for(&holder, queued_at + Duration::from_secs(10)));
+        for _ in 0..2 {
+            let Some(LockMsg::RenewDone { result, .. }) = answered.recv().await else {
+                panic!("not a renewal's answer");
+            };
+            assert!(result.is_err());
+        }
+        assert_eq!(
+            queued_at.elapsed(),
+            soon - queued_at,
+            "given up at the first deadline"
+        );
         holder.stop(None);
     }
 
@@ -754,16 +818,20 @@ mod tests {
         };
         let slow = Arc::new(SlowRenewals::default());
         let (plenty, short) = (Duration::from_secs(1), SlowRenewals::TAKES / 2);
+        let until = |left: Duration| Instant::now() + left;
         assert_eq!(
-            send(slow.clone(), batch(plenty)).await,
+            send(slow.clone(), batch(plenty), until(plenty)).await,
             Some((2, SlowRenewals::TAKES, plenty))
         );
-        assert_eq!(send(slow, batch(short)).await, Some((2, short, short)));
+        assert_eq!(
+            send(slow, batch(short), until(short)).await,
+            Some((2, short, short))
+        );
         let failing = Arc::new(SlowRenewals {
             fails: true,
             ..SlowRenewals::default()
         });
-        assert_eq!(send(failing, batch(plenty)).await, None);
+        assert_eq!(send(failing, batch(plenty), until(plenty)).await, None);
         holder.stop(None);
     }
 }

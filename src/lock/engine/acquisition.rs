@@ -218,15 +218,11 @@ impl NameState {
         let options = next.options.clone();
         let lease = request.lease;
         // A try answers now; a waiting acquisition lets renewals that fell behind go first.
-        let wait_for_renewals = for_try
+        let renewals_behind = for_try
             .is_none()
-            .then(|| self.renewer.caught_up(options.renew_interval()));
-        let ready = async move {
-            if let Some(caught_up) = wait_for_renewals {
-                caught_up.await;
-            }
-        };
-        attempt::send_attempt(myself, &self.store, request, &options, ready);
+            .then(|| self.renewer.behind(options.renew_interval()))
+            .flatten();
+        attempt::send_attempt(myself, &self.store, request, &options, renewals_behind);
         Phase::Attempting {
             attempt: Attempt::new(lease, next, for_try),
             woken: false,

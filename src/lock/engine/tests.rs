@@ -299,10 +299,38 @@ async fn a_stale_timer_message_starts_nothing() {
 struct SlowBulkRenewals {
     inner: MemoryStore,
     attempts: std::sync::atomic::AtomicUsize,
+    takes: Duration,
 }
 
 impl SlowBulkRenewals {
-    const TAKES: Duration = Duration::from_secs(1);
+    fn new(takes: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            inner: MemoryStore::new(),
+            attempts: std::sync::atomic::AtomicUsize::new(0),
+            takes,
+        })
+    }
+
+    /// A runtime on this store holding three locks whose renewals fall due together (the
+    /// first command takes two), and the options they were taken with.
+    async fn holding_three(
+        self: &Arc<Self>,
+        options: LockOptions,
+    ) -> (
+        Arc<Runtime>,
+        Arc<LockOptions>,
+        Vec<crate::lock::guard::LockGuard>,
+    ) {
+        let runtime = runtime_on(self.clone()).await;
+        let options = Arc::new(options);
+        let mut held = Vec::new();
+        for name in ["a", "b", "c"] {
+            let lock = runtime.lock(LockName::new(name).unwrap(), options.clone());
+            held.push(lock.acquire().await.unwrap());
+        }
+        assert_eq!(self.attempts(), 3);
+        (runtime, options, held)
+    }
 
     fn attempts(&self) -> usize {
         self.attempts.load(std::sync::atomic::Ordering::SeqCst)
@@ -331,7 +359,7 @@ impl LockStore for SlowBulkRenewals {
         &self,
         requests: &[crate::store::ExtendRequest],
     ) -> Vec<Result<crate::store::ExtendOutcome, crate::error::StoreError>> {
-        tokio::time::sleep(Self::TAKES).await;
+        tokio::time::sleep(self.takes).await;
         self.inner.extend_many(requests).await
     }
 
@@ -359,22 +387,14 @@ impl LockStore for SlowBulkRenewals {
 /// renewer has caught up.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_waits_while_renewals_are_left_behind() {
-    let store = Arc::new(SlowBulkRenewals {
-        inner: MemoryStore::new(),
-        attempts: std::sync::atomic::AtomicUsize::new(0),
-    });
-    let runtime = runtime_on(store.clone()).await;
-    let options = Arc::new(
-        LockOptions::default()
-            .with_lease_duration(Duration::from_secs(6))
-            .with_renew_interval(Duration::from_secs(2)),
-    );
-    let mut held = Vec::new();
-    for name in ["a", "b", "c"] {
-        let lock = runtime.lock(LockName::new(name).unwrap(), options.clone());
-        held.push(lock.acquire().await.unwrap());
-    }
-    assert_eq!(store.attempts(), 3);
+    let store = SlowBulkRenewals::new(Duration::from_secs(1));
+    let (runtime, options, held) = store
+        .holding_three(
+            LockOptions::default()
+                .with_lease_duration(Duration::from_secs(6))
+                .with_renew_interval(Duration::from_secs(2)),
+        )
+        .await;
     // The three renewals fall due together; the first command takes two.
     tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
     let waiting = tokio::spawn({
@@ -390,4 +410,57 @@ async fn an_attempt_waits_while_renewals_are_left_behind() {
     let guard = waiting.await.unwrap().unwrap();
     assert_eq!(store.attempts(), 4);
     assert!(held.iter().chain([&guard]).all(|g| g.loss().is_none()));
+}
+
+/// An attempt that waited for renewals as long as it may is sent then, and its time counts
+/// from then: its grant is kept, not judged too late for the wait before it (which would
+/// release it, send another and load the server that fell behind with both).
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_waited_out_its_bound_counts_its_time_from_when_it_went() {
+    let renew_interval = Duration::from_secs(1);
+    // Renewals stay behind for longer than an attempt waits for them.
+    let store = SlowBulkRenewals::new(renew_interval * 3);
+    let (runtime, options, _held) = store
+        .holding_three(
+            LockOptions::default()
+                .with_lease_duration(Duration::from_secs(20))
+                .with_renew_interval(renew_interval),
+        )
+        .await;
+    tokio::time::sleep(renew_interval + Duration::from_millis(100)).await;
+    let asked = Instant::now();
+    let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
+    let guard = lock.acquire().await.unwrap();
+    assert_eq!(
+        asked.elapsed(),
+        renew_interval,
+        "sent once the wait ran out"
+    );
+    assert_eq!(store.attempts(), 4, "one attempt, granted and kept");
+    assert!(guard.loss().is_none());
+}
+
+/// An attempt waiting for renewals when its manager shuts down is never sent: after
+/// `shutdown` returns the manager sends nothing but releases.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_waiting_for_renewals_at_shutdown_is_never_sent() {
+    let store = SlowBulkRenewals::new(Duration::from_secs(1));
+    let (runtime, options, held) = store
+        .holding_three(
+            LockOptions::default()
+                .with_lease_duration(Duration::from_secs(6))
+                .with_renew_interval(Duration::from_secs(2)),
+        )
+        .await;
+    tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
+    let waiting = tokio::spawn({
+        let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(held);
+    runtime.shutdown().await;
+    assert!(waiting.await.unwrap().is_err(), "the waiter is failed");
+    tokio::time::sleep(options.renew_interval() * 2).await;
+    assert_eq!(store.attempts(), 3, "an attempt was sent after shutdown");
 }
