@@ -87,8 +87,13 @@ impl NameState {
                 Err(_) => false,
             },
             None => {
+                // Only to a waiter that had asked by the time the store was asked: one that
+                // asked later (its own waiter having left) may have asked after another
+                // grant of this name, issued after this one, was already held here; taking
+                // this grant's smaller token then would break the tokens' order.
+                let asked_by = attempt.arrived_by.unwrap_or(sent_at);
                 self.waiters
-                    .deliver_for((access, hold.options()), attempt.arrived_by, make_guard)
+                    .deliver_for((access, hold.options()), Some(asked_by), make_guard)
             }
         };
         tracing::debug!(lock = %self.name, token, access = access.as_str(), delivered, "acquired");
