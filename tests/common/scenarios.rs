@@ -323,13 +323,14 @@ pub(crate) async fn local_hand_overs_keep_tokens_increasing<B: Backend>(backend:
     }
     let holds = holds.lock().unwrap().clone();
     assert_eq!(holds.len(), 48);
+    // Whether any of these holds passes on locally depends on timing: a release with the
+    // other manager waiting longer than the fairness bound goes through the store, and on
+    // a loaded machine every one may (a CI run saw 48 holds alternate in pairs, each from
+    // the store). Local passing itself is pinned by the chain above; here the tokens'
+    // order is what must hold, however the lock went round.
     assert!(
         holds.windows(2).all(|pair| pair[0].1 < pair[1].1),
         "tokens must increase in the order the lock was held: {holds:?}"
-    );
-    assert!(
-        holds.windows(2).any(|pair| pair[1].1 == pair[0].1 + 1),
-        "no hold was passed on locally: {holds:?}"
     );
     assert_eq!(holds.iter().filter(|(in_b, _)| *in_b).count(), 12);
 }
