@@ -332,6 +332,32 @@ impl SlowBulkRenewals {
         (runtime, options, held)
     }
 
+    /// A runtime holding three locks (lease 6 s, renewed every 2 s) just after their
+    /// renewals fell due together and the first command took two, and an acquisition of
+    /// another name asked for 100 ms later (its attempt waiting for the third renewal).
+    async fn attempt_behind_renewals() -> (
+        Arc<Self>,
+        Arc<Runtime>,
+        Vec<crate::lock::guard::LockGuard>,
+        tokio::task::JoinHandle<Result<crate::lock::guard::LockGuard, crate::error::LockError>>,
+    ) {
+        let store = Self::new(Duration::from_secs(1));
+        let (runtime, options, held) = store
+            .holding_three(
+                LockOptions::default()
+                    .with_lease_duration(Duration::from_secs(6))
+                    .with_renew_interval(Duration::from_secs(2)),
+            )
+            .await;
+        tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
+        let waiting = tokio::spawn({
+            let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
+            async move { lock.acquire().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (store, runtime, held, waiting)
+    }
+
     fn attempts(&self) -> usize {
         self.attempts.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -387,21 +413,7 @@ impl LockStore for SlowBulkRenewals {
 /// renewer has caught up.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_waits_while_renewals_are_left_behind() {
-    let store = SlowBulkRenewals::new(Duration::from_secs(1));
-    let (runtime, options, held) = store
-        .holding_three(
-            LockOptions::default()
-                .with_lease_duration(Duration::from_secs(6))
-                .with_renew_interval(Duration::from_secs(2)),
-        )
-        .await;
-    // The three renewals fall due together; the first command takes two.
-    tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
-    let waiting = tokio::spawn({
-        let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
-        async move { lock.acquire().await }
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (store, _runtime, held, waiting) = SlowBulkRenewals::attempt_behind_renewals().await;
     assert_eq!(
         store.attempts(),
         3,
@@ -444,23 +456,10 @@ async fn an_attempt_that_waited_out_its_bound_counts_its_time_from_when_it_went(
 /// `shutdown` returns the manager sends nothing but releases.
 #[tokio::test(start_paused = true)]
 async fn an_attempt_waiting_for_renewals_at_shutdown_is_never_sent() {
-    let store = SlowBulkRenewals::new(Duration::from_secs(1));
-    let (runtime, options, held) = store
-        .holding_three(
-            LockOptions::default()
-                .with_lease_duration(Duration::from_secs(6))
-                .with_renew_interval(Duration::from_secs(2)),
-        )
-        .await;
-    tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
-    let waiting = tokio::spawn({
-        let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
-        async move { lock.acquire().await }
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (store, runtime, held, waiting) = SlowBulkRenewals::attempt_behind_renewals().await;
     drop(held);
     runtime.shutdown().await;
     assert!(waiting.await.unwrap().is_err(), "the waiter is failed");
-    tokio::time::sleep(options.renew_interval() * 2).await;
+    tokio::time::sleep(Duration::from_secs(4)).await; // two renew intervals
     assert_eq!(store.attempts(), 3, "an attempt was sent after shutdown");
 }
