@@ -546,11 +546,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_renewal_that_cannot_wait_for_the_command_out_goes_beside_it() {
         let store = Arc::new(SlowRenewals::default());
-        let renewer = Renewer::start(store.clone());
-        let (holder, mut answered) = probe::<LockMsg>().await;
+        let (renewer, holder, mut answered) = with_a_command_out(&store).await;
         let long = Instant::now() + Duration::from_secs(20);
-        renewer.renew(renewal_for(&holder, long));
-        tokio::time::sleep(COALESCE * 2).await;
         let queued_at = Instant::now();
         let soon = queued_at + SlowRenewals::TAKES * 3 / 2;
         renewer.renew(renewal_for(&holder, soon));
@@ -726,11 +723,7 @@ mod tests {
             hangs: true,
             ..SlowRenewals::default()
         });
-        let renewer = Renewer::start(store.clone());
-        let (holder, mut answered) = probe::<LockMsg>().await;
-        let long = Instant::now() + Duration::from_secs(20);
-        renewer.renew(renewal_for(&holder, long));
-        tokio::time::sleep(COALESCE * 2).await;
+        let (renewer, holder, mut answered) = with_a_command_out(&store).await;
         let queued_at = Instant::now();
         let soon = queued_at + Duration::from_millis(150);
         renewer.renew(renewal_for(&holder, soon));
@@ -747,6 +740,21 @@ mod tests {
             "given up at the first deadline"
         );
         holder.stop(None);
+    }
+
+    /// A renewer on `store` with a bulk command out (one renewal with 20 s left), the
+    /// holder its answers go to, and where they arrive.
+    async fn with_a_command_out(
+        store: &Arc<SlowRenewals>,
+    ) -> (Renewer, ActorRef<LockMsg>, mpsc::UnboundedReceiver<LockMsg>) {
+        let renewer = Renewer::start(store.clone());
+        let (holder, answered) = probe::<LockMsg>().await;
+        renewer.renew(renewal_for(
+            &holder,
+            Instant::now() + Duration::from_secs(20),
+        ));
+        tokio::time::sleep(COALESCE * 2).await;
+        (renewer, holder, answered)
     }
 
     fn renewal_for(holder: &ActorRef<LockMsg>, deadline: Instant) -> Renewal {
