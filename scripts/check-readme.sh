@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# README.md's Rust snippets build for a new user: each ```rust block becomes a binary of a
+# README.md's Rust snippets type-check for a new user: each ```rust block becomes a binary of a
 # fresh crate whose `[dependencies]` is exactly the README's install block (only `mongolock`
-# pointed at this checkout), and must build there; the ones not marked `no_run` (the embedded
-# store's) also run and must exit 0. Doc tests cannot catch a snippet that needs a crate the
-# README does not list: they see all of mongolock's own dependencies.
+# pointed at this checkout), and must pass `cargo check` there. Doc tests cannot catch a
+# snippet that needs a crate or a feature the README does not list: they see all of
+# mongolock's own dependencies. Running is the doc tests' part (README.md is included as doc
+# tests, and those not marked `no_run` run there), so this check needs no code generation for
+# the README's own feature set of the dependencies, which was two thirds of its time.
 #
-# The fresh crate lives in the target directory and builds into it, with the repository's
-# lock file and dev profile, so dependencies already compiled with the same features are
-# reused; the first run on a machine compiles the README's feature set of them once.
+# The fresh crate lives in the target directory and checks into it, with the repository's
+# lock file and dev profile, so dependencies already checked with the same features are
+# reused.
 #
 # usage: scripts/check-readme.sh   (from anywhere inside the repository)
 set -euo pipefail
@@ -20,7 +22,7 @@ print(json.load(sys.stdin)["target_directory"])
 ')"
 crate_dir="$target_dir/readme-check"
 
-# Writes the crate and prints one line per snippet: "binary-name run|build README-line".
+# Writes the crate and prints one line per snippet: "binary-name README-line".
 snippets="$(python3 - "$root" "$crate_dir" <<'PY'
 import os
 import re
@@ -93,25 +95,16 @@ for info, line, code in blocks:
     write(os.path.join("src", "bin", name + ".rs"),
           f"// README.md, the ```rust block at line {line}.\n" + code)
     written.add(name + ".rs")
-    print(name, "build" if "no_run" in attributes else "run", line)
+    print(name, line)
 for stale in set(os.listdir(bin_dir)) - written:  # snippets since moved or removed
     os.remove(os.path.join(bin_dir, stale))
 PY
 )"
 
-status=0
-while read -r name mode line; do
-    what="building"
-    [[ "$mode" == run ]] && what="building and running"
-    echo "check-readme: README.md line $line: $what it in a crate with only the README's dependencies" >&2
-    if ! CARGO_TARGET_DIR="$target_dir" cargo build --quiet --manifest-path "$crate_dir/Cargo.toml" --bin "$name"; then
-        echo "check-readme: the README.md snippet at line $line does not build with only the README's [dependencies] (its file: $crate_dir/src/bin/$name.rs)" >&2
-        status=1
-        continue
-    fi
-    if [[ "$mode" == run ]] && ! timeout 120 "$target_dir/debug/$name" >/dev/null; then
-        echo "check-readme: the README.md snippet at line $line builds but fails when run ($target_dir/debug/$name)" >&2
-        status=1
-    fi
-done <<<"$snippets"
-exit "$status"
+count=0
+[[ -z "$snippets" ]] || count="$(wc -l <<<"$snippets")"
+echo "check-readme: checking README.md's $count Rust snippets in a crate with only the README's dependencies" >&2
+if ! CARGO_TARGET_DIR="$target_dir" cargo check --quiet --manifest-path "$crate_dir/Cargo.toml" --bins; then
+    echo "check-readme: a README.md snippet does not build with only the README's [dependencies] (the binary readme_line_N above is the \`\`\`rust block at line N; its files: $crate_dir/src/bin/)" >&2
+    exit 1
+fi

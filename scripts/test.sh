@@ -62,8 +62,8 @@ done
 # The crate as published (cargo package) builds every target on its own; its README has no
 # relative links.
 timed "packaged crate" scripts/check-package.sh
-# A new user's first contact: every README snippet builds in a fresh crate that has only the
-# README's [dependencies] block, and the embedded-store ones run.
+# A new user's first contact: every README snippet type-checks in a fresh crate that has only
+# the README's [dependencies] block (the doc tests run them).
 timed "README snippets" scripts/check-readme.sh
 # Licences, banned crates and sources of the dependency graph (deny.toml).
 timed "cargo deny" scripts/deny.sh
