@@ -9,9 +9,10 @@
 #                                     every fault kind 5 times, then 10 minutes of mixed faults
 #                                     (about 33 minutes on two cores)
 #   scripts/fault-check.sh --short    the CI configuration: every fault kind once on its own
-#                                     and once more mixed, then the semaphore,
-#                                     reader/writer and arrival-order scenarios
-#                                     (about 7 minutes on two cores)
+#                                     and once more mixed, then semaphores and
+#                                     reader/writer locks side by side, then the
+#                                     arrival-order scenario (about 6 minutes on two
+#                                     cores)
 #   scripts/fault-check.sh --scenario holder-stop --repeats 3 --keep   anything the example takes
 #
 # Needs the test server binary in .tools/ (scripts/test-server.sh --build builds it).

@@ -72,6 +72,11 @@ pub(crate) enum Kind {
     Semaphore,
     /// Reader/writer locks instead of locks, under every fault kind in turn.
     RwLock,
+    /// Semaphores and reader/writer locks side by side (half the lock workers each) under
+    /// every fault kind in turn; a holder fault strikes a holder of each. The short
+    /// configuration's one pass over the shared kinds: what `Semaphore` and `RwLock` check,
+    /// in half their time.
+    Shared,
     /// Plain locks in arrival order (`Fairness::ArrivalOrder`): waiters (not holders)
     /// `SIGSTOP`ped beyond a place's life and `SIGKILL`ed, `repeats` times each; checked for
     /// first-come-first-served entries and for a dead or paused waiter's place holding the
@@ -94,6 +99,8 @@ impl Kind {
         Kind::LeaderKill,
     ];
 
+    /// Every scenario but [`Kind::Shared`], which the long configuration runs as its two
+    /// halves, each with all the lock workers.
     pub(crate) const ALL: [Kind; 14] = [
         Kind::HolderStop,
         Kind::HolderKill,
@@ -108,6 +115,23 @@ impl Kind {
         Kind::Mixed,
         Kind::Semaphore,
         Kind::RwLock,
+        Kind::ArrivalOrder,
+    ];
+
+    /// The short configuration's scenarios: the shared kinds in one pass ([`Kind::Shared`]).
+    pub(crate) const SHORT: [Kind; 13] = [
+        Kind::HolderStop,
+        Kind::HolderKill,
+        Kind::ServerStop,
+        Kind::ServerKill,
+        Kind::Block,
+        Kind::Close,
+        Kind::StateChange,
+        Kind::AcquireTimeout,
+        Kind::LeaderStop,
+        Kind::LeaderKill,
+        Kind::Mixed,
+        Kind::Shared,
         Kind::ArrivalOrder,
     ];
 
@@ -126,22 +150,25 @@ impl Kind {
             Kind::Mixed => "mixed",
             Kind::Semaphore => "semaphore",
             Kind::RwLock => "rw-lock",
+            Kind::Shared => "shared",
             Kind::ArrivalOrder => "arrival-order",
         }
     }
 
-    /// What this scenario's lock workers take.
-    fn lock_mode(self) -> Mode {
+    /// What this scenario's lock workers take (the workers are shared out over them in
+    /// turn).
+    fn lock_modes(self) -> &'static [Mode] {
         match self {
-            Kind::Semaphore => Mode::Semaphore,
-            Kind::RwLock => Mode::ReadWrite,
-            _ => Mode::Lock,
+            Kind::Semaphore => &[Mode::Semaphore],
+            Kind::RwLock => &[Mode::ReadWrite],
+            Kind::Shared => &[Mode::Semaphore, Mode::ReadWrite],
+            _ => &[Mode::Lock],
         }
     }
 
-    /// Scenarios of one primitive under every fault kind in turn.
+    /// Scenarios of the shared kinds under every fault kind in turn.
     fn every_fault(self) -> bool {
-        matches!(self, Kind::Semaphore | Kind::RwLock)
+        matches!(self, Kind::Semaphore | Kind::RwLock | Kind::Shared)
     }
 }
 
@@ -478,8 +505,11 @@ impl<'a> Run<'a> {
         let config = self.config;
         match self.kind {
             Kind::LeaderStop | Kind::LeaderKill => vec![Mode::Election; config.processes as usize],
-            Kind::Mixed | Kind::Semaphore | Kind::RwLock => {
-                let mut modes = vec![self.kind.lock_mode(); config.processes as usize];
+            Kind::Mixed | Kind::Semaphore | Kind::RwLock | Kind::Shared => {
+                let lock_modes = self.kind.lock_modes();
+                let mut modes: Vec<Mode> = (0..config.processes as usize)
+                    .map(|index| lock_modes[index % lock_modes.len()])
+                    .collect();
                 modes.extend(vec![Mode::Election; config.processes.div_ceil(2) as usize]);
                 modes
             }
@@ -488,8 +518,12 @@ impl<'a> Run<'a> {
     }
 
     fn lock_names(&self) -> Vec<String> {
-        let mut modes = self.modes();
-        modes.dedup();
+        let mut modes = Vec::new();
+        for mode in self.modes() {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
         modes
             .into_iter()
             .map(prefix)
@@ -501,10 +535,13 @@ impl<'a> Run<'a> {
         self.spawn_worker(mode, false)
     }
 
-    /// The worker whose every acquisition goes to its own lock (see [`SOLO_APP`]), of the
-    /// scenario's primitive.
+    /// The workers whose every acquisition goes to their own lock (see [`SOLO_APP`]), one
+    /// per primitive of the scenario.
     fn spawn_solo(&mut self) -> Result<(), String> {
-        self.spawn_worker(self.kind.lock_mode(), true)
+        for &mode in self.kind.lock_modes() {
+            self.spawn_worker(mode, true)?;
+        }
+        Ok(())
     }
 
     fn spawn_worker(&mut self, mode: Mode, solo: bool) -> Result<(), String> {
@@ -882,42 +919,59 @@ impl<'a> Run<'a> {
         let beyond_lease = expiry + Duration::from_millis(1000);
         match kind {
             Kind::HolderStop | Kind::LeaderStop => {
-                let prefix = if kind == Kind::HolderStop {
-                    prefix(self.kind.lock_mode())
-                } else {
-                    ELECTION_PREFIX
+                // A holder of each of the scenario's primitives, paused together.
+                let modes = match kind {
+                    Kind::HolderStop => self.kind.lock_modes(),
+                    _ => &[Mode::Election],
                 };
-                let Some((victim, start)) = self.stop_a_holder(prefix).await? else {
-                    println!("    (no {prefix} holder to stop)");
-                    return Ok(());
-                };
-                sleep(beyond_lease).await;
-                if let Some(pid) = self.procs[victim].pid() {
-                    let _ = kill(pid, Signal::SIGCONT);
+                let mut stopped = Vec::new();
+                for &mode in modes {
+                    let prefix = prefix(mode);
+                    match self.stop_a_holder(prefix).await? {
+                        Some(victim) => stopped.push(victim),
+                        None => println!("    (no {prefix} holder to stop)"),
+                    }
                 }
-                let end = clock::now();
-                self.procs[victim].stops.push((start, end));
-                self.record(kind.label(), start, end, true, false);
+                if stopped.is_empty() {
+                    return Ok(());
+                }
+                sleep(beyond_lease).await;
+                for (victim, start) in stopped {
+                    if let Some(pid) = self.procs[victim].pid() {
+                        let _ = kill(pid, Signal::SIGCONT);
+                    }
+                    let end = clock::now();
+                    self.procs[victim].stops.push((start, end));
+                    self.record(kind.label(), start, end, true, false);
+                }
             }
             Kind::HolderKill | Kind::LeaderKill => {
-                let mode = if kind == Kind::HolderKill {
-                    self.kind.lock_mode()
-                } else {
-                    Mode::Election
+                let mut modes = match kind {
+                    Kind::HolderKill => self.kind.lock_modes().to_vec(),
+                    _ => vec![Mode::Election],
                 };
-                let prefix = prefix(mode);
-                let Some((victim, _, _)) = self.pick_holder(prefix).await else {
-                    println!("    (no {prefix} holder to kill)");
-                    return Ok(());
-                };
-                let at = clock::now();
-                if let Some(child) = self.procs[victim].child.as_mut() {
-                    let _ = child.start_kill();
-                    let _ = child.wait().await;
+                // A semaphore holder last: a fault soon after a kill excuses the killed
+                // holder's permit from the check that it comes back.
+                modes.sort_by_key(|&mode| mode == Mode::Semaphore);
+                for mode in modes {
+                    let prefix = prefix(mode);
+                    let victim = match mode {
+                        Mode::Semaphore => self.pick_holder_of_a_full_semaphore(prefix).await,
+                        _ => self.pick_holder(prefix).await,
+                    };
+                    let Some((victim, _, _)) = victim else {
+                        println!("    (no {prefix} holder to kill)");
+                        continue;
+                    };
+                    let at = clock::now();
+                    if let Some(child) = self.procs[victim].child.as_mut() {
+                        let _ = child.start_kill();
+                        let _ = child.wait().await;
+                    }
+                    self.procs[victim].killed_at = Some(at);
+                    self.record(kind.label(), at, at, true, false);
+                    self.spawn(mode)?;
                 }
-                self.procs[victim].killed_at = Some(at);
-                self.record(kind.label(), at, at, true, false);
-                self.spawn(mode)?;
             }
             Kind::ServerStop => {
                 let start = clock::now();
@@ -1035,7 +1089,7 @@ impl<'a> Run<'a> {
                 );
                 self.record(kind.label(), start, clock::now(), false, false);
             }
-            Kind::Mixed | Kind::Semaphore | Kind::RwLock | Kind::ArrivalOrder => {}
+            Kind::Mixed | Kind::Semaphore | Kind::RwLock | Kind::Shared | Kind::ArrivalOrder => {}
         }
         Ok(())
     }
@@ -1083,6 +1137,26 @@ impl<'a> Run<'a> {
             sleep(Duration::from_millis(20)).await;
         }
         None
+    }
+
+    /// A worker holding a permit of a semaphore under `prefix` whose every permit is
+    /// held, so that the check that its permit comes back applies (it needs a full
+    /// semaphore to see one come back); waits up to 5 s for one, then takes any holder.
+    async fn pick_holder_of_a_full_semaphore(&self, prefix: &str) -> Option<(usize, String, u64)> {
+        let full = self.config.permits as usize;
+        let started = clock::now();
+        while clock::now() - started < 5 * SEC {
+            let holders = self.holders(prefix).await;
+            let of_full: Vec<_> = holders
+                .iter()
+                .filter(|(_, lock, _)| holders.iter().filter(|(_, l, _)| l == lock).count() >= full)
+                .collect();
+            if let Some(&victim) = of_full.choose(&mut rand::rng()) {
+                return Some(victim.clone());
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        self.pick_holder(prefix).await
     }
 
     /// `SIGSTOP`s a worker while it holds a lock under `prefix` (checked after the stop:
