@@ -78,7 +78,7 @@ mod cli {
         /// Seconds of the mixed scenario (it injects every kind at least once however short).
         #[arg(long)]
         mixed_secs: Option<u64>,
-        /// Only these scenarios (repeatable); default all.
+        /// Only these scenarios (repeatable); default: every scenario of the configuration.
         #[arg(long = "scenario", value_enum)]
         scenarios: Vec<Kind>,
         /// Where the server's data and the workers' logs go (default: a new temp dir).
@@ -182,7 +182,7 @@ mod cli {
             } else if long {
                 Kind::ALL.to_vec()
             } else {
-                Kind::SHORT.to_vec()
+                Kind::short()
             },
         }
     }
