@@ -15,7 +15,8 @@
 //! then. Batches thus grow with the load, without renewals piling up on a slow server or
 //! taking the connection pool from acquisitions. While a command leaves renewals due
 //! behind it, the manager's acquisition attempts wait for them ([`Renewer::behind`]):
-//! on a server too slow for everything at once, what is held is renewed first.
+//! on a server too slow for everything at once, what is held is renewed first. Attempts in
+//! arrival order do not wait: each takes its task's place in line as it reaches the store.
 //! A renewal whose holder's deadline comes before the command out must be back (a shorter
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
 //! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).

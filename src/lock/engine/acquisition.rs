@@ -217,9 +217,11 @@ impl NameState {
         let request = self.acquire_request(&next, for_try.is_some());
         let options = next.options.clone();
         let lease = request.lease;
-        // A try answers now; a waiting acquisition lets renewals that fell behind go first.
-        let renewals_behind = for_try
-            .is_none()
+        // A try answers now; a waiting acquisition lets renewals that fell behind go first,
+        // unless it waits in arrival order: there the attempt takes the task's place in line
+        // when it reaches the store, and a wait would put the task behind whoever asked
+        // elsewhere meanwhile.
+        let renewals_behind = (for_try.is_none() && !options.in_arrival_order())
             .then(|| self.renewer.behind(options.renew_interval()))
             .flatten();
         attempt::send_attempt(myself, &self.store, request, &options, renewals_behind);

@@ -424,6 +424,33 @@ async fn an_attempt_waits_while_renewals_are_left_behind() {
     assert!(held.iter().chain([&guard]).all(|g| g.loss().is_none()));
 }
 
+/// In arrival order an attempt is not held back behind renewals: its place in line is taken
+/// when it reaches the store, so a wait would put the task behind whoever asked elsewhere
+/// meanwhile.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_in_arrival_order_does_not_wait_for_renewals() {
+    let store = SlowBulkRenewals::new(Duration::from_secs(1));
+    let (runtime, options, held) = store
+        .holding_three(
+            LockOptions::default()
+                .with_lease_duration(Duration::from_secs(6))
+                .with_renew_interval(Duration::from_secs(2))
+                .with_fairness(crate::options::Fairness::ArrivalOrder),
+        )
+        .await;
+    tokio::time::sleep(options.renew_interval() + Duration::from_millis(100)).await;
+    let lock = runtime.lock(LockName::new("d").unwrap(), options.clone());
+    let waiting = tokio::spawn(async move { lock.acquire().await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        store.attempts(),
+        4,
+        "the attempt in arrival order waited for the renewal left behind"
+    );
+    let guard = waiting.await.unwrap().unwrap();
+    assert!(held.iter().chain([&guard]).all(|g| g.loss().is_none()));
+}
+
 /// An attempt that waited for renewals as long as it may is sent then, and its time counts
 /// from then: its grant is kept, not judged too late for the wait before it (which would
 /// release it, send another and load the server that fell behind with both).
