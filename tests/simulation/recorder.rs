@@ -280,19 +280,27 @@ impl Ledger {
     }
 }
 
-/// Records what one manager sends to `inner`.
+/// Records what one manager sends to `inner`; says `inner`'s bulk renewal limit, or
+/// `bulk_limit` if that is smaller.
 pub(crate) struct Recorder<S> {
     inner: S,
     manager: usize,
     ledger: Arc<Mutex<Ledger>>,
+    bulk_limit: Option<usize>,
 }
 
 impl<S> Recorder<S> {
-    pub(crate) fn new(inner: S, manager: usize, ledger: Arc<Mutex<Ledger>>) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        manager: usize,
+        ledger: Arc<Mutex<Ledger>>,
+        bulk_limit: Option<usize>,
+    ) -> Self {
         Self {
             inner,
             manager,
             ledger,
+            bulk_limit,
         }
     }
 
@@ -359,7 +367,9 @@ impl<S: LockStore> LockStore for Recorder<S> {
     }
 
     fn max_extend_batch(&self) -> usize {
-        self.inner.max_extend_batch()
+        let limit = self.inner.max_extend_batch();
+        self.bulk_limit
+            .map_or(limit, |bulk_limit| bulk_limit.min(limit))
     }
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {

@@ -3,8 +3,9 @@
 //! permits, read and write locks and multi-locks (over mutex names, in any caller order,
 //! now and then with a name of another kind that must fail them cleanly), an intruder
 //! process that takes expired places with raw store calls, an operator deleting records and
-//! changing a semaphore's count, elections with slow bound actors — driven one random step
-//! at a time from a seed, under Tokio's paused clock.
+//! changing a semaphore's count, elections with slow bound actors, and in half the
+//! schedules bulk renewals small enough to fall behind — driven one random step at a time
+//! from a seed, under Tokio's paused clock.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -252,6 +253,22 @@ pub(crate) struct World {
     witnessed: Store,
     /// How the schedule's tasks take turns across processes (multi-locks excepted).
     fairness: Fairness,
+    /// The most leases each manager's store takes in one bulk renewal, when the schedule
+    /// makes it small: with a few leases held, renewals then fall behind (a bulk command
+    /// leaves some queued), which acquisition attempts wait out and the loss timers must
+    /// still cover. The store's own limit (unbounded) otherwise.
+    bulk_limit: Option<usize>,
+}
+
+/// Half the schedules renew in bulk commands of two or three leases. Read from the seed,
+/// not drawn from the schedule's generator, so that every other choice of a seed is the
+/// same with and without it.
+fn bulk_limit_of(seed: u64) -> Option<usize> {
+    match seed % 4 {
+        0 => Some(2),
+        1 => Some(3),
+        _ => None,
+    }
 }
 
 impl World {
@@ -301,11 +318,13 @@ impl World {
             intruder_grants: 0,
             holders,
             fairness,
+            bulk_limit: bulk_limit_of(seed),
         };
         self::history(&world.history).note(format!(
-            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}",
+            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}; bulk renewals of at most {:?} leases",
             world.options.fairness_bound(),
-            world.fairness
+            world.fairness,
+            world.bulk_limit
         ));
         for slot in 0..SLOTS {
             world.start_manager(slot).await;
@@ -316,7 +335,7 @@ impl World {
     async fn start_manager(&mut self, slot: usize) {
         let id = self.managers.len();
         let faulty = FaultyStore::new(self.witnessed.clone());
-        let recorded = Recorder::new(faulty.clone(), id, self.ledger.clone());
+        let recorded = Recorder::new(faulty.clone(), id, self.ledger.clone(), self.bulk_limit);
         let holder = HolderId::from_string(format!("manager-{id}"));
         self.holders.insert(holder.as_str().to_owned(), Some(id));
         let started = LockManager::builder(recorded)
