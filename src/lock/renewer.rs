@@ -200,7 +200,11 @@ async fn run(
                 in_flight.spawn(send(Arc::clone(&store), batch, until));
             }
         }
-        // A renewal already late is answered so by the next batch, urgent or not.
+        // A renewal already late is answered so by the next batch, urgent or not. (`<=` for
+        // the first `<` survives mutation testing, and is equivalent: a renewal due this
+        // very instant would be answered as late by the urgent lane's `still_needed`
+        // instead of the next batch's, at the same instant, and its holder's own timer
+        // has already ended its hold.)
         let cannot_wait =
             |due: Instant| Instant::now() < due && out_until.is_some_and(|out| due < out);
         while urgent.len() < URGENT_IN_FLIGHT && queue.first_deadline().is_some_and(cannot_wait) {
@@ -684,6 +688,47 @@ mod tests {
         );
         assert!(renewer.behind(wait).is_none(), "all caught up");
         for _ in 0..3 {
+            answered.recv().await.expect("every renewal is answered");
+        }
+        holder.stop(None);
+    }
+
+    /// Renewals left behind and taken by an urgent command (one due sooner went and took
+    /// them along) are no longer behind: attempts stop waiting then, not when the bulk
+    /// command out comes back.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_left_behind_and_taken_urgently_are_no_longer_behind() {
+        let store = Arc::new(SlowRenewals {
+            most: Some(2),
+            ..SlowRenewals::default()
+        });
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let start = Instant::now();
+        let long = start + Duration::from_secs(20);
+        for _ in 0..3 {
+            renewer.renew(renewal_for(&holder, long));
+        }
+        tokio::time::sleep(COALESCE * 2).await;
+        assert!(
+            renewer.behind(Duration::from_secs(60)).is_some(),
+            "one of three is left behind the first command"
+        );
+        renewer.renew(renewal_for(
+            &holder,
+            Instant::now() + SlowRenewals::TAKES / 2,
+        ));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(
+            start.elapsed() < COALESCE + SlowRenewals::TAKES,
+            "the bulk command is out"
+        );
+        assert!(
+            renewer.behind(Duration::from_secs(60)).is_none(),
+            "the urgent command took what was left behind"
+        );
+        assert_eq!(store.calls.load(Ordering::SeqCst), 2);
+        for _ in 0..4 {
             answered.recv().await.expect("every renewal is answered");
         }
         holder.stop(None);
