@@ -659,20 +659,10 @@ mod tests {
     /// something to wait for, at most its bound; once the queue is taken, nothing.
     #[tokio::test(start_paused = true)]
     async fn attempts_wait_while_renewals_are_left_behind() {
-        let store = Arc::new(SlowRenewals {
-            most: Some(2),
-            ..SlowRenewals::default()
-        });
-        let renewer = Renewer::start(store.clone());
-        let (holder, mut answered) = probe::<LockMsg>().await;
         let start = Instant::now();
+        let (_store, renewer, holder, mut answered) =
+            one_left_behind(start + Duration::from_secs(2)).await;
         let wait = Duration::from_secs(60);
-        assert!(renewer.behind(wait).is_none(), "nothing is due");
-        let deadline = Instant::now() + Duration::from_secs(2);
-        for _ in 0..3 {
-            renewer.renew(renewal_for(&holder, deadline));
-        }
-        tokio::time::sleep(COALESCE * 2).await;
         let waiting = Instant::now();
         renewer
             .behind(Duration::from_millis(10))
@@ -698,18 +688,9 @@ mod tests {
     /// command out comes back.
     #[tokio::test(start_paused = true)]
     async fn renewals_left_behind_and_taken_urgently_are_no_longer_behind() {
-        let store = Arc::new(SlowRenewals {
-            most: Some(2),
-            ..SlowRenewals::default()
-        });
-        let renewer = Renewer::start(store.clone());
-        let (holder, mut answered) = probe::<LockMsg>().await;
         let start = Instant::now();
-        let long = start + Duration::from_secs(20);
-        for _ in 0..3 {
-            renewer.renew(renewal_for(&holder, long));
-        }
-        tokio::time::sleep(COALESCE * 2).await;
+        let (store, renewer, holder, mut answered) =
+            one_left_behind(start + Duration::from_secs(20)).await;
         assert!(
             renewer.behind(Duration::from_secs(60)).is_some(),
             "one of three is left behind the first command"
@@ -786,6 +767,35 @@ mod tests {
             "given up at the first deadline"
         );
         holder.stop(None);
+    }
+
+    /// A renewer whose store takes two leases per command, just after three renewals
+    /// whose holders' deadline is `deadline` fell due together (nothing was behind before):
+    /// the command out took two, one is left behind. Its store, the holder the answers go
+    /// to, and where they arrive.
+    async fn one_left_behind(
+        deadline: Instant,
+    ) -> (
+        Arc<SlowRenewals>,
+        Renewer,
+        ActorRef<LockMsg>,
+        mpsc::UnboundedReceiver<LockMsg>,
+    ) {
+        let store = Arc::new(SlowRenewals {
+            most: Some(2),
+            ..SlowRenewals::default()
+        });
+        let renewer = Renewer::start(store.clone());
+        let (holder, answered) = probe::<LockMsg>().await;
+        assert!(
+            renewer.behind(Duration::from_secs(60)).is_none(),
+            "nothing is due"
+        );
+        for _ in 0..3 {
+            renewer.renew(renewal_for(&holder, deadline));
+        }
+        tokio::time::sleep(COALESCE * 2).await;
+        (store, renewer, holder, answered)
     }
 
     /// A renewer on `store` with a bulk command out (one renewal with 20 s left), the
