@@ -439,14 +439,14 @@ pub(crate) fn describe_arrival(arrival: &ArrivalReport) -> String {
 
 /// One line on what the semaphore and reader/writer checks saw.
 pub(crate) fn describe_shared(shared: &SharedReport) -> String {
-    let gaps = shared
-        .longest_quiet_gap
+    let waits = shared
+        .longest_quiet_wait
         .iter()
         .map(|(side, gap)| format!("{side} {:.0} ms", ms(*gap)))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "permits {} (peak {} of {}), reads {} (peak {} readers, {} shared), writes {}; timeouts {:?}; killed permit holders {} (permit back within {}); longest quiet gap without an entry: {}",
+        "permits {} (peak {} of {}), reads {} (peak {} readers, {} shared), writes {}; timeouts {:?}; killed permit holders {} (permit back within {}); longest wait without an entry, in time free of faults: {}",
         shared.permits,
         shared.peak_permits.map_or(0, |(peak, _)| peak),
         shared.peak_permits.map_or(0, |(_, permits)| permits),
@@ -459,10 +459,10 @@ pub(crate) fn describe_shared(shared: &SharedReport) -> String {
         shared
             .slowest_permit_back
             .map_or("-".into(), |t| format!("{:.0} ms", ms(t))),
-        if gaps.is_empty() {
+        if waits.is_empty() {
             "-".to_owned()
         } else {
-            gaps
+            waits
         },
     )
 }

@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::events::Event;
+
 use super::{
     Access, LOSS_RECORDING_SLACK, ProcessRecord, Report, RunData, Section, ms, ms_between,
 };
@@ -42,8 +44,8 @@ pub(crate) struct SharedReport {
     /// slowest it did.
     pub(crate) permits_back: usize,
     pub(crate) slowest_permit_back: Option<u64>,
-    /// Per side, the longest time without an entry of that side in time free of faults.
-    pub(crate) longest_quiet_gap: BTreeMap<&'static str, u64>,
+    /// Per side, the longest wait without an entry of that side, in time free of faults.
+    pub(crate) longest_quiet_wait: BTreeMap<&'static str, u64>,
 }
 
 impl SharedReport {
@@ -71,8 +73,8 @@ impl SharedReport {
             self.slowest_permit_back =
                 Some(self.slowest_permit_back.map_or(slowest, |s| s.max(slowest)));
         }
-        for (side, gap) in &other.longest_quiet_gap {
-            let entry = self.longest_quiet_gap.entry(side).or_default();
+        for (side, gap) in &other.longest_quiet_wait {
+            let entry = self.longest_quiet_wait.entry(side).or_default();
             *entry = (*entry).max(*gap);
         }
     }
@@ -506,9 +508,9 @@ fn disturbed(run: &RunData, list: &[&Section]) -> Vec<(u64, u64)> {
     windows
 }
 
-/// The longest stretch of (from, to) outside every window, and where it starts.
-fn longest_quiet(from: u64, to: u64, windows: &[(u64, u64)]) -> (u64, u64) {
-    let mut best = (0, from);
+/// The stretches of (from, to) outside every window, in time order.
+fn quiet_stretches(from: u64, to: u64, windows: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut stretches = Vec::new();
     let mut at = from;
     for &(start, end) in windows {
         if end <= at {
@@ -517,13 +519,70 @@ fn longest_quiet(from: u64, to: u64, windows: &[(u64, u64)]) -> (u64, u64) {
         if start >= to {
             break;
         }
-        if start > at && start - at > best.0 {
-            best = (start - at, at);
+        if start > at {
+            stretches.push((at, start));
         }
         at = at.max(end);
     }
-    if to > at && to - at > best.0 {
-        best = (to - at, at);
+    if to > at {
+        stretches.push((at, to));
+    }
+    stretches
+}
+
+/// When `side` of `lock` was asked for and not yet granted: from each ask to its entry or
+/// to its timeout, merged into disjoint spans in time order.
+fn waiting(lock: &str, side: Access, list: &[&Section], run: &RunData) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = list
+        .iter()
+        .filter(|s| s.access == side)
+        .map(|s| (s.asked, s.enter))
+        .collect();
+    for process in &run.processes {
+        for event in &process.events {
+            if let Event::Timeout {
+                lock: name,
+                asked,
+                at,
+                access,
+                ..
+            } = event
+                && name == lock
+                && *access == side
+            {
+                spans.push((*asked, *at));
+            }
+        }
+    }
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (start, end) in spans {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+/// Within (from, to), the most time spent waiting inside one stretch free of faults, and
+/// where that stretch starts. Waiting is summed across the stretch, so a caller that keeps
+/// timing out and asking again counts as one that waits on.
+fn longest_quiet_wait(
+    from: u64,
+    to: u64,
+    waiting: &[(u64, u64)],
+    windows: &[(u64, u64)],
+) -> (u64, u64) {
+    let mut best = (0, from);
+    for (start, end) in quiet_stretches(from, to, windows) {
+        let waited = waiting
+            .iter()
+            .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+            .sum();
+        if waited > best.0 {
+            best = (waited, start);
+        }
     }
     best
 }
@@ -587,10 +646,12 @@ fn check_permits_back(
     }
 }
 
-/// Both sides of a reader/writer lock progress and readers share: each side entered, and
-/// in time free of faults (injected, or shown by a failed release or a loss) neither side
-/// goes without an entry longer than a lease plus backoff and slack while the lock was in
-/// use (from its first entry to its last, of either side); two readers were inside at once.
+/// Both sides of a reader/writer lock progress and readers share: each side entered; in
+/// time free of faults (injected, or shown by a failed release or a loss) neither side
+/// waits longer than a lease plus backoff and slack without one of its own entering, while
+/// the lock was in use (from its first entry to its last, of either side); two readers were
+/// inside at once. Only waiting counts: a stretch in which nobody asked for a side is a lull
+/// in demand, not starvation.
 fn check_sides(lock: &str, list: &[&Section], run: &RunData, report: &mut Report) {
     let processes = &run.processes;
     let limits = &run.limits;
@@ -614,22 +675,23 @@ fn check_sides(lock: &str, list: &[&Section], run: &RunData, report: &mut Report
             ));
             continue;
         }
+        let waiting = waiting(lock, side, list, run);
         let mut stops = vec![first];
         stops.extend(&entries);
         stops.push(last);
         for pair in stops.windows(2) {
-            let (gap, from) = longest_quiet(pair[0], pair[1], &windows);
+            let (waited, from) = longest_quiet_wait(pair[0], pair[1], &waiting, &windows);
             let longest = report
                 .shared
-                .longest_quiet_gap
+                .longest_quiet_wait
                 .entry(label(side))
                 .or_default();
-            *longest = (*longest).max(gap);
-            if gap > bound {
+            *longest = (*longest).max(waited);
+            if waited > bound {
                 report.violations.push(format!(
-                    "{lock}: starved: no {} entered for {:.0} ms of time free of faults from {:.1} ms ({:.0} ms allowed)",
+                    "{lock}: starved: no {} entered while one waited {:.0} ms of time free of faults, in the stretch from {:.1} ms ({:.0} ms allowed)",
                     label(side),
-                    ms(gap),
+                    ms(waited),
                     ms(from),
                     ms(bound)
                 ));
@@ -988,21 +1050,34 @@ mod tests {
         assert!(report.violations.is_empty(), "{:?}", report.violations);
     }
 
-    /// A side with no entry for longer than the bound in time free of faults starved; the
-    /// same gap across a fault is allowed.
-    #[test]
-    fn a_starved_side_is_caught_outside_faults() {
-        // Two readers every 200 ms for 10 s; writers at 1.15 s and 9.15 s only. Tokens are
-        // the entry's millisecond, so that they follow time.
+    /// Two readers every 200 ms for 10 s; writers entering at 1.15 s and 9.15 s only, the
+    /// second asked at `second_write_asked`. Tokens are the entry's millisecond, so that
+    /// they follow time.
+    fn reads_with_two_writes(second_write_asked: u64) -> Vec<Event> {
         let mut events = Vec::new();
         for i in 0..50 {
             for at in [SEC + i * 200 * MS, SEC + i * 200 * MS + 10 * MS] {
                 events.extend(held("rw", Access::Read, at / MS, at, at + 100 * MS));
             }
         }
-        for at in [SEC + 150 * MS, 9 * SEC + 150 * MS] {
-            events.extend(held("rw", Access::Write, at / MS, at, at + 40 * MS));
-        }
+        events.extend(held(
+            "rw",
+            Access::Write,
+            1150,
+            SEC + 150 * MS,
+            SEC + 190 * MS,
+        ));
+        let second = 9 * SEC + 150 * MS;
+        events.push(enter("rw", Access::Write, 9150, second_write_asked, second));
+        events.push(exit("rw", 9150, second + 40 * MS));
+        events
+    }
+
+    /// A side that waits longer than the bound in time free of faults with none of its own
+    /// entering starved; the same wait across a fault is allowed.
+    #[test]
+    fn a_starved_side_is_caught_outside_faults() {
+        let events = reads_with_two_writes(SEC + 200 * MS);
         let mut data = run_of(&["rw"], vec![process(0, events)]);
         data.limits.until = 11 * SEC;
         let report = check(&data);
@@ -1013,8 +1088,8 @@ mod tests {
             report.violations
         );
         assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
-        // A fault from 2 s to 3 s excuses until 3 s + 3.1 s: the quiet stretches left
-        // (1.19 s .. 2 s and 6.1 s .. 9.15 s) are within the bound.
+        // A fault from 2 s to 3 s excuses until 3 s + 3.1 s: the waits in the quiet
+        // stretches left (1.2 s .. 2 s and 6.1 s .. 9.15 s) are within the bound.
         data.faults.push(FaultRecord {
             kind: "block".into(),
             start: 2 * SEC,
@@ -1024,10 +1099,10 @@ mod tests {
         });
         let report = check(&data);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
-        assert!(report.shared.longest_quiet_gap["write"] > 3 * SEC - 100 * MS);
+        assert!(report.shared.longest_quiet_wait["write"] > 3 * SEC - 100 * MS);
         // Without the fault, a release that failed (a stalled server) at 2.5 s excuses
         // until 2.5 s + 1.6 s, leaving 4.1 s .. 9.15 s: too long still. One at 4.5 s as
-        // well leaves 1.19 s .. 2.5 s and 6.1 s .. 9.15 s: within the bound. Releases that
+        // well leaves 1.2 s .. 2.5 s and 6.1 s .. 9.15 s: within the bound. Releases that
         // worked excuse nothing.
         data.faults.clear();
         let fail_release_at = |data: &mut RunData, at: u64, outcome: &str| {
@@ -1151,14 +1226,70 @@ mod tests {
         );
     }
 
+    /// A long stretch in which nobody asked for a write is a lull in demand, not
+    /// starvation; a writer that keeps timing out and asking again, each try shorter than
+    /// the bound, is starved all the same.
+    #[test]
+    fn only_waiting_counts_towards_starvation() {
+        // The second write asked 1 ms before it entered: 8 s without a write, none waiting.
+        let report = check(&run_of(
+            &["rw"],
+            vec![process(0, reads_with_two_writes(9 * SEC + 149 * MS))],
+        ));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert!(report.shared.longest_quiet_wait["write"] < 10 * MS);
+        // Before it, tries of 2 s each timing out, 100 ms apart, from 1.3 s on.
+        let mut events = reads_with_two_writes(9 * SEC + 149 * MS);
+        for i in 0..3 {
+            let asked = SEC + 300 * MS + i * 2100 * MS;
+            events.push(Event::Timeout {
+                lock: "rw".into(),
+                task: 1,
+                asked,
+                at: asked + 2 * SEC,
+                limit_ms: 2000,
+                access: Access::Write,
+            });
+        }
+        let report = check(&run_of(&["rw"], vec![process(0, events)]));
+        assert_eq!(
+            violations_with(&report, "starved: no write"),
+            1,
+            "{:?}",
+            report.violations
+        );
+    }
+
     #[test]
     fn quiet_stretches_skip_windows() {
         let windows = [(2 * SEC, 3 * SEC), (5 * SEC, 6 * SEC)];
-        assert_eq!(longest_quiet(0, 10 * SEC, &windows), (4 * SEC, 6 * SEC));
         assert_eq!(
-            longest_quiet(2 * SEC + 1, 3 * SEC, &windows),
-            (0, 2 * SEC + 1)
+            quiet_stretches(0, 10 * SEC, &windows),
+            [(0, 2 * SEC), (3 * SEC, 5 * SEC), (6 * SEC, 10 * SEC)]
         );
-        assert_eq!(longest_quiet(SEC, 4 * SEC, &windows), (SEC, SEC));
+        assert_eq!(quiet_stretches(2 * SEC + 1, 3 * SEC, &windows), []);
+        assert_eq!(
+            quiet_stretches(SEC, 4 * SEC, &windows),
+            [(SEC, 2 * SEC), (3 * SEC, 4 * SEC)]
+        );
+    }
+
+    /// Waiting is summed over one quiet stretch, never across a window.
+    #[test]
+    fn a_quiet_wait_sums_within_one_stretch() {
+        let windows = [(5 * SEC, 6 * SEC)];
+        let waiting = [
+            (SEC, 2 * SEC),
+            (3 * SEC, 5 * SEC + 500 * MS),
+            (7 * SEC, 8 * SEC),
+        ];
+        assert_eq!(
+            longest_quiet_wait(0, 10 * SEC, &waiting, &windows),
+            (3 * SEC, 0)
+        );
+        assert_eq!(
+            longest_quiet_wait(4 * SEC, 10 * SEC, &waiting, &windows),
+            (SEC, 4 * SEC)
+        );
     }
 }
