@@ -1125,14 +1125,7 @@ impl<'a> Run<'a> {
 
     /// A worker that holds a lock under `prefix`, picked at random; waits up to 5 s for one.
     async fn pick_holder(&self, prefix: &str) -> Option<(usize, String, u64)> {
-        let started = clock::now();
-        while clock::now() - started < 5 * SEC {
-            if let Some(victim) = self.holders(prefix).await.choose(&mut rand::rng()) {
-                return Some(victim.clone());
-            }
-            sleep(Duration::from_millis(20)).await;
-        }
-        None
+        self.pick_holder_among(prefix, |_, _| true).await
     }
 
     /// A worker holding a permit of a semaphore under `prefix` whose every permit is
@@ -1140,19 +1133,32 @@ impl<'a> Run<'a> {
     /// semaphore to see one come back); waits up to 5 s for one, then takes any holder.
     async fn pick_holder_of_a_full_semaphore(&self, prefix: &str) -> Option<(usize, String, u64)> {
         let full = self.config.permits as usize;
+        let of_full = |holders: &[(usize, String, u64)], (_, lock, _): &(usize, String, u64)| {
+            holders.iter().filter(|(_, l, _)| l == lock).count() >= full
+        };
+        match self.pick_holder_among(prefix, of_full).await {
+            Some(victim) => Some(victim),
+            None => self.pick_holder(prefix).await,
+        }
+    }
+
+    /// A worker holding a lock under `prefix` that `eligible` accepts (given every holder
+    /// seen at that moment), picked at random; waits up to 5 s for one.
+    async fn pick_holder_among(
+        &self,
+        prefix: &str,
+        eligible: impl Fn(&[(usize, String, u64)], &(usize, String, u64)) -> bool,
+    ) -> Option<(usize, String, u64)> {
         let started = clock::now();
         while clock::now() - started < 5 * SEC {
             let holders = self.holders(prefix).await;
-            let of_full: Vec<_> = holders
-                .iter()
-                .filter(|(_, lock, _)| holders.iter().filter(|(_, l, _)| l == lock).count() >= full)
-                .collect();
-            if let Some(&victim) = of_full.choose(&mut rand::rng()) {
+            let candidates: Vec<_> = holders.iter().filter(|h| eligible(&holders, h)).collect();
+            if let Some(&victim) = candidates.choose(&mut rand::rng()) {
                 return Some(victim.clone());
             }
             sleep(Duration::from_millis(20)).await;
         }
-        self.pick_holder(prefix).await
+        None
     }
 
     /// `SIGSTOP`s a worker while it holds a lock under `prefix` (checked after the stop:
