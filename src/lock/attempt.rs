@@ -4,6 +4,8 @@
 //! first renewal is due).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering::SeqCst;
 
 use ractor::{ActorRef, ActorStatus};
 use tokio::time::Instant;
@@ -22,8 +24,9 @@ use crate::store::{AcquireOutcome, AcquireRequest, HandOverOutcome, LeaseKey, Lo
 /// comes too late, or to an actor that is gone.
 ///
 /// While the manager's renewals have fallen behind ([`Renewer::behind`]), the attempt
-/// waits for them first, and its time counts from when it is sent; an actor that stopped
-/// meanwhile (its waiters left, the manager shut down) sends nothing.
+/// waits for them first, and its time counts from when it is sent; it returns the
+/// [`Deferred`] send then, which the actor abandons if its waiters leave meanwhile. An
+/// actor that stopped meanwhile (idle, the manager shut down) sends nothing either.
 ///
 /// [`Renewer::behind`]: super::renewer::Renewer::behind
 pub(crate) fn send_attempt(
@@ -32,17 +35,43 @@ pub(crate) fn send_attempt(
     request: AcquireRequest,
     options: &LockOptions,
     renewals_behind: Option<impl Future<Output = ()> + Send + 'static>,
-) {
+) -> Option<Deferred> {
     let Some(caught_up) = renewals_behind else {
-        return send_now(actor, store, request, options);
+        send_now(actor, store, request, options);
+        return None;
     };
+    let deferred = Deferred(Arc::new(AtomicU8::new(Deferred::WAITING)));
+    let state = deferred.0.clone();
     let (actor, store, options) = (actor.clone(), store.clone(), options.clone());
     tokio::spawn(async move {
         caught_up.await;
-        if matches!(actor.get_status(), ActorStatus::Running) {
+        let sends = state
+            .compare_exchange(Deferred::WAITING, Deferred::SENT, SeqCst, SeqCst)
+            .is_ok();
+        if sends && matches!(actor.get_status(), ActorStatus::Running) {
             send_now(&actor, &store, request, &options);
         }
     });
+    Some(deferred)
+}
+
+/// An attempt waiting for renewals that fell behind before it is sent. Its waiters may
+/// leave meanwhile (cancelled, timed out): abandoned in time, it is never sent, so it
+/// neither costs a command nor grants a lease that only its release would free.
+pub(crate) struct Deferred(Arc<AtomicU8>);
+
+impl Deferred {
+    const WAITING: u8 = 0;
+    const SENT: u8 = 1;
+    const ABANDONED: u8 = 2;
+
+    /// Abandons the attempt unless it was sent already: whether it never will be (and so
+    /// never answers).
+    pub(crate) fn abandon(&self) -> bool {
+        self.0
+            .compare_exchange(Self::WAITING, Self::ABANDONED, SeqCst, SeqCst)
+            .is_ok()
+    }
 }
 
 fn send_now(

@@ -134,7 +134,7 @@ impl Lock {
             let mut waiting = TellsWhenLeaving {
                 lock: self,
                 answer,
-                armed: self.options.in_arrival_order(),
+                armed: true,
             };
             let guard = self.answer(&mut waiting.answer).await;
             waiting.armed = false;
@@ -423,10 +423,10 @@ impl std::fmt::Debug for Lock {
     }
 }
 
-/// Tells the lock's actor when an acquire in arrival order is dropped before its answer
-/// (cancelled, timed out), so the manager's place in the name's line goes at once: in
-/// the default mode nobody elsewhere waits for a gone waiter, and the actor finds it gone
-/// at its next attempt.
+/// Tells the lock's actor when an acquire is dropped before its answer (cancelled, timed
+/// out), so that with nobody left waiting the manager's place in the name's line (arrival
+/// order) goes at once, and neither a retry nor an attempt still waiting for renewals is
+/// sent for nobody.
 struct TellsWhenLeaving<'a, T> {
     lock: &'a Lock,
     answer: oneshot::Receiver<T>,

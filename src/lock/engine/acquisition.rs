@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::state::NameState;
 use crate::error::StoreError;
 use crate::kind::Access;
-use crate::lock::attempt::{self, Verdict};
+use crate::lock::attempt::{self, Deferred, Verdict};
 use crate::lock::backoff::Backoff;
 use crate::lock::message::{GuardReply, LockMsg, TryReply};
 use crate::lock::orphan::GrantClaim;
@@ -100,6 +100,8 @@ pub(super) struct Attempt {
     /// grant would overtake whoever asked in between elsewhere; it goes back to the store
     /// (a hand-over, decided by the line) instead.
     pub(super) arrived_by: Option<Instant>,
+    /// Set while the attempt may still be waiting for renewals that fell behind.
+    pub(super) deferred: Option<Deferred>,
 }
 
 impl Attempt {
@@ -111,6 +113,7 @@ impl Attempt {
             options: next.options,
             metrics: next.metrics,
             for_try,
+            deferred: None,
         }
     }
 }
@@ -224,9 +227,13 @@ impl NameState {
         let renewals_behind = (for_try.is_none() && !options.in_arrival_order())
             .then(|| self.renewer.behind(options.renew_interval()))
             .flatten();
-        attempt::send_attempt(myself, &self.store, request, &options, renewals_behind);
+        let deferred =
+            attempt::send_attempt(myself, &self.store, request, &options, renewals_behind);
         Phase::Attempting {
-            attempt: Attempt::new(lease, next, for_try),
+            attempt: Attempt {
+                deferred,
+                ..Attempt::new(lease, next, for_try)
+            },
             woken: false,
             backoff,
         }
@@ -269,7 +276,8 @@ impl NameState {
         self.advance(|this, phase| match phase {
             // The lease check is equivalent to `true` today (a surviving mutant says so): one
             // attempt is in flight at a time, and a phase leaves `Attempting` only through its
-            // answer or at shutdown, after which none is sent. It stays so that a change
+            // answer, at shutdown (after which none is sent) or by abandoning an attempt never
+            // sent (which never answers). It stays so that a change
             // letting an attempt be abandoned cannot take one attempt's grant for another's.
             Phase::Attempting {
                 attempt,
@@ -394,15 +402,20 @@ impl NameState {
         self.advance(|this, phase| this.woken(myself, phase));
     }
 
-    /// A waiter left: with nobody else waiting, a backoff has nothing to retry for, and
-    /// going idle takes this manager's place out of the line (an attempt in flight does
-    /// the same when it comes back).
+    /// A waiter left: with nobody else waiting, a backoff has nothing to retry for, an
+    /// attempt still waiting for renewals is not sent, and going idle takes this manager's
+    /// place out of the line (an attempt in flight does the same when it comes back).
     pub(super) fn on_waiter_left(&mut self, myself: &ActorRef<LockMsg>) {
         if self.waiters.prune() {
             return;
         }
         self.advance(|this, phase| match phase {
             Phase::BackingOff { .. } => this.idle(myself),
+            Phase::Attempting { attempt, .. }
+                if attempt.deferred.as_ref().is_some_and(Deferred::abandon) =>
+            {
+                this.idle(myself)
+            }
             phase => phase,
         });
     }

@@ -490,3 +490,28 @@ async fn an_attempt_waiting_for_renewals_at_shutdown_is_never_sent() {
     tokio::time::sleep(Duration::from_secs(4)).await; // two renew intervals
     assert_eq!(store.attempts(), 3, "an attempt was sent after shutdown");
 }
+
+/// An acquisition cancelled while its attempt waits for renewals sends nothing: the
+/// attempt is abandoned unsent rather than granted and released as an orphan, and the next
+/// acquisition of the name gets its own attempt.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_waiting_for_renewals_is_not_sent_once_its_waiter_left() {
+    let (store, runtime, held, waiting) = SlowBulkRenewals::attempt_behind_renewals().await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_secs(4)).await; // two renew intervals
+    assert_eq!(
+        store.attempts(),
+        3,
+        "the cancelled acquisition's attempt was sent"
+    );
+    let options = Arc::new(
+        LockOptions::default()
+            .with_lease_duration(Duration::from_secs(6))
+            .with_renew_interval(Duration::from_secs(2)),
+    );
+    let lock = runtime.lock(LockName::new("d").unwrap(), options);
+    let guard = lock.acquire().await.unwrap();
+    assert_eq!(store.attempts(), 4, "one attempt for the next acquisition");
+    assert!(held.iter().chain([&guard]).all(|g| g.loss().is_none()));
+}
