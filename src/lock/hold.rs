@@ -265,6 +265,7 @@ impl Hold {
             LeaseKey::new(name.clone(), self.lease)
         };
         key.with_arrival_order(self.options.in_arrival_order())
+            .with_access(self.access)
     }
 
     /// Schedules the first renewal.

@@ -327,6 +327,7 @@ impl AcquireRequest {
             lease: self.lease,
             shared: self.access.kind().is_shared(),
             in_arrival_order: self.in_arrival_order,
+            access: Some(self.access),
         }
     }
 
@@ -374,6 +375,11 @@ pub struct LeaseKey {
     /// line of managers waiting in it) for as long as a place in the line lasts. A store
     /// whose records cannot disappear by themselves may ignore it.
     pub in_arrival_order: bool,
+    /// The access the lease was granted for, when the caller knows it (`None`: any). It
+    /// lets a store leave out of a release what only another access needs: a read's or a
+    /// permit's release never begins a readers' turn. A store may ignore it; one that uses
+    /// it trusts it, so it must be the lease's own.
+    pub access: Option<Access>,
 }
 
 impl LeaseKey {
@@ -391,6 +397,7 @@ impl LeaseKey {
             lease,
             shared: false,
             in_arrival_order: false,
+            access: None,
         }
     }
 
@@ -409,6 +416,7 @@ impl LeaseKey {
             lease,
             shared: true,
             in_arrival_order: false,
+            access: None,
         }
     }
 
@@ -423,6 +431,20 @@ impl LeaseKey {
     /// ```
     pub fn with_arrival_order(mut self, in_arrival_order: bool) -> Self {
         self.in_arrival_order = in_arrival_order;
+        self
+    }
+
+    /// Says which access the lease was granted for (see [`access`](Self::access)).
+    ///
+    /// ```
+    /// use mongolock::store::{LeaseId, LeaseKey};
+    /// use mongolock::Access;
+    /// let key = LeaseKey::shared(mongolock::LockName::new("a")?, LeaseId::new()).with_access(Access::Read);
+    /// assert_eq!(key.access, Some(Access::Read));
+    /// # Ok::<(), mongolock::LockError>(())
+    /// ```
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = Some(access);
         self
     }
 }

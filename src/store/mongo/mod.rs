@@ -93,6 +93,7 @@ use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::store::LeaseId;
 use crate::store::request::HolderId;
+use pipeline::Released;
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
 /// server serves each from the `_id` index, and one command stays far below the 16 MiB
@@ -392,7 +393,7 @@ impl MongoStore {
             .collection
             .find_one_and_update(
                 pipeline::shared_hand_over_filter(&from.name, old, to.access),
-                pipeline::shared_hand_over(old, new, acquire),
+                pipeline::shared_hand_over(old, Released::of([from]), new, acquire),
             )
             .return_document(ReturnDocument::After)
             .await
@@ -573,7 +574,12 @@ impl MongoStore {
             .collection
             .update_many(
                 pipeline::by_holders(&names, &leases),
-                pipeline::shared_release(&leases, Some(batch), Self::keeps_a_line(keys)),
+                pipeline::shared_release(
+                    &leases,
+                    Some(batch),
+                    Self::keeps_a_line(keys),
+                    Released::of(keys.iter().copied()),
+                ),
             )
             .await
             .map_err(|error| errors::backend("release many (update shared)", error))?;
@@ -993,7 +999,12 @@ impl LockStore for MongoStore {
         let (filter, update) = if key.shared {
             (
                 pipeline::by_holder(&key.name, &lease),
-                pipeline::shared_release(std::slice::from_ref(&lease), None, key.in_arrival_order),
+                pipeline::shared_release(
+                    std::slice::from_ref(&lease),
+                    None,
+                    key.in_arrival_order,
+                    Released::of([key]),
+                ),
             )
         } else {
             (

@@ -33,6 +33,7 @@ use super::line;
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
+use crate::store::request::LeaseKey;
 use crate::store::request::{mark_length, wait_length};
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
@@ -752,20 +753,60 @@ pub(super) fn shared_extend(
 /// mark ends if a write was released while readers wait, stamps `releasedAt` (what the
 /// change-stream feeds look for) and recomputes `expiresAt`. `trace`, if given, is a
 /// `release_many` batch id, recorded with the released leases.
-fn shared_release_where(gone: Document, trace: Option<&Bson>, keep_line: bool) -> Vec<Document> {
-    let [found, turn, removed] = removal_stages(gone, trace, true);
-    vec![
-        found,
-        turn,
-        removed,
-        doc! { "$set": { EXPIRES_AT: record_expiry(keep_line) } },
-        doc! { "$unset": [GONE, TURN_BEGINS] },
-    ]
+fn shared_release_where(
+    gone: Document,
+    trace: Option<&Bson>,
+    keep_line: bool,
+    released: Released,
+) -> Vec<Document> {
+    let mut stages = removal_stages(gone, trace, true, released);
+    stages.push(doc! { "$set": { EXPIRES_AT: record_expiry(keep_line) } });
+    stages.push(released.unset_temporaries());
+    stages
 }
 
-/// The three stages that remove the holder entries for which `gone` is true (see
+/// What a shared release removes, as far as the readers' turn goes: only a write's release
+/// can begin one, so a release of leases known to be reads or permits leaves the turn out
+/// of its pipeline. The turn's expressions cost the server on every release they are in,
+/// evaluated or not (measured in `benches/RESULTS.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Released {
+    /// A write may be among the leases (or their access is not known).
+    MaybeAWrite,
+    /// Reads or permits only.
+    NoWrite,
+}
+
+impl Released {
+    /// What a release of `keys` removes.
+    pub(super) fn of<'a>(keys: impl IntoIterator<Item = &'a LeaseKey>) -> Self {
+        let no_write = keys
+            .into_iter()
+            .all(|key| matches!(key.access, Some(Access::Read | Access::Permit { .. })));
+        if no_write {
+            Self::NoWrite
+        } else {
+            Self::MaybeAWrite
+        }
+    }
+
+    /// The closing stage of a release: removes the temporary fields its stages set.
+    fn unset_temporaries(self) -> Document {
+        match self {
+            Self::MaybeAWrite => doc! { "$unset": [GONE, TURN_BEGINS] },
+            Self::NoWrite => doc! { "$unset": [GONE] },
+        }
+    }
+}
+
+/// The stages that remove the holder entries for which `gone` is true (see
 /// [`shared_release_where`]); `stamp_released` sets `releasedAt` in the last.
-fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) -> [Document; 3] {
+fn removal_stages(
+    gone: Document,
+    trace: Option<&Bson>,
+    stamp_released: bool,
+    released_access: Released,
+) -> Vec<Document> {
     let wrote_released = doc! { "$gt": [
         { "$size": { "$filter": {
             "input": field(GONE),
@@ -778,12 +819,21 @@ fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) ->
     let on_turn = |begun: Bson, otherwise: &str| -> Document {
         doc! { "$cond": [field(TURN_BEGINS), begun, field(otherwise)] }
     };
-    let mut released = doc! {
-        HOLDERS: holders_where(doc! { "$not": [gone.clone()] }),
-        READERS_TURN_UNTIL: on_turn(field(READERS_WAITING_UNTIL).into(), READERS_TURN_UNTIL),
-        READERS_TURN_FROM: on_turn("$$NOW".into(), READERS_TURN_FROM),
-        READERS_TURN_SERVED: on_turn(false.into(), READERS_TURN_SERVED),
-    };
+    let mut released = doc! { HOLDERS: holders_where(doc! { "$not": [gone.clone()] }) };
+    if released_access == Released::MaybeAWrite {
+        released.insert(
+            READERS_TURN_UNTIL,
+            on_turn(field(READERS_WAITING_UNTIL).into(), READERS_TURN_UNTIL),
+        );
+        released.insert(
+            READERS_TURN_FROM,
+            on_turn("$$NOW".into(), READERS_TURN_FROM),
+        );
+        released.insert(
+            READERS_TURN_SERVED,
+            on_turn(false.into(), READERS_TURN_SERVED),
+        );
+    }
     if stamp_released {
         released.insert(RELEASED_AT, "$$NOW");
     }
@@ -808,11 +858,12 @@ fn removal_stages(gone: Document, trace: Option<&Bson>, stamp_released: bool) ->
         LAST_CONTENDED_MS,
         doc! { "$cond": [others_wait, contended_ms(), Bson::Null] },
     );
-    [
-        doc! { "$set": { GONE: holders_where(gone) } },
-        doc! { "$set": { TURN_BEGINS: turn_begins } },
-        doc! { "$set": released },
-    ]
+    let mut stages = vec![doc! { "$set": { GONE: holders_where(gone) } }];
+    if released_access == Released::MaybeAWrite {
+        stages.push(doc! { "$set": { TURN_BEGINS: turn_begins } });
+    }
+    stages.push(doc! { "$set": released });
+    stages
 }
 
 /// `{_id: name, kind…, "holders.lease": from}` with `from`'s entry unexpired by the
@@ -838,19 +889,24 @@ pub(super) fn shared_hand_over_filter(name: &LockName, from: &Bson, access: Acce
 /// does, then decides `to` by the grant rules in the same write. `releasedAt` is stamped
 /// only when `to` was refused, so the release feeds wake other processes' waiters only when
 /// a place is free. Granted iff the returned holders include `to`.
-pub(super) fn shared_hand_over(from: &Bson, to: &Bson, acquire: Vec<Document>) -> Vec<Document> {
+pub(super) fn shared_hand_over(
+    from: &Bson,
+    released: Released,
+    to: &Bson,
+    acquire: Vec<Document>,
+) -> Vec<Document> {
     let gone = doc! { "$eq": [entry_field(LEASE), literal(from.clone())] };
     let granted = doc! { "$in": [literal(to.clone()), { "$map": {
         "input": holders(),
         "as": ENTRY,
         "in": entry_field(LEASE),
     } }] };
-    let mut stages = removal_stages(gone, None, false).to_vec();
+    let mut stages = removal_stages(gone, None, false, released);
     stages.extend(acquire);
     stages.push(
         doc! { "$set": { RELEASED_AT: { "$cond": [granted, field(RELEASED_AT), "$$NOW"] } } },
     );
-    stages.push(doc! { "$unset": [GONE, TURN_BEGINS] });
+    stages.push(released.unset_temporaries());
     stages
 }
 
@@ -861,11 +917,13 @@ pub(super) fn shared_release(
     leases: &[Bson],
     trace: Option<&Bson>,
     keep_line: bool,
+    released: Released,
 ) -> Vec<Document> {
     shared_release_where(
         doc! { "$in": [entry_field(LEASE), literal(Bson::Array(leases.to_vec()))] },
         trace,
         keep_line,
+        released,
     )
 }
 
@@ -890,7 +948,12 @@ pub(super) fn force_release_shared() -> Vec<Document> {
         FORCED_AT: "$$NOW",
         HOLDERS: unexpired_holders(),
     } } }];
-    stages.extend(shared_release_where(doc! { "$literal": true }, None, true));
+    stages.extend(shared_release_where(
+        doc! { "$literal": true },
+        None,
+        true,
+        Released::MaybeAWrite,
+    ));
     stages
 }
 
@@ -1126,12 +1189,54 @@ mod tests {
         );
         assert!(!mentions_line(&shared));
         assert!(!mentions_line(&release(false)));
-        assert!(!mentions_line(&shared_release(&[Bson::Null], None, false)));
+        assert!(!mentions_line(&shared_release(
+            &[Bson::Null],
+            None,
+            false,
+            Released::MaybeAWrite
+        )));
         let in_line = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, Some(expiry)));
         assert!(mentions_line(&in_line));
         // A lease of arrival order keeps its released record while its line lasts.
         assert!(mentions_line(&release(true)));
-        assert!(mentions_line(&shared_release(&[Bson::Null], None, true)));
+        assert!(mentions_line(&shared_release(
+            &[Bson::Null],
+            None,
+            true,
+            Released::MaybeAWrite
+        )));
+    }
+
+    /// Only a write's release can begin a readers' turn: a release of reads or permits
+    /// known as such leaves the turn out; one that may free a write, or whose access is
+    /// not known, keeps it.
+    #[test]
+    fn only_a_release_that_may_free_a_write_carries_the_readers_turn() {
+        let key = |access: Option<Access>| {
+            let key = LeaseKey::shared(LockName::new("n").unwrap(), crate::store::LeaseId::new());
+            match access {
+                Some(access) => key.with_access(access),
+                None => key,
+            }
+        };
+        let (read, permit) = (
+            key(Some(Access::Read)),
+            key(Some(Access::Permit { permits: 3 })),
+        );
+        let (write, unknown) = (key(Some(Access::Write)), key(None));
+        assert_eq!(Released::of([&read, &permit]), Released::NoWrite);
+        assert_eq!(Released::of([&read, &write]), Released::MaybeAWrite);
+        assert_eq!(Released::of([&permit, &unknown]), Released::MaybeAWrite);
+        let mentions_turn = |stages: &[Document]| {
+            let text = format!("{stages:?}");
+            text.contains(TURN_BEGINS) || text.contains(READERS_TURN_FROM)
+        };
+        for (released, turn) in [(Released::NoWrite, false), (Released::MaybeAWrite, true)] {
+            let release = shared_release(&[Bson::Null], None, false, released);
+            assert_eq!(mentions_turn(&release), turn, "{release:?}");
+            let hand_over = shared_hand_over(&Bson::Null, released, &Bson::Null, Vec::new());
+            assert_eq!(mentions_turn(&hand_over), turn, "{hand_over:?}");
+        }
     }
 
     #[test]
