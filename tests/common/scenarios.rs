@@ -754,19 +754,24 @@ pub(crate) async fn idle_lock_actors_are_stopped<B: Backend>(backend: &B) {
         .start()
         .await
         .unwrap();
+    // Counted while held: a held name's actor never idles, whereas 20 acquire-release
+    // cycles one after another may outlast the idle timeout on a loaded machine.
+    let mut guards = Vec::new();
     for i in 0..20 {
-        manager
-            .lock(format!("idle-{i}"))
-            .unwrap()
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        guards.push(
+            manager
+                .lock(format!("idle-{i}"))
+                .unwrap()
+                .acquire()
+                .await
+                .unwrap(),
+        );
     }
     let held = manager.lock("busy").unwrap().acquire().await.unwrap();
     assert_eq!(manager.active_locks().await, 21);
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
     // Stopped well within a few idle timeouts; a loaded machine may take longer than one.
     assert!(
         eventually(Duration::from_secs(5), async || manager
