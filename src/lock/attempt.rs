@@ -4,7 +4,7 @@
 //! first renewal is due).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::SeqCst;
 
 use ractor::{ActorRef, ActorStatus};
@@ -40,14 +40,13 @@ pub(crate) fn send_attempt(
         send_now(actor, store, request, options);
         return None;
     };
-    let deferred = Deferred(Arc::new(AtomicU8::new(Deferred::WAITING)));
-    let state = deferred.0.clone();
+    let deferred = Deferred(Arc::new(AtomicBool::new(false)));
+    let decided = deferred.0.clone();
     let (actor, store, options) = (actor.clone(), store.clone(), options.clone());
     tokio::spawn(async move {
         caught_up.await;
-        let sends = state
-            .compare_exchange(Deferred::WAITING, Deferred::SENT, SeqCst, SeqCst)
-            .is_ok();
+        // Whichever of this send and the actor's abandon comes first decides.
+        let sends = !decided.swap(true, SeqCst);
         if sends && matches!(actor.get_status(), ActorStatus::Running) {
             send_now(&actor, &store, request, &options);
         }
@@ -58,19 +57,14 @@ pub(crate) fn send_attempt(
 /// An attempt waiting for renewals that fell behind before it is sent. Its waiters may
 /// leave meanwhile (cancelled, timed out): abandoned in time, it is never sent, so it
 /// neither costs a command nor grants a lease that only its release would free.
-pub(crate) struct Deferred(Arc<AtomicU8>);
+/// It holds whether the attempt's fate is decided (sent, or abandoned).
+pub(crate) struct Deferred(Arc<AtomicBool>);
 
 impl Deferred {
-    const WAITING: u8 = 0;
-    const SENT: u8 = 1;
-    const ABANDONED: u8 = 2;
-
     /// Abandons the attempt unless it was sent already: whether it never will be (and so
     /// never answers).
     pub(crate) fn abandon(&self) -> bool {
-        self.0
-            .compare_exchange(Self::WAITING, Self::ABANDONED, SeqCst, SeqCst)
-            .is_ok()
+        !self.0.swap(true, SeqCst)
     }
 }
 

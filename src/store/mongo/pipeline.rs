@@ -807,32 +807,12 @@ fn removal_stages(
     stamp_released: bool,
     released_access: Released,
 ) -> Vec<Document> {
-    let wrote_released = doc! { "$gt": [
-        { "$size": { "$filter": {
-            "input": field(GONE),
-            "as": ENTRY,
-            "cond": { "$eq": [entry_field(ACCESS), WRITE] },
-        } } },
-        0,
-    ] };
-    let turn_begins = doc! { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] };
-    let on_turn = |begun: Bson, otherwise: &str| -> Document {
-        doc! { "$cond": [field(TURN_BEGINS), begun, field(otherwise)] }
-    };
+    let (turn_stage, turn_fields) = (released_access == Released::MaybeAWrite)
+        .then(readers_turn)
+        .unzip();
     let mut released = doc! { HOLDERS: holders_where(doc! { "$not": [gone.clone()] }) };
-    if released_access == Released::MaybeAWrite {
-        released.insert(
-            READERS_TURN_UNTIL,
-            on_turn(field(READERS_WAITING_UNTIL).into(), READERS_TURN_UNTIL),
-        );
-        released.insert(
-            READERS_TURN_FROM,
-            on_turn("$$NOW".into(), READERS_TURN_FROM),
-        );
-        released.insert(
-            READERS_TURN_SERVED,
-            on_turn(false.into(), READERS_TURN_SERVED),
-        );
+    if let Some(fields) = turn_fields {
+        released.extend(fields);
     }
     if stamp_released {
         released.insert(RELEASED_AT, "$$NOW");
@@ -859,11 +839,33 @@ fn removal_stages(
         doc! { "$cond": [others_wait, contended_ms(), Bson::Null] },
     );
     let mut stages = vec![doc! { "$set": { GONE: holders_where(gone) } }];
-    if released_access == Released::MaybeAWrite {
-        stages.push(doc! { "$set": { TURN_BEGINS: turn_begins } });
-    }
+    stages.extend(turn_stage);
     stages.push(doc! { "$set": released });
     stages
+}
+
+/// The readers' turn at a release: the stage that decides whether the release begins one
+/// (a write among the entries removed while readers wait), and the turn's fields, which
+/// read that decision.
+fn readers_turn() -> (Document, Document) {
+    let wrote_released = doc! { "$gt": [
+        { "$size": { "$filter": {
+            "input": field(GONE),
+            "as": ENTRY,
+            "cond": { "$eq": [entry_field(ACCESS), WRITE] },
+        } } },
+        0,
+    ] };
+    let turn_begins = doc! { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] };
+    let on_turn = |begun: Bson, otherwise: &str| -> Document {
+        doc! { "$cond": [field(TURN_BEGINS), begun, field(otherwise)] }
+    };
+    let fields = doc! {
+        READERS_TURN_UNTIL: on_turn(field(READERS_WAITING_UNTIL).into(), READERS_TURN_UNTIL),
+        READERS_TURN_FROM: on_turn("$$NOW".into(), READERS_TURN_FROM),
+        READERS_TURN_SERVED: on_turn(false.into(), READERS_TURN_SERVED),
+    };
+    (doc! { "$set": { TURN_BEGINS: turn_begins } }, fields)
 }
 
 /// `{_id: name, kind…, "holders.lease": from}` with `from`'s entry unexpired by the
