@@ -210,6 +210,20 @@ impl Section {
     }
 }
 
+/// `[from, to)` intervals, merged into disjoint ones in time order (empty ones dropped).
+fn merge(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    intervals.retain(|(from, to)| from < to);
+    intervals.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(intervals.len());
+    for (from, to) in intervals {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => merged.push((from, to)),
+        }
+    }
+    merged
+}
+
 pub(crate) fn check(run: &RunData) -> Report {
     let mut report = Report::default();
     let processes = &run.processes;

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ProcessRecord, Report, RunData, Section};
+use super::{ProcessRecord, Report, RunData, Section, merge};
 use crate::clock::{MS, SEC, ms};
 use crate::events::{Access, Event};
 use crate::scenario::{WAITER_KILL, WAITER_STOP};
@@ -394,20 +394,6 @@ fn check_order(
             }
         }
     }
-}
-
-/// `[from, to)` intervals, merged.
-fn merge(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    intervals.retain(|(from, to)| from < to);
-    intervals.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(intervals.len());
-    for (from, to) in intervals {
-        match merged.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(to),
-            _ => merged.push((from, to)),
-        }
-    }
-    merged
 }
 
 /// `[from, to)` less the stopped stretches of `process` and everything from its kill on.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::events::Event;
 
 use super::{
-    Access, LOSS_RECORDING_SLACK, ProcessRecord, Report, RunData, Section, ms, ms_between,
+    Access, LOSS_RECORDING_SLACK, ProcessRecord, Report, RunData, Section, merge, ms, ms_between,
 };
 
 /// How many overlaps of one lock are spelled out; the rest are counted in one line.
@@ -554,15 +554,7 @@ fn waiting(lock: &str, side: Access, list: &[&Section], run: &RunData) -> Vec<(u
             }
         }
     }
-    spans.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
-    for (start, end) in spans {
-        match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    merged
+    merge(spans)
 }
 
 /// Within (from, to), the most time spent waiting inside one stretch free of faults, and
