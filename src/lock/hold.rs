@@ -48,6 +48,9 @@ pub(crate) struct Hold {
     /// acquire/extend plus the renew deadline. Counting from the *send* time (not the reply)
     /// keeps it before the store-side expiry, which the store computed later than that.
     deadline: Instant,
+    /// The send time of the last confirmed acquire/extend: an answer to a renewal sent
+    /// before it is out of date (see [`Hold::apply_renewal`]).
+    confirmed_at: Instant,
     /// When the next renewal is due (unless one is in flight).
     next_renewal: Instant,
     renewal_in_flight: bool,
@@ -99,6 +102,7 @@ impl Hold {
             metrics,
             acquired_at: Instant::now(),
             deadline,
+            confirmed_at: sent_at,
             next_renewal,
             renewal_in_flight: false,
             silent_at: None,
@@ -314,6 +318,7 @@ impl Hold {
             request: ExtendRequest::new(self.key(name), self.options.lease_duration()),
             deadline: self.deadline,
             actor: actor.clone(),
+            again: false,
         }
     }
 
@@ -331,6 +336,14 @@ impl Hold {
         let failed = result.is_err();
         self.metrics
             .store_call(StoreOp::Extend, sent_at.elapsed(), failed);
+        // The answer to a renewal stuck on its way, after the one sent again beside it
+        // (see `Hold::store_silent`) was confirmed: its success is no news, and its failure
+        // or timeout says nothing of the lease, which is renewed. Only "not the owner" is
+        // news: the lease went after that confirmation, so the hold is lost either way.
+        let out_of_date = sent_at < self.confirmed_at;
+        if out_of_date && !matches!(result, Ok(ExtendOutcome::NotOwner)) {
+            return None;
+        }
         self.silent_at = None;
         self.renewal_in_flight = false;
         match result {
@@ -338,6 +351,7 @@ impl Hold {
                 tracing::trace!(lock = %name, token = self.token, "lease renewed");
                 self.metrics.renewal(RenewalResult::Extended);
                 self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
+                self.confirmed_at = sent_at;
                 self.last_error = None;
                 if self.at_risk_since.take().is_some() {
                     self.metrics.at_risk(-1.0);
@@ -369,10 +383,18 @@ impl Hold {
     }
 
     /// The renewal in flight has gone unanswered for half its time: the hold is at risk
-    /// while the renewal may still come back.
-    pub(crate) fn store_silent(&mut self) {
-        self.silent_at = None;
+    /// while the renewal may still come back, and the returned renewal goes beside it. A
+    /// command can hang on its way (a stuck connection, a server that lost it) while the
+    /// store answers others again; without a second renewal the lease would be lost at its
+    /// deadline with the store answering all along. Both are owner-checked extends of the
+    /// same lease, so whichever is confirmed first moves the deadline, from its own send
+    /// time, and the other's answer is then out of date.
+    pub(crate) fn store_silent(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
         self.mark_at_risk();
+        Renewal {
+            again: true,
+            ..self.renewal(name, actor)
+        }
     }
 
     fn mark_at_risk(&mut self) {
@@ -496,6 +518,40 @@ pub(crate) fn release_answer(
 mod tests {
     use super::*;
     use crate::options::{Fairness, LockNameLabel};
+
+    /// After a renewal sent again beside a stuck one is confirmed, the stuck one's answer
+    /// is out of date: its timeout warns nobody and moves nothing, but "not the owner" still
+    /// means the lease is gone.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_sent_before_the_last_confirmation_is_out_of_date() {
+        let name = LockName::new("stuck").unwrap();
+        let renewer = Renewer::start(Arc::new(crate::store::memory::MemoryStore::new()));
+        let options = Arc::new(LockOptions::default());
+        let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
+        let granted_at = Instant::now();
+        let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
+        let stuck_at = granted_at + Duration::from_secs(10);
+        let again_at = stuck_at + Duration::from_secs(5);
+        tokio::time::advance(Duration::from_secs(16)).await;
+        let renewed = hold.apply_renewal(&name, again_at, Ok(ExtendOutcome::Extended), &renewer);
+        assert_eq!(renewed, None);
+        let (deadline, next_renewal) = (hold.deadline, hold.next_renewal);
+        hold.renewal_in_flight = true; // the next one is out
+        for stale in [
+            Ok(ExtendOutcome::Extended),
+            Err(StoreError::Timeout(Duration::ZERO)),
+        ] {
+            assert_eq!(hold.apply_renewal(&name, stuck_at, stale, &renewer), None);
+            assert!(
+                hold.at_risk_since.is_none(),
+                "warned by an out-of-date answer"
+            );
+            assert!(hold.renewal_in_flight, "the renewal out was forgotten");
+            assert_eq!((hold.deadline, hold.next_renewal), (deadline, next_renewal));
+        }
+        let gone = hold.apply_renewal(&name, stuck_at, Ok(ExtendOutcome::NotOwner), &renewer);
+        assert_eq!(gone, Some(LossReason::Superseded));
+    }
 
     /// A release's key tells the store the lease's mode: in arrival order the MongoDB store
     /// keeps the released record (and its line of waiters) while a place in the line lasts.

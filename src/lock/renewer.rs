@@ -20,6 +20,9 @@
 //! A renewal whose holder's deadline comes before the command out must be back (a shorter
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
 //! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).
+//! A renewal sent again beside its own, which went unanswered for half its time (see
+//! `Hold::store_silent`), waits for neither: the command its first copy is stuck in may be
+//! either, so it goes in a lane of its own ([`AGAIN_IN_FLIGHT`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -52,6 +55,10 @@ const IN_FLIGHT: usize = 1;
 /// renewal is queued.
 const URGENT_IN_FLIGHT: usize = 1;
 
+/// Commands in flight at once for renewals sent again beside their own stuck ones: one more
+/// connection at most, and only while a command is stuck.
+const AGAIN_IN_FLIGHT: usize = 1;
+
 /// How long the renewer waits after the first renewal of a batch for others due at the same
 /// instant (their actors' timers fired together but their messages are still on the way).
 const COALESCE: Duration = Duration::from_millis(2);
@@ -62,6 +69,9 @@ pub(crate) struct Renewal {
     /// The holder's loss deadline: a later answer is useless.
     pub(crate) deadline: Instant,
     pub(crate) actor: ActorRef<LockMsg>,
+    /// Sent again beside the hold's renewal in flight, unanswered for half its time: it
+    /// must not queue behind the command that one may be stuck in.
+    pub(crate) again: bool,
 }
 
 /// The sending side, shared by the actors of one manager.
@@ -152,6 +162,8 @@ async fn run(
     // When the bulk command out gives up: its last renewal's deadline.
     let mut out_until = None;
     let mut urgent = JoinSet::new();
+    let mut again = Queue::default();
+    let mut again_out = JoinSet::new();
     let mut open = true;
     loop {
         tokio::select! {
@@ -160,14 +172,14 @@ async fn run(
                     // Nothing is out (so nothing queued either: renewals queue only behind
                     // a command that is out).
                     let idle = in_flight.is_empty();
-                    queue.push(renewal);
+                    enqueue(renewal, &mut queue, &mut again);
                     if idle {
                         // Its neighbours on the grid are on their way: wait for them.
                         let until = Instant::now() + COALESCE;
                         while let Ok(Some(renewal)) =
                             tokio::time::timeout_at(until, incoming.recv()).await
                         {
-                            queue.push(renewal);
+                            enqueue(renewal, &mut queue, &mut again);
                         }
                     }
                 }
@@ -181,11 +193,12 @@ async fn run(
             }
             // Its time is not a bulk command's own (one was out beside it): not measured.
             Some(_) = urgent.join_next() => {}
+            Some(_) = again_out.join_next() => {}
             // Every sender is gone (so are the actors) and every command is back.
             else => break,
         }
         while let Ok(renewal) = incoming.try_recv() {
-            queue.push(renewal);
+            enqueue(renewal, &mut queue, &mut again);
         }
         while in_flight.len() < IN_FLIGHT {
             let Some(batch) = queue.take_needed(&batch_size, SizedFor::Last) else {
@@ -217,9 +230,26 @@ async fn run(
                 urgent.spawn(send(Arc::clone(&store), batch, until));
             }
         }
+        while again_out.len() < AGAIN_IN_FLIGHT {
+            let Some(batch) = again.take_needed(&batch_size, SizedFor::First) else {
+                break;
+            };
+            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
+                again_out.spawn(send(Arc::clone(&store), batch, until));
+            }
+        }
         if queue.is_empty() {
             behind.send_if_modified(|behind| std::mem::replace(behind, false));
         }
+    }
+}
+
+/// Queues `renewal` in its lane's queue.
+fn enqueue(renewal: Renewal, queue: &mut Queue, again: &mut Queue) {
+    if renewal.again {
+        again.push(renewal);
+    } else {
+        queue.push(renewal);
     }
 }
 
@@ -497,6 +527,7 @@ mod tests {
             ),
             deadline,
             actor: holder.clone(),
+            again: false,
         };
         let deadline = Instant::now() + Duration::from_secs(2);
 
@@ -821,6 +852,7 @@ mod tests {
             ),
             deadline,
             actor: holder.clone(),
+            again: false,
         }
     }
 

@@ -185,8 +185,9 @@ impl NameState {
             }
             HoldDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
             HoldDue::Silent => {
-                tracing::warn!(lock = %self.name, token = place.hold.token(), "lease renewal unanswered; at risk until it is answered or the renew deadline");
-                place.hold.store_silent();
+                tracing::warn!(lock = %self.name, token = place.hold.token(), "lease renewal unanswered; at risk, and sent again beside it");
+                self.renewer
+                    .renew(place.hold.store_silent(&self.name, myself));
             }
             HoldDue::Nothing => {}
         }
