@@ -37,14 +37,9 @@ conformance_suite!(Memory, start_paused = true);
 async fn a_grant_answered_late_is_given_back_not_handed_out() {
     use std::time::Duration;
 
-    use mongolock::testing::FaultyStore;
-
     // Renewals due after 1 s, the loss deadline at 2 s.
     let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = mongolock::LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
     let lock = manager.lock("late").unwrap();
     // Answered when the first renewal is due, and after.
     for stall in [options.renew_interval(), Duration::from_millis(1_500)] {
@@ -73,6 +68,21 @@ async fn a_grant_answered_late_is_given_back_not_handed_out() {
         guard.release().await.unwrap();
     }
     manager.shutdown().await;
+}
+
+/// A manager with `options` on a fresh memory store behind a [`FaultyStore`], and that
+/// store, to inject faults with.
+///
+/// [`FaultyStore`]: mongolock::testing::FaultyStore
+async fn on_a_faulty_store(
+    options: mongolock::LockOptions,
+) -> (
+    mongolock::testing::FaultyStore<MemoryStore>,
+    mongolock::LockManager,
+) {
+    let store = mongolock::testing::FaultyStore::new(MemoryStore::new());
+    let manager = common::start_with(store.clone(), options).await;
+    (store, manager)
 }
 
 /// Two managers on one memory store with 3 s leases; the first reaches it through a
@@ -195,13 +205,8 @@ async fn a_release_that_fails_is_tried_again_once_the_store_recovers() {
 async fn a_release_the_store_keeps_failing_is_given_up_with_its_lease() {
     use std::time::Duration;
 
-    use mongolock::testing::FaultyStore;
-
     let options = mongolock::LockOptions::default().with_lease_duration(Duration::from_secs(3));
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = mongolock::LockManager::start(store.clone(), options)
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options).await;
     let guard = manager.lock("down").unwrap().acquire().await.unwrap();
     store.fail();
     let before = store.calls();
@@ -415,15 +420,10 @@ async fn a_shut_down_manager_keeps_no_election_running() {
 /// holder never told when the lease expired under it).
 #[tokio::test(start_paused = true)]
 async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
     let lock = manager.lock("passed").unwrap();
     store.stall(Duration::from_millis(200));
     let trying = tokio::spawn({
@@ -456,18 +456,13 @@ async fn a_grant_passed_on_after_its_caller_left_is_renewed() {
 /// the first one's short lease.
 #[tokio::test(start_paused = true)]
 async fn a_grant_whose_waiter_left_goes_only_to_a_waiter_on_its_terms() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
     let short = common::fast_options();
     let long = short
         .clone()
         .with_lease_duration(short.lease_duration() * 4);
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), short.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(short.clone()).await;
     let on_short = manager.lock("terms").unwrap();
     let on_long = manager.lock_with("terms", long.clone()).unwrap();
     store.stall(Duration::from_millis(200));
@@ -499,14 +494,9 @@ async fn a_grant_whose_waiter_left_goes_only_to_a_waiter_on_its_terms() {
 /// the store instead, for a later token.
 #[tokio::test(start_paused = true)]
 async fn a_grant_whose_waiter_left_goes_to_no_one_who_asked_after_it_was_sent() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), common::fast_options())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     let permits = manager.semaphore("sent", 2).unwrap();
     store.stall(Duration::from_millis(200));
     let first = tokio::spawn({
@@ -824,16 +814,12 @@ async fn a_bound_actor_that_ends_as_it_starts_ends_its_term() {
 /// risk and how long is left; when a renewal is confirmed again, that it recovered.
 #[tokio::test(start_paused = true)]
 async fn failing_renewals_warn_before_the_loss_and_recover() {
-    use mongolock::testing::FaultyStore;
-    use mongolock::{ElectionEvent, ElectionHealth, LockEvent, LockManager};
+    use mongolock::{ElectionEvent, ElectionHealth, LockEvent};
     use std::time::Duration;
     use tokio::time::Instant;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
     let guard = manager.lock("orders").unwrap().acquire().await.unwrap();
     let background = manager.lock("compaction").unwrap().background().unwrap();
     let mut lock_events = background.subscribe();
@@ -901,16 +887,12 @@ async fn failing_renewals_warn_before_the_loss_and_recover() {
 /// and, if they never are, it is lost at that deadline.
 #[tokio::test(start_paused = true)]
 async fn a_multi_lock_warns_before_a_member_is_lost_and_recovers() {
-    use mongolock::testing::FaultyStore;
-    use mongolock::{LockGuard, LockManager, LossReason};
+    use mongolock::{LockGuard, LossReason};
     use std::time::Duration;
     use tokio::time::timeout;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
     let both = manager
         .multi_lock(["member-a", "member-b"])
         .unwrap()
@@ -976,15 +958,12 @@ async fn a_multi_lock_warns_before_a_member_is_lost_and_recovers() {
 #[tokio::test(start_paused = true)]
 async fn a_store_that_stops_answering_warns_before_the_loss() {
     use futures::FutureExt;
-    use mongolock::testing::FaultyStore;
-    use mongolock::{LockGuard, LockManager, LossReason};
+
+    use mongolock::{LockGuard, LossReason};
     use tokio::time::{Instant, timeout};
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
     let mutex = manager.lock("hung-mutex").unwrap().acquire().await.unwrap();
     let permit = manager
         .semaphore("hung-permits", 2)
@@ -1066,16 +1045,11 @@ async fn a_store_that_stops_answering_warns_before_the_loss() {
 /// after that, is out of date and warns nobody.
 #[tokio::test(start_paused = true)]
 async fn a_renewal_stuck_on_its_way_is_sent_again_beside_it() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
     use tokio::time::timeout;
 
     let options = common::fast_options();
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
     let mutex = manager
         .lock("stuck-mutex")
         .unwrap()
@@ -1234,13 +1208,7 @@ async fn a_refusal_answers_for_the_kind_of_the_name() {
 /// for it) answers from what the process knows: no store call, and the waiting task keeps its turn.
 #[tokio::test(start_paused = true)]
 async fn a_try_on_a_mutex_held_here_answers_without_the_store() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
-
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = LockManager::start(store.clone(), common::fast_options())
-        .await
-        .unwrap();
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     let lock = manager.lock("ledger").unwrap();
     let held = lock.acquire().await.unwrap();
     let calls = store.acquire_calls();
@@ -1756,16 +1724,11 @@ async fn a_read_grant_answered_while_readers_wait_is_used_or_given_back() {
 /// readers get in and no holding outlives them unused.
 #[tokio::test(start_paused = true)]
 async fn a_read_handed_over_while_readers_wait_is_used_or_given_back() {
-    use mongolock::LockManager;
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
     let options = common::fast_options();
     for stall in [100, 500, 1_200].map(Duration::from_millis) {
-        let store = FaultyStore::new(MemoryStore::new());
-        let manager = LockManager::start(store.clone(), options.clone())
-            .await
-            .unwrap();
+        let (store, manager) = on_a_faulty_store(options.clone()).await;
         let writer = manager.rw_lock("files").unwrap().write().await.unwrap();
         let readers = readers_of_files(&manager, 2);
         let asked = store.acquire_calls();
@@ -1903,11 +1866,9 @@ async fn a_waiting_writer_keeps_other_processes_readers_out_between_its_attempts
 /// writer asks once (refused: the readers hold).
 #[tokio::test(start_paused = true)]
 async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writer() {
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = common::start(store.clone()).await;
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     let rw = manager.rw_lock("journal").unwrap();
     let writing = rw.write().await.unwrap();
     let next_writer = tokio::spawn({
@@ -1972,11 +1933,9 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
 /// writer's attempt is out, is released plainly (the attempt takes the place).
 #[tokio::test(start_paused = true)]
 async fn a_place_is_not_handed_over_to_a_waiter_an_attempt_already_asks_for() {
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = common::start(store.clone()).await;
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     let semaphore = manager.semaphore("pool", 2).unwrap();
     let rw = manager.rw_lock("journal").unwrap();
     let held = (
@@ -2018,11 +1977,9 @@ async fn a_place_is_not_handed_over_to_a_waiter_an_attempt_already_asks_for() {
 /// waiter of another count is not counted against them.
 #[tokio::test(start_paused = true)]
 async fn released_permits_are_each_handed_over_to_a_waiter_of_their_count() {
-    use mongolock::testing::FaultyStore;
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = common::start(store.clone()).await;
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     let two = manager.semaphore("pool", 2).unwrap();
     let three = manager.semaphore("pool", 3).unwrap();
     let (first, second) = (two.acquire().await.unwrap(), two.acquire().await.unwrap());
@@ -2065,11 +2022,10 @@ async fn a_step_back_never_drops_an_attempt_in_flight() {
     use mongolock::Access;
     use mongolock::HolderId;
     use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
-    use mongolock::testing::FaultyStore;
+
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = common::start(store.clone()).await;
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     let semaphore = manager.semaphore("pool", 2).unwrap();
     let (first, second) = (
         semaphore.acquire().await.unwrap(),
@@ -2112,12 +2068,10 @@ async fn a_step_back_never_drops_an_attempt_in_flight() {
 /// waits for the record the try's answer brings, and is judged by it.
 #[tokio::test(start_paused = true)]
 async fn a_request_of_the_other_kind_during_a_single_try_waits_for_the_record() {
-    use mongolock::testing::FaultyStore;
     use mongolock::{LockError, LockKind};
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = common::start(store.clone()).await;
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     store.stall(Duration::from_millis(100));
     let trying = tokio::spawn({
         let semaphore = manager.semaphore("exports", 2).unwrap();
@@ -2152,11 +2106,10 @@ async fn a_request_of_the_other_kind_during_a_single_try_waits_for_the_record() 
 #[tokio::test(start_paused = true)]
 async fn a_single_try_out_at_shutdown_is_answered_and_its_grant_released() {
     use mongolock::LockError;
-    use mongolock::testing::FaultyStore;
+
     use std::time::Duration;
 
-    let store = FaultyStore::new(MemoryStore::new());
-    let manager = common::start(store.clone()).await;
+    let (store, manager) = on_a_faulty_store(common::fast_options()).await;
     store.stall(Duration::from_millis(100));
     let trying = tokio::spawn({
         let lock = manager.lock("late").unwrap();
