@@ -800,6 +800,35 @@ mod tests {
         holder.stop(None);
     }
 
+    /// A renewal sent again beside its own stuck one waits neither for the bulk command
+    /// out nor for the urgent one (either may be the stuck one), and such renewals go one
+    /// command at a time.
+    #[tokio::test(start_paused = true)]
+    async fn renewals_sent_again_go_in_a_lane_of_their_own() {
+        let store = Arc::new(SlowRenewals {
+            hangs: true,
+            ..SlowRenewals::default()
+        });
+        let (renewer, holder, _answered) = with_a_command_out(&store).await;
+        let urgent = renewal_for(&holder, Instant::now() + Duration::from_secs(10));
+        renewer.renew(urgent);
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(store.calls.load(Ordering::SeqCst), 2, "bulk and urgent out");
+        for calls in [3, 3] {
+            renewer.renew(Renewal {
+                again: true,
+                ..renewal_for(&holder, Instant::now() + Duration::from_secs(20))
+            });
+            tokio::time::sleep(COALESCE * 2).await;
+            assert_eq!(
+                store.calls.load(Ordering::SeqCst),
+                calls,
+                "the first sent again goes beside both, the next waits for it"
+            );
+        }
+        holder.stop(None);
+    }
+
     /// A renewer whose store takes two leases per command, just after three renewals
     /// whose holders' deadline is `deadline` fell due together (nothing was behind before):
     /// the command out took two, one is left behind. Its store, the holder the answers go
