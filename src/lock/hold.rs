@@ -54,9 +54,9 @@ pub(crate) struct Hold {
     /// When the next renewal is due (unless one is in flight).
     next_renewal: Instant,
     renewal_in_flight: bool,
-    /// When the renewal in flight, still unanswered, puts the hold at risk (halfway from its
-    /// sending to the deadline): a store that stops answering is warned of while time is
-    /// left, not only at the loss.
+    /// When the renewal in flight, still unanswered, puts the hold at risk and is sent again
+    /// (halfway from its sending to the deadline): a store that stops answering is warned
+    /// of while time is left, not only at the loss.
     silent_at: Option<Instant>,
     /// Since when a renewal has come back without confirming the lease (an error, or no
     /// answer in time), if one has since the last confirmation: the hold is at risk, and as
@@ -72,7 +72,7 @@ pub(crate) enum HoldDue {
     /// The loss deadline passed.
     Deadline,
     /// The renewal in flight has gone unanswered for half the time it had until the
-    /// deadline: the store is silent, and the hold at risk.
+    /// deadline: the store is silent, the hold at risk, and the renewal is sent again.
     Silent,
     /// A renewal is due now.
     Renewal,
