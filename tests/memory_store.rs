@@ -1041,78 +1041,81 @@ async fn a_store_that_stops_answering_warns_before_the_loss() {
 
 /// A renewal command stuck on its way (a hung connection) while the store answers other
 /// calls again does not cost the lease: unanswered for half its time, the renewal is sent
-/// again beside it, and the hold is warned, then renewed. The stuck command's timeout,
-/// after that, is out of date and warns nobody.
+/// again beside it, and the hold is warned, then renewed. If that copy fails (the store
+/// not yet back), the retry goes beside the stuck command too. The stuck command's
+/// timeout, after that, is out of date and warns nobody.
 #[tokio::test(start_paused = true)]
 async fn a_renewal_stuck_on_its_way_is_sent_again_beside_it() {
     use std::time::Duration;
     use tokio::time::timeout;
 
     let options = common::fast_options();
-    let (store, manager) = on_a_faulty_store(options.clone()).await;
-    let mutex = manager
-        .lock("stuck-mutex")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    let permit = manager
-        .semaphore("stuck-permits", 2)
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    let both = manager
-        .multi_lock(["stuck-a", "stuck-b"])
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-
-    // The first renewals (due within one interval) go out together, in one bulk command,
-    // and never come back; every call after them is answered.
-    let before = store.calls();
-    store.hang();
-    tokio::time::sleep(options.renew_interval() + options.renew_interval() / 4).await;
-    assert_eq!(
-        store.calls() - before,
-        1,
-        "the four renewals are stuck in one command"
-    );
-    // Answered again, a little slowly (so the warning lasts long enough to be seen).
-    store.stall(Duration::from_millis(50));
-
-    let within = options.renew_deadline();
-    let warned_then_renewed = |what: &'static str, signal: mongolock::LossSignal| async move {
-        timeout(within, signal.at_risk())
+    for copy_fails in [false, true] {
+        let (store, manager) = on_a_faulty_store(options.clone()).await;
+        let mutex = manager
+            .lock("stuck-mutex")
+            .unwrap()
+            .acquire()
             .await
-            .unwrap_or_else(|_| panic!("{what}: never warned while its renewal was stuck"));
-        timeout(within, signal.recovered())
+            .unwrap();
+        let permit = manager
+            .semaphore("stuck-permits", 2)
+            .unwrap()
+            .acquire()
             .await
-            .unwrap_or_else(|_| panic!("{what}: the renewal sent again was not confirmed"));
-    };
-    tokio::join!(
-        warned_then_renewed("mutex", mutex.loss_signal()),
-        warned_then_renewed("permit", permit.loss_signal()),
-        warned_then_renewed("multi-lock", both.loss_signal()),
-    );
-    // Past the deadline the stuck renewals had, and past their commands' timeouts.
-    let quiet = options.lease_duration();
-    assert!(
-        timeout(quiet, mutex.at_risk()).await.is_err(),
-        "the stuck renewal's timeout warned again after the lease was renewed"
-    );
-    for (what, guard) in [("mutex", &mutex), ("permit", &permit)] {
-        assert_eq!(guard.loss(), None, "{what}: lost with the store answering");
-        assert!(guard.risk().is_none(), "{what}: still at risk");
+            .unwrap();
+        let both = manager
+            .multi_lock(["stuck-a", "stuck-b"])
+            .unwrap()
+            .acquire()
+            .await
+            .unwrap();
+        let granted = tokio::time::Instant::now();
+
+        // The first renewals (due within one interval) go out together, in one bulk
+        // command, and never come back.
+        let before = store.calls();
+        store.hang();
+        tokio::time::sleep(options.renew_interval() + options.renew_interval() / 4).await;
+        assert_eq!(
+            store.calls() - before,
+            1,
+            "the four renewals are stuck in one command"
+        );
+        if copy_fails {
+            // The copies, sent halfway to the deadline, fail; the retries, a quarter
+            // interval later, are answered.
+            store.fail();
+            let halfway = (options.renew_interval() + options.renew_deadline()) / 2;
+            tokio::time::sleep_until(granted + halfway + Duration::from_millis(10)).await;
+        }
+        // Answered again, a little slowly (so the warning lasts long enough to be seen).
+        store.stall(Duration::from_millis(50));
+
+        let within = options.renew_deadline();
+        let quiet = options.lease_duration();
+        let warned_once = |what: &'static str, signal: mongolock::LossSignal| async move {
+            timeout(within, signal.at_risk())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: never warned while its renewal was stuck"));
+            timeout(within, signal.recovered())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: not renewed with the store answering"));
+            // Past the deadline the stuck renewals had, and their command's timeout.
+            assert!(
+                timeout(quiet, signal.at_risk()).await.is_err(),
+                "{what}: warned again after the lease was renewed"
+            );
+            assert_eq!(signal.loss(), None, "{what}: lost with the store answering");
+        };
+        tokio::join!(
+            warned_once("mutex", mutex.loss_signal()),
+            warned_once("permit", permit.loss_signal()),
+            warned_once("multi-lock", both.loss_signal()),
+        );
+        drop((mutex, permit, both));
+        manager.shutdown().await;
     }
-    assert_eq!(
-        both.loss(),
-        None,
-        "multi-lock: lost with the store answering"
-    );
-    drop((mutex, permit, both));
-    manager.shutdown().await;
 }
 
 /// A request of the other kind that arrives while this process's first attempt of one

@@ -48,9 +48,11 @@ pub(crate) struct Hold {
     /// acquire/extend plus the renew deadline. Counting from the *send* time (not the reply)
     /// keeps it before the store-side expiry, which the store computed later than that.
     deadline: Instant,
-    /// The send time of the last confirmed acquire/extend: an answer to a renewal sent
-    /// before it is out of date (see [`Hold::apply_renewal`]).
-    confirmed_at: Instant,
+    /// Renewals asked so far, and how many of them a confirmation has settled: the answer
+    /// to a renewal asked before the last confirmation came is out of date (see
+    /// [`Hold::apply_renewal`]).
+    renewals_asked: u64,
+    renewals_settled: u64,
     /// When the next renewal is due (unless one is in flight).
     next_renewal: Instant,
     renewal_in_flight: bool,
@@ -102,7 +104,8 @@ impl Hold {
             metrics,
             acquired_at: Instant::now(),
             deadline,
-            confirmed_at: sent_at,
+            renewals_asked: 0,
+            renewals_settled: 0,
             next_renewal,
             renewal_in_flight: false,
             silent_at: None,
@@ -307,6 +310,7 @@ impl Hold {
     /// the loss deadline (a later answer is useless anyway).
     pub(crate) fn renewal(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
         self.renewal_in_flight = true;
+        self.renewals_asked += 1;
         // Halfway to the deadline: late enough that a loaded store's slow answer is not a
         // false alarm, early enough that half the time left remains to act on the warning.
         let now = Instant::now();
@@ -318,46 +322,49 @@ impl Hold {
             request: ExtendRequest::new(self.key(name), self.options.lease_duration()),
             deadline: self.deadline,
             actor: actor.clone(),
-            again: false,
+            number: self.renewals_asked,
+            again: self.at_risk_since.is_some(),
         }
     }
 
-    /// Applies the answer to the renewal sent at `sent_at`: a confirmation moves the
+    /// Applies the answer to renewal `number`, sent at `sent_at`: a confirmation moves the
     /// deadline and schedules the next renewal (aligned by `renewer`), an error puts the
     /// hold at risk until the deadline decides. Returns the loss reason when the store
     /// says the lease is gone.
+    ///
+    /// Two renewals can be out at once (see [`Hold::store_silent`]). The first confirmed
+    /// settles every renewal asked until then; a later answer to one of those is out of
+    /// date. Its confirmation still counts for the deadline, from its own send time, but
+    /// schedules nothing; its failure or timeout says nothing of a lease just renewed and is
+    /// ignored. "Not the owner" is news whatever its renewal: the lease is gone.
     pub(crate) fn apply_renewal(
         &mut self,
         name: &LockName,
-        sent_at: Instant,
+        (number, sent_at): (u64, Instant),
         result: Result<ExtendOutcome, StoreError>,
         renewer: &Renewer,
     ) -> Option<LossReason> {
         let failed = result.is_err();
         self.metrics
             .store_call(StoreOp::Extend, sent_at.elapsed(), failed);
-        // The answer to a renewal stuck on its way, after the one sent again beside it
-        // (see `Hold::store_silent`) was confirmed: its success is no news, and its failure
-        // or timeout says nothing of the lease, which is renewed. Only "not the owner" is
-        // news: the lease went after that confirmation, so the hold is lost either way.
-        let out_of_date = sent_at < self.confirmed_at;
-        if out_of_date && !matches!(result, Ok(ExtendOutcome::NotOwner)) {
-            return None;
-        }
-        self.silent_at = None;
-        self.renewal_in_flight = false;
+        let out_of_date = number <= self.renewals_settled;
         match result {
             Ok(ExtendOutcome::Extended) => {
                 tracing::trace!(lock = %name, token = self.token, "lease renewed");
                 self.metrics.renewal(RenewalResult::Extended);
                 self.deadline = self.deadline.max(sent_at + self.options.renew_deadline());
-                self.confirmed_at = sent_at;
+                self.status.confirmed(sent_at);
+                if out_of_date {
+                    return None;
+                }
+                self.renewals_settled = self.renewals_asked;
+                self.silent_at = None;
+                self.renewal_in_flight = false;
                 self.last_error = None;
                 if self.at_risk_since.take().is_some() {
                     self.metrics.at_risk(-1.0);
                     self.status.recovered();
                 }
-                self.status.confirmed(sent_at);
                 let interval = self.options.renew_interval();
                 self.next_renewal = renewer.align(self.next_renewal_after(sent_at), interval);
                 None
@@ -366,7 +373,10 @@ impl Hold {
                 self.metrics.renewal(RenewalResult::Lost);
                 Some(LossReason::Superseded)
             }
+            Err(_) if out_of_date => None,
             Err(error) => {
+                self.silent_at = None;
+                self.renewal_in_flight = false;
                 tracing::warn!(lock = %name, token = self.token, %error, "lease renewal failed; retrying until the renew deadline");
                 self.metrics.renewal(RenewalResult::Error);
                 // A renewal our own timeout cut short went unanswered: that is a silent
@@ -387,14 +397,12 @@ impl Hold {
     /// command can hang on its way (a stuck connection, a server that lost it) while the
     /// store answers others again; without a second renewal the lease would be lost at its
     /// deadline with the store answering all along. Both are owner-checked extends of the
-    /// same lease, so whichever is confirmed first moves the deadline, from its own send
-    /// time, and the other's answer is then out of date.
+    /// same lease: the first confirmed moves the deadline, from its own send time, and the
+    /// other's answer is then out of date (see [`Hold::apply_renewal`]). The renewer sends
+    /// the second only while the first is in a command out (see `Renewal::again`).
     pub(crate) fn store_silent(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
         self.mark_at_risk();
-        Renewal {
-            again: true,
-            ..self.renewal(name, actor)
-        }
+        self.renewal(name, actor)
     }
 
     fn mark_at_risk(&mut self) {
@@ -519,38 +527,60 @@ mod tests {
     use super::*;
     use crate::options::{Fairness, LockNameLabel};
 
-    /// After a renewal sent again beside a stuck one is confirmed, the stuck one's answer
-    /// is out of date: its timeout warns nobody and moves nothing, but "not the owner" still
-    /// means the lease is gone.
+    /// Two renewals out at once (one sent again beside a silent one): whichever is
+    /// confirmed first settles both, in either order. The other's failure or timeout then
+    /// warns nobody and schedules nothing, its confirmation only counts for the deadline,
+    /// and "not the owner" still means the lease is gone.
     #[tokio::test(start_paused = true)]
-    async fn an_answer_sent_before_the_last_confirmation_is_out_of_date() {
+    async fn the_first_confirmation_settles_every_renewal_out() {
         let name = LockName::new("stuck").unwrap();
         let renewer = Renewer::start(Arc::new(crate::store::memory::MemoryStore::new()));
-        let options = Arc::new(LockOptions::default());
-        let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
-        let granted_at = Instant::now();
-        let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
-        let stuck_at = granted_at + Duration::from_secs(10);
-        let again_at = stuck_at + Duration::from_secs(5);
-        tokio::time::advance(Duration::from_secs(16)).await;
-        let renewed = hold.apply_renewal(&name, again_at, Ok(ExtendOutcome::Extended), &renewer);
-        assert_eq!(renewed, None);
-        let (deadline, next_renewal) = (hold.deadline, hold.next_renewal);
-        hold.renewal_in_flight = true; // the next one is out
-        for stale in [
-            Ok(ExtendOutcome::Extended),
-            Err(StoreError::Timeout(Duration::ZERO)),
-        ] {
-            assert_eq!(hold.apply_renewal(&name, stuck_at, stale, &renewer), None);
+        let (actor, _messages) = crate::lock::timer::tests::probe::<LockMsg>().await;
+        let timeout = || Err(StoreError::Timeout(Duration::ZERO));
+        for second_wins in [true, false] {
+            let options = Arc::new(LockOptions::default());
+            let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
+            let granted_at = Instant::now();
+            let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
+            tokio::time::advance(Duration::from_secs(10)).await;
+            let first = hold.renewal(&name, &actor);
+            let first_sent = (first.number, Instant::now());
+            tokio::time::advance(Duration::from_secs(5)).await;
+            let second = hold.store_silent(&name, &actor);
+            assert!(second.again && !first.again, "only the second goes beside");
+            let second_sent = (second.number, Instant::now());
+            tokio::time::advance(Duration::from_millis(10)).await;
+            let (confirmed, other) = if second_wins {
+                (second_sent, first_sent)
+            } else {
+                (first_sent, second_sent)
+            };
+            let renewed =
+                hold.apply_renewal(&name, confirmed, Ok(ExtendOutcome::Extended), &renewer);
+            assert_eq!(renewed, None);
+            assert!(hold.at_risk_since.is_none(), "recovered");
+            let _next = hold.renewal(&name, &actor); // the next renewal is out
+            let (deadline, next_renewal) = (hold.deadline, hold.next_renewal);
+            assert_eq!(hold.apply_renewal(&name, other, timeout(), &renewer), None);
             assert!(
                 hold.at_risk_since.is_none(),
                 "warned by an out-of-date answer"
             );
             assert!(hold.renewal_in_flight, "the renewal out was forgotten");
             assert_eq!((hold.deadline, hold.next_renewal), (deadline, next_renewal));
+            assert_eq!(
+                hold.apply_renewal(&name, other, Ok(ExtendOutcome::Extended), &renewer),
+                None
+            );
+            assert!(hold.renewal_in_flight, "the renewal out was forgotten");
+            assert_eq!(
+                hold.deadline,
+                deadline.max(other.1 + hold.options.renew_deadline()),
+                "a confirmation counts from its own send time"
+            );
+            let gone = hold.apply_renewal(&name, other, Ok(ExtendOutcome::NotOwner), &renewer);
+            assert_eq!(gone, Some(LossReason::Superseded));
         }
-        let gone = hold.apply_renewal(&name, stuck_at, Ok(ExtendOutcome::NotOwner), &renewer);
-        assert_eq!(gone, Some(LossReason::Superseded));
     }
 
     /// A release's key tells the store the lease's mode: in arrival order the MongoDB store

@@ -88,6 +88,8 @@ pub(crate) enum LockMsg {
     },
     RenewDone {
         lease: LeaseId,
+        /// The renewal's number (see `Renewal::number`).
+        number: u64,
         sent_at: Instant,
         result: Result<ExtendOutcome, StoreError>,
     },

@@ -20,11 +20,15 @@
 //! A renewal whose holder's deadline comes before the command out must be back (a shorter
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
 //! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).
-//! A renewal sent again beside its own, which went unanswered for half its time (see
-//! `Hold::store_silent`), waits for neither: the command its first copy is stuck in may be
-//! either, so it goes in a lane of its own ([`AGAIN_IN_FLIGHT`]).
+//! A renewal of a hold at risk (sent again beside one unanswered for half its time, see
+//! `Hold::store_silent`, or retried after one failed) waits for neither command while an
+//! earlier renewal of its lease is in one of them, which may be stuck: it goes in a lane of
+//! its own ([`AGAIN_IN_FLIGHT`]). With none out, it is not sent ahead of anything: it is
+//! dropped if an earlier one is queued here (that one is not stuck but waiting its turn, and
+//! a copy sent ahead would add a command to a store already behind; its answer is the
+//! hold's), and queued as any renewal otherwise.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +41,7 @@ use super::batch_size::BatchSize;
 use super::message::LockMsg;
 use super::store_call::bounded;
 use crate::error::StoreError;
-use crate::store::{ExtendOutcome, ExtendRequest, LockStore};
+use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LockStore};
 
 /// The most renewals in one store call.
 const MAX_BATCH: usize = 10_000;
@@ -69,8 +73,12 @@ pub(crate) struct Renewal {
     /// The holder's loss deadline: a later answer is useless.
     pub(crate) deadline: Instant,
     pub(crate) actor: ActorRef<LockMsg>,
-    /// Sent again beside the hold's renewal in flight, unanswered for half its time: it
-    /// must not queue behind the command that one may be stuck in.
+    /// The hold's count of renewals asked, this one included: answers to renewals asked
+    /// before the hold's last confirmation came are out of date.
+    pub(crate) number: u64,
+    /// The hold is at risk: while an earlier renewal of its lease is in a command out
+    /// (possibly stuck), this one must not wait behind it (see the module's
+    /// documentation).
     pub(crate) again: bool,
 }
 
@@ -158,12 +166,13 @@ async fn run(
     }
     let mut queue = Queue::default();
     let mut batch_size = BatchSize::new(most);
-    let mut in_flight = JoinSet::new();
+    let mut in_flight = JoinSet::<Sent>::new();
     // When the bulk command out gives up: its last renewal's deadline.
     let mut out_until = None;
     let mut urgent = JoinSet::new();
     let mut again = Queue::default();
     let mut again_out = JoinSet::new();
+    let mut out = Out::default();
     let mut open = true;
     loop {
         tokio::select! {
@@ -187,18 +196,39 @@ async fn run(
             },
             Some(done) = in_flight.join_next() => {
                 out_until = None;
-                if let Ok(Some((leases, took, time_left))) = done {
-                    batch_size.record(leases, took, time_left);
+                if let Ok(sent) = done {
+                    out.back(&sent.leases);
+                    if let Some((leases, took, time_left)) = sent.measured {
+                        batch_size.record(leases, took, time_left);
+                    }
                 }
             }
             // Its time is not a bulk command's own (one was out beside it): not measured.
-            Some(_) = urgent.join_next() => {}
-            Some(_) = again_out.join_next() => {}
+            Some(done) = urgent.join_next() => out.back_from(done),
+            Some(done) = again_out.join_next() => out.back_from(done),
             // Every sender is gone (so are the actors) and every command is back.
             else => break,
         }
         while let Ok(renewal) = incoming.try_recv() {
             enqueue(renewal, &mut queue, &mut again);
+        }
+        while again_out.len() < AGAIN_IN_FLIGHT {
+            let Some(batch) = again.take_needed(&batch_size, SizedFor::First) else {
+                break;
+            };
+            let mut beside = Vec::new();
+            for renewal in batch {
+                let lease = renewal.request.key.lease;
+                if out.has(lease) {
+                    beside.push(renewal);
+                } else if !queue.has(lease) {
+                    queue.push(renewal);
+                }
+            }
+            if let Some(until) = beside.iter().map(|renewal| renewal.deadline).min() {
+                out.sent(&beside);
+                again_out.spawn(send(Arc::clone(&store), beside, until));
+            }
         }
         while in_flight.len() < IN_FLIGHT {
             let Some(batch) = queue.take_needed(&batch_size, SizedFor::Last) else {
@@ -210,6 +240,7 @@ async fn run(
             behind.send_if_modified(|behind| std::mem::replace(behind, left_behind) != left_behind);
             out_until = batch.iter().map(|renewal| renewal.deadline).max();
             if let Some(until) = out_until {
+                out.sent(&batch);
                 in_flight.spawn(send(Arc::clone(&store), batch, until));
             }
         }
@@ -227,19 +258,52 @@ async fn run(
             // It cannot wait, so neither does the command: it is given until the first
             // deadline, not the last, and the lane is free again by then.
             if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
+                out.sent(&batch);
                 urgent.spawn(send(Arc::clone(&store), batch, until));
-            }
-        }
-        while again_out.len() < AGAIN_IN_FLIGHT {
-            let Some(batch) = again.take_needed(&batch_size, SizedFor::First) else {
-                break;
-            };
-            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
-                again_out.spawn(send(Arc::clone(&store), batch, until));
             }
         }
         if queue.is_empty() {
             behind.send_if_modified(|behind| std::mem::replace(behind, false));
+        }
+    }
+}
+
+/// The leases in commands out, with how many commands each is in.
+#[derive(Default)]
+struct Out(HashMap<LeaseId, u32>);
+
+impl Out {
+    fn sent(&mut self, batch: &[Renewal]) {
+        for renewal in batch {
+            *self.0.entry(renewal.request.key.lease).or_default() += 1;
+        }
+    }
+
+    fn back(&mut self, leases: &[LeaseId]) {
+        for &lease in leases {
+            count_down(&mut self.0, lease);
+        }
+    }
+
+    /// A command's task ended (a task that panicked left its leases counted: a renewal of
+    /// one sent again later is then sent, one command more, never one less).
+    fn back_from(&mut self, done: Result<Sent, tokio::task::JoinError>) {
+        if let Ok(sent) = done {
+            self.back(&sent.leases);
+        }
+    }
+
+    fn has(&self, lease: LeaseId) -> bool {
+        self.0.contains_key(&lease)
+    }
+}
+
+/// Takes one from `lease`'s count, and the lease out of `counts` at none.
+fn count_down(counts: &mut HashMap<LeaseId, u32>, lease: LeaseId) {
+    if let Some(count) = counts.get_mut(&lease) {
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(&lease);
         }
     }
 }
@@ -258,6 +322,8 @@ fn enqueue(renewal: Renewal, queue: &mut Queue, again: &mut Queue) {
 #[derive(Default)]
 struct Queue {
     by_expiry: BTreeMap<Duration, VecDeque<Renewal>>,
+    /// How many renewals of each lease are queued.
+    leases: HashMap<LeaseId, u32>,
     /// Whether the last batch taken left renewals of its lease length queued: more were
     /// due than it could take in time.
     left_behind: bool,
@@ -268,6 +334,7 @@ impl Queue {
     /// place is looked for from the back; an at-risk hold's retry, due sooner than the
     /// renewals queued before it, goes ahead of them.
     fn push(&mut self, renewal: Renewal) {
+        *self.leases.entry(renewal.request.key.lease).or_default() += 1;
         let queue = self
             .by_expiry
             .entry(renewal.request.lease_duration)
@@ -281,6 +348,11 @@ impl Queue {
 
     fn is_empty(&self) -> bool {
         self.by_expiry.is_empty()
+    }
+
+    /// Whether a renewal of `lease` is queued.
+    fn has(&self, lease: LeaseId) -> bool {
+        self.leases.contains_key(&lease)
     }
 
     /// The queued renewal whose holder's deadline is nearest.
@@ -339,6 +411,9 @@ impl Queue {
         if queue.is_empty() {
             self.by_expiry.remove(&expiry);
         }
+        for renewal in &batch {
+            count_down(&mut self.leases, renewal.request.key.lease);
+        }
         Some(batch)
     }
 }
@@ -380,11 +455,7 @@ fn still_needed(mut batch: Vec<Renewal>) -> Vec<Renewal> {
 /// server to do beside the first (which it carries on with whether or not anyone waits).
 /// A quick failure says nothing about what a batch costs (`None`), a timeout that it was
 /// too big.
-async fn send(
-    store: Arc<dyn LockStore>,
-    batch: Vec<Renewal>,
-    until: Instant,
-) -> Option<(usize, Duration, Duration)> {
+async fn send(store: Arc<dyn LockStore>, batch: Vec<Renewal>, until: Instant) -> Sent {
     let requests: Vec<ExtendRequest> = batch.iter().map(|r| r.request.clone()).collect();
     let sent_at = Instant::now();
     let time_left = until.saturating_duration_since(sent_at);
@@ -412,18 +483,33 @@ async fn send(
         answered = answered.is_ok(),
         "renewal batch"
     );
-    let sent = (answered.is_ok() || took >= time_left).then_some((batch.len(), took, time_left));
+    let measured =
+        (answered.is_ok() || took >= time_left).then_some((batch.len(), took, time_left));
     let results = answered.unwrap_or_else(|error| vec![Err(error); batch.len()]);
     for (renewal, result) in batch.iter().zip(results) {
         answer(renewal, sent_at, result);
     }
-    sent
+    Sent {
+        leases: batch
+            .iter()
+            .map(|renewal| renewal.request.key.lease)
+            .collect(),
+        measured,
+    }
+}
+
+/// A command that is back: its leases, and for the batch size how many, how long it took
+/// and the time it had (see [`send`]).
+struct Sent {
+    leases: Vec<LeaseId>,
+    measured: Option<(usize, Duration, Duration)>,
 }
 
 fn answer(renewal: &Renewal, sent_at: Instant, result: Result<ExtendOutcome, StoreError>) {
     // The actor may have stopped meanwhile (released, shut down): nobody needs the answer.
     let _ = renewal.actor.send_message(LockMsg::RenewDone {
         lease: renewal.request.key.lease,
+        number: renewal.number,
         sent_at,
         result,
     });
@@ -527,6 +613,7 @@ mod tests {
             ),
             deadline,
             actor: holder.clone(),
+            number: 1,
             again: false,
         };
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -809,24 +896,80 @@ mod tests {
             hangs: true,
             ..SlowRenewals::default()
         });
-        let (renewer, holder, _answered) = with_a_command_out(&store).await;
+        let renewer = Renewer::start(store.clone());
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let calls = || store.calls.load(Ordering::SeqCst);
+        let bulk = renewal_for(&holder, Instant::now() + Duration::from_secs(20));
         let urgent = renewal_for(&holder, Instant::now() + Duration::from_secs(10));
+        let copies = [again(&bulk), again(&urgent)];
+        renewer.renew(bulk);
+        tokio::time::sleep(COALESCE * 2).await;
         renewer.renew(urgent);
         tokio::time::sleep(COALESCE * 2).await;
-        assert_eq!(store.calls.load(Ordering::SeqCst), 2, "bulk and urgent out");
-        for calls in [3, 3] {
-            renewer.renew(Renewal {
-                again: true,
-                ..renewal_for(&holder, Instant::now() + Duration::from_secs(20))
-            });
+        assert_eq!(calls(), 2, "bulk and urgent out");
+        for copy in copies {
+            renewer.renew(copy);
             tokio::time::sleep(COALESCE * 2).await;
             assert_eq!(
-                store.calls.load(Ordering::SeqCst),
-                calls,
+                calls(),
+                3,
                 "the first sent again goes beside both, the next waits for it"
             );
         }
         holder.stop(None);
+    }
+
+    /// A renewal sent again with no renewal of its lease out is sent ahead of nothing: with
+    /// one queued it is dropped (that one answers), with none it is queued as any renewal.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_sent_again_with_nothing_out_is_not_sent_ahead() {
+        let store = Arc::new(SlowRenewals::default());
+        let (renewer, holder, mut answered) = with_a_command_out(&store).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let queued = renewal_for(&holder, deadline);
+        let alone = again(&renewal_for(&holder, deadline));
+        let beside_queued = again(&queued);
+        for renewal in [queued, beside_queued, alone] {
+            renewer.renew(renewal);
+        }
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(store.calls.load(Ordering::SeqCst), 1, "nothing went beside");
+        let mut numbers = Vec::new();
+        while numbers.len() < 3 {
+            let next = tokio::time::timeout(Duration::from_secs(5), answered.recv()).await;
+            let Ok(Some(LockMsg::RenewDone { number, .. })) = next else {
+                panic!("answers {numbers:?}, then none");
+            };
+            numbers.push(number);
+        }
+        numbers.sort_unstable();
+        assert_eq!(
+            numbers,
+            [1, 1, 2],
+            "the first command's, the queued one's, the lone copy's"
+        );
+        assert_eq!(
+            store.calls.load(Ordering::SeqCst),
+            2,
+            "both went in the next command"
+        );
+        tokio::time::sleep(SlowRenewals::TAKES * 2).await;
+        assert!(
+            answered.try_recv().is_err(),
+            "the copy beside a queued one was dropped"
+        );
+        holder.stop(None);
+    }
+
+    /// A copy of `renewal` sent again (the hold's second renewal, at risk).
+    fn again(renewal: &Renewal) -> Renewal {
+        Renewal {
+            request: renewal.request.clone(),
+            deadline: renewal.deadline,
+            actor: renewal.actor.clone(),
+            number: renewal.number + 1,
+            again: true,
+        }
     }
 
     /// A renewer whose store takes two leases per command, just after three renewals
@@ -881,6 +1024,7 @@ mod tests {
             ),
             deadline,
             actor: holder.clone(),
+            number: 1,
             again: false,
         }
     }
@@ -945,18 +1089,22 @@ mod tests {
         let (plenty, short) = (Duration::from_secs(1), SlowRenewals::TAKES / 2);
         let until = |left: Duration| Instant::now() + left;
         assert_eq!(
-            send(slow.clone(), batch(plenty), until(plenty)).await,
+            send(slow.clone(), batch(plenty), until(plenty))
+                .await
+                .measured,
             Some((2, SlowRenewals::TAKES, plenty))
         );
         assert_eq!(
-            send(slow, batch(short), until(short)).await,
+            send(slow, batch(short), until(short)).await.measured,
             Some((2, short, short))
         );
         let failing = Arc::new(SlowRenewals {
             fails: true,
             ..SlowRenewals::default()
         });
-        assert_eq!(send(failing, batch(plenty), until(plenty)).await, None);
+        let sent = send(failing, batch(plenty), until(plenty)).await;
+        assert_eq!(sent.measured, None);
+        assert_eq!(sent.leases.len(), 2, "its leases are back all the same");
         holder.stop(None);
     }
 }

@@ -139,9 +139,10 @@ impl NameState {
             LockMsg::HoldDue { lease } => self.on_hold_due(myself, lease),
             LockMsg::RenewDone {
                 lease,
+                number,
                 sent_at,
                 result,
-            } => self.on_renew_done(myself, lease, sent_at, result),
+            } => self.on_renew_done(myself, lease, (number, sent_at), result),
             LockMsg::ReleaseDone {
                 lease,
                 sent_at,

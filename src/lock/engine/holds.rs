@@ -198,7 +198,7 @@ impl NameState {
         &mut self,
         myself: &ActorRef<LockMsg>,
         lease: LeaseId,
-        sent_at: Instant,
+        sent: (u64, Instant),
         result: Result<ExtendOutcome, StoreError>,
     ) {
         let Some(place) = self.holds.get_mut(&lease) else {
@@ -206,7 +206,7 @@ impl NameState {
         };
         match place
             .hold
-            .apply_renewal(&self.name, sent_at, result, &self.renewer)
+            .apply_renewal(&self.name, sent, result, &self.renewer)
         {
             Some(reason) => self.lose(myself, lease, reason, LeaseLeft::Gone),
             None => self.arm_hold_timer(myself, lease),
