@@ -181,14 +181,14 @@ async fn run(
                     // Nothing is out (so nothing queued either: renewals queue only behind
                     // a command that is out).
                     let idle = in_flight.is_empty();
-                    enqueue(renewal, &mut queue, &mut again);
+                    enqueue(renewal, &mut queue, &mut again, &out);
                     if idle {
                         // Its neighbours on the grid are on their way: wait for them.
                         let until = Instant::now() + COALESCE;
                         while let Ok(Some(renewal)) =
                             tokio::time::timeout_at(until, incoming.recv()).await
                         {
-                            enqueue(renewal, &mut queue, &mut again);
+                            enqueue(renewal, &mut queue, &mut again, &out);
                         }
                     }
                 }
@@ -210,24 +210,17 @@ async fn run(
             else => break,
         }
         while let Ok(renewal) = incoming.try_recv() {
-            enqueue(renewal, &mut queue, &mut again);
+            enqueue(renewal, &mut queue, &mut again, &out);
         }
         while again_out.len() < AGAIN_IN_FLIGHT {
             let Some(batch) = again.take_needed(&batch_size, SizedFor::First) else {
                 break;
             };
-            let mut beside = Vec::new();
-            for renewal in batch {
-                let lease = renewal.request.key.lease;
-                if out.has(lease) {
-                    beside.push(renewal);
-                } else if !queue.has(lease) {
-                    queue.push(renewal);
-                }
-            }
-            if let Some(until) = beside.iter().map(|renewal| renewal.deadline).min() {
-                out.sent(&beside);
-                again_out.spawn(send(Arc::clone(&store), beside, until));
+            // (Its earlier renewal may have come back while it waited for the lane: then it
+            // is one command more, for a hold that is at risk.)
+            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
+                out.sent(&batch);
+                again_out.spawn(send(Arc::clone(&store), batch, until));
             }
         }
         while in_flight.len() < IN_FLIGHT {
@@ -308,11 +301,16 @@ fn count_down(counts: &mut HashMap<LeaseId, u32>, lease: LeaseId) {
     }
 }
 
-/// Queues `renewal` in its lane's queue.
-fn enqueue(renewal: Renewal, queue: &mut Queue, again: &mut Queue) {
-    if renewal.again {
+/// Queues `renewal` where it goes (see the module's documentation): in the copies' lane if
+/// it is marked and an earlier renewal of its lease is in a command out; nowhere if it is
+/// marked and one is queued (that one answers); in the queue as any renewal otherwise.
+fn enqueue(renewal: Renewal, queue: &mut Queue, again: &mut Queue, out: &Out) {
+    let lease = renewal.request.key.lease;
+    if !renewal.again {
+        queue.push(renewal);
+    } else if out.has(lease) {
         again.push(renewal);
-    } else {
+    } else if !queue.has(lease) {
         queue.push(renewal);
     }
 }
@@ -916,6 +914,40 @@ mod tests {
                 "the first sent again goes beside both, the next waits for it"
             );
         }
+        holder.stop(None);
+    }
+
+    /// A marked renewal with no renewal of its lease out (a hold's retry after its copy
+    /// failed) does not wait for the copies' lane, busy with a stuck copy: it is queued at
+    /// once as any renewal, and here, unable to wait for the stuck bulk command, goes in
+    /// the urgent one.
+    #[tokio::test(start_paused = true)]
+    async fn a_marked_renewal_with_nothing_out_waits_for_no_copy() {
+        let store = Arc::new(SlowRenewals {
+            hangs: true,
+            ..SlowRenewals::default()
+        });
+        let renewer = Renewer::start(store.clone());
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let calls = || store.calls.load(Ordering::SeqCst);
+        let bulk = renewal_for(&holder, Instant::now() + Duration::from_secs(20));
+        let copy = again(&bulk);
+        renewer.renew(bulk);
+        tokio::time::sleep(COALESCE * 2).await;
+        renewer.renew(copy);
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(
+            calls(),
+            2,
+            "the bulk command and the copy beside it, both stuck"
+        );
+        let retry = again(&renewal_for(
+            &holder,
+            Instant::now() + Duration::from_secs(10),
+        ));
+        renewer.renew(retry);
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(calls(), 3, "the retry waited for the copies' lane");
         holder.stop(None);
     }
 
