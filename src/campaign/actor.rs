@@ -288,7 +288,8 @@ impl<E: CampaignEvent> CampaignState<E> {
                 token,
                 change,
             });
-        // A new term: whatever an older lost term still held is long past its margin.
+        // A new term: whatever an older lost term still held is past its margin, or its
+        // record was deleted (its actor, if still stopping, is waited for by the next).
         self.lost = None;
         self.guard = Some(guard);
         self.sinks.publish(E::acquired(token));
@@ -324,7 +325,8 @@ impl<E: CampaignEvent> CampaignState<E> {
             return;
         }
         let (token, me) = (guard.token(), myself.clone());
-        binding.start(token, myself.get_cell(), move || {
+        let at_most = self.lock.options().loss_margin();
+        binding.start((token, myself.get_cell()), at_most, move || {
             let _ = me.send_message(CampaignMsg::BoundStarted { token });
         });
     }
@@ -345,7 +347,7 @@ impl<E: CampaignEvent> CampaignState<E> {
             Ok(actor) if current && has_stopped(&actor) => self.bound_ended(myself).await,
             Ok(actor) if current => binding.running = Some(actor),
             Ok(actor) => {
-                actor.stop(Some("its lock term is over".to_owned()));
+                binding.stop_late(&actor, "its lock term is over");
                 // A term begun while it started has no actor yet.
                 self.start_bound(myself);
             }

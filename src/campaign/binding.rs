@@ -28,6 +28,11 @@ pub(crate) struct Binding {
     pub(crate) running: Option<ActorCell>,
     /// An actor still starting, for the term with this token.
     starting: Option<(u64, Started)>,
+    /// The last actor stopped, which may still be stopping: the next one starts once it is
+    /// gone. A term can begin before the last term's actor has stopped when an operator
+    /// deleted the last term's record (otherwise its lease outlives the actor or its loss
+    /// margin); two terms' work never runs side by side in one process all the same.
+    stopped: Option<ActorCell>,
 }
 
 impl Binding {
@@ -36,6 +41,7 @@ impl Binding {
             spawn,
             running: None,
             starting: None,
+            stopped: None,
         }
     }
 
@@ -44,18 +50,23 @@ impl Binding {
         self.running.is_some() || self.starting.is_some()
     }
 
-    /// Starts the actor of the term with `token`, linked to `supervisor`, on its own task;
-    /// `started()` is called once it has (then [`started`](Self::started) takes it).
+    /// Starts the actor of the term with `token`, linked to `supervisor`, on its own task,
+    /// once the last actor stopped is gone (or after `at_most`); `started()` is called once
+    /// it has (then [`started`](Self::started) takes it).
     pub(crate) fn start(
         &mut self,
-        token: u64,
-        supervisor: ActorCell,
+        (token, supervisor): (u64, ActorCell),
+        at_most: Duration,
         started: impl FnOnce() + Send + 'static,
     ) {
         let spawning = (self.spawn)(token, supervisor);
         let (deliver, receive) = oneshot::channel();
         self.starting = Some((token, receive));
+        let stopping = self.stopped.take();
         tokio::spawn(async move {
+            if let Some(stopping) = stopping {
+                let _ = stopping.wait(Some(at_most)).await;
+            }
             let result = spawning.await;
             if let Err(Ok(actor)) = deliver.send(result) {
                 // Nobody waits for it any more (the campaign stopped): it must not run.
@@ -84,8 +95,15 @@ impl Binding {
     /// stopped once started.
     pub(crate) fn stop(&mut self) -> Option<ActorCell> {
         let actor = self.running.take()?;
-        actor.stop(Some("lock no longer held".to_owned()));
+        self.stop_late(&actor, "lock no longer held");
         Some(actor)
+    }
+
+    /// Stops `actor`, of a term that is over, without waiting: the next actor starts once
+    /// it is gone.
+    pub(crate) fn stop_late(&mut self, actor: &ActorCell, why: &str) {
+        actor.stop(Some(why.to_owned()));
+        self.stopped = Some(actor.clone());
     }
 
     /// Stops the term's actor — waiting for one still starting — and waits until it is

@@ -119,7 +119,8 @@ pub(crate) async fn background_lock_reports_and_reacquires<B: Backend>(backend: 
     assert!(!background.lock().is_held_by_this_manager().await.unwrap());
 }
 
-/// A bound actor that reports its start and stop, and stops itself on request.
+/// A bound actor that reports its start and stop (a moment after it is told to stop), and
+/// stops itself on request.
 struct Worker;
 
 impl Actor for Worker {
@@ -146,11 +147,14 @@ impl Actor for Worker {
         Ok(())
     }
 
+    /// Takes a moment to stop (its work winding down): a next term begun meanwhile (its
+    /// record deleted) must not start its actor beside this one.
     async fn post_stop(
         &self,
         _: ActorRef<()>,
         (token, log): &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        sleep(Duration::from_millis(20)).await;
         log.lock().unwrap().push(format!("stop {token}"));
         Ok(())
     }
