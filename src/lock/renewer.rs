@@ -890,18 +890,10 @@ mod tests {
     /// command at a time.
     #[tokio::test(start_paused = true)]
     async fn renewals_sent_again_go_in_a_lane_of_their_own() {
-        let store = Arc::new(SlowRenewals {
-            hangs: true,
-            ..SlowRenewals::default()
-        });
-        let renewer = Renewer::start(store.clone());
-        let (holder, _answered) = probe::<LockMsg>().await;
+        let (store, renewer, holder, bulk_copy) = with_a_stuck_command().await;
         let calls = || store.calls.load(Ordering::SeqCst);
-        let bulk = renewal_for(&holder, Instant::now() + Duration::from_secs(20));
         let urgent = renewal_for(&holder, Instant::now() + Duration::from_secs(10));
-        let copies = [again(&bulk), again(&urgent)];
-        renewer.renew(bulk);
-        tokio::time::sleep(COALESCE * 2).await;
+        let copies = [bulk_copy, again(&urgent)];
         renewer.renew(urgent);
         tokio::time::sleep(COALESCE * 2).await;
         assert_eq!(calls(), 2, "bulk and urgent out");
@@ -923,17 +915,8 @@ mod tests {
     /// the urgent one.
     #[tokio::test(start_paused = true)]
     async fn a_marked_renewal_with_nothing_out_waits_for_no_copy() {
-        let store = Arc::new(SlowRenewals {
-            hangs: true,
-            ..SlowRenewals::default()
-        });
-        let renewer = Renewer::start(store.clone());
-        let (holder, _answered) = probe::<LockMsg>().await;
+        let (store, renewer, holder, copy) = with_a_stuck_command().await;
         let calls = || store.calls.load(Ordering::SeqCst);
-        let bulk = renewal_for(&holder, Instant::now() + Duration::from_secs(20));
-        let copy = again(&bulk);
-        renewer.renew(bulk);
-        tokio::time::sleep(COALESCE * 2).await;
         renewer.renew(copy);
         tokio::time::sleep(COALESCE * 2).await;
         assert_eq!(
@@ -991,6 +974,23 @@ mod tests {
             "the copy beside a queued one was dropped"
         );
         holder.stop(None);
+    }
+
+    /// A renewer on a store that never answers, with a bulk command out and stuck (one
+    /// renewal with 20 s left): the store, the renewer, the holder, and a copy of that
+    /// renewal to send again.
+    async fn with_a_stuck_command() -> (Arc<SlowRenewals>, Renewer, ActorRef<LockMsg>, Renewal) {
+        let store = Arc::new(SlowRenewals {
+            hangs: true,
+            ..SlowRenewals::default()
+        });
+        let renewer = Renewer::start(store.clone());
+        let (holder, _answered) = probe::<LockMsg>().await;
+        let bulk = renewal_for(&holder, Instant::now() + Duration::from_secs(20));
+        let copy = again(&bulk);
+        renewer.renew(bulk);
+        tokio::time::sleep(COALESCE * 2).await;
+        (store, renewer, holder, copy)
     }
 
     /// A copy of `renewal` sent again (the hold's second renewal, at risk).
