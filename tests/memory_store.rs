@@ -2618,3 +2618,44 @@ async fn a_grant_for_a_task_that_left_goes_back_to_the_line() {
         manager.shutdown().await;
     }
 }
+
+/// A place is free at the very instant its lease expires, whatever the kind: the memory
+/// store drops a holder whose expiry is now, as MongoDB's `expiresAt > $$NOW` does and as
+/// the memory store's own mutex record does. (Found by mutation testing: keeping a holder
+/// whose expiry is now passed every other test.)
+#[tokio::test(start_paused = true)]
+async fn a_place_is_free_at_the_instant_its_lease_expires() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::{Access, HolderId, LockName};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let lease = Duration::from_secs(1);
+    for (name, access) in [
+        ("expiring-mutex", Access::Exclusive),
+        ("expiring-permit", Access::Permit { permits: 1 }),
+        ("expiring-write", Access::Write),
+    ] {
+        let name = LockName::new(name).unwrap();
+        let attempt = |holder: HolderId| {
+            AcquireRequest::new(name.clone(), LeaseId::new(), holder, lease).with_access(access)
+        };
+        let first = store.try_acquire(&attempt(HolderId::generate())).await;
+        assert!(
+            matches!(first, Ok(AcquireOutcome::Acquired { .. })),
+            "{first:?}"
+        );
+        tokio::time::advance(lease - Duration::from_millis(1)).await;
+        let early = store.try_acquire(&attempt(HolderId::generate())).await;
+        assert!(
+            matches!(early, Ok(AcquireOutcome::Busy { .. })),
+            "{access:?}: free before its lease expired: {early:?}"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let at_expiry = store.try_acquire(&attempt(HolderId::generate())).await;
+        assert!(
+            matches!(at_expiry, Ok(AcquireOutcome::Acquired { .. })),
+            "{access:?}: still held at the instant its lease expired: {at_expiry:?}"
+        );
+    }
+}
