@@ -646,6 +646,17 @@ pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Back
     let (written, _) = granted(&store, &long_wait()).await;
     released(&store, &written).await;
     granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+
+    // In arrival order the line orders the two sides instead, and a refused writer leaves no
+    // mark: a reader in the default mode (which does not look at the line) still comes in.
+    let lined = name("writer-in-line");
+    granted(&store, &reader.request(&lined, Access::Read, LONG)).await;
+    let in_line = writer
+        .request(&lined, Access::Write, LONG)
+        .with_retry_within(LONG)
+        .with_arrival_order(true);
+    refused(&store, &in_line).await;
+    granted(&store, &reader.request(&lined, Access::Read, LONG)).await;
 }
 
 /// Readers refused while a writer held (with `retry_within`) go before a waiting writer once
