@@ -263,18 +263,18 @@ async fn run(
 
 /// The leases in commands out, with how many commands each is in.
 #[derive(Default)]
-struct Out(HashMap<LeaseId, u32>);
+struct Out(LeaseCounts);
 
 impl Out {
     fn sent(&mut self, batch: &[Renewal]) {
         for renewal in batch {
-            *self.0.entry(renewal.request.key.lease).or_default() += 1;
+            self.0.add(renewal.request.key.lease);
         }
     }
 
     fn back(&mut self, leases: &[LeaseId]) {
         for &lease in leases {
-            count_down(&mut self.0, lease);
+            self.0.remove(lease);
         }
     }
 
@@ -287,17 +287,31 @@ impl Out {
     }
 
     fn has(&self, lease: LeaseId) -> bool {
-        self.0.contains_key(&lease)
+        self.0.has(lease)
     }
 }
 
-/// Takes one from `lease`'s count, and the lease out of `counts` at none.
-fn count_down(counts: &mut HashMap<LeaseId, u32>, lease: LeaseId) {
-    if let Some(count) = counts.get_mut(&lease) {
-        *count -= 1;
-        if *count == 0 {
-            counts.remove(&lease);
+/// How many renewals of each lease are in one place (queued, or in commands out).
+#[derive(Default)]
+struct LeaseCounts(HashMap<LeaseId, u32>);
+
+impl LeaseCounts {
+    fn add(&mut self, lease: LeaseId) {
+        *self.0.entry(lease).or_default() += 1;
+    }
+
+    /// Takes one from `lease`'s count, and the lease out at none.
+    fn remove(&mut self, lease: LeaseId) {
+        if let Some(count) = self.0.get_mut(&lease) {
+            *count -= 1;
+            if *count == 0 {
+                self.0.remove(&lease);
+            }
         }
+    }
+
+    fn has(&self, lease: LeaseId) -> bool {
+        self.0.contains_key(&lease)
     }
 }
 
@@ -321,7 +335,7 @@ fn enqueue(renewal: Renewal, queue: &mut Queue, again: &mut Queue, out: &Out) {
 struct Queue {
     by_expiry: BTreeMap<Duration, VecDeque<Renewal>>,
     /// How many renewals of each lease are queued.
-    leases: HashMap<LeaseId, u32>,
+    leases: LeaseCounts,
     /// Whether the last batch taken left renewals of its lease length queued: more were
     /// due than it could take in time.
     left_behind: bool,
@@ -332,7 +346,7 @@ impl Queue {
     /// place is looked for from the back; an at-risk hold's retry, due sooner than the
     /// renewals queued before it, goes ahead of them.
     fn push(&mut self, renewal: Renewal) {
-        *self.leases.entry(renewal.request.key.lease).or_default() += 1;
+        self.leases.add(renewal.request.key.lease);
         let queue = self
             .by_expiry
             .entry(renewal.request.lease_duration)
@@ -350,7 +364,7 @@ impl Queue {
 
     /// Whether a renewal of `lease` is queued.
     fn has(&self, lease: LeaseId) -> bool {
-        self.leases.contains_key(&lease)
+        self.leases.has(lease)
     }
 
     /// The queued renewal whose holder's deadline is nearest.
@@ -410,7 +424,7 @@ impl Queue {
             self.by_expiry.remove(&expiry);
         }
         for renewal in &batch {
-            count_down(&mut self.leases, renewal.request.key.lease);
+            self.leases.remove(renewal.request.key.lease);
         }
         Some(batch)
     }
