@@ -292,6 +292,11 @@ pub(crate) async fn local_hand_overs_keep_tokens_increasing<B: Backend>(backend:
         tokens.push(task.await.unwrap());
     }
     tokens.sort_unstable();
+    // A pass past the block would take the token the store's next grant gives too.
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "a token was given twice: {tokens:?}"
+    );
     assert_eq!(
         (counting.acquire_calls(), counting.hand_over_calls()),
         (1, 1),
