@@ -257,6 +257,27 @@ pub(crate) fn render(results: &Results) -> String {
             "—".into(),
         ]);
     }
+    // What each turn costs beyond its holds in arrival order, where the store decides every
+    // turn: the lock's idle time from one turn's last release to the next turn's entry.
+    if figure(results, "p3/roles-fifo", "turn_gap_local_p50_ms").is_some() {
+        head.row(&[
+            "P3".into(),
+            "*roles*, arrival order: the lock idle between turns, p50, next turn in the same \
+             process / in the other"
+                .into(),
+            format!(
+                "{} / {}",
+                cell(results, "p3/roles-fifo", "turn_gap_local_p50_ms", 2, " ms"),
+                cell(results, "p3/roles-fifo", "turn_gap_cross_p50_ms", 2, " ms")
+            ),
+            format!(
+                "the mean hold: {}",
+                cell(results, "p3/roles-fifo", "hold_ms", 2, " ms")
+            ),
+            "—".into(),
+            "—".into(),
+        ]);
+    }
 
     if results.contains_key("p4") {
         let lost = figure(results, "p4", "lost");

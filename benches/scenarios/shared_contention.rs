@@ -195,6 +195,11 @@ struct Figures {
     writer_overlaps: usize,
     /// Time in the window with at least `permits` critical sections under way.
     all_busy: Duration,
+    /// The lock's idle time between one turn and the next (nobody holding, then somebody
+    /// entering), in the window: the next turn in the process that held last (`[0]`) or in
+    /// another one (`[1]`). Each is what a turn costs beyond its holds: a store round trip,
+    /// and across processes a release-feed wake-up too.
+    turn_gaps_ms: [Vec<f64>; 2],
     /// Whole seconds of the window in which no read (or permit), or no write, was granted.
     seconds: usize,
     seconds_without_read: usize,
@@ -217,13 +222,13 @@ fn figures(
     figures.seconds = seconds;
     let mut per_second = vec![[0_usize; 2]; seconds];
     let clip = |t: Instant| t.clamp(from, to);
-    // Sweep of critical sections: (time, is_start, is_write); ends first at equal instants,
-    // so a hand-over at one instant is not an overlap.
-    let mut edges: Vec<(Instant, bool, bool)> = Vec::with_capacity(timeline.holds.len() * 2);
+    // Sweep of critical sections: (time, is_start, is_write, process); ends first at equal
+    // instants, so a hand-over at one instant is not an overlap.
+    let mut edges: Vec<(Instant, bool, bool, usize)> = Vec::with_capacity(timeline.holds.len() * 2);
     for hold in &timeline.holds {
         let write = hold.op == Op::Write;
-        edges.push((hold.acquired, true, write));
-        edges.push((hold.releasing, false, write));
+        edges.push((hold.acquired, true, write, hold.process));
+        edges.push((hold.releasing, false, write, hold.process));
         figures.busy += clip(hold.releasing).saturating_duration_since(clip(hold.acquired));
         if !(from..=to).contains(&hold.acquired) {
             continue;
@@ -260,10 +265,12 @@ fn figures(
     }
     figures.seconds_without_read = per_second.iter().filter(|s| s[0] == 0).count();
     figures.seconds_without_write = per_second.iter().filter(|s| s[1] == 0).count();
-    edges.sort_by_key(|&(t, start, _)| (t, start));
+    edges.sort_by_key(|&(t, start, _, _)| (t, start));
     let (mut holders, mut writers) = (0_usize, 0_usize);
     let mut last = from;
-    for (t, start, write) in edges {
+    // Since when nobody holds, and in which process the last holder was.
+    let mut idle: Option<(Instant, usize)> = None;
+    for (t, start, write, process) in edges {
         if holders >= permits && t > from {
             figures.all_busy += clip(t).saturating_duration_since(clip(last));
         }
@@ -272,12 +279,21 @@ fn figures(
             if writers > 0 || (write && holders > 0) {
                 figures.writer_overlaps += 1;
             }
+            if let Some((since, last_process)) = idle.take()
+                && (from..=to).contains(&since)
+            {
+                figures.turn_gaps_ms[usize::from(process != last_process)]
+                    .push(millis(t.saturating_duration_since(since)));
+            }
             holders += 1;
             writers += usize::from(write);
             figures.max_holders = figures.max_holders.max(holders);
         } else {
             holders = holders.saturating_sub(1);
             writers = writers.saturating_sub(usize::from(write));
+            if holders == 0 {
+                idle = Some((t, process));
+            }
         }
     }
     figures
@@ -408,6 +424,14 @@ fn emit_common(figures: &Figures, commands: Option<u64>, listed: &str, seconds: 
     }
     emit("max_holders", figures.max_holders);
     emit("writer_overlaps", figures.writer_overlaps);
+    for (side, gaps) in ["local", "cross"].iter().zip(&figures.turn_gaps_ms) {
+        emit(&format!("turns_{side}"), gaps.len());
+        if let Some(p50) = quantile(gaps, 0.5) {
+            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+            emit(&format!("turn_gap_{side}_p50_ms"), format!("{p50:.2}"));
+            emit(&format!("turn_gap_{side}_mean_ms"), format!("{mean:.2}"));
+        }
+    }
 }
 
 /// P2: a semaphore of `permits` permits; `tasks` tasks in two processes, each holding for
