@@ -990,6 +990,57 @@ mod tests {
         holder.stop(None);
     }
 
+    /// A lease's renewals are counted out only until their commands are back (bulk or
+    /// copies' lane): a marked renewal of a lease whose renewals all came back has nothing
+    /// out to go beside, so it waits for the bulk command out (of another lease) instead of
+    /// taking the copies' lane, and is sent once that command is back.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_whose_renewals_came_back_has_nothing_out() {
+        let store = Arc::new(SlowRenewals::default());
+        let calls = || store.calls.load(Ordering::SeqCst);
+        let renewer = Renewer::start(store.clone());
+        let (holder, mut answered) = probe::<LockMsg>().await;
+        let mut answers = async |n: usize| {
+            let mut numbers = Vec::new();
+            while numbers.len() < n {
+                let next = tokio::time::timeout(Duration::from_secs(5), answered.recv()).await;
+                let Ok(Some(LockMsg::RenewDone { number, .. })) = next else {
+                    panic!("answers {numbers:?}, then none");
+                };
+                numbers.push(number);
+            }
+            numbers
+        };
+        let first = renewal_for(&holder, Instant::now() + Duration::from_secs(30));
+        let (copy, retry) = (again(&first), again(&again(&first)));
+        renewer.renew(first);
+        tokio::time::sleep(COALESCE * 2).await;
+        renewer.renew(copy);
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(calls(), 2, "the renewal and its copy beside it");
+        assert_eq!(answers(2).await.len(), 2, "both came back");
+        renewer.renew(renewal_for(
+            &holder,
+            Instant::now() + Duration::from_secs(20),
+        ));
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(calls(), 3, "another lease's command is out");
+        renewer.renew(retry);
+        tokio::time::sleep(COALESCE * 2).await;
+        assert_eq!(
+            calls(),
+            3,
+            "the retry went beside a command of another lease"
+        );
+        assert_eq!(
+            answers(2).await,
+            [1, 3],
+            "the other lease's, then the retry's"
+        );
+        assert_eq!(calls(), 4, "the retry went in the next bulk command");
+        holder.stop(None);
+    }
+
     /// A renewer on a store that never answers, with a bulk command out and stuck (one
     /// renewal with 20 s left): the store, the renewer, the holder, and a copy of that
     /// renewal to send again.
