@@ -125,7 +125,8 @@ impl Hold {
         self.lease
     }
 
-    /// For logs only: nothing is decided by it (each guard carries its own token).
+    /// For logs only: nothing is decided by it (each guard carries its own token), so a
+    /// mutant returning another number changes no behaviour and survives.
     pub(crate) fn token(&self) -> u64 {
         self.token
     }
