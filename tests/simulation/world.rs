@@ -425,6 +425,7 @@ impl World {
             94 => self.inject_panic(),
             95 => self.operator_sets_permits().await,
             96..=97 => self.spawn_readers(),
+            98 => self.spawn_mutex_crowd(),
             _ => {}
         }
     }
@@ -527,13 +528,35 @@ impl World {
         }
     }
 
-    fn spawn_client(&mut self, manager: usize, target: Target) {
-        let ask = match self.rng.random_range(0..3) {
-            0 => Ask::Blocking,
-            1 => Ask::Timeout(self.duration(2_000)),
-            _ => Ask::Try,
+    /// More tasks of one manager than a grant reserves tokens for, all asking for one
+    /// mutex at once and each holding it a few milliseconds: a chain of local passes that
+    /// runs to the end of the grant's block when the fairness bound lets it (the next
+    /// holder must then come from the store, under a token past the block).
+    fn spawn_mutex_crowd(&mut self) {
+        let Some(manager) = self.live_manager() else {
+            return;
         };
-        let plan = Plan {
+        let name = self.name();
+        let options = self.options.clone().with_fairness(self.fairness);
+        let block = usize::try_from(self.store.tokens_per_grant()).unwrap_or(16);
+        for _ in 0..block + self.rng.random_range(1..=4) {
+            if let Ok(lock) = self.managers[manager]
+                .manager
+                .lock_with(name, options.clone())
+            {
+                let plan = Plan {
+                    hold: self.duration(5),
+                    ..self.plan()
+                };
+                self.spawn_client_with(manager, Target::Mutex(lock), Ask::Blocking, plan);
+            }
+        }
+    }
+
+    /// A random plan: a hold of up to 1.5 s, released or dropped, a loss acknowledged at
+    /// once or after a while.
+    fn plan(&mut self) -> Plan {
+        Plan {
             hold: self.duration(1_500),
             release: self.rng.random_bool(0.6),
             acknowledge_after: match self.rng.random_range(0..3) {
@@ -541,7 +564,20 @@ impl World {
                 1 => self.duration(300),
                 _ => self.duration(1_500),
             },
+        }
+    }
+
+    fn spawn_client(&mut self, manager: usize, target: Target) {
+        let ask = match self.rng.random_range(0..3) {
+            0 => Ask::Blocking,
+            1 => Ask::Timeout(self.duration(2_000)),
+            _ => Ask::Try,
         };
+        let plan = self.plan();
+        self.spawn_client_with(manager, target, ask, plan);
+    }
+
+    fn spawn_client_with(&mut self, manager: usize, target: Target, ask: Ask, plan: Plan) {
         let id = self.clients.len();
         let phase = Arc::new(Mutex::new(ClientPhase::Waiting));
         let (release_now, release_signal) = oneshot::channel();
