@@ -2246,6 +2246,47 @@ async fn the_sweeper_removes_expired_records_and_never_a_held_one() {
     assert_eq!(store.len(), 1);
 }
 
+/// A sweep removes only places in line that have ended: a waiter's live place stays, so a
+/// request that arrived later is still refused when the lock comes free (arrival order).
+#[tokio::test(start_paused = true)]
+async fn the_sweeper_leaves_a_live_place_in_line() {
+    use mongolock::HolderId;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use std::time::Duration;
+
+    let store = MemoryStore::with_sweep_interval(Duration::from_secs(3600));
+    let name = LockName::new("line").unwrap();
+    let request = || {
+        AcquireRequest::new(
+            name.clone(),
+            LeaseId::new(),
+            HolderId::generate(),
+            Duration::from_secs(60),
+        )
+        .with_arrival_order(true)
+        .with_retry_within(Duration::from_secs(10))
+    };
+    let holder = request();
+    let (first, later) = (request(), request());
+    let granted = |outcome: &AcquireOutcome| matches!(outcome, AcquireOutcome::Acquired { .. });
+    assert!(granted(&store.try_acquire(&holder).await.unwrap()));
+    assert!(
+        !granted(&store.try_acquire(&first).await.unwrap()),
+        "held: the first waiter is put in line"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(store.sweep_expired(), 0, "nothing has expired");
+    store
+        .release(&holder.key().with_arrival_order(true))
+        .await
+        .unwrap();
+    assert!(
+        !granted(&store.try_acquire(&later).await.unwrap()),
+        "a request that arrived after the waiter in line went ahead of it: the sweep dropped a live place"
+    );
+    assert!(granted(&store.try_acquire(&first).await.unwrap()));
+}
+
 /// A waiter in another process gets the lock within the fairness bound, however busy this
 /// process keeps it: its tasks pass the lock among themselves only while the store was asked
 /// less than the bound ago, and once the store says someone elsewhere has waited the bound

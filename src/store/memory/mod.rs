@@ -445,6 +445,8 @@ impl MemoryStore {
     /// ```
     pub fn remove(&self, name: &LockName) -> bool {
         let mut state = self.state();
+        // A name is in one map at most (its record is of one kind), so `^` for `|` is a
+        // mutant that survives; `|` (not `||`) keeps both removals unconditional anyway.
         let removed = state.records.remove(name).is_some() | state.shared.remove(name).is_some();
         if removed {
             state.freed(name);
