@@ -315,7 +315,10 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
+    use crate::lock::hold::Hold;
+    use crate::lock::message::LockMsg;
     use crate::name::LockName;
+    use crate::store::LeaseId;
 
     /// Queues waiters asking for `accesses`, in that order; keep the answers' receivers so
     /// the waiters stay live.
@@ -373,6 +376,47 @@ mod tests {
         assert_eq!(
             next_turns(&mut waiters, 4),
             [Access::Read, Access::Read, Access::Read, Access::Write]
+        );
+    }
+
+    /// A grant that finds its waiter gone goes to the next one under the same lease and
+    /// token: the guard the leaver could not take must send nothing as it drops, or its
+    /// release would free the place the next waiter now holds. Only the holder's own
+    /// guard releases it.
+    #[tokio::test]
+    async fn a_guard_its_waiter_could_not_take_releases_nothing() {
+        let (mut waiters, mut answers) = queue_of(&[Access::Exclusive, Access::Exclusive]);
+        let (actor, mut messages) = crate::lock::timer::tests::probe::<LockMsg>().await;
+        let name = LockName::new("turns").unwrap();
+        let options = Arc::new(LockOptions::default());
+        let metrics = LockMetrics::for_access(&name, options.lock_name_label(), Access::Exclusive);
+        let hold = Hold::new(
+            LeaseId::new(),
+            (1, 16),
+            options.clone(),
+            metrics,
+            Instant::now(),
+        );
+        drop(answers.remove(0)); // the first waiter left, still queued
+        assert!(
+            waiters.deliver_for((Access::Exclusive, &options), None, || hold
+                .guard(&name, &actor)),
+            "the next waiter takes the grant"
+        );
+        let holding = answers.remove(0).await.unwrap().unwrap();
+        drop(holding);
+        actor.send_message(LockMsg::WaiterLeft).unwrap(); // marks the end
+        let mut releases = 0;
+        while let Some(message) = messages.recv().await {
+            match message {
+                LockMsg::Release { .. } => releases += 1,
+                LockMsg::WaiterLeft => break,
+                _ => {}
+            }
+        }
+        assert_eq!(
+            releases, 1,
+            "a guard nobody took released the holder's place"
         );
     }
 
