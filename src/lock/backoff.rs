@@ -14,9 +14,10 @@ const JITTER: f64 = 0.2;
 /// `1.5^n` finite.
 const MAX_EXPONENT: u32 = 64;
 
-/// The backoff of one run of refused attempts (an actor's acquisition, from a grant or an
-/// idle pause to the next: a new run starts afresh); the range and strategy are those of
-/// the acquisition being served
+/// The backoff of one run of refused attempts (an actor's acquisition, from an attempt's
+/// grant or an idle pause to the next: a new run starts afresh; a hand-over's grant
+/// beside a backoff leaves it running, see `Phase::Attempting`); the range and strategy
+/// are those of the acquisition being served
 /// ([`LockOptions::with_retry_backoff`], [`LockOptions::with_adaptive_backoff`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {

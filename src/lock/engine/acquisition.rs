@@ -39,8 +39,11 @@ pub(super) enum Phase {
         /// A release was seen while the attempt was in flight: if the attempt finds the
         /// name held, it was sent before the release, so the next one goes out at once.
         woken: bool,
-        /// The refusals since the waiters' last grant (a grant or an idle pause starts
-        /// afresh).
+        /// The refusals since the waiters' last grant by an attempt (an attempt's grant or
+        /// an idle pause starts afresh). A hand-over's grant, made beside a backoff, keeps
+        /// it: restarting it there made no difference that P3 could show, on the memory
+        /// store or the test server (`benches/RESULTS.md`, "a hand-over's grant and the
+        /// waiters' backoff").
         backoff: Backoff,
     },
     BackingOff {
