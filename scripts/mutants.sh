@@ -26,7 +26,9 @@
 # run it by file, by function (`-F REGEX`) or by shard (`--shard k/n`) and gather the results.
 # Not part of scripts/test.sh or CI.
 #
-# Results: mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt), git-ignored.
+# Results: mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt), git-ignored;
+# the score per file is printed at the end (scripts/mutants-score.py, which also merges
+# the outcomes.json of runs made apart: shards, or files run one session at a time).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -52,7 +54,13 @@ fi
 export MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 # --baseline=skip would save one run, but a red baseline would call every mutant caught.
-exec cargo mutants --all-features "${copy[@]}" --timeout-multiplier 3 \
+status=0
+cargo mutants --all-features "${copy[@]}" --timeout-multiplier 3 \
     --cargo-arg=--lib --cargo-arg=--test=memory_store --cargo-arg=--test=metrics \
     --cargo-arg=--test=simulation \
-    "${files[@]}" "$@"
+    "${files[@]}" "$@" || status=$?
+# cargo-mutants exits 2 when a mutant was missed, 3 when one timed out: still a score.
+if [[ -f mutants.out/outcomes.json ]] && ! printf '%s\n' "$@" | grep -qx -- '--list'; then
+    python3 scripts/mutants-score.py mutants.out/outcomes.json
+fi
+exit "$status"
