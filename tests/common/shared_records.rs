@@ -237,7 +237,7 @@ pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backe
 /// A release reports contention only if another manager waits: a manager holding a
 /// place keeps asking for its other waiters, and those refusals alone (served by its own
 /// releases) are nobody else's to step back for. Once another manager is refused too, the
-/// release reports the wait.
+/// release reports the wait, and inspection shows it while the place is held.
 pub(crate) async fn shared_records_a_release_reports_only_other_managers_waits<B: Backend>(
     backend: &B,
 ) {
@@ -271,6 +271,14 @@ pub(crate) async fn shared_records_a_release_reports_only_other_managers_waits<B
             .with_waited(Duration::from_millis(500)),
     )
     .await;
+    // Inspection shows the same while the place is held (what `mongolock status` prints).
+    let shown = inspect(&store, &sem)
+        .await
+        .and_then(|record| record.contended_for);
+    assert!(
+        shown.is_some_and(|since| since >= waited),
+        "a held record others wait for shows the earliest wait: {shown:?}"
+    );
     match release(&store, &held).await {
         ReleaseOutcome::Released {
             contended_for: Some(since),
