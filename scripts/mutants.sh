@@ -17,6 +17,9 @@
 #                                             after the script's own: -F REGEX, --shard 1/8…)
 #   scripts/mutants.sh --in-place …           in this checkout, reusing its build (quickest;
 #                                             leave the tree alone while it runs)
+#   scripts/mutants.sh --timeout 50 …         a fixed test timeout in seconds instead of three
+#                                             times the baseline's (a baseline slowed by other
+#                                             work makes every hanging mutant wait that long)
 #
 # Time: only the oracle's test targets are built, without debug info (a mutant's link
 # is most of its build otherwise). The scratch copy's first build is a full build of those
@@ -51,11 +54,18 @@ if printf '%s\n' "$@" | grep -qx -- '--in-place'; then
     copy=()
 fi
 
+# A test timeout of three times the baseline's, unless the caller sets one (`--timeout S`:
+# a baseline run beside other work would otherwise make every hanging mutant wait long).
+timeout=(--timeout-multiplier 3)
+if printf '%s\n' "$@" | grep -qx -- '--timeout'; then
+    timeout=()
+fi
+
 export MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 # --baseline=skip would save one run, but a red baseline would call every mutant caught.
 status=0
-cargo mutants --all-features "${copy[@]}" --timeout-multiplier 3 \
+cargo mutants --all-features "${copy[@]}" "${timeout[@]}" \
     --cargo-arg=--lib --cargo-arg=--test=memory_store --cargo-arg=--test=metrics \
     --cargo-arg=--test=simulation \
     "${files[@]}" "$@" || status=$?
