@@ -40,9 +40,15 @@ if ! cargo mutants --version >/dev/null 2>&1; then
     cargo install cargo-mutants --locked
 fi
 
+# Whether the caller passed an argument matching the pattern (a whole argument).
+args=("$@")
+asked() {
+    printf '%s\n' "${args[@]}" | grep -qx -- "$1"
+}
+
 files=()
 # Only when the caller names no file of their own.
-if ! printf '%s\n' "$@" | grep -qx -- '-f\|--file'; then
+if ! asked '-f\|--file'; then
     files=(--file 'src/lock/**' --file 'src/store/memory/**')
 fi
 
@@ -50,14 +56,14 @@ fi
 # --in-place (mutants written into this checkout and restored after each; its target
 # directory and incremental state reused, so no scratch build at all) there is no copy.
 copy=(--copy-target=true)
-if printf '%s\n' "$@" | grep -qx -- '--in-place'; then
+if asked '--in-place'; then
     copy=()
 fi
 
 # A test timeout of three times the baseline's, unless the caller sets one (`--timeout S`:
 # a baseline run beside other work would otherwise make every hanging mutant wait long).
 timeout=(--timeout-multiplier 3)
-if printf '%s\n' "$@" | grep -qx -- '--timeout'; then
+if asked '--timeout\(=.*\)\?'; then
     timeout=()
 fi
 
@@ -65,12 +71,15 @@ export MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-400}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 # --baseline=skip would save one run, but a red baseline would call every mutant caught.
 status=0
+started=$(mktemp)
 cargo mutants --all-features "${copy[@]}" "${timeout[@]}" \
     --cargo-arg=--lib --cargo-arg=--test=memory_store --cargo-arg=--test=metrics \
     --cargo-arg=--test=simulation \
     "${files[@]}" "$@" || status=$?
-# cargo-mutants exits 2 when a mutant was missed, 3 when one timed out: still a score.
-if [[ -f mutants.out/outcomes.json ]] && ! printf '%s\n' "$@" | grep -qx -- '--list'; then
+# cargo-mutants exits 2 when a mutant was missed, 3 when one timed out: still a score. An
+# outcomes.json older than this run (refused arguments, --list) is a previous run's.
+if [[ mutants.out/outcomes.json -nt "$started" ]]; then
     python3 scripts/mutants-score.py mutants.out/outcomes.json
 fi
+rm -f "$started"
 exit "$status"
