@@ -2129,6 +2129,96 @@ async fn a_single_try_out_at_shutdown_is_answered_and_its_grant_released() {
     assert!(store.inner().is_empty(), "the try's grant is still held");
 }
 
+/// An acquisition the caller gave up on, granted on the store but its answer still on the
+/// way when the manager shuts down, is released before the shutdown returns: a process
+/// that exits then leaves no lease that only expiry frees.
+#[test]
+fn a_grant_answered_after_shutdown_began_is_released_before_it_returns() {
+    nothing_held_after_exit(|store, manager| async move {
+        use std::time::Duration;
+
+        store.answer_late(Duration::from_millis(300));
+        let gave_up = manager
+            .lock("given-up")
+            .unwrap()
+            .acquire_timeout(Duration::from_millis(100))
+            .await;
+        assert!(gave_up.is_err(), "the late acquisition did not time out");
+        manager.shutdown().await;
+    });
+}
+
+/// The release of a grant whose caller had left, still in flight when the manager shuts
+/// down, is waited for.
+#[test]
+fn a_given_up_grants_release_lands_before_shutdown_returns() {
+    nothing_held_after_exit(|store, manager| async move {
+        use std::time::Duration;
+
+        store.stall(Duration::from_millis(300));
+        let gave_up = manager
+            .lock("given-up")
+            .unwrap()
+            .acquire_timeout(Duration::from_millis(100))
+            .await;
+        assert!(gave_up.is_err(), "the stalled acquisition did not time out");
+        // The grant lands at 300 ms and goes back at once, stalled until 600 ms.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        manager.shutdown().await;
+    });
+}
+
+/// The release of a guard dropped just before the shutdown, still in flight, is waited for.
+#[test]
+fn a_dropped_guards_release_lands_before_shutdown_returns() {
+    nothing_held_after_exit(|store, manager| async move {
+        let dropped = manager.lock("dropped").unwrap().acquire().await.unwrap();
+        store.stall(std::time::Duration::from_millis(300));
+        drop(dropped);
+        manager.shutdown().await;
+    });
+}
+
+/// So is the one release of a dropped multi-lock guard's members.
+#[test]
+fn a_dropped_multi_lock_guards_release_lands_before_shutdown_returns() {
+    nothing_held_after_exit(|store, manager| async move {
+        let both = manager.multi_lock(["a", "b"]).unwrap();
+        let dropped = both.acquire().await.unwrap();
+        store.stall(std::time::Duration::from_millis(300));
+        drop(dropped);
+        manager.shutdown().await;
+    });
+}
+
+/// Runs `process` (a manager with 3 s leases on a memory store behind a `FaultyStore`, so
+/// a 300 ms stall is well inside a call's 2 s timeout) on a runtime of its own, then drops
+/// that runtime as a process exit would, with whatever task was still running; then no
+/// record may be left.
+fn nothing_held_after_exit<F: std::future::Future<Output = ()>>(
+    process: impl FnOnce(mongolock::testing::FaultyStore<MemoryStore>, mongolock::LockManager) -> F,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let memory = MemoryStore::new();
+    runtime.block_on(async {
+        let options = mongolock::LockOptions::default()
+            .with_lease_duration(std::time::Duration::from_secs(3));
+        let store = mongolock::testing::FaultyStore::new(memory.clone());
+        let manager = common::start_with(store.clone(), options).await;
+        process(store, manager).await;
+    });
+    drop(runtime);
+    assert!(
+        memory.is_empty(),
+        "a lease nobody owns outlived the shutdown: {} records",
+        memory.len()
+    );
+}
+
 /// A refused attempt costs its one call: nothing was granted, so nothing is released.
 #[tokio::test(start_paused = true)]
 async fn a_refused_attempt_costs_one_store_call() {

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use ractor::{ActorRef, ActorStatus};
 use tokio::time::Instant;
 
+use super::cleanup::Cleanups;
 use super::message::LockMsg;
 use super::orphan;
 use crate::error::StoreError;
@@ -32,23 +33,25 @@ use crate::store::{AcquireOutcome, AcquireRequest, HandOverOutcome, LeaseKey, Lo
 pub(crate) fn send_attempt(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
+    cleanups: &Cleanups,
     request: AcquireRequest,
     options: &LockOptions,
     renewals_behind: Option<impl Future<Output = ()> + Send + 'static>,
 ) -> Option<Deferred> {
     let Some(caught_up) = renewals_behind else {
-        send_now(actor, store, request, options);
+        send_now(actor, store, cleanups, request, options);
         return None;
     };
     let deferred = Deferred(Arc::new(AtomicBool::new(false)));
     let decided = deferred.0.clone();
-    let (actor, store, options) = (actor.clone(), store.clone(), options.clone());
+    let (actor, store, cleanups) = (actor.clone(), store.clone(), cleanups.clone());
+    let options = options.clone();
     tokio::spawn(async move {
         caught_up.await;
         // Whichever of this send and the actor's abandon comes first decides.
         let sends = !decided.swap(true, SeqCst);
         if sends && matches!(actor.get_status(), ActorStatus::Running) {
-            send_now(&actor, &store, request, &options);
+            send_now(&actor, &store, &cleanups, request, &options);
         }
     });
     Some(deferred)
@@ -71,6 +74,7 @@ impl Deferred {
 fn send_now(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
+    cleanups: &Cleanups,
     request: AcquireRequest,
     options: &LockOptions,
 ) {
@@ -80,6 +84,7 @@ fn send_now(
     orphan::run_granting_call(
         actor,
         store,
+        cleanups,
         options,
         call,
         (granted, orphans),
@@ -99,6 +104,7 @@ fn send_now(
 pub(crate) fn send_hand_over(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
+    cleanups: &Cleanups,
     from: LeaseKey,
     request: AcquireRequest,
     options: &LockOptions,
@@ -113,6 +119,7 @@ pub(crate) fn send_hand_over(
     orphan::run_granting_call(
         actor,
         store,
+        cleanups,
         options,
         call,
         (granted, orphans),

@@ -24,12 +24,14 @@
 //! | `fairness.rs` | when a process gives the lock up to waiters elsewhere, and steps back for them |
 //! | `attempt.rs` | one acquisition attempt or hand-over: sent off the loop with its claim, its answer judged |
 //! | `orphan.rs` | releasing grants no guard will own |
+//! | `cleanup.rs` | the releases of leases nobody owns, which a shutdown waits for |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
 
 mod attempt;
 mod backoff;
 mod batch_size;
+mod cleanup;
 mod engine;
 mod fairness;
 mod guard;

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::cleanup::Cleanups;
 use super::guard::LockGuard;
 use super::handle::Lock;
 use super::loss_signal::{AtRisk, HoldStatusSender, LossSignal};
@@ -160,9 +161,11 @@ impl MultiLock {
             .map(|member| member.options().renew_deadline())
             .min()
             .unwrap_or_default();
+        let runtime = first.runtime();
         Ok(MultiLockGuard::new(
             held,
-            first.runtime().store.clone(),
+            runtime.store.clone(),
+            runtime.cleanups.clone(),
             release_timeout,
         ))
     }
@@ -264,6 +267,8 @@ pub struct MultiLockGuard {
     /// The members' guards, in canonical order.
     members: Vec<LockGuard>,
     store: Arc<dyn LockStore>,
+    /// Where a dropped guard's release runs, for the manager's shutdown to wait for.
+    cleanups: Cleanups,
     /// How long the one release call may take (the shortest member renew deadline).
     release_timeout: Duration,
     status: Arc<HoldStatusSender>,
@@ -273,7 +278,12 @@ pub struct MultiLockGuard {
 }
 
 impl MultiLockGuard {
-    fn new(members: Vec<LockGuard>, store: Arc<dyn LockStore>, release_timeout: Duration) -> Self {
+    fn new(
+        members: Vec<LockGuard>,
+        store: Arc<dyn LockStore>,
+        cleanups: Cleanups,
+        release_timeout: Duration,
+    ) -> Self {
         let status = Arc::new(HoldStatusSender::new(Instant::now()));
         let loss = status.subscribe();
         let signals: Vec<LossSignal> = members.iter().map(LockGuard::loss_signal).collect();
@@ -282,6 +292,7 @@ impl MultiLockGuard {
         Self {
             members,
             store,
+            cleanups,
             release_timeout,
             status,
             loss,
@@ -614,9 +625,12 @@ impl Drop for MultiLockGuard {
         }
         let members = std::mem::take(&mut self.members);
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
+            Ok(_) => {
                 let (store, timeout) = (self.store.clone(), self.release_timeout);
-                drop(runtime.spawn(release_members(members, store, timeout)));
+                self.cleanups.spawn(timeout, async move {
+                    // Nobody waits for the answer: each actor is told it.
+                    let _ = release_members(members, store, timeout).await;
+                });
             }
             // Outside a runtime each member releases itself through its actor.
             Err(_) => drop(members),

@@ -13,6 +13,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
+use super::cleanup::{Cleanups, Pending};
 use super::message::LockMsg;
 use super::store_call::{self, Started, bounded};
 use crate::error::StoreError;
@@ -76,6 +77,9 @@ struct Orphans {
     timeout: Duration,
     /// The longest lease the call may have granted: how long a release is worth retrying.
     lease: Duration,
+    /// Registered from the answer until the release ends: a shutdown waits for it, also
+    /// for a grant in a message nobody has handled yet (queued when its actor stopped).
+    _pending: Pending,
 }
 
 impl GrantClaim {
@@ -86,6 +90,7 @@ impl GrantClaim {
 
     fn on(
         store: &Arc<dyn LockStore>,
+        cleanups: &Cleanups,
         keys: Vec<LeaseKey>,
         timeout: Duration,
         lease: Duration,
@@ -95,6 +100,7 @@ impl GrantClaim {
             store: store.clone(),
             timeout,
             lease,
+            _pending: cleanups.pending(timeout),
         })))
     }
 
@@ -133,9 +139,13 @@ impl Drop for GrantClaim {
 /// [`GrantClaim`] on them, which the actor keeps or drops. After a timeout the task waits
 /// for the store's late answer (the store may still apply a stalled command; after
 /// [`late_answer_limit`] the call is abandoned) and releases them itself.
+///
+/// A shutdown waits for the call's answer within its timeout, and for the release of what
+/// nobody owns (see `cleanup`); not for a late answer.
 pub(crate) fn run_granting_call<T: Send + 'static>(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,
+    cleanups: &Cleanups,
     options: &LockOptions,
     call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     (granted, mut orphans): (fn(&T) -> bool, Vec<LeaseKey>),
@@ -144,11 +154,11 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
     let (timeout, give_up_after) = (options.renew_deadline(), late_answer_limit(options));
     let lease = options.lease_duration();
     let claim_for = {
-        let store = store.clone();
+        let (store, cleanups) = (store.clone(), cleanups.clone());
         move |result: &Result<T, StoreError>, orphans: &mut Vec<LeaseKey>| match result {
             Ok(outcome) if !granted(outcome) => GrantClaim::empty(),
             Err(StoreError::Timeout(_)) => GrantClaim::empty(),
-            _ => GrantClaim::on(&store, std::mem::take(orphans), timeout, lease),
+            _ => GrantClaim::on(&store, &cleanups, std::mem::take(orphans), timeout, lease),
         }
     };
     let (sent_at, mut call) = match store_call::start(call) {
@@ -161,7 +171,7 @@ pub(crate) fn run_granting_call<T: Send + 'static>(
         (sent_at, Started::Running(call)) => (sent_at, call),
     };
     let (actor, store) = (actor.clone(), store.clone());
-    tokio::spawn(async move {
+    cleanups.spawn(timeout, async move {
         let result = store_call::timed(timeout, &mut call).await;
         let timed_out = matches!(result, Err(StoreError::Timeout(_)));
         let claim = claim_for(&result, &mut orphans);

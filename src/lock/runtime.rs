@@ -11,6 +11,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorRef};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::cleanup::Cleanups;
 use super::engine::ManagerContext;
 use super::handle::Lock;
 use super::renewer::Renewer;
@@ -41,6 +42,8 @@ pub(crate) struct Runtime {
     /// their bound actors), by registration id (in that order).
     before_shutdown: Mutex<BTreeMap<u64, ShutdownHook>>,
     next_hook: AtomicU64,
+    /// The releases of leases nobody owns still running: the shutdown waits for them.
+    pub(crate) cleanups: Cleanups,
 }
 
 /// Runs once at shutdown, before any lock is released.
@@ -88,7 +91,9 @@ impl Runtime {
         #[cfg(test)]
         let pending_timers = timers.count();
         let (alive, supervisor_gone) = oneshot::channel();
+        let cleanups = Cleanups::default();
         let context = ManagerContext {
+            cleanups: cleanups.clone(),
             timers,
             renewer: Renewer::start(store.clone()),
             release_waiters: release_waiters.clone(),
@@ -122,6 +127,7 @@ impl Runtime {
             closed: watch::Sender::new(false),
             before_shutdown: Mutex::default(),
             next_hook: AtomicU64::new(0),
+            cleanups,
         }))
     }
 
@@ -173,13 +179,17 @@ impl Runtime {
 
     /// Tells every holder it lost its lock ([`LossReason::Shutdown`](crate::error::LossReason::Shutdown);
     /// each lease is freed once its guard lets go or the loss margin passes) and stops the
-    /// actors; later calls fail with [`LockError::Shutdown`].
+    /// actors, then waits for the releases of leases nobody owns (each within its call
+    /// timeout); later calls fail with [`LockError::Shutdown`].
     pub(crate) async fn shutdown(&self) {
         // Voluntary hand-overs first: campaigns stop their bound actors and release.
         let hooks: Vec<ShutdownHook> = std::mem::take(&mut *self.hooks()).into_values().collect();
         futures::future::join_all(hooks.into_iter().map(|hook| hook())).await;
         self.closed.send_replace(true);
         self.ask(|reply| SupervisorMsg::Shutdown { reply }).await;
+        // A grant answered after its actor stopped is released by its claim; a caller that
+        // exits once this returns must not take that release down with it.
+        self.cleanups.settled().await;
     }
 }
 

@@ -11,6 +11,7 @@ use futures::FutureExt;
 use ractor::{ActorRef, Message};
 use tokio::time::Instant;
 
+use super::cleanup::Cleanups;
 use crate::error::StoreError;
 
 /// A store call in flight, panics caught.
@@ -39,12 +40,14 @@ pub(crate) fn start<T: Send + 'static>(
 }
 
 /// Runs `call` and sends `to_message(sent_at, result)` to `actor` when it ends: at once if
-/// the store answered without waiting, otherwise from a spawned task bounded by `timeout`.
+/// the store answered without waiting, otherwise from a task bounded by `timeout`, which
+/// the manager's shutdown waits for (it frees a lease: `cleanups`).
 ///
 /// The actor is never blocked: it keeps handling its deadline timer and requests while the
 /// store call is in flight. If the actor is gone by then, the result is dropped.
 pub(crate) fn spawn_store_call<T: Send + 'static, M: Message>(
     actor: &ActorRef<M>,
+    cleanups: &Cleanups,
     timeout: Duration,
     call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     to_message: impl FnOnce(Instant, Result<T, StoreError>) -> M + Send + 'static,
@@ -56,7 +59,7 @@ pub(crate) fn spawn_store_call<T: Send + 'static, M: Message>(
         }
         (sent_at, Started::Running(call)) => {
             let actor = actor.clone();
-            tokio::spawn(async move {
+            cleanups.spawn(timeout, async move {
                 let result = timed(timeout, call).await;
                 let _ = actor.send_message(to_message(sent_at, result));
             });

@@ -18,6 +18,7 @@ const PASS: u8 = 0;
 const HANG: u8 = 1;
 const FAIL: u8 = 2;
 const STALL: u8 = 3;
+const ANSWER_LATE: u8 = 4;
 
 /// Wraps any [`LockStore`] and, on command, makes every call hang (a partitioned or stalled
 /// server, a crashed process' view of the world), fail at once, or stall — reach the store
@@ -45,7 +46,7 @@ const STALL: u8 = 3;
 pub struct FaultyStore<S> {
     inner: Arc<S>,
     mode: Arc<AtomicU8>,
-    stall_ms: Arc<AtomicU64>,
+    delay_ms: Arc<AtomicU64>,
     acquire_calls: Arc<AtomicU64>,
     hand_over_calls: Arc<AtomicU64>,
     calls: Arc<AtomicU64>,
@@ -62,7 +63,7 @@ impl<S: LockStore> FaultyStore<S> {
         Self {
             inner: Arc::new(inner),
             mode: Arc::new(AtomicU8::new(PASS)),
-            stall_ms: Arc::new(AtomicU64::new(0)),
+            delay_ms: Arc::new(AtomicU64::new(0)),
             acquire_calls: Arc::new(AtomicU64::new(0)),
             hand_over_calls: Arc::new(AtomicU64::new(0)),
             calls: Arc::new(AtomicU64::new(0)),
@@ -100,8 +101,23 @@ impl<S: LockStore> FaultyStore<S> {
     /// ```
     pub fn stall(&self, delay: Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        self.stall_ms.store(ms, Ordering::SeqCst);
+        self.delay_ms.store(ms, Ordering::SeqCst);
         self.mode.store(STALL, Ordering::SeqCst);
+    }
+
+    /// From now on every call is applied by the wrapped store at once, and its answer
+    /// comes back only after `delay` — a slow reply: the command took effect, and its
+    /// caller does not know yet.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let store = mongolock::testing::FaultyStore::new(mongolock::MemoryStore::new());
+    /// store.answer_late(Duration::from_secs(2));
+    /// ```
+    pub fn answer_late(&self, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.delay_ms.store(ms, Ordering::SeqCst);
+        self.mode.store(ANSWER_LATE, Ordering::SeqCst);
     }
 
     /// Back to passing calls through.
@@ -167,7 +183,7 @@ impl<S: LockStore> FaultyStore<S> {
             HANG => std::future::pending().await,
             FAIL => Err(StoreError::backend("injected failure")),
             STALL => {
-                let delay = Duration::from_millis(self.stall_ms.load(Ordering::SeqCst));
+                let delay = Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
                 let inner = self.inner.clone();
                 // Its own task: dropping this future (a caller's timeout) does not stop it.
                 let applied = tokio::spawn(async move {
@@ -177,6 +193,12 @@ impl<S: LockStore> FaultyStore<S> {
                 applied
                     .await
                     .unwrap_or_else(|error| Err(StoreError::Panicked(error.to_string())))
+            }
+            ANSWER_LATE => {
+                let delay = Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
+                let answer = call(self.inner.clone()).await;
+                tokio::time::sleep(delay).await;
+                answer
             }
             _ => call(self.inner.clone()).await,
         }

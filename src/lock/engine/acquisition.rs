@@ -230,8 +230,14 @@ impl NameState {
         let renewals_behind = (for_try.is_none() && !options.in_arrival_order())
             .then(|| self.renewer.behind(options.renew_interval()))
             .flatten();
-        let deferred =
-            attempt::send_attempt(myself, &self.store, request, &options, renewals_behind);
+        let deferred = attempt::send_attempt(
+            myself,
+            &self.store,
+            &self.cleanups,
+            request,
+            &options,
+            renewals_behind,
+        );
         Phase::Attempting {
             attempt: Attempt {
                 deferred,

@@ -7,6 +7,7 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 
 use super::admission::Request;
 use super::state::NameState;
+use crate::lock::cleanup::Cleanups;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
@@ -33,6 +34,8 @@ pub(crate) struct ManagerContext {
     pub(crate) renewer: Renewer,
     pub(crate) release_waiters: ReleaseWaiters,
     pub(crate) timers: Timers,
+    /// What the manager's shutdown waits for (see `cleanup`).
+    pub(crate) cleanups: Cleanups,
 }
 
 /// What a per-name actor is started with.

@@ -177,6 +177,7 @@ impl NameState {
         let store = self.store.clone();
         spawn_store_call(
             myself,
+            &self.cleanups,
             timeout,
             async move { store.release(&key).await },
             move |sent_at, result| LockMsg::ReleaseDone {
@@ -274,7 +275,7 @@ impl NameState {
                 to: Attempt::new(request.lease, next, None),
             },
         );
-        attempt::send_hand_over(myself, &self.store, from, request, &options);
+        attempt::send_hand_over(myself, &self.store, &self.cleanups, from, request, &options);
     }
 
     /// The hand-over's answer is two: the release's, for the guard that let go, and the
@@ -397,7 +398,7 @@ impl NameState {
                 options.renew_deadline(),
                 Instant::now() + options.lease_duration(),
             );
-            tokio::spawn(async move {
+            self.cleanups.spawn(timeout, async move {
                 orphan::release_now(store.as_ref(), &key, timeout, expired_by).await;
             });
         }

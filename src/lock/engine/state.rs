@@ -15,6 +15,7 @@ use super::holds::Place;
 use super::release::{HandingOver, Releasing};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::LockKind;
+use crate::lock::cleanup::Cleanups;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
@@ -68,6 +69,8 @@ pub(crate) struct NameState {
     /// Sends this name's renewals batched with the other names' of the manager.
     pub(super) renewer: Renewer,
     pub(super) timers: Timers,
+    /// The releases of leases nobody owns, which the manager's shutdown waits for.
+    pub(super) cleanups: Cleanups,
 }
 
 impl NameState {
@@ -95,6 +98,7 @@ impl NameState {
             idle_timeout: context.idle_timeout,
             renewer: context.renewer,
             timers: context.timers,
+            cleanups: context.cleanups,
         }
     }
 

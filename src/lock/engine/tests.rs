@@ -18,7 +18,7 @@ use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
 /// The manager shuts down while an acquisition's answer is queued behind the shutdown
 /// (a store that answers at once queues it at the attempt): the stopping actor never
 /// handles it, and the grant it carries is released, not left held by nobody until it
-/// expires.
+/// expires — before the manager's shutdown returns.
 #[tokio::test(start_paused = true)]
 async fn a_grant_queued_behind_shutdown_is_released() {
     let store = MemoryStore::new();
@@ -53,7 +53,7 @@ async fn a_grant_queued_behind_shutdown_is_released() {
         answer.await.unwrap().is_err(),
         "the waiter is failed by the shutdown"
     );
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    runtime.shutdown().await;
 
     let other = AcquireRequest::new(
         name,
