@@ -385,6 +385,12 @@ impl LockManager {
     /// its lock. Drop guards when told, and their locks are free at once. Returns without
     /// waiting for that.
     ///
+    /// It does wait for what the manager frees on nobody's behalf: the release of a guard
+    /// dropped before the shutdown, a grant that reached the store after its caller gave
+    /// up (timed out or cancelled) or its answer came too late. Each is waited for at most
+    /// its call timeout (the renew deadline), so with the store answering a process may
+    /// exit once this returns and leave no lease that only its expiry frees.
+    ///
     /// # Cancel safety
     ///
     /// The shutdown is under way once the future is first polled; dropping it then lets
