@@ -19,6 +19,9 @@
 //!
 //! `lib.rs` only declares and re-exports, `guide` is documentation only; the `mongolock`
 //! binary uses the public API.
+//!
+//! And the map stays true: every file is named in `guide::architecture`, and in its folder's
+//! file table where there is one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -166,4 +169,51 @@ fn the_scan_sees_what_it_must_reject() {
         "use crate::lock::Lock;\nuse crate::{LockName, store::X};\n/// [`A`](crate::manager::A)\n",
     );
     assert_eq!(refs, ["lock", "LockName", "store"]);
+}
+
+/// A newcomer finds every file from the docs: each source file is named in
+/// `guide::architecture`, and in its folder's file table where the folder's `mod.rs` keeps
+/// one (`| file | holds |`).
+#[test]
+fn every_file_is_named_in_the_architecture_guide_and_its_folders_table() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let read = |path: &Path| std::fs::read_to_string(path).expect("a source file is readable");
+    let guide = read(&src.join("guide/architecture.md"));
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut missing = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(&src).expect("found under src/");
+        let file = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let name = format!("`{file}`");
+        if relative.starts_with("guide") || relative == Path::new("lib.rs") {
+            continue;
+        }
+        // By itself, or under its folder (`cli/args.rs`).
+        if !guide.contains(&name) && !guide.contains(&format!("/{file}`")) {
+            missing.push(format!(
+                "guide::architecture does not name {}",
+                relative.display()
+            ));
+        }
+        let table = path.with_file_name("mod.rs");
+        if name != "`mod.rs`" && table.exists() {
+            let table_text = read(&table);
+            if table_text.contains("| file | holds |") && !table_text.contains(&name) {
+                missing.push(format!(
+                    "{} does not name {name} in its file table",
+                    table.strip_prefix(&src).unwrap_or(&table).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        !files.is_empty(),
+        "no source file found under {}",
+        src.display()
+    );
+    assert!(missing.is_empty(), "{missing:#?}");
 }
