@@ -581,7 +581,11 @@ fn longest_quiet_wait(
 
 /// A crashed holder's permit comes back: after a holder of a permit is `SIGKILL`ed, the
 /// semaphore (full before the kill) is full again within a lease plus backoff and slack —
-/// impossible while the dead holder's lease still took a permit.
+/// impossible while the dead holder's lease still took a permit. Full again needs as many
+/// tasks asking at once as there are permits, which the survivors may not be; so the
+/// semaphore passes too if, from the dead lease's expiry until the next fault, no task
+/// waited longer than a backoff plus slack while a permit was free by the live holders'
+/// count (a permit the dead lease still took keeps such a task out).
 fn check_permits_back(
     permits: u32,
     lock: &str,
@@ -621,21 +625,81 @@ fn check_permits_back(
         }
         report.shared.permits_back += 1;
         let after = timeline.partition_point(|(at, _)| *at < killed);
-        match timeline[after..].iter().find(|(_, n)| *n >= full) {
-            Some(&(at, _)) if at - killed <= bound => {
-                report.shared.slowest_permit_back =
-                    Some(report.shared.slowest_permit_back.map_or(at - killed, |s| s.max(at - killed)));
-            }
-            found => report.violations.push(format!(
-                "{lock}: the permit of SIGKILLed w{} did not come back: {} holders again {} after the kill at {:.1} ms ({:.0} ms allowed)",
+        let found = timeline[after..].iter().find(|(_, n)| *n >= full);
+        if let Some(&(at, _)) = found
+            && at - killed <= bound
+        {
+            report.shared.slowest_permit_back = Some(
+                report
+                    .shared
+                    .slowest_permit_back
+                    .map_or(at - killed, |s| s.max(at - killed)),
+            );
+            continue;
+        }
+        let from = killed + limits.expiry + limits.slack;
+        let next_fault = run
+            .faults
+            .iter()
+            .map(|f| f.start)
+            .filter(|&start| start > killed);
+        let to = next_fault.min().unwrap_or(limits.until).min(limits.until);
+        let waits = waiting(lock, Access::Permit(permits), list, run);
+        let (longest, since) =
+            longest_wait_beside_a_free_permit((from, to), full, timeline, &waits);
+        let allowed = limits.max_backoff + limits.slack;
+        if longest > allowed {
+            report.violations.push(format!(
+                "{lock}: the permit of SIGKILLed w{} did not come back: {} holders again {} after the kill at {:.1} ms ({:.0} ms allowed), and a task waited {:.0} ms from {:.1} ms with a permit free ({:.0} ms allowed)",
                 process.index,
                 full,
                 found.map_or("never".to_owned(), |(at, _)| format!("{:.0} ms", ms(at - killed))),
                 ms(killed),
-                ms(bound)
-            )),
+                ms(bound),
+                ms(longest),
+                ms(since),
+                ms(allowed)
+            ));
         }
     }
+}
+
+/// Within (from, to), the longest stretch in which some task waited (`waits`: disjoint,
+/// in time order) while fewer than `full` permits were held by the live holders'
+/// `timeline` (count after each change), and where it began.
+fn longest_wait_beside_a_free_permit(
+    (from, to): (u64, u64),
+    full: usize,
+    timeline: &[(u64, usize)],
+    waits: &[(u64, u64)],
+) -> (u64, u64) {
+    let held_at = |t: u64| {
+        let i = timeline.partition_point(|(at, _)| *at <= t);
+        i.checked_sub(1).map_or(0, |i| timeline[i].1)
+    };
+    let waiting_at = |t: u64| waits.iter().any(|&(a, b)| a <= t && t < b);
+    let mut edges: Vec<u64> = timeline
+        .iter()
+        .map(|(at, _)| *at)
+        .chain(waits.iter().flat_map(|&(a, b)| [a, b]))
+        .filter(|&t| from < t && t < to)
+        .chain([from, to])
+        .collect();
+    edges.sort_unstable();
+    edges.dedup();
+    let (mut best, mut open) = ((0, from), None::<u64>);
+    for pair in edges.windows(2) {
+        let (start, end) = (pair[0], pair[1]);
+        if waiting_at(start) && held_at(start) < full {
+            let began = *open.get_or_insert(start);
+            if end - began > best.0 {
+                best = (end - began, began);
+            }
+        } else {
+            open = None;
+        }
+    }
+    best
 }
 
 /// Both sides of a reader/writer lock progress and readers share: each side entered; in
@@ -1133,10 +1197,12 @@ mod tests {
     }
 
     /// After a permit holder is killed, a semaphore that was full fills up again within the
-    /// bound; if it stays one short, the permit leaked.
+    /// bound; if it stays one short while a task waits, the permit leaked. A task that asks
+    /// only late, with nobody waiting before, shows nothing either way: too few asked to
+    /// fill it.
     #[test]
     fn a_killed_holders_permit_must_come_back() {
-        let data = |back_at: u64| {
+        let data_asked = |asked: u64, back_at: u64, token: u64| {
             let mut victim = process(0, vec![enter("s", P3, 10, SEC - MS, SEC)]);
             victim.killed_at = Some(2 * SEC);
             victim.exited_cleanly = false;
@@ -1144,9 +1210,23 @@ mod tests {
                 &["s"],
                 vec![
                     victim,
-                    process(1, held("s", P3, 30, SEC + 10 * MS, 20 * SEC)),
+                    // Leaves and comes back, so that the semaphore makes progress.
+                    process(
+                        1,
+                        [
+                            held("s", P3, 30, SEC + 10 * MS, 4 * SEC),
+                            held("s", P3, 90, 4 * SEC + 500 * MS, 20 * SEC),
+                        ]
+                        .concat(),
+                    ),
                     process(2, held("s", P3, 50, SEC + 20 * MS, 20 * SEC)),
-                    process(3, held("s", P3, 70, back_at, 20 * SEC)),
+                    process(
+                        3,
+                        vec![
+                            enter("s", P3, token, asked, back_at),
+                            exit("s", token, 20 * SEC),
+                        ],
+                    ),
                 ],
             );
             data.faults.push(FaultRecord {
@@ -1158,6 +1238,7 @@ mod tests {
             });
             data
         };
+        let data = |back_at: u64| data_asked(2 * SEC + 100 * MS, back_at, 70);
         let report = check(&data(3 * SEC + 600 * MS));
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.shared.permits_back, 1);
@@ -1169,6 +1250,9 @@ mod tests {
             "{:?}",
             report.violations
         );
+        let report = check(&data_asked(9 * SEC - MS, 9 * SEC, 110));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.shared.permits_back, 1);
     }
 
     /// The monitor must stop listing a killed holder's lease once it expired.
