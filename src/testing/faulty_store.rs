@@ -23,8 +23,9 @@ const ANSWER_LATE: u8 = 4;
 /// Wraps any [`LockStore`] and, on command, makes every call hang (a partitioned or stalled
 /// server, a crashed process' view of the world), fail at once, or stall — reach the store
 /// only after a delay, and then be applied whether or not the caller still waits, as a
-/// server applies a command it received — to test how a service behaves when its lock
-/// store misbehaves. It also counts acquisition attempts.
+/// server applies a command it received — or answer late (applied at once, the reply
+/// delayed), to test how a service behaves when its lock store misbehaves. It also counts
+/// acquisition attempts.
 ///
 /// Clones share the switch. With the switch at "pass" it adds nothing but a counter.
 ///
@@ -100,9 +101,7 @@ impl<S: LockStore> FaultyStore<S> {
     /// store.stall(Duration::from_secs(2));
     /// ```
     pub fn stall(&self, delay: Duration) {
-        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        self.delay_ms.store(ms, Ordering::SeqCst);
-        self.mode.store(STALL, Ordering::SeqCst);
+        self.delay_by(STALL, delay);
     }
 
     /// From now on every call is applied by the wrapped store at once, and its answer
@@ -115,9 +114,14 @@ impl<S: LockStore> FaultyStore<S> {
     /// store.answer_late(Duration::from_secs(2));
     /// ```
     pub fn answer_late(&self, delay: Duration) {
+        self.delay_by(ANSWER_LATE, delay);
+    }
+
+    /// Switches to `mode`, one of the two that delay a call by `delay`.
+    fn delay_by(&self, mode: u8, delay: Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self.delay_ms.store(ms, Ordering::SeqCst);
-        self.mode.store(ANSWER_LATE, Ordering::SeqCst);
+        self.mode.store(mode, Ordering::SeqCst);
     }
 
     /// Back to passing calls through.
