@@ -2138,12 +2138,7 @@ fn a_grant_answered_after_shutdown_began_is_released_before_it_returns() {
         use std::time::Duration;
 
         store.answer_late(Duration::from_millis(300));
-        let gave_up = manager
-            .lock("given-up")
-            .unwrap()
-            .acquire_timeout(Duration::from_millis(100))
-            .await;
-        assert!(gave_up.is_err(), "the late acquisition did not time out");
+        give_up_after_100_ms(&manager).await;
         manager.shutdown().await;
     });
 }
@@ -2156,12 +2151,7 @@ fn a_given_up_grants_release_lands_before_shutdown_returns() {
         use std::time::Duration;
 
         store.stall(Duration::from_millis(300));
-        let gave_up = manager
-            .lock("given-up")
-            .unwrap()
-            .acquire_timeout(Duration::from_millis(100))
-            .await;
-        assert!(gave_up.is_err(), "the stalled acquisition did not time out");
+        give_up_after_100_ms(&manager).await;
         // The grant lands at 300 ms and goes back at once, stalled until 600 ms.
         tokio::time::sleep(Duration::from_millis(300)).await;
         manager.shutdown().await;
@@ -2189,6 +2179,16 @@ fn a_dropped_multi_lock_guards_release_lands_before_shutdown_returns() {
         drop(dropped);
         manager.shutdown().await;
     });
+}
+
+/// Acquires `given-up` with a 100 ms timeout, which the store's delay makes it miss.
+async fn give_up_after_100_ms(manager: &mongolock::LockManager) {
+    let gave_up = manager
+        .lock("given-up")
+        .unwrap()
+        .acquire_timeout(std::time::Duration::from_millis(100))
+        .await;
+    assert!(gave_up.is_err(), "the delayed acquisition did not time out");
 }
 
 /// Runs `process` (a manager with 3 s leases on a memory store behind a `FaultyStore`, so
