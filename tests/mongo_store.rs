@@ -111,6 +111,86 @@ async fn wait_for_ttl_index(store: &MongoStore) -> Document {
     }
 }
 
+/// The store's pipelines leave out `$ifNull` wherever MongoDB's documented evaluation of an
+/// unset field already gives the answer (each expression costs the server on every command
+/// it is in). A server that evaluates them otherwise fails here, by name, rather than as a
+/// lock that grants or marks wrongly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_evaluates_unset_fields_as_the_pipelines_rely_on() {
+    let store = store_on(&client().await, &unique_collection());
+    let documents = raw(&store);
+    documents
+        .insert_one(doc! { "_id": "unset", "null": Bson::Null })
+        .await
+        .unwrap();
+    let clock_floor = doc! { "$multiply": [{ "$toLong": "$$NOW" }, 1000] };
+    let checks = [
+        // `live(mark)`: an unset date is not ahead of now (null and missing sort below dates).
+        (
+            "missingAfterNow",
+            doc! { "$gt": ["$missing", "$$NOW"] },
+            false,
+        ),
+        ("nullAfterNow", doc! { "$gt": ["$null", "$$NOW"] }, false),
+        // The readers' turn: no reader's wait began before an unset turn's start.
+        (
+            "nowBeforeMissing",
+            doc! { "$lte": ["$$NOW", "$missing"] },
+            false,
+        ),
+        ("nowBeforeNull", doc! { "$lte": ["$$NOW", "$null"] }, false),
+        // The record's expiry and the marks: `$max` and `$min` skip unset values.
+        (
+            "maxSkipsUnset",
+            doc! { "$eq": [{ "$max": ["$null", "$missing", "$$NOW"] }, "$$NOW"] },
+            true,
+        ),
+        (
+            "minSkipsUnset",
+            doc! { "$eq": [{ "$min": ["$null", "$missing", "$$NOW"] }, "$$NOW"] },
+            true,
+        ),
+        // A new record's next token: the clock's floor.
+        (
+            "tokenFromTheClock",
+            doc! { "$eq": [
+                { "$max": [{ "$add": [{ "$toLong": "$missing" }, 1] }, &clock_floor] },
+                &clock_floor,
+            ] },
+            true,
+        ),
+        // How long others waited, with no contention mark: null.
+        (
+            "noContention",
+            doc! { "$eq": [
+                { "$subtract": [{ "$toLong": "$$NOW" }, { "$toLong": "$missing" }] },
+                Bson::Null,
+            ] },
+            true,
+        ),
+    ];
+    let projection: Document = checks
+        .iter()
+        .map(|(name, expression, _)| (name.to_string(), Bson::from(expression.clone())))
+        .collect();
+    let mut found = documents
+        .aggregate(vec![doc! { "$project": projection }])
+        .await
+        .unwrap();
+    use futures::StreamExt;
+    let evaluated = found.next().await.expect("the inserted document").unwrap();
+    let wrong: Vec<String> = checks
+        .iter()
+        .filter(|(name, _, want)| evaluated.get_bool(name) != Ok(*want))
+        .map(|(name, _, want)| format!("{name}: {:?}, not {want}", evaluated.get(name)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "this server evaluates unset fields unlike MongoDB; the store's pipelines rely on \
+         MongoDB's documented behaviour: {wrong:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_contending_never_overlap() {
     let collection = unique_collection();

@@ -61,7 +61,7 @@ pub(super) fn now_or_last_place_end() -> Document {
 
 /// Whether a place in `others` (an expression for the other managers' live places) that
 /// `access` waits behind arrived before `arrival`.
-pub(super) fn earlier_in(others: impl Into<Bson>, access: Access, arrival: &Document) -> Document {
+pub(super) fn earlier_in(others: impl Into<Bson>, access: Access, arrival: &Bson) -> Document {
     let earlier = doc! { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] };
     let cond = match access {
         // Consecutive readers go in together: a reader waits only behind other accesses.
@@ -81,7 +81,7 @@ pub(super) fn earlier_in(others: impl Into<Bson>, access: Access, arrival: &Docu
 pub(super) fn with_place(
     others: impl Into<Bson>,
     (holder, access): (&str, Access),
-    arrival: &Document,
+    arrival: &Bson,
     retry_within: Duration,
 ) -> Document {
     doc! { "$concatArrays": [

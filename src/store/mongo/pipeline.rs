@@ -216,10 +216,7 @@ pub(super) fn acquire(
             Bson::Null,
             doc! { "$cond": [
                 &is_mutex,
-                { "$min": [
-                    { "$ifNull": [field(CONTENDED_AT), &waiting_since] },
-                    &waiting_since,
-                ] },
+                { "$min": [field(CONTENDED_AT), &waiting_since] },
                 field(CONTENDED_AT),
             ] }.into(),
         ),
@@ -266,19 +263,27 @@ fn released_mutex_outlasts_its_line() -> Document {
     ] } } }
 }
 
-/// `$$NOW − waited`: when a requester started waiting, by the server's clock.
-fn waiting_since(waited: Duration) -> Document {
-    doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -duration_ms(wait_length(waited)) }
+/// `$$NOW − waited`: when a requester started waiting, by the server's clock (`$$NOW`
+/// itself for a first attempt, which waited for nothing: the smaller command costs the
+/// server less).
+fn waiting_since(waited: Duration) -> Bson {
+    let waited_ms = duration_ms(wait_length(waited));
+    if waited_ms == 0 {
+        return "$$NOW".into();
     }
+    doc! {
+        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -waited_ms }
+    }
+    .into()
 }
 
 /// The next grant's token: max(previous reserved + 1, server ms × 1000), so it is past every
-/// token reserved before, also after the document is deleted.
+/// token reserved before, also after the document is deleted. A new document has no token:
+/// `$toLong` and `$add` of a missing value give null, which `$max` skips.
 fn next_token() -> Document {
     doc! {
         "$max": [
-            { "$add": [{ "$toLong": { "$ifNull": [format!("${TOKEN}"), 0_i64] } }, 1_i64] },
+            { "$add": [{ "$toLong": format!("${TOKEN}") }, 1_i64] },
             { "$multiply": [{ "$toLong": "$$NOW" }, TOKENS_PER_MS] },
         ]
     }
@@ -290,16 +295,10 @@ fn next_reserved_until() -> Document {
     doc! { "$add": [next_token(), after_first] }
 }
 
-/// How long, in server milliseconds, other managers have been waiting (null if none).
+/// How long, in server milliseconds, other managers have been waiting: null if none, as
+/// `$toLong` and `$subtract` of an unset mark give null.
 fn contended_ms() -> Document {
-    let contended_at = format!("${CONTENDED_AT}");
-    doc! {
-        "$cond": [
-            { "$eq": [{ "$ifNull": [&contended_at, Bson::Null] }, Bson::Null] },
-            Bson::Null,
-            { "$subtract": [{ "$toLong": "$$NOW" }, { "$toLong": &contended_at }] },
-        ]
-    }
+    doc! { "$subtract": [{ "$toLong": "$$NOW" }, { "$toLong": field(CONTENDED_AT) }] }
 }
 
 /// Passes the lock to a new lease of the same manager: new lease, holder, start, expiry
@@ -470,14 +469,23 @@ fn holders_where(keep: impl Into<Bson>) -> Document {
     doc! { "$filter": { "input": holders(), "as": ENTRY, "cond": keep.into() } }
 }
 
+/// The holder entries for which `keep` is true, on a record known to have a holder list
+/// (an earlier stage set it, or the filter matched an entry): without `holders`' `$ifNull`,
+/// which costs the server on every command it is in.
+fn listed_holders_where(keep: impl Into<Bson>) -> Document {
+    doc! { "$filter": { "input": field(HOLDERS), "as": ENTRY, "cond": keep.into() } }
+}
+
 /// The holder entries unexpired by the server's clock.
 fn unexpired_holders() -> Document {
     holders_where(doc! { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] })
 }
 
-/// Whether the date in `name` is still ahead of the server's clock (false when unset).
+/// Whether the date in `name` is still ahead of the server's clock: false when unset, as a
+/// missing or null value sorts below every date (BSON comparison order). No `$ifNull`: every
+/// expression in a pipeline costs the server on each command it is in, evaluated or not.
 fn live(name: &str) -> Document {
-    doc! { "$gt": [{ "$ifNull": [field(name), DateTime::from_millis(0)] }, "$$NOW"] }
+    doc! { "$gt": [field(name), "$$NOW"] }
 }
 
 /// `$$NOW + duration`, to the millisecond (rounded up).
@@ -492,17 +500,18 @@ pub(super) fn now_plus(duration: Duration) -> Document {
 /// so the TTL index deletes a record only once nobody holds it, nobody's mark is on and
 /// nobody waits in its line (never the record of a lock in use).
 fn record_expiry(keep_line: bool) -> Document {
+    // Every stage before this one set the holders (an array), and `$max` skips a mark that
+    // is null or missing; the holders' `$$NOW` keeps the result a date.
     let latest_holder = doc! { "$reduce": {
-        "input": holders(),
+        "input": field(HOLDERS),
         "initialValue": "$$NOW",
         "in": { "$max": ["$$value", "$$this.expiresAt"] },
     } };
-    let mark = |name: &str| doc! { "$ifNull": [field(name), "$$NOW"] };
     let mut latest = vec![
         Bson::from(latest_holder),
-        mark(WRITER_WAITING_UNTIL).into(),
-        mark(READERS_WAITING_UNTIL).into(),
-        mark(READERS_TURN_UNTIL).into(),
+        field(WRITER_WAITING_UNTIL).into(),
+        field(READERS_WAITING_UNTIL).into(),
+        field(READERS_TURN_UNTIL).into(),
     ];
     if keep_line {
         latest.push(line::now_or_last_place_end().into());
@@ -510,9 +519,9 @@ fn record_expiry(keep_line: bool) -> Document {
     doc! { "$max": latest }
 }
 
-/// How many holder entries have `access`.
+/// How many holder entries have `access`, once an earlier stage has set the holders.
 fn count_with_access(access: &str) -> Document {
-    doc! { "$size": holders_where(doc! { "$eq": [entry_field(ACCESS), access] }) }
+    doc! { "$size": listed_holders_where(doc! { "$eq": [entry_field(ACCESS), access] }) }
 }
 
 /// The grant rule of `access` (the contract's "Shared kinds"), on holders already pruned
@@ -525,7 +534,7 @@ fn count_with_access(access: &str) -> Document {
 /// marks and the readers' turn: a permit while fewer hold than the count, the write while
 /// nobody holds, a read while no writer holds and fewer than `MAX_PERMITS` read — each only
 /// if no other manager's live place it waits behind arrived earlier.
-fn grant_rule(access: Access, waiting_since: &Document, in_line: bool) -> Bson {
+fn grant_rule(access: Access, waiting_since: &Bson, in_line: bool) -> Bson {
     let held = doc! { "$size": field(HOLDERS) };
     if in_line {
         let fits = match access {
@@ -554,10 +563,9 @@ fn grant_rule(access: Access, waiting_since: &Document, in_line: bool) -> Bson {
         Access::Read => {
             let waited_for_the_turn = doc! { "$and": [
                 live(READERS_TURN_UNTIL),
-                { "$lte": [
-                    waiting_since,
-                    { "$ifNull": [field(READERS_TURN_FROM), DateTime::from_millis(0)] },
-                ] },
+                // No turn's start (null) sorts below every date: false, as for a live turn
+                // that began before this reader asked.
+                { "$lte": [waiting_since, field(READERS_TURN_FROM)] },
             ] };
             doc! { "$and": [
                 { "$eq": [count_with_access(WRITE), 0] },
@@ -611,10 +619,8 @@ pub(super) fn shared_acquire(
         GRANTED_HOLDER: when_free(literal(holder.into()), field(GRANTED_HOLDER).into()),
         CONTENDED_AT: when_free(
             Bson::Null,
-            doc! { "$min": [
-                { "$ifNull": [field(CONTENDED_AT), &waiting_since] },
-                &waiting_since,
-            ] }
+            // `$min` skips an unset mark.
+            doc! { "$min": [field(CONTENDED_AT), &waiting_since] }
             .into(),
         ),
         CONTENDERS: when_free(
@@ -645,11 +651,8 @@ pub(super) fn shared_acquire(
         let refused = if retry_within.is_zero() {
             Bson::from(field(mark))
         } else {
-            doc! { "$max": [
-                { "$ifNull": [field(mark), DateTime::from_millis(0)] },
-                now_plus(mark_length(retry_within)),
-            ] }
-            .into()
+            // `$max` skips an unset mark.
+            doc! { "$max": [field(mark), now_plus(mark_length(retry_within))] }.into()
         };
         let granted = if access == Access::Write {
             Bson::Null
@@ -810,7 +813,8 @@ fn removal_stages(
     let (turn_stage, turn_fields) = (released_access == Released::MaybeAWrite)
         .then(readers_turn)
         .unzip();
-    let mut released = doc! { HOLDERS: holders_where(doc! { "$not": [gone.clone()] }) };
+    // Every caller's filter matched a holder entry: the record has its list.
+    let mut released = doc! { HOLDERS: listed_holders_where(doc! { "$not": [gone.clone()] }) };
     if let Some(fields) = turn_fields {
         released.extend(fields);
     }
@@ -838,7 +842,7 @@ fn removal_stages(
         LAST_CONTENDED_MS,
         doc! { "$cond": [others_wait, contended_ms(), Bson::Null] },
     );
-    let mut stages = vec![doc! { "$set": { GONE: holders_where(gone) } }];
+    let mut stages = vec![doc! { "$set": { GONE: listed_holders_where(gone) } }];
     stages.extend(turn_stage);
     stages.push(doc! { "$set": released });
     stages
