@@ -139,6 +139,8 @@ async fn the_server_evaluates_unset_fields_as_the_pipelines_rely_on() {
             false,
         ),
         ("nowBeforeNull", doc! { "$lte": ["$$NOW", "$null"] }, false),
+        // The readers' turn served: an unset flag is false to `$or`.
+        ("unsetIsFalse", doc! { "$or": ["$missing", "$null"] }, false),
         // The record's expiry and the marks: `$max` and `$min` skip unset values.
         (
             "maxSkipsUnset",
