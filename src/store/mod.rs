@@ -90,7 +90,10 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   after the turn's start).
 /// - A refused `Write` marks "a writer waits" until the store's now + `retry_within` (the
 ///   later of that and any mark already there); a refused `Read` marks "readers wait" the
-///   same way; a granted `Write` clears the writers' mark and ends any readers' turn.
+///   same way; a granted `Write` ends any readers' turn and clears the writers' mark
+///   unless a writer of another [`HolderId`] was refused (with a `retry_within`) since the
+///   mark went on: one writer's grant does not let new readers past another one still
+///   waiting.
 ///   Releasing a write while readers wait turns the readers' turn on, from now until their
 ///   mark ends: readers waiting when a writer leaves go before the next writer, and a
 ///   writer waiting holds new readers back. A turn lasts while its readers arrive: once

@@ -34,8 +34,9 @@ pub(super) struct SharedRecord {
     holders: Vec<SharedHolder>,
     /// The last grant's token.
     last_token: u64,
-    /// A refused writer will try again before this.
-    writer_waiting_until: Option<Instant>,
+    /// A refused writer will try again before this: the managers whose writers marked it
+    /// while it lasted, and its end.
+    writers_mark: Option<WritersMark>,
     /// A refused reader will try again before this.
     readers_waiting_until: Option<Instant>,
     /// Readers go before writers until this (set when a writer leaves while readers wait).
@@ -50,6 +51,15 @@ pub(super) struct SharedRecord {
     /// The managers refused since the last grant: a release reports the wait only to a
     /// holder some other manager waits for.
     contenders: Vec<HolderId>,
+}
+
+/// "A writer waits", and whose writers: one writer's grant leaves the mark on while a
+/// writer of another manager that marked it still waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WritersMark {
+    until: Instant,
+    /// The managers refused a write since the mark went on.
+    by: Vec<HolderId>,
 }
 
 /// What an acquisition found.
@@ -79,7 +89,7 @@ impl SharedRecord {
             recounted_from: Vec::new(),
             holders: Vec::new(),
             last_token: 0,
-            writer_waiting_until: None,
+            writers_mark: None,
             readers_waiting_until: None,
             readers_turn_until: None,
             readers_turn_from: None,
@@ -121,11 +131,37 @@ impl SharedRecord {
         }
     }
 
+    /// Whether a writer's waiting mark is live.
+    fn writer_waits(&self, now: Instant) -> bool {
+        self.writers_mark
+            .as_ref()
+            .is_some_and(|mark| mark.until > now)
+    }
+
+    /// Marks "a writer of `holder` waits" until `until` (or the later end already there).
+    /// A mark that had ended is a new one: the managers that set it before are forgotten.
+    fn mark_writer_waiting(&mut self, holder: &HolderId, until: Instant, now: Instant) {
+        match &mut self.writers_mark {
+            Some(mark) if mark.until > now => {
+                mark.until = mark.until.max(until);
+                if !mark.by.contains(holder) {
+                    mark.by.push(holder.clone());
+                }
+            }
+            _ => {
+                self.writers_mark = Some(WritersMark {
+                    until,
+                    by: vec![holder.clone()],
+                });
+            }
+        }
+    }
+
     /// Whether anybody holds an unexpired lease or a waiting mark is live: a record that is
     /// neither may be swept.
     pub(super) fn is_expired(&self, now: Instant) -> bool {
         !self.holders.iter().any(|holder| holder.expires_at > now)
-            && !live(self.writer_waiting_until, now)
+            && !self.writer_waits(now)
             && !live(self.readers_waiting_until, now)
             && !live(self.readers_turn_until, now)
     }
@@ -169,7 +205,7 @@ impl SharedRecord {
             (Access::Read, _) => {
                 !writer_holds
                     && self.holders.len() < MAX_PERMITS as usize
-                    && (!marks || waited_for_the_turn || !live(self.writer_waiting_until, now))
+                    && (!marks || waited_for_the_turn || !self.writer_waits(now))
             }
             (Access::Exclusive, _) => false,
         };
@@ -181,14 +217,18 @@ impl SharedRecord {
             if !self.contenders.contains(&request.holder) {
                 self.contenders.push(request.holder.clone());
             }
-            let mark = now + mark_length(request.retry_within);
-            let waiting = match request.access {
-                Access::Write => Some(&mut self.writer_waiting_until),
-                Access::Read => Some(&mut self.readers_waiting_until),
-                _ => None,
-            };
-            if let Some(until) = waiting.filter(|_| marks && !request.retry_within.is_zero()) {
-                *until = Some(until.map_or(mark, |until| until.max(mark)));
+            if marks && !request.retry_within.is_zero() {
+                let until = now + mark_length(request.retry_within);
+                match request.access {
+                    Access::Write => self.mark_writer_waiting(&request.holder, until, now),
+                    Access::Read => {
+                        self.readers_waiting_until = Some(
+                            self.readers_waiting_until
+                                .map_or(until, |before| before.max(until)),
+                        );
+                    }
+                    _ => {}
+                }
             }
             return SharedGrant::Busy(self.holders.first().map(|first| first.holder.clone()));
         }
@@ -197,9 +237,15 @@ impl SharedRecord {
         self.contended_since = None;
         self.contenders.clear();
         match request.access {
-            // The writer's wait is over, and so is any readers' turn it came after.
+            // The writer's wait is over, and so is any readers' turn it came after. The mark
+            // stays for the writers of other managers that marked it and still wait.
             Access::Write => {
-                self.writer_waiting_until = None;
+                if marks {
+                    self.writers_mark = self.writers_mark.take().and_then(|mut mark| {
+                        mark.by.retain(|holder| *holder != request.holder);
+                        (!mark.by.is_empty()).then_some(mark)
+                    });
+                }
                 self.readers_turn_until = None;
             }
             // (Outside a turn the flag is unread, and a new turn resets it: marking it

@@ -87,6 +87,9 @@ pub(super) const WRITE: &str = "write";
 pub(super) const GRANTED_HOLDER: &str = "grantedHolder";
 /// Until when a refused writer will try again (server time), or null: new readers wait.
 pub(super) const WRITER_WAITING_UNTIL: &str = "writerWaitingUntil";
+/// The managers whose writers were refused since the writers' mark went on: a writer's
+/// grant leaves the mark on while another manager's writer waits.
+pub(super) const WRITERS_MARKED_BY: &str = "writersMarkedBy";
 /// Until when a refused reader will try again (server time), or null.
 pub(super) const READERS_WAITING_UNTIL: &str = "readersWaitingUntil";
 /// Until when readers go before writers (set when a write is released while readers wait).

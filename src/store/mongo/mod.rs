@@ -37,6 +37,7 @@
 //!   expiresAt:    ISODate("…"),                 // the latest holder expiry or live mark, or
 //!                                               // (arrival order) place in line (TTL)
 //!   writerWaitingUntil, readersWaitingUntil, readersTurnUntil: ISODate("…") | null,
+//!   writersMarkedBy: ["host:…"],                // managers refused a write while the mark lasts
 //!   readersTurnFrom: ISODate("…"),              // when the readers' turn began (a write's release)
 //!   readersTurnServed: true | false,            // a reader got in during that turn
 //!   contendedAt:  ISODate("…") | null,          // since when others were refused

@@ -27,7 +27,7 @@ use super::document::{
     FORCED_RELEASE, GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS,
     LEASE, LEASE_ID, PERMITS, READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL,
     READERS_WAITING_UNTIL, RECOUNTED_FROM, RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES,
-    SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, kind_value,
+    SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY, kind_value,
 };
 use super::line;
 use crate::kind::{Access, MAX_PERMITS};
@@ -653,7 +653,9 @@ pub(super) fn shared_acquire(
             doc! { "$max": [field(mark), now_plus(mark_length(retry_within))] }.into()
         };
         let granted = if access == Access::Write {
-            Bson::Null
+            let (granted, marked_by) = writers_mark_by(holder, retry_within);
+            decided.insert(WRITERS_MARKED_BY, marked_by);
+            granted
         } else {
             field(mark).into()
         };
@@ -699,6 +701,29 @@ pub(super) fn shared_acquire(
             doc! { "$unset": [FREE, NEXT_TOKEN] }
         },
     ]
+}
+
+/// A write attempt's effect on who marked "a writer waits" (for [`shared_acquire`], in
+/// the stage that reads [`FREE`]): granted, `holder` leaves the markers and the mark stays
+/// only while another manager's writer marked it; refused with a `retry_within`, `holder`
+/// joins them, or starts them afresh if the mark had ended. Returns the mark's value on a
+/// grant and the markers' new value.
+fn writers_mark_by(holder: &str, retry_within: Duration) -> (Bson, Bson) {
+    let marked_by = doc! { "$ifNull": [field(WRITERS_MARKED_BY), []] };
+    let others = doc! { "$setDifference": [&marked_by, [literal(holder.into())]] };
+    let mark_on_grant = doc! { "$cond": [
+        { "$gt": [{ "$size": &others }, 0] },
+        field(WRITER_WAITING_UNTIL),
+        Bson::Null,
+    ] };
+    let refused = if retry_within.is_zero() {
+        Bson::from(field(WRITERS_MARKED_BY))
+    } else {
+        let still_on = doc! { "$cond": [live(WRITER_WAITING_UNTIL), &marked_by, []] };
+        doc! { "$setUnion": [still_on, [literal(holder.into())]] }.into()
+    };
+    let marked_by = doc! { "$cond": [field(FREE), others, refused] };
+    (mark_on_grant.into(), marked_by.into())
 }
 
 /// Extends the places of `batch` in their shared records, all to `$$NOW + expiry`. Each
