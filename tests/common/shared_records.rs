@@ -669,7 +669,8 @@ pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Back
 
 /// One writer's grant does not take the writers' mark from a writer of another manager
 /// that marked it and still waits: new readers stay out until that writer got in too, then
-/// come in at its release. A mark that ended forgets who had set it.
+/// come in at its release. A mark that ended (at its end exactly, too) forgets who had set
+/// it.
 pub(crate) async fn shared_records_a_writers_grant_leaves_another_managers_mark<B: Backend>(
     backend: &B,
 ) {
@@ -677,7 +678,7 @@ pub(crate) async fn shared_records_a_writers_grant_leaves_another_managers_mark<
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
     let rw = name("two-writers-wait");
-    let (reader, first_writer, other_writer) = (Caller::new(), Caller::new(), Caller::new());
+    let (reader, first_writer, later_writer) = (Caller::new(), Caller::new(), Caller::new());
     let waiting = |writer: &Caller, mark: Duration| {
         writer
             .request(&rw, Access::Write, LONG)
@@ -685,21 +686,22 @@ pub(crate) async fn shared_records_a_writers_grant_leaves_another_managers_mark<
     };
     let (read, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
     refused(&store, &waiting(&first_writer, LONG)).await;
-    refused(&peer, &waiting(&other_writer, LONG)).await;
+    refused(&peer, &waiting(&later_writer, LONG)).await;
     released(&store, &read).await;
+    // The later of the two gets in first; the first still waits, so a new reader is held
+    // back, not let past it.
+    let (later, _) = granted(&peer, &waiting(&later_writer, LONG)).await;
+    released(&peer, &later).await;
+    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
     let (first, _) = granted(&store, &waiting(&first_writer, LONG)).await;
     released(&store, &first).await;
-    // The other manager's writer still waits: a new reader is held back, not let past it.
-    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
-    let (other, _) = granted(&peer, &waiting(&other_writer, LONG)).await;
-    released(&peer, &other).await;
     // Nobody who marked waits any more.
     let (read, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
 
-    // The other writer marks, gives up, and its mark ends; a new mark by the first writer
-    // is the first writer's alone, so its grant clears it.
-    refused(&peer, &waiting(&other_writer, MARK)).await;
-    sleep(MARK + MARGIN).await;
+    // The later writer marks and gives up, and its mark ends; a new mark by the first
+    // writer is the first writer's alone, so its grant clears it.
+    refused(&peer, &waiting(&later_writer, MARK)).await;
+    sleep(MARK).await;
     refused(&store, &waiting(&first_writer, LONG)).await;
     released(&store, &read).await;
     let (first, _) = granted(&store, &waiting(&first_writer, LONG)).await;
