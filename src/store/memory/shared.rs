@@ -34,8 +34,7 @@ pub(super) struct SharedRecord {
     holders: Vec<SharedHolder>,
     /// The last grant's token.
     last_token: u64,
-    /// A refused writer will try again before this: the managers whose writers marked it
-    /// while it lasted, and its end.
+    /// "A writer waits": a refused writer will try again before its end.
     writers_mark: Option<WritersMark>,
     /// A refused reader will try again before this.
     readers_waiting_until: Option<Instant>,
@@ -157,6 +156,15 @@ impl SharedRecord {
         }
     }
 
+    /// A writer of `holder` got in: its manager leaves the writers' mark, which ends
+    /// unless another manager's writer marked it.
+    fn writer_got_in(&mut self, holder: &HolderId) {
+        self.writers_mark = self.writers_mark.take().and_then(|mut mark| {
+            mark.by.retain(|marked| marked != holder);
+            (!mark.by.is_empty()).then_some(mark)
+        });
+    }
+
     /// Whether anybody holds an unexpired lease or a waiting mark is live: a record that is
     /// neither may be swept.
     pub(super) fn is_expired(&self, now: Instant) -> bool {
@@ -241,10 +249,7 @@ impl SharedRecord {
             // stays for the writers of other managers that marked it and still wait.
             Access::Write => {
                 if marks {
-                    self.writers_mark = self.writers_mark.take().and_then(|mut mark| {
-                        mark.by.retain(|holder| *holder != request.holder);
-                        (!mark.by.is_empty()).then_some(mark)
-                    });
+                    self.writer_got_in(&request.holder);
                 }
                 self.readers_turn_until = None;
             }
