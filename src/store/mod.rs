@@ -83,17 +83,21 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   a permit request of a count the record had before that is decided by the record's
 ///   count (those waiting under the old count are admitted by a higher one).
 /// - `Permit { .. }` is granted iff fewer unexpired holders remain than the record's count.
-/// - `Write` is granted iff no unexpired holder remains and the readers' turn (below) is
-///   not on or has let a reader in; `Read` iff no unexpired writer holds it, fewer than
-///   [`MAX_PERMITS`] readers do, and no writer waits — unless the readers' turn is on and
-///   the reader has waited since it began (the store's now minus `request.waited` is not
-///   after the turn's start).
-/// - A refused `Write` marks "a writer waits" until the store's now + `retry_within` (the
-///   later of that and any mark already there); a refused `Read` marks "readers wait" the
-///   same way; a granted `Write` ends any readers' turn and clears the writers' mark
-///   unless a writer of another [`HolderId`] was refused (with a `retry_within`) since the
-///   mark went on: one writer's grant does not let new readers past another one still
-///   waiting.
+/// - `Write` is granted iff no unexpired holder remains, the readers' turn (below) is
+///   not on or has let a reader in, and no live writer's mark of another [`HolderId`] is
+///   earlier than the requester's own (below); `Read` iff no unexpired writer holds it,
+///   fewer than [`MAX_PERMITS`] readers do, and no writer waits — unless the readers' turn
+///   is on and the reader has waited since it began (the store's now minus
+///   `request.waited` is not after the turn's start).
+/// - A refused `Write` with a `retry_within` marks "a writer of its holder waits" until the
+///   store's now + `retry_within` (the later of that and that holder's mark already there);
+///   each holder has one mark, and the marks are ordered by when each began (a mark that
+///   ended begins again behind every live one). "A writer waits" while any mark is live. A
+///   granted `Write` ends its holder's mark and any readers' turn; other holders' marks
+///   stay, so one writer's grant lets neither new readers nor that manager's next writer
+///   past a writer of another manager still waiting: writers of different managers go in
+///   the order they were first refused. A refused `Read` marks "readers wait" until the
+///   store's now + `retry_within` (the later of that and the mark already there).
 ///   Releasing a write while readers wait turns the readers' turn on, from now until their
 ///   mark ends: readers waiting when a writer leaves go before the next writer, and a
 ///   writer waiting holds new readers back. A turn lasts while its readers arrive: once

@@ -667,18 +667,19 @@ pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Back
     granted(&store, &reader.request(&lined, Access::Read, LONG)).await;
 }
 
-/// One writer's grant does not take the writers' mark from a writer of another manager
-/// that marked it and still waits: new readers stay out until that writer got in too, then
-/// come in at its release. A mark that ended (at its end exactly, too) forgets who had set
-/// it.
-pub(crate) async fn shared_records_a_writers_grant_leaves_another_managers_mark<B: Backend>(
-    backend: &B,
-) {
+/// Writers of different managers go in the order their managers were first refused: the
+/// earliest live mark's writer gets in first, whoever asks first once the place is free (a
+/// newcomer too), and one writer's grant leaves the other managers' marks on, so new readers
+/// and that manager's next writer stay out until the writer marked next got in. Each
+/// manager's mark ends on its own (at its end exactly, too): other writers' refusals do not
+/// keep it on.
+pub(crate) async fn shared_records_the_earliest_marked_writer_goes_first<B: Backend>(backend: &B) {
     const MARK: Duration = Duration::from_millis(500);
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
     let rw = name("two-writers-wait");
-    let (reader, first_writer, later_writer) = (Caller::new(), Caller::new(), Caller::new());
+    let (reader, first_writer, later_writer, newcomer) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
     let waiting = |writer: &Caller, mark: Duration| {
         writer
             .request(&rw, Access::Write, LONG)
@@ -688,21 +689,28 @@ pub(crate) async fn shared_records_a_writers_grant_leaves_another_managers_mark<
     refused(&store, &waiting(&first_writer, LONG)).await;
     refused(&peer, &waiting(&later_writer, LONG)).await;
     released(&store, &read).await;
-    // The later of the two gets in first; the first still waits, so a new reader is held
-    // back, not let past it.
-    let (later, _) = granted(&peer, &waiting(&later_writer, LONG)).await;
-    released(&peer, &later).await;
-    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    // The place is free, but the first writer to have waited goes first.
+    refused(&peer, &waiting(&later_writer, LONG)).await;
+    refused(&peer, &newcomer.request(&rw, Access::Write, LONG)).await;
     let (first, _) = granted(&store, &waiting(&first_writer, LONG)).await;
     released(&store, &first).await;
+    // The later writer still waits: a new reader, and the first writer's manager writing
+    // again, are held back, not let past it.
+    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    refused(&store, &first_writer.request(&rw, Access::Write, LONG)).await;
+    let (later, _) = granted(&peer, &waiting(&later_writer, LONG)).await;
+    released(&peer, &later).await;
     // Nobody who marked waits any more.
     let (read, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
 
-    // The later writer marks and gives up, and its mark ends; a new mark by the first
-    // writer is the first writer's alone, so its grant clears it.
+    // The later writer marks and gives up. The first writer, refused behind it and again
+    // halfway through, keeps its own mark on, not the later writer's: at that mark's end the
+    // first writer gets in, and its grant leaves no mark.
     refused(&peer, &waiting(&later_writer, MARK)).await;
-    sleep(MARK).await;
     refused(&store, &waiting(&first_writer, LONG)).await;
+    sleep(MARK / 2).await;
+    refused(&store, &waiting(&first_writer, LONG)).await;
+    sleep(MARK - MARK / 2).await;
     released(&store, &read).await;
     let (first, _) = granted(&store, &waiting(&first_writer, LONG)).await;
     released(&store, &first).await;

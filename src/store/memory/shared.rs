@@ -34,8 +34,9 @@ pub(super) struct SharedRecord {
     holders: Vec<SharedHolder>,
     /// The last grant's token.
     last_token: u64,
-    /// "A writer waits": a refused writer will try again before its end.
-    writers_mark: Option<WritersMark>,
+    /// "A writer waits": each manager refused a write since its mark went on, in the order
+    /// they were first refused, and until when its writer will try again.
+    writers_marks: Vec<WriterMark>,
     /// A refused reader will try again before this.
     readers_waiting_until: Option<Instant>,
     /// Readers go before writers until this (set when a writer leaves while readers wait).
@@ -52,13 +53,12 @@ pub(super) struct SharedRecord {
     contenders: Vec<HolderId>,
 }
 
-/// "A writer waits", and whose writers: one writer's grant leaves the mark on while a
-/// writer of another manager that marked it still waits.
+/// "A writer of this manager waits": one writer's grant leaves the others' marks on, and
+/// the earliest marker's writer goes before the writers of every later one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct WritersMark {
+struct WriterMark {
+    by: HolderId,
     until: Instant,
-    /// The managers refused a write since the mark went on.
-    by: Vec<HolderId>,
 }
 
 /// What an acquisition found.
@@ -88,7 +88,7 @@ impl SharedRecord {
             recounted_from: Vec::new(),
             holders: Vec::new(),
             last_token: 0,
-            writers_mark: None,
+            writers_marks: Vec::new(),
             readers_waiting_until: None,
             readers_turn_until: None,
             readers_turn_from: None,
@@ -132,37 +132,38 @@ impl SharedRecord {
 
     /// Whether a writer's waiting mark is live.
     fn writer_waits(&self, now: Instant) -> bool {
-        self.writers_mark
-            .as_ref()
-            .is_some_and(|mark| mark.until > now)
+        self.writers_marks.iter().any(|mark| mark.until > now)
+    }
+
+    /// Whether a writer of another manager than `holder`, waiting longer, goes first: the
+    /// earliest live mark is not `holder`'s.
+    fn other_writer_first(&self, holder: &HolderId, now: Instant) -> bool {
+        self.writers_marks
+            .iter()
+            .find(|mark| mark.until > now)
+            .is_some_and(|first| first.by != *holder)
     }
 
     /// Marks "a writer of `holder` waits" until `until` (or the later end already there).
-    /// A mark that had ended is a new one: the managers that set it before are forgotten.
+    /// A mark that had ended is a new one, behind every live one.
     fn mark_writer_waiting(&mut self, holder: &HolderId, until: Instant, now: Instant) {
-        match &mut self.writers_mark {
-            Some(mark) if mark.until > now => {
-                mark.until = mark.until.max(until);
-                if !mark.by.contains(holder) {
-                    mark.by.push(holder.clone());
-                }
-            }
-            _ => {
-                self.writers_mark = Some(WritersMark {
-                    until,
-                    by: vec![holder.clone()],
-                });
-            }
+        self.writers_marks.retain(|mark| mark.until > now);
+        match self
+            .writers_marks
+            .iter_mut()
+            .find(|mark| mark.by == *holder)
+        {
+            Some(mark) => mark.until = mark.until.max(until),
+            None => self.writers_marks.push(WriterMark {
+                by: holder.clone(),
+                until,
+            }),
         }
     }
 
-    /// A writer of `holder` got in: its manager leaves the writers' mark, which ends
-    /// unless another manager's writer marked it.
+    /// A writer of `holder` got in: its manager's mark ends; the other managers' stay.
     fn writer_got_in(&mut self, holder: &HolderId) {
-        self.writers_mark = self.writers_mark.take().and_then(|mut mark| {
-            mark.by.retain(|marked| marked != holder);
-            (!mark.by.is_empty()).then_some(mark)
-        });
+        self.writers_marks.retain(|mark| mark.by != *holder);
     }
 
     /// Whether anybody holds an unexpired lease or a waiting mark is live: a record that is
@@ -208,7 +209,10 @@ impl SharedRecord {
             (Access::Permit { .. }, LockKind::Semaphore { permits })
             | (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
             (Access::Write, _) => {
-                self.holders.is_empty() && (!marks || !readers_turn || self.readers_turn_served)
+                self.holders.is_empty()
+                    && (!marks
+                        || ((!readers_turn || self.readers_turn_served)
+                            && !self.other_writer_first(&request.holder, now)))
             }
             (Access::Read, _) => {
                 !writer_holds

@@ -87,8 +87,9 @@ pub(super) const WRITE: &str = "write";
 pub(super) const GRANTED_HOLDER: &str = "grantedHolder";
 /// Until when a refused writer will try again (server time), or null: new readers wait.
 pub(super) const WRITER_WAITING_UNTIL: &str = "writerWaitingUntil";
-/// The managers whose writers were refused since the writers' mark went on: a writer's
-/// grant leaves the mark on while another manager's writer waits.
+/// The managers whose writers were refused, earliest first, each with its mark's end (see
+/// `writers_marks`): the earliest one's writer goes first, and a writer's grant leaves
+/// the others' marks on.
 pub(super) const WRITERS_MARKED_BY: &str = "writersMarkedBy";
 /// Until when a refused reader will try again (server time), or null.
 pub(super) const READERS_WAITING_UNTIL: &str = "readersWaitingUntil";

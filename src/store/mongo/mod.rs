@@ -37,7 +37,7 @@
 //!   expiresAt:    ISODate("…"),                 // the latest holder expiry or live mark, or
 //!                                               // (arrival order) place in line (TTL)
 //!   writerWaitingUntil, readersWaitingUntil, readersTurnUntil: ISODate("…") | null,
-//!   writersMarkedBy: ["host:…"],                // managers refused a write while the mark lasts
+//!   writersMarkedBy: [{holder, until}, …],      // managers refused a write, earliest first (`writers_marks.rs`)
 //!   readersTurnFrom: ISODate("…"),              // when the readers' turn began (a write's release)
 //!   readersTurnServed: true | false,            // a reader got in during that turn
 //!   contendedAt:  ISODate("…") | null,          // since when others were refused
@@ -73,6 +73,7 @@ mod release_feed;
 mod server_version;
 mod shard_key;
 mod ttl_index;
+mod writers_marks;
 
 use std::collections::HashSet;
 

@@ -30,6 +30,7 @@ use super::document::{
     SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY, kind_value,
 };
 use super::line;
+use super::writers_marks;
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
@@ -534,7 +535,7 @@ fn count_with_access(access: &str) -> Document {
 /// marks and the readers' turn: a permit while fewer hold than the count, the write while
 /// nobody holds, a read while no writer holds and fewer than `MAX_PERMITS` read — each only
 /// if no other manager's live place it waits behind arrived earlier.
-fn grant_rule(access: Access, waiting_since: &Bson, in_line: bool) -> Bson {
+fn grant_rule(access: Access, holder: &str, waiting_since: &Bson, in_line: bool) -> Bson {
     let held = doc! { "$size": field(HOLDERS) };
     if in_line {
         let fits = match access {
@@ -556,6 +557,7 @@ fn grant_rule(access: Access, waiting_since: &Bson, in_line: bool) -> Bson {
             { "$eq": [held, 0] },
             // `readersTurnServed` is true, false or unset: `$or` reads an unset one as false.
             { "$or": [{ "$not": [live(READERS_TURN_UNTIL)] }, field(READERS_TURN_SERVED)] },
+            { "$not": [writers_marks::other_writer_first(holder)] },
         ] }
         .into(),
         Access::Read => {
@@ -653,8 +655,9 @@ pub(super) fn shared_acquire(
             doc! { "$max": [field(mark), now_plus(mark_length(retry_within))] }.into()
         };
         let granted = if access == Access::Write {
-            let (granted, marked_by) = writers_mark_by(holder, retry_within);
-            decided.insert(WRITERS_MARKED_BY, marked_by);
+            let (marks, granted) =
+                writers_marks::after_attempt(&field(FREE).into(), holder, retry_within);
+            decided.insert(WRITERS_MARKED_BY, marks);
             granted
         } else {
             field(mark).into()
@@ -681,8 +684,13 @@ pub(super) fn shared_acquire(
         _ => {}
     }
     let mut first = doc! { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() };
+    let mut temporary = vec![FREE, NEXT_TOKEN];
     if in_line {
         first.insert(OTHERS_IN_LINE, line::others_in_line(holder));
+        temporary.push(OTHERS_IN_LINE);
+    } else if access == Access::Write {
+        first.insert(writers_marks::LIVE_MARKS, writers_marks::live_marks());
+        temporary.push(writers_marks::LIVE_MARKS);
     }
     if let Access::Permit { permits } = access {
         first.insert(
@@ -692,38 +700,11 @@ pub(super) fn shared_acquire(
     }
     vec![
         doc! { "$set": first },
-        doc! { "$set": { FREE: grant_rule(access, &waiting_since, in_line) } },
+        doc! { "$set": { FREE: grant_rule(access, holder, &waiting_since, in_line) } },
         doc! { "$set": decided },
         doc! { "$set": { EXPIRES_AT: record_expiry(in_line) } },
-        if in_line {
-            doc! { "$unset": [FREE, NEXT_TOKEN, OTHERS_IN_LINE] }
-        } else {
-            doc! { "$unset": [FREE, NEXT_TOKEN] }
-        },
+        doc! { "$unset": temporary },
     ]
-}
-
-/// A write attempt's effect on who marked "a writer waits" (for [`shared_acquire`], in
-/// the stage that reads [`FREE`]): granted, `holder` leaves the markers and the mark stays
-/// only while another manager's writer marked it; refused with a `retry_within`, `holder`
-/// joins them, or starts them afresh if the mark had ended. Returns the mark's value on a
-/// grant and the markers' new value.
-fn writers_mark_by(holder: &str, retry_within: Duration) -> (Bson, Bson) {
-    let marked_by = doc! { "$ifNull": [field(WRITERS_MARKED_BY), []] };
-    let others = doc! { "$setDifference": [&marked_by, [literal(holder.into())]] };
-    let mark_on_grant = doc! { "$cond": [
-        { "$gt": [{ "$size": &others }, 0] },
-        field(WRITER_WAITING_UNTIL),
-        Bson::Null,
-    ] };
-    let refused = if retry_within.is_zero() {
-        Bson::from(field(WRITERS_MARKED_BY))
-    } else {
-        let still_on = doc! { "$cond": [live(WRITER_WAITING_UNTIL), &marked_by, []] };
-        doc! { "$setUnion": [still_on, [literal(holder.into())]] }.into()
-    };
-    let marked_by = doc! { "$cond": [field(FREE), others, refused] };
-    (mark_on_grant.into(), marked_by.into())
 }
 
 /// Extends the places of `batch` in their shared records, all to `$$NOW + expiry`. Each

@@ -1,0 +1,92 @@
+//! The writers' marks on a reader/writer lock's document (the default mode's rules of
+//! [`LockStore`](crate::store::LockStore) for shared kinds):
+//!
+//! ```text
+//! writersMarkedBy: [{ holder: "host:4242:1a2b3c4d", until: ISODate("…") }, …]
+//! writerWaitingUntil: ISODate("…")   // the latest `until`: new readers wait
+//! ```
+//!
+//! One mark per manager whose writer was refused, in the order they were first refused;
+//! `until` is the server's `$$NOW` plus the refusal's `retry_within` (the later of that and
+//! the mark's end before), and a mark is live until then. A write is granted only to the
+//! manager of the earliest live mark, or to anyone if none is live: a process that keeps
+//! handing the lock from writer to writer does not keep another process's writer out. A
+//! grant ends its manager's mark and leaves the others'.
+
+use std::time::Duration;
+
+use mongodb::bson::{Bson, Document, doc};
+
+use super::document::{HOLDER, WRITERS_MARKED_BY};
+use super::pipeline::{literal, now_plus};
+use crate::store::request::mark_length;
+
+/// The live marks, computed once per write attempt by its first stage (and unset by its
+/// last).
+pub(super) const LIVE_MARKS: &str = "liveWritersMarks";
+/// When a mark ends unless its writer is refused again, by the server's clock.
+const UNTIL: &str = "until";
+/// The variable a mark is bound to inside `$filter` and `$map`.
+const MARK: &str = "mark";
+
+/// The document's live marks, earliest first (for [`LIVE_MARKS`]).
+pub(super) fn live_marks() -> Document {
+    doc! { "$filter": {
+        "input": { "$ifNull": [format!("${WRITERS_MARKED_BY}"), []] },
+        "as": MARK,
+        "cond": { "$gt": [format!("$${MARK}.{UNTIL}"), "$$NOW"] },
+    } }
+}
+
+/// Whether the earliest live mark is another manager's than `holder` (false with no live
+/// mark): then that manager's writer goes first, and `holder`'s write is refused.
+pub(super) fn other_writer_first(holder: &str) -> Document {
+    let first = doc! { "$arrayElemAt": [format!("${LIVE_MARKS}"), 0] };
+    doc! { "$let": {
+        "vars": { "first": first },
+        // A missing first mark (no live one) reads as `holder`'s own.
+        "in": { "$ne": [
+            { "$ifNull": [format!("$$first.{HOLDER}"), literal(holder.into())] },
+            literal(holder.into()),
+        ] },
+    } }
+}
+
+/// A write attempt's effect on the marks, for the stage that reads whether it was granted
+/// (`granted`, an expression): granted, `holder`'s mark ends; refused with a
+/// `retry_within`, `holder`'s mark lasts at least that long, in its place or, new, behind
+/// every live one; refused with none, the marks stay as they were. Returns the marks' new
+/// value and the writers' mark's (`writerWaitingUntil`) value on a grant: the latest end
+/// of the marks left, none if none is.
+pub(super) fn after_attempt(granted: &Bson, holder: &str, retry_within: Duration) -> (Bson, Bson) {
+    let holder = literal(holder.into());
+    let others = doc! { "$filter": {
+        "input": format!("${LIVE_MARKS}"),
+        "as": MARK,
+        "cond": { "$ne": [format!("$${MARK}.{HOLDER}"), &holder] },
+    } };
+    let mark_on_grant = doc! { "$max": { "$map": {
+        "input": &others,
+        "as": MARK,
+        "in": format!("$${MARK}.{UNTIL}"),
+    } } };
+    let refused = if retry_within.is_zero() {
+        Bson::from(format!("${WRITERS_MARKED_BY}"))
+    } else {
+        let until = now_plus(mark_length(retry_within));
+        let kept = doc! { "$map": {
+            "input": format!("${LIVE_MARKS}"),
+            "as": MARK,
+            "in": { "$cond": [
+                { "$eq": [format!("$${MARK}.{HOLDER}"), &holder] },
+                { HOLDER: &holder, UNTIL: { "$max": [format!("$${MARK}.{UNTIL}"), &until] } },
+                format!("$${MARK}"),
+            ] },
+        } };
+        let had_one = doc! { "$lt": [{ "$size": &others }, { "$size": format!("${LIVE_MARKS}") }] };
+        let new_mark = doc! { "$cond": [had_one, [], [{ HOLDER: &holder, UNTIL: until }]] };
+        doc! { "$concatArrays": [kept, new_mark] }.into()
+    };
+    let marks = doc! { "$cond": [granted, others, refused] };
+    (marks.into(), mark_on_grant.into())
+}
