@@ -87,8 +87,9 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   not on or has let a reader in, and no live writer's mark of another [`HolderId`] is
 ///   earlier than the requester's own (below); `Read` iff no unexpired writer holds it,
 ///   fewer than [`MAX_PERMITS`] readers do, and no writer waits — unless the readers' turn
-///   is on and the reader has waited since it began (the store's now minus
-///   `request.waited` is not after the turn's start).
+///   is on, the reader has waited since it began (the store's now minus `request.waited` is
+///   not after the turn's start), and the turn has not yet let a reader in and emptied
+///   since.
 /// - A refused `Write` with a `retry_within` marks "a writer of its holder waits" until the
 ///   store's now + `retry_within` (the later of that and that holder's mark already there);
 ///   each holder has one mark, and the marks are ordered by when each began (a mark that
@@ -101,9 +102,9 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   Releasing a write while readers wait turns the readers' turn on, from now until their
 ///   mark ends: readers waiting when a writer leaves go before the next writer, and a
 ///   writer waiting holds new readers back. A turn lasts while its readers arrive: once
-///   one got in and nobody holds, the waiting writer goes next (readers who missed it have
-///   the turn after that writer). Each mark lasts no longer than a waiter's retry interval
-///   after its last attempt.
+///   one got in and nobody holds, it is over and the waiting writer goes next (readers who
+///   missed it have the turn after that writer). Each mark lasts no longer than a waiter's
+///   retry interval after its last attempt.
 /// - Every grant's token is larger than every token issued for the name before (shared
 ///   grants included), and each reserves a block as above.
 ///

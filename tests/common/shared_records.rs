@@ -771,8 +771,10 @@ pub(crate) async fn shared_records_readers_go_first_after_a_write<B: Backend>(ba
     refused(&peer, &waiting_writer()).await; // the turn's readers hold
     released(&peer, &read).await;
     released(&store, &other).await;
-    // The turn let its readers in and nobody holds: the writer goes, well before the
-    // readers' mark ends.
+    // The turn let its readers in and nobody holds: it is over, so a reader who waited
+    // since before it but comes only now waits behind the writer, and the writer goes, well
+    // before the readers' mark ends.
+    refused(&store, &waiting_reader(&Caller::new())).await;
     granted(&peer, &waiting_writer()).await;
 }
 

@@ -197,10 +197,13 @@ impl SharedRecord {
             .any(|holder| holder.access.excludes_all());
         let readers_turn = live(self.readers_turn_until, now);
         let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
+        // A turn admits the readers that waited since it began while it lasts: until one of
+        // them got in and all have left again (then the waiting writer goes next).
         let waited_for_the_turn = readers_turn
             && self
                 .readers_turn_from
-                .is_some_and(|from| waiting_since <= from);
+                .is_some_and(|from| waiting_since <= from)
+            && (!self.readers_turn_served || !self.holders.is_empty());
         // In arrival order the line (checked before) decides who goes first: the waiting
         // marks and the readers' turn are neither read nor written.
         let marks = !request.in_arrival_order;

@@ -566,6 +566,9 @@ fn grant_rule(access: Access, holder: &str, waiting_since: &Bson, in_line: bool)
                 // No turn's start (null) sorts below every date: false, as for a live turn
                 // that began before this reader asked.
                 { "$lte": [waiting_since, field(READERS_TURN_FROM)] },
+                // Until a reader of the turn got in and all have left again: then the
+                // waiting writer goes next. An unset flag reads as not served.
+                { "$or": [{ "$not": [field(READERS_TURN_SERVED)] }, { "$gt": [&held, 0] }] },
             ] };
             doc! { "$and": [
                 { "$eq": [count_with_access(WRITE), 0] },
