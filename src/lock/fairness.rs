@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use crate::error::StoreError;
+use crate::kind::LockKind;
 use crate::options::LockOptions;
 use crate::store::ReleaseOutcome;
 
@@ -26,10 +27,19 @@ pub(crate) fn others_starving(contended_for: Option<Duration>, options: &LockOpt
 /// from re-taking the lock before they get in. It lasts the bound (the longest anyone
 /// elsewhere is meant to wait), or a whole backoff interval if that is shorter — by then
 /// every waiter elsewhere has made an attempt even without the feed.
+///
+/// A reader/writer lock never steps back: its store already takes turns between the
+/// processes (the earliest-marked manager's writer goes first, and readers waiting when a
+/// writer leaves go before the next one), and a step back would ignore the release feed
+/// while this process's own writer may be the one whose turn it is, leaving the place empty.
 pub(crate) fn step_back(
     released: &Result<ReleaseOutcome, StoreError>,
     options: &LockOptions,
+    kind: LockKind,
 ) -> Option<Duration> {
+    if kind == LockKind::ReadWrite {
+        return None;
+    }
     match released {
         Ok(ReleaseOutcome::Released { contended_for })
             if others_starving(*contended_for, options) =>
@@ -53,17 +63,40 @@ mod tests {
                 contended_for: waited.map(Duration::from_millis),
             })
         };
-        assert_eq!(step_back(&released(Some(100)), &options), Some(bound));
-        assert_eq!(step_back(&released(Some(99)), &options), None);
-        assert_eq!(step_back(&released(None), &options), None);
-        assert_eq!(step_back(&Ok(ReleaseOutcome::NotOwner), &options), None);
-        assert_eq!(step_back(&Err(StoreError::backend("down")), &options), None);
-        // Never longer than a whole backoff interval.
-        let short_backoff =
-            options.with_retry_backoff(Duration::from_millis(1), Duration::from_millis(30));
         assert_eq!(
-            step_back(&released(Some(500)), &short_backoff),
+            step_back(&released(Some(100)), &options, LockKind::Mutex),
+            Some(bound)
+        );
+        assert_eq!(
+            step_back(&released(Some(99)), &options, LockKind::Mutex),
+            None
+        );
+        assert_eq!(step_back(&released(None), &options, LockKind::Mutex), None);
+        assert_eq!(
+            step_back(&Ok(ReleaseOutcome::NotOwner), &options, LockKind::Mutex),
+            None
+        );
+        assert_eq!(
+            step_back(&Err(StoreError::backend("down")), &options, LockKind::Mutex),
+            None
+        );
+        // Never longer than a whole backoff interval.
+        let short_backoff = options
+            .clone()
+            .with_retry_backoff(Duration::from_millis(1), Duration::from_millis(30));
+        assert_eq!(
+            step_back(&released(Some(500)), &short_backoff, LockKind::Mutex),
             Some(Duration::from_millis(30))
+        );
+        // Permits step back as a mutex does; a reader/writer lock's store takes the turns.
+        let permits = LockKind::Semaphore { permits: 2 };
+        assert_eq!(
+            step_back(&released(Some(100)), &options, permits),
+            Some(bound)
+        );
+        assert_eq!(
+            step_back(&released(Some(500)), &options, LockKind::ReadWrite),
+            None
         );
     }
 }

@@ -402,7 +402,7 @@ impl NameState {
                 orphan::release_now(store.as_ref(), &key, timeout, expired_by).await;
             });
         }
-        let step_back = fairness::step_back(&result, &options);
+        let step_back = fairness::step_back(&result, &options, self.kind);
         // Only a step back counts in the metrics: no label copy for every other release.
         let metrics = step_back.map(|_| releasing.metrics.clone());
         self.answer_release(lease, result, Some(sent_at));
