@@ -2790,3 +2790,71 @@ async fn a_place_is_free_at_the_instant_its_lease_expires() {
         );
     }
 }
+
+/// Writers of two busy processes take turns: each process has writers queued one behind
+/// another and readers beside them, and every writer gets in within the fairness bound
+/// (100 ms), by the store's rules alone (writers in the order first refused, one readers'
+/// turn between two writes). Before them one process handed the lock from writer to writer
+/// and a writer elsewhere waited the whole run.
+#[tokio::test(start_paused = true)]
+async fn writers_of_two_busy_processes_take_turns() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    let hold = Duration::from_millis(1);
+    let store = MemoryStore::new();
+    let managers = [
+        common::start(store.clone()).await,
+        common::start(store.clone()).await,
+    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    let mut readers = Vec::new();
+    for manager in &managers {
+        for _ in 0..2 {
+            let (lock, stop) = (manager.rw_lock("busy-rw").unwrap(), stop.clone());
+            writers.push(tokio::spawn(async move {
+                let mut longest = Duration::ZERO;
+                let mut writes = 0_u32;
+                while !stop.load(Ordering::SeqCst) {
+                    let asked = tokio::time::Instant::now();
+                    let guard = lock.write().await.unwrap();
+                    longest = longest.max(asked.elapsed());
+                    writes += 1;
+                    tokio::time::sleep(hold).await;
+                    guard.release().await.unwrap();
+                }
+                (longest, writes)
+            }));
+        }
+        for _ in 0..6 {
+            let (lock, stop) = (manager.rw_lock("busy-rw").unwrap(), stop.clone());
+            readers.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let guard = lock.read().await.unwrap();
+                    tokio::time::sleep(hold).await;
+                    guard.release().await.unwrap();
+                }
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut longest = Duration::ZERO;
+    for writer in writers {
+        let (waited, writes) = writer.await.unwrap();
+        assert!(writes > 0, "a writer never got in");
+        longest = longest.max(waited);
+    }
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    assert!(
+        longest < mongolock::LockOptions::default().fairness_bound(),
+        "a writer waited {longest:?}: the writers did not take turns"
+    );
+    for manager in managers {
+        manager.shutdown().await;
+    }
+}
