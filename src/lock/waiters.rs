@@ -283,6 +283,13 @@ impl Waiters {
         true
     }
 
+    /// A reader's attempt was refused with nobody holding: any readers' turn here is over,
+    /// as the store's is (it let its readers in and emptied), so the next attempt is for
+    /// the first in line. Returns whether a turn was on.
+    pub(crate) fn readers_turn_refused(&mut self) -> bool {
+        std::mem::take(&mut self.readers_first) > 0
+    }
+
     /// The first waiter still listening, after dropping those whose caller went away.
     pub(crate) fn next_live(&mut self) -> Option<NextWaiter> {
         self.prune();
@@ -377,6 +384,21 @@ mod tests {
             next_turns(&mut waiters, 4),
             [Access::Read, Access::Read, Access::Read, Access::Write]
         );
+    }
+
+    /// A turn reader refused by the store ends the turn here: the first in line, the
+    /// writer, is next, not the turn's other readers (the store would refuse them too).
+    /// With no turn on, a refused reader changes nothing.
+    #[test]
+    fn a_refused_reader_of_the_turn_ends_it() {
+        let (mut waiters, _answers) =
+            queue_of(&[Access::Write, Access::Read, Access::Read, Access::Read]);
+        waiters.writer_left();
+        assert_eq!(next_turns(&mut waiters, 1), [Access::Read]);
+        assert!(waiters.readers_turn_refused(), "a turn was on");
+        assert_eq!(next_turns(&mut waiters, 1), [Access::Write]);
+        assert!(!waiters.readers_turn_refused(), "no turn is on any more");
+        assert_eq!(next_turns(&mut waiters, 1), [Access::Write]);
     }
 
     /// A grant that finds its waiter gone goes to the next one under the same lease and

@@ -282,6 +282,8 @@ impl NameState {
         result: Result<AcquireOutcome, StoreError>,
         claim: GrantClaim,
     ) {
+        // Refused with nobody holding (a shared record names its first holder when busy).
+        let found_free = matches!(result, Ok(AcquireOutcome::Busy { holder: None }));
         self.advance(|this, phase| match phase {
             // The lease check is equivalent to `true` today (a surviving mutant says so): one
             // attempt is in flight at a time, and a phase leaves `Attempting` only through its
@@ -308,7 +310,7 @@ impl NameState {
                         this.start_attempt(myself, None)
                     }
                     Verdict::Refused(error) => {
-                        this.attempt_failed(myself, attempt, error, woken, backoff)
+                        this.attempt_failed(myself, attempt, (error, found_free), woken, backoff)
                     }
                 }
             }
@@ -321,7 +323,7 @@ impl NameState {
         &mut self,
         myself: &ActorRef<LockMsg>,
         attempt: Attempt,
-        error: Option<StoreError>,
+        (error, found_free): (Option<StoreError>, bool),
         woken: bool,
         mut backoff: Backoff,
     ) -> Phase {
@@ -354,6 +356,14 @@ impl NameState {
             return self.idle(myself);
         }
         if held_elsewhere && woken {
+            return self.start_attempt(myself, Some(backoff));
+        }
+        if found_free && attempt.access == Access::Read && self.waiters.readers_turn_refused() {
+            // A reader of this process's readers' turn was refused with nobody holding: the
+            // store's turn is over and a writer waits (perhaps this process's own, whose
+            // turn the store keeps). Its other readers would be refused alike, each after a
+            // backoff with nobody left to release and wake anyone: the first in line, the
+            // writer, tries at once instead.
             return self.start_attempt(myself, Some(backoff));
         }
         if held_elsewhere
