@@ -672,7 +672,7 @@ pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Back
 /// newcomer too), and one writer's grant leaves the other managers' marks on, so new readers
 /// and that manager's next writer stay out until the writer marked next got in. Each
 /// manager's mark ends on its own (at its end exactly, too): other writers' refusals do not
-/// keep it on.
+/// keep it on, and once ended it begins again behind every live one.
 pub(crate) async fn shared_records_the_earliest_marked_writer_goes_first<B: Backend>(backend: &B) {
     const MARK: Duration = Duration::from_millis(500);
     let store = backend.fresh().await;
@@ -714,7 +714,19 @@ pub(crate) async fn shared_records_the_earliest_marked_writer_goes_first<B: Back
     released(&store, &read).await;
     let (first, _) = granted(&store, &waiting(&first_writer, LONG)).await;
     released(&store, &first).await;
-    granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    let (read, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+
+    // A mark that ended (at its end exactly, too) begins again behind every live one: the
+    // first writer, refused again once its own mark is over, now waits behind the later.
+    // (First every mark set above has ended.)
+    sleep(MARGIN).await;
+    refused(&store, &waiting(&first_writer, MARK)).await;
+    refused(&peer, &waiting(&later_writer, LONG)).await;
+    sleep(MARK).await;
+    refused(&store, &waiting(&first_writer, LONG)).await;
+    released(&store, &read).await;
+    refused(&store, &waiting(&first_writer, LONG)).await;
+    granted(&peer, &waiting(&later_writer, LONG)).await;
 }
 
 /// Readers refused while a writer held (with `retry_within`) go before a waiting writer once
