@@ -386,9 +386,9 @@ mod tests {
         );
     }
 
-    /// A turn reader refused by the store ends the turn here: the first in line, the
-    /// writer, is next, not the turn's other readers (the store would refuse them too).
-    /// With no turn on, a refused reader changes nothing.
+    /// A turn reader refused with nobody holding ends the turn here: the first in line,
+    /// the writer, is next, not the turn's other readers (the store would refuse them
+    /// too). With no turn on, such a refusal changes nothing.
     #[test]
     fn a_refused_reader_of_the_turn_ends_it() {
         let (mut waiters, _answers) =

@@ -34,8 +34,8 @@ pub(super) struct SharedRecord {
     holders: Vec<SharedHolder>,
     /// The last grant's token.
     last_token: u64,
-    /// "A writer waits": each manager refused a write since its mark went on, in the order
-    /// they were first refused, and until when its writer will try again.
+    /// "A writer waits": one mark per manager whose writer was refused, in the order the
+    /// marks began, each until its writer will have tried again.
     writers_marks: Vec<WriterMark>,
     /// A refused reader will try again before this.
     readers_waiting_until: Option<Instant>,
