@@ -47,11 +47,14 @@ impl tracing_subscriber::fmt::time::FormatTime for SharedClock {
 }
 
 pub(crate) async fn run(args: WorkerArgs) -> ExitCode {
-    // `RUST_LOG=mongolock=debug` writes the library's events to each worker's stderr file,
-    // for reading a violation's story.
-    if std::env::var_os("RUST_LOG").is_some() {
+    // The library's warnings (a grant answered too late to use, a failed release) go to each
+    // worker's stderr file, for reading a violation's story; `RUST_LOG=mongolock=debug` adds
+    // the rest.
+    {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("mongolock=warn"));
         tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_env_filter(filter)
             .with_timer(SharedClock)
             .with_ansi(false)
             .with_writer(std::io::stderr)

@@ -177,12 +177,12 @@ pub(crate) fn judge(
             };
             (AttemptResult::Acquired, Verdict::Granted(grant))
         }
-        Ok(AcquireOutcome::Acquired { .. }) => {
+        Ok(AcquireOutcome::Acquired { token, .. }) => {
             // Answered after its first renewal was due (a store that stalled, or applied the
             // call at its restart): what is left of the window until the loss deadline may
             // be too little for any work, and past that deadline it cannot be used safely
             // at all. Given back, and asked for again with a whole window.
-            tracing::warn!(lock = %name, ?took, "acquisition answered too late to use; releasing it");
+            tracing::warn!(lock = %name, token, ?took, "acquisition answered too late to use; releasing it");
             (AttemptResult::Error, Verdict::Refused(None))
         }
         Ok(AcquireOutcome::Busy { .. }) => (AttemptResult::Contended, Verdict::Refused(None)),
