@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::clock::{ms, ms_between};
-use crate::events::{Access, Event, WriteOutcome};
+use crate::events::{Access, Event, GivenBack, WriteOutcome};
 
 mod arrival;
 mod shared;
@@ -40,6 +40,8 @@ pub(crate) struct Limits {
 pub(crate) struct ProcessRecord {
     pub(crate) index: u32,
     pub(crate) events: Vec<Event>,
+    /// The grants its library was answered too late to use and released.
+    pub(crate) given_back: Vec<GivenBack>,
     /// `SIGSTOP` .. `SIGCONT` intervals.
     pub(crate) stops: Vec<(u64, u64)>,
     pub(crate) killed_at: Option<u64>,
@@ -637,9 +639,19 @@ fn check_unowned(run: &RunData, sections: &[Section], report: &mut Report) {
         entry.1 = entry.1.max(sample.at);
     }
     for ((lock, token), (first, last, holder)) in unowned {
-        let span = last - first;
-        let window = (first.saturating_sub(2 * limits.expiry), last);
         let process = process_of(&holder);
+        // A grant answered too late to use is the runtime's to release from when the answer
+        // reached it: before that, the lease waits on the store's and the machine's
+        // latency, which no runtime controls (a deterministic test covers the release).
+        let learned = process
+            .into_iter()
+            .flat_map(|p| &p.given_back)
+            .filter(|given| given.lock == lock && given.token == token)
+            .map(|given| given.at)
+            .min();
+        let first = learned.map_or(first, |at| first.max(at));
+        let span = last.saturating_sub(first);
+        let window = (first.saturating_sub(2 * limits.expiry), last);
         let holder_faulted = process.is_some_and(|p| {
             p.stopped_during(window.0, window.1) || p.killed_at.is_some_and(|k| k <= window.1)
         });
@@ -1009,6 +1021,41 @@ mod tests {
             "{:?}",
             report.violations
         );
+    }
+
+    /// A grant answered too late to use is judged from when its process read the answer:
+    /// released within the bound of that, it is no orphan; one it read early and kept is.
+    #[test]
+    fn a_grant_given_back_is_judged_from_when_its_answer_came() {
+        for (read_at, violations) in [(2_500 * MS, 0), (3 * SEC, 0), (SEC, 1)] {
+            let mut worker = process(0, vec![enter("a", 1, SEC), exit("a", 1, 2 * SEC)]);
+            worker.given_back.push(GivenBack {
+                at: read_at,
+                lock: "a".into(),
+                token: 7,
+            });
+            let mut data = run(vec![worker]);
+            // Seen unowned from 2 s to 3.2 s: 1.2 s, more than the bound.
+            for i in 0..13 {
+                data.samples.push(Sample {
+                    at: 2 * SEC + i * 100 * MS,
+                    lock: "a".into(),
+                    holder: Some("w0".into()),
+                    token: 7,
+                });
+            }
+            let report = check(&data);
+            let found = report
+                .violations
+                .iter()
+                .filter(|v| v.contains("held by nobody"))
+                .count();
+            assert_eq!(
+                found, violations,
+                "read at {read_at}: {:?}",
+                report.violations
+            );
+        }
     }
 
     /// How many leases held by nobody the checker reports once a fault of `kind` ran from

@@ -350,9 +350,69 @@ pub(crate) fn read_log(path: &std::path::Path) -> Vec<Event> {
         .collect()
 }
 
+/// The library's warning when a grant came back too late to use and is released at once.
+const GIVEN_BACK: &str = "acquisition answered too late to use";
+
+/// A grant the library was answered too late to use and gave back, read from its warning on
+/// the worker's stderr: when the worker read the answer (the shared clock) and which grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GivenBack {
+    pub(crate) at: u64,
+    pub(crate) lock: String,
+    pub(crate) token: u64,
+}
+
+impl GivenBack {
+    /// `<ms on the shared clock>  WARN <target>: <message> lock=<name> token=<n> took=<d>`.
+    fn parse(line: &str) -> Option<Self> {
+        if !line.contains(GIVEN_BACK) {
+            return None;
+        }
+        let at_ms: f64 = line.split_whitespace().next()?.parse().ok()?;
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|word| word.strip_prefix(name))
+        };
+        let at = std::time::Duration::try_from_secs_f64(at_ms / 1e3).ok()?;
+        Some(Self {
+            at: u64::try_from(at.as_nanos()).ok()?,
+            lock: field("lock=")?.to_owned(),
+            token: field("token=")?.parse().ok()?,
+        })
+    }
+}
+
+/// The grants a worker gave back as answered too late, from its stderr file.
+pub(crate) fn read_given_back(path: &std::path::Path) -> Vec<GivenBack> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(GivenBack::parse)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_given_back_grant_reads_from_the_warning() {
+        let line = "1557782.5  WARN mongolock::lock::attempt: acquisition answered too late to use; releasing it lock=lock-0 token=1796202425495000 took=412.3ms";
+        assert_eq!(
+            GivenBack::parse(line),
+            Some(GivenBack {
+                at: 1_557_782_500_000,
+                lock: "lock-0".into(),
+                token: 1_796_202_425_495_000,
+            })
+        );
+        assert_eq!(
+            GivenBack::parse(
+                "1.0  WARN mongolock::lock::attempt: acquisition attempt failed lock=lock-0"
+            ),
+            None
+        );
+    }
 
     #[test]
     fn every_event_reads_back() {

@@ -24,7 +24,7 @@ use crate::checker::{
     RunData, Sample, SharedReport,
 };
 use crate::clock::{self, MS, SEC, ms};
-use crate::events::read_log;
+use crate::events::{read_given_back, read_log};
 use crate::server::Server;
 use crate::settings::{Mode, WorkerArgs};
 
@@ -725,6 +725,7 @@ impl<'a> Run<'a> {
             .map(|p| ProcessRecord {
                 index: p.index,
                 events: read_log(&p.log),
+                given_back: read_given_back(&self.dir.join(format!("w{}.stderr", p.index))),
                 stops: p.stops.clone(),
                 killed_at: p.killed_at,
                 exited_cleanly: p.exited_cleanly,
