@@ -97,7 +97,8 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   granted `Write` ends its holder's mark and any readers' turn; other holders' marks
 ///   stay, so one writer's grant lets neither new readers nor that manager's next writer
 ///   past a writer of another manager still waiting: writers of different managers go in
-///   the order they were first refused. A refused `Read` marks "readers wait" until the
+///   the order they were first refused. [`withdraw`](LockStore::withdraw) ends a holder's
+///   mark (its writers gave up). A refused `Read` marks "readers wait" until the
 ///   store's now + `retry_within` (the later of that and the mark already there).
 ///   Releasing a write while readers wait turns the readers' turn on, from now until their
 ///   mark ends: readers waiting when a writer leaves go before the next writer, and a
@@ -297,9 +298,13 @@ pub trait LockStore: Send + Sync + 'static {
         false
     }
 
-    /// Takes `holder`'s place in the line of `name` out (its waiters gave up), so those
-    /// behind it need not wait for the place to expire. Idempotent; a store that keeps no
-    /// line does nothing (the default).
+    /// `holder`'s waiters for `name` gave up: takes its place in the name's line out and
+    /// ends its writers' mark (a reader/writer lock's "a writer of this holder waits"), so
+    /// that those it held back need not wait for either to end, and tells the release feed
+    /// ([`watch_releases`](LockStore::watch_releases)) of `name` when either was there, as
+    /// a release does: those held back try again at once. Idempotent; writes nothing when
+    /// `holder` has neither. The default does nothing: places and marks then last to their
+    /// end, which costs those behind time, never safety.
     async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
         let _ = (name, holder);
         Ok(())

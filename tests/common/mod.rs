@@ -149,6 +149,7 @@ macro_rules! conformance_suite {
             shared_records::shared_records_readers_share_and_writers_exclude,
             shared_records::shared_records_waiting_writer_holds_back_new_readers,
             shared_records::shared_records_the_earliest_marked_writer_goes_first,
+            shared_records::shared_records_a_withdrawn_writers_mark_lets_the_others_in,
             shared_records::shared_records_readers_go_first_after_a_write,
             shared_records::shared_records_shared_tokens_strictly_increase,
             shared_records::shared_records_release_many_spans_names_and_kinds,

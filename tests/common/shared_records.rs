@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use mongolock::store::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseId,
-    LeaseKey, LockStore, ReleaseOutcome,
+    LeaseKey, LockStore, ReleaseDemand, ReleaseOutcome,
 };
 use mongolock::{Access, HolderId, LockKind, LockName, LockRecord, MAX_PERMITS, StoreError};
 use tokio::time::{Instant, sleep};
@@ -27,6 +27,10 @@ pub(super) const SHORT: Duration = Duration::from_millis(300);
 /// How long past [`SHORT`] (or a waiting mark) a scenario waits before counting on its end:
 /// room for scheduling and a round trip on a busy machine.
 pub(super) const MARGIN: Duration = Duration::from_millis(200);
+
+/// How long a release feed may take to report a change (a change stream on a busy
+/// server); the memory store's reports at once.
+const FEED_WITHIN: Duration = Duration::from_secs(5);
 
 /// One would-be holder: its own manager identity and a fresh lease per attempt.
 #[derive(Clone)]
@@ -727,6 +731,108 @@ pub(crate) async fn shared_records_the_earliest_marked_writer_goes_first<B: Back
     released(&store, &read).await;
     refused(&store, &waiting(&first_writer, LONG)).await;
     granted(&peer, &waiting(&later_writer, LONG)).await;
+}
+
+/// A manager whose writers gave up withdraws its writers' mark (`withdraw`): the writer
+/// marked after it and new readers go at once, without waiting for the mark to end, while
+/// the other managers' marks stay in their order. A store with a release feed reports the
+/// withdrawal there, as it does a release, so those held back try again at once. A
+/// withdrawal with nothing to take off writes nothing.
+pub(crate) async fn shared_records_a_withdrawn_writers_mark_lets_the_others_in<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let peer = backend.peer(&store).await;
+    let rw = name("$writersMarkedBy.holder");
+    let (reader, gave_up, behind, last) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let waiting = |writer: &Caller| {
+        writer
+            .request(&rw, Access::Write, LONG)
+            .with_retry_within(LONG)
+    };
+    let withdraw = async |store: &B::Store, caller: &Caller, lock: &LockName| {
+        store
+            .withdraw(lock, &caller.holder)
+            .await
+            .unwrap_or_else(|error| panic!("withdraw from {lock}: {error}"));
+    };
+    let (read, _) = granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    refused(&store, &waiting(&gave_up)).await;
+    refused(&peer, &waiting(&behind)).await;
+    refused(&peer, &waiting(&last)).await;
+    released(&store, &read).await;
+    refused(&peer, &waiting(&behind)).await; // the first marked goes first
+    // (A server without change streams has a feed that reports nothing: waiters poll.)
+    let mut feed = if backend.watches_by_polling() {
+        None
+    } else {
+        peer.watch_releases(ReleaseDemand::always()).await
+    };
+    if let Some(feed) = feed.as_mut() {
+        feed_is_open(&store, feed).await;
+    }
+
+    withdraw(&store, &gave_up, &rw).await;
+    if let Some(feed) = feed.as_mut() {
+        assert!(
+            feed_reports(feed, &rw, FEED_WITHIN).await,
+            "the release feed reports a withdrawn mark"
+        );
+    }
+    // The writer marked next goes now, long before the withdrawn mark would have ended.
+    let (write, _) = granted(&peer, &waiting(&behind)).await;
+    released(&peer, &write).await;
+    // The last marked writer still waits: it holds new readers back, and goes next.
+    refused(&store, &reader.request(&rw, Access::Read, LONG)).await;
+    let (write, _) = granted(&peer, &waiting(&last)).await;
+    released(&peer, &write).await;
+    granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
+
+    // Again (its mark is gone), and for a name never used: nothing is written.
+    withdraw(&store, &gave_up, &rw).await;
+    let unused = name("never-marked");
+    withdraw(&store, &gave_up, &unused).await;
+    assert!(
+        inspect(&store, &unused).await.is_none(),
+        "a withdrawal with nothing to take off creates no record"
+    );
+}
+
+/// Whether `feed` reports `lock` within `within` (other names it reports are skipped).
+async fn feed_reports(
+    feed: &mut tokio::sync::mpsc::Receiver<LockName>,
+    lock: &LockName,
+    within: Duration,
+) -> bool {
+    let reported = tokio::time::timeout(within, async {
+        while let Some(freed) = feed.recv().await {
+            if freed == *lock {
+                return true;
+            }
+        }
+        false
+    });
+    matches!(reported.await, Ok(true))
+}
+
+/// Returns once `feed` reports releases: a change stream starts watching some time after
+/// it was asked for, and misses what happened before. Releases a probe lock until the
+/// feed reports one.
+async fn feed_is_open(store: &impl LockStore, feed: &mut tokio::sync::mpsc::Receiver<LockName>) {
+    let probe = name("release-feed-probe");
+    for _ in 0..20 {
+        let (held, _) = granted(
+            store,
+            &Caller::new().request(&probe, Access::Exclusive, LONG),
+        )
+        .await;
+        released(store, &held).await;
+        if feed_reports(feed, &probe, Duration::from_millis(500)).await {
+            return;
+        }
+    }
+    panic!("the release feed reported none of 20 releases");
 }
 
 /// Readers refused while a writer held (with `retry_within`) go before a waiting writer once

@@ -71,6 +71,13 @@ impl WaitingLine {
         });
     }
 
+    /// Whether `holder` has a live place.
+    pub(super) fn has_place_of(&self, holder: &HolderId, now: Instant) -> bool {
+        self.places
+            .iter()
+            .any(|place| place.holder == *holder && place.until > now)
+    }
+
     /// Takes `holder`'s place out (and the places that ended); returns whether the line is
     /// empty now. (A place ending exactly `now` is dead to every reader, so whether it is
     /// dropped here too cannot be seen: the `>=` mutant of the prune survives.)

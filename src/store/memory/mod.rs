@@ -217,13 +217,28 @@ impl MemoryState {
     }
 
     /// A granted manager (or one whose waiters gave up) leaves the line of `name`.
-    fn leave_line(&mut self, name: &LockName, holder: &HolderId, now: Instant) {
-        if self
-            .lines
-            .get_mut(name)
-            .is_some_and(|line| line.remove(holder, now))
-        {
+    /// Returns whether it had a place there.
+    fn leave_line(&mut self, name: &LockName, holder: &HolderId, now: Instant) -> bool {
+        let Some(line) = self.lines.get_mut(name) else {
+            return false;
+        };
+        let had_place = line.has_place_of(holder, now);
+        if line.remove(holder, now) {
             self.lines.remove(name);
+        }
+        had_place
+    }
+
+    /// `holder`'s waiters for `name` gave up: its place in line and its writers' mark go,
+    /// and those they held back are woken, as by a release.
+    fn withdraw(&mut self, name: &LockName, holder: &HolderId, now: Instant) {
+        let left_line = self.leave_line(name, holder, now);
+        let ended_mark = self
+            .shared
+            .get_mut(name)
+            .is_some_and(|record| record.end_writers_mark(holder));
+        if left_line || ended_mark {
+            self.freed(name);
         }
     }
 
@@ -717,7 +732,7 @@ impl LockStore for MemoryStore {
     }
 
     async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
-        self.state().leave_line(name, holder, Instant::now());
+        self.state().withdraw(name, holder, Instant::now());
         Ok(())
     }
 

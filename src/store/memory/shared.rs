@@ -161,9 +161,12 @@ impl SharedRecord {
         }
     }
 
-    /// A writer of `holder` got in: its manager's mark ends; the other managers' stay.
-    fn writer_got_in(&mut self, holder: &HolderId) {
+    /// A writer of `holder` got in, or its writers gave up: its manager's mark ends; the
+    /// other managers' stay. Returns whether a mark was there to end.
+    pub(super) fn end_writers_mark(&mut self, holder: &HolderId) -> bool {
+        let before = self.writers_marks.len();
         self.writers_marks.retain(|mark| mark.by != *holder);
+        self.writers_marks.len() < before
     }
 
     /// Whether anybody holds an unexpired lease or a waiting mark is live: a record that is
@@ -256,7 +259,7 @@ impl SharedRecord {
             // stays for the writers of other managers that marked it and still wait.
             Access::Write => {
                 if marks {
-                    self.writer_got_in(&request.holder);
+                    self.end_writers_mark(&request.holder);
                 }
                 self.readers_turn_until = None;
             }

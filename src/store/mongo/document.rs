@@ -104,6 +104,9 @@ pub(super) const READERS_TURN_SERVED: &str = "readersTurnServed";
 /// When a shared record last lost holders by a release (server time): the release feed's
 /// and the record feed's sign that places came free.
 pub(super) const RELEASED_AT: &str = "releasedAt";
+/// When a manager whose waiters gave up last took its place or writers' mark off the
+/// document (server time): the release feed's sign that those it held back may go.
+pub(super) const WITHDRAWN_AT: &str = "withdrawnAt";
 /// Set by `release_many`: `{batch, leases}`, the batch's id and the leases that write
 /// released from this document, read back only when the batch's counts do not say which
 /// keys matched.

@@ -146,16 +146,6 @@ fn waited(now: i64, arrival: i64) -> Duration {
     Duration::from_millis(now.saturating_sub(arrival).max(0).unsigned_abs())
 }
 
-/// `withdraw`'s filter: the document of `name` with a place of `holder` in its line.
-pub(super) fn with_place_of(name: &str, holder: &HolderId) -> Document {
-    doc! { "_id": name, format!("{LINE}.{HOLDER}"): holder.as_str() }
-}
-
-/// `withdraw`'s update: the line without `holder`'s place (nor any that ended).
-pub(super) fn withdraw(holder: &HolderId) -> Vec<Document> {
-    vec![doc! { "$set": { LINE: others_in_line(holder.as_str()) } }]
-}
-
 /// The live places of an inspected document of `kind` (read with its [`SERVER_NOW`]),
 /// earliest arrival first.
 pub(super) fn queue(document: &Document, kind: LockKind) -> Vec<QueuedWaiter> {

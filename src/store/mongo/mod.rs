@@ -15,7 +15,8 @@
 //!   contendedAt:  ISODate("…") | null,          // since when other managers wait for this grant
 //!   lastContendedMs: NumberLong(…) | null,      // how long they had waited at the last release
 //!   forcedRelease: {at, holder, expiresAt},     // only after an operator's force-release
-//!   line: [{holder, arrival, until}, …]         // managers waiting in arrival order (`line.rs`)
+//!   line: [{holder, arrival, until}, …],        // managers waiting in arrival order (`line.rs`)
+//!   withdrawnAt:  ISODate("…")                  // a manager's waiters last gave up (`withdrawal.rs`)
 //! }
 //! ```
 //!
@@ -43,6 +44,7 @@
 //!   contendedAt:  ISODate("…") | null,          // since when others were refused
 //!   lastContendedMs: NumberLong(…) | null,      // at the last release: how long they had waited
 //!   releasedAt:   ISODate("…"),                 // the last release of a holder
+//!   withdrawnAt:  ISODate("…"),                 // a manager's waiters last gave up (`withdrawal.rs`)
 //!   released:     {batch, leases},              // only after a release_many
 //!   forcedRelease: {at, holders}                // only after an operator's force-release
 //! }
@@ -73,6 +75,7 @@ mod release_feed;
 mod server_version;
 mod shard_key;
 mod ttl_index;
+mod withdrawal;
 mod writers_marks;
 
 use std::collections::HashSet;
@@ -1167,12 +1170,13 @@ impl LockStore for MongoStore {
         true
     }
 
-    /// One `updateOne`, matching only a document with `holder`'s place in its line.
+    /// One `updateOne`, matching only a document with `holder`'s place in its line or its
+    /// writers' mark (see `withdrawal.rs`).
     async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
         self.collection
             .update_one(
-                line::with_place_of(name.as_str(), holder),
-                line::withdraw(holder),
+                withdrawal::filter(name.as_str(), holder),
+                withdrawal::update(holder),
             )
             .await
             .map_err(|error| errors::backend("withdraw (updateOne)", error))?;

@@ -1,7 +1,9 @@
 //! The release feed: one change stream on the lock collection per manager, reporting the
 //! names of locks that became free (a release sets a mutex's `leaseId` to null, or stamps a
-//! shared record's `releasedAt` as it removes holders; `set_permits` changes a semaphore's
-//! `permits`, which may make room; an operator or the TTL monitor deletes the document), so
+//! shared record's `releasedAt` as it removes holders; a withdrawal stamps `withdrawnAt` as
+//! it takes off a place or writers' mark whose waiters gave up; `set_permits` changes a
+//! semaphore's `permits`, which may make room; an operator or the TTL monitor deletes the
+//! document), so
 //! waiting managers try again at once instead of at their next poll. Hints only: waiters
 //! keep polling with backoff whatever the stream does.
 //!
@@ -29,7 +31,7 @@ use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT};
+use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT, WITHDRAWN_AT};
 use super::errors;
 use crate::name::LockName;
 use crate::store::ReleaseDemand;
@@ -128,7 +130,8 @@ pub(super) async fn run(
 }
 
 /// Deletions, updates that set the lease id to null (a mutex's release), stamp
-/// `releasedAt` (a shared record losing holders) or change `permits` (a semaphore's count),
+/// `releasedAt` (a shared record losing holders) or `withdrawnAt` (a manager's waiters
+/// gave up) or change `permits` (a semaphore's count),
 /// replacements, and the events that end a collection's stream (the collection or its
 /// database dropped, the collection renamed).
 ///
@@ -147,6 +150,7 @@ fn releases() -> Vec<Document> {
             { "operationType": "update", changed(LEASE_ID): { "$type": "null" } },
             { "operationType": "update", changed(RELEASED_AT): { "$exists": true } },
             { "operationType": "update", changed(PERMITS): { "$exists": true } },
+            { "operationType": "update", changed(WITHDRAWN_AT): { "$exists": true } },
         ] } },
         doc! { "$project": { "operationType": 1, "documentKey": 1 } },
     ]

@@ -90,3 +90,24 @@ pub(super) fn after_attempt(granted: &Bson, holder: &str, retry_within: Duration
     let marks = doc! { "$cond": [granted, others, refused] };
     (marks.into(), mark_on_grant.into())
 }
+
+/// A withdrawal's effect on the marks (`holder`'s writers gave up): `holder`'s mark ends,
+/// and so does every mark that ended; the others stay in their order. Returns the marks'
+/// new value and the writers' waiting mark's: the latest end of the marks left, none if
+/// none is.
+pub(super) fn without(holder: &str) -> (Bson, Bson) {
+    let others = doc! { "$filter": {
+        "input": format!("${WRITERS_MARKED_BY}"),
+        "as": MARK,
+        "cond": { "$and": [
+            { "$gt": [format!("$${MARK}.{UNTIL}"), "$$NOW"] },
+            { "$ne": [format!("$${MARK}.{HOLDER}"), literal(holder.into())] },
+        ] },
+    } };
+    let latest_end = doc! { "$max": { "$map": {
+        "input": &others,
+        "as": MARK,
+        "in": format!("$${MARK}.{UNTIL}"),
+    } } };
+    (others.into(), latest_end.into())
+}
