@@ -1557,6 +1557,166 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
     third.shutdown().await;
 }
 
+/// A reader/writer lock's writer that gives up (here: times out) takes its manager's
+/// writers' mark off the record at once: a reader elsewhere that the mark held back is woken
+/// and gets in, instead of waiting for the mark to end (twice the longest backoff, 4 s
+/// here) or for its own next retry (a second or more).
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_gives_up_holds_no_reader_back() {
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let options =
+        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    let writer = {
+        let files = manager.rw_lock("files").unwrap();
+        tokio::spawn(async move { files.write_timeout(Duration::from_millis(500)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let reader = {
+        let files = elsewhere.rw_lock("files").unwrap();
+        tokio::spawn(async move {
+            let guard = files.read().await;
+            (guard, Instant::now())
+        })
+    };
+    let timed_out = writer.await.unwrap();
+    assert!(
+        timed_out.is_err(),
+        "the writer waits for the reader holding"
+    );
+    let gave_up = Instant::now();
+    let (guard, entered) = reader.await.unwrap();
+    let waited_after = entered - gave_up;
+    assert!(
+        waited_after < Duration::from_millis(100),
+        "the reader got in {waited_after:?} after the writer gave up"
+    );
+    assert!(
+        store.calls() > store.acquire_calls(),
+        "the writer's manager withdrew its mark"
+    );
+    guard.unwrap().release().await.unwrap();
+    held.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// The same when the writer's own process still has a reader waiting: the mark goes as soon
+/// as no writer waits there, not only once nobody does, and that reader gets in.
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_gives_up_holds_back_no_reader_of_its_own() {
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let options =
+        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
+    let (_store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    let files = manager.rw_lock("files").unwrap();
+    let writer = {
+        let files = files.clone();
+        tokio::spawn(async move { files.write_timeout(Duration::from_millis(500)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let reader = tokio::spawn(async move {
+        let guard = files.read().await;
+        (guard, Instant::now())
+    });
+    assert!(
+        writer.await.unwrap().is_err(),
+        "the writer waits for the reader holding"
+    );
+    let gave_up = Instant::now();
+    let (guard, entered) = reader.await.unwrap();
+    let waited_after = entered - gave_up;
+    assert!(
+        waited_after < Duration::from_millis(100),
+        "the reader got in {waited_after:?} after the writer gave up"
+    );
+    guard.unwrap().release().await.unwrap();
+    held.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// And when the writer gave up while its attempt was out: the refusal that comes back for
+/// nobody marked the record, so the mark goes then, and the reader waiting behind the
+/// writer in its own process gets in long before the mark would have ended.
+#[tokio::test(start_paused = true)]
+async fn a_writer_refused_after_it_gave_up_holds_back_no_reader() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("mongolock=trace")
+        .with_test_writer()
+        .try_init();
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let options =
+        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    // Late, but not so late that a grant is given back (its first renewal is due at 300 ms).
+    store.answer_late(Duration::from_millis(200));
+    let started = Instant::now();
+    let files = manager.rw_lock("files").unwrap();
+    let writer = {
+        let files = files.clone();
+        tokio::spawn(async move { files.write_timeout(Duration::from_millis(100)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let reader = tokio::spawn(async move {
+        let guard = files.read().await;
+        (guard, Instant::now())
+    });
+    assert!(
+        writer.await.unwrap().is_err(),
+        "the writer's answer comes too late"
+    );
+    let (guard, entered) = reader.await.unwrap();
+    let waited = entered - started;
+    assert!(
+        waited < Duration::from_millis(1500),
+        "the reader got in {waited:?} after the writer asked (its mark would last 4 s)"
+    );
+    store.heal();
+    guard.unwrap().release().await.unwrap();
+    held.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
+/// A writer that waited and then got in leaves no mark to withdraw (its grant ended it): once
+/// it releases, its manager sends the store nothing more.
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_got_in_withdraws_nothing() {
+    use std::time::Duration;
+
+    let (store, elsewhere, manager) = here_and_elsewhere(&common::fast_options()).await;
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    let writer = {
+        let files = manager.rw_lock("files").unwrap();
+        tokio::spawn(async move { files.write().await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(store.acquire_calls() > 0, "the writer was refused");
+    let other_calls = || store.calls() - store.acquire_calls();
+    let before = other_calls();
+    held.release().await.unwrap();
+    let written = writer.await.unwrap().unwrap();
+    written.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        other_calls(),
+        before + 1,
+        "after the refusals: the write's release, and no withdrawal"
+    );
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// A waiter of the default mode that gives up costs the store nothing more: it never had a
 /// place in the name's line, so there is none to withdraw (only an arrival-order waiter's
 /// refusal puts its manager in line).

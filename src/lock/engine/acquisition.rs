@@ -79,7 +79,7 @@ const PLACE_LIFE_FLOOR: Duration = Duration::from_secs(1);
 /// How long a refused reader's or writer's waiting mark lasts: the waiter is back within
 /// its longest backoff (sooner when a release wakes it), so its mark outlives that, and no
 /// longer.
-fn mark_lasts(options: &LockOptions) -> Duration {
+pub(super) fn mark_lasts(options: &LockOptions) -> Duration {
     options.retry_backoff().1 * 2
 }
 
@@ -339,8 +339,8 @@ impl NameState {
         }
         self.waiters.waiting();
         let held_elsewhere = error.is_none();
-        if held_elsewhere && attempt.options.in_arrival_order() {
-            self.in_line = Some(place_lasts(&attempt.options));
+        if held_elsewhere {
+            self.refused(&attempt);
         }
         if let Some(error) = error.filter(|error| !error.is_transient()) {
             // Refused for good (a kind or count mismatch, a bad count): only those who
@@ -426,6 +426,7 @@ impl NameState {
     /// place out of the line (an attempt in flight does the same when it comes back).
     pub(super) fn on_waiter_left(&mut self, myself: &ActorRef<LockMsg>) {
         if self.waiters.prune() {
+            self.unless_writers_wait();
             return;
         }
         self.advance(|this, phase| match phase {

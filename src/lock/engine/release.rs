@@ -7,7 +7,7 @@
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::{Attempt, Phase, place_lasts};
+use super::acquisition::{Attempt, Phase};
 use super::holds::{LeaseLeft, Place};
 use super::state::NameState;
 use crate::error::{LockError, LossReason, StoreError};
@@ -308,10 +308,9 @@ impl NameState {
                 )
             }
             Ok(HandOverOutcome::Released { contended_for }) => {
-                if attempt.options.in_arrival_order() {
-                    // Refused for an earlier waiter elsewhere: the store put us in line.
-                    self.in_line = Some(place_lasts(&attempt.options));
-                }
+                // Refused (an earlier waiter elsewhere, a writer's turn): the store put us
+                // in line or marked our writer.
+                self.refused(&attempt);
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
                     Ok(AcquireOutcome::Busy { holder: None }),

@@ -8,13 +8,13 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::Phase;
+use super::acquisition::{Attempt, Phase, mark_lasts, place_lasts};
 use super::actor::{NameActorArgs, Retire};
 use super::admission::Request;
 use super::holds::Place;
 use super::release::{HandingOver, Releasing};
 use crate::error::{LockError, LossReason, StoreError};
-use crate::kind::LockKind;
+use crate::kind::{Access, LockKind};
 use crate::lock::cleanup::Cleanups;
 use crate::lock::message::LockMsg;
 use crate::lock::renewer::Renewer;
@@ -59,6 +59,10 @@ pub(crate) struct NameState {
     /// grant, for as long as the place lives. Withdrawn when the waiters give up, so
     /// those behind need not wait for it to expire.
     pub(super) in_line: Option<Duration>,
+    /// A writer of this manager was refused in the default mode, so the name's record
+    /// carries this manager's writers' mark, which holds new readers and other managers'
+    /// writers back, for at most this long. Withdrawn when the writers here give up.
+    pub(super) writer_marked: Option<Duration>,
     /// Counts this manager's actors waiting for another process's release.
     pub(super) release_waiters: ReleaseWaiters,
     /// Requests received, compared with the route's count before an idle stop.
@@ -91,6 +95,7 @@ impl NameState {
             releasing: HashMap::new(),
             handing_over: HashMap::new(),
             in_line: None,
+            writer_marked: None,
             release_waiters: context.release_waiters,
             requests_seen: 0,
             gate: args.gate,
@@ -136,9 +141,9 @@ impl NameState {
 
     /// The idle phase, its idle stop armed if the actor is unused.
     pub(super) fn idle(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
-        if let Some(place_lasts) = self.in_line.take() {
-            // Nobody here waits any more (a grant would have taken the place out).
-            self.withdraw(place_lasts);
+        // Nobody here waits any more (a grant would have taken the place or mark off).
+        if let Some(lasts) = self.in_line.take().max(self.writer_marked.take()) {
+            self.withdraw(lasts);
         }
         let idle_stop = self.is_unused().then(|| {
             let mut idle_stop = self.timers.timer();
@@ -151,10 +156,36 @@ impl NameState {
         Phase::Idle { idle_stop }
     }
 
-    /// Takes this manager's place out of the name's line. Nobody waits for the answer: a
-    /// withdrawal that fails costs those behind at most what is left of the place's life,
-    /// which also bounds how long the call may take.
-    fn withdraw(&self, place_lasts: Duration) {
+    /// The store refused `attempt` (the name held, or others ahead): what it keeps for a
+    /// refused request — this manager's place in line in arrival order, its writers' mark
+    /// for a write otherwise — lasts until it ends or the waiters here give up.
+    pub(super) fn refused(&mut self, attempt: &Attempt) {
+        if attempt.options.in_arrival_order() {
+            self.in_line = Some(place_lasts(&attempt.options));
+        } else if attempt.access == Access::Write {
+            self.writer_marked = Some(mark_lasts(&attempt.options));
+            self.unless_writers_wait();
+        }
+    }
+
+    /// With no writer left waiting here while other waiters stay, this manager's writers'
+    /// mark goes at once: a writer that gave up holds nobody back. (In arrival order there
+    /// is no mark, and the place in line stays for the others.)
+    pub(super) fn unless_writers_wait(&mut self) {
+        if self.in_line.is_some() || self.waiters.count_for(Access::Write) > 0 {
+            return;
+        }
+        if let Some(lasts) = self.writer_marked.take() {
+            self.withdraw(lasts);
+        }
+    }
+
+    /// Takes this manager's place and writers' mark off the name's record. Nobody waits
+    /// for the answer: a withdrawal that fails costs those behind at most what is left of
+    /// the place's or mark's life, which also bounds how long the call may take. One that
+    /// lands after a new refusal of this manager takes that refusal's mark or place off
+    /// too, which costs that waiter its turn in order until its next attempt, never safety.
+    fn withdraw(&self, lasts: Duration) {
         let (store, name, holder) = (self.store.clone(), self.name.clone(), self.holder.clone());
         let call = async move { store.withdraw(&name, &holder).await };
         let log = |result: Result<(), StoreError>| {
@@ -165,7 +196,7 @@ impl NameState {
         match store_call::start(call) {
             (_, Started::Answered(result)) => log(result),
             (_, Started::Running(call)) => {
-                tokio::spawn(async move { log(store_call::timed(place_lasts, call).await) });
+                tokio::spawn(async move { log(store_call::timed(lasts, call).await) });
             }
         }
     }
