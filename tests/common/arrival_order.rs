@@ -10,7 +10,8 @@ use mongolock::store::{AcquireRequest, HandOverOutcome, LockStore};
 use mongolock::{Access, Fairness, HolderId, LockError, LockName, LockOptions};
 
 use super::shared_records::{
-    Caller, LONG, MARGIN, SHORT, attempt, granted, hand_over, inspect, name, refused, released,
+    Caller, FEED_QUIET, FEED_WITHIN, LONG, MARGIN, SHORT, attempt, feed_reports, granted,
+    hand_over, inspect, name, open_feed, refused, released,
 };
 use super::{Backend, eventually, fast_options, start_with};
 
@@ -134,13 +135,27 @@ pub(crate) async fn arrival_order_places_end_or_are_withdrawn<B: Backend>(backen
                 .unwrap_or_else(|error| panic!("withdraw from {lock}: {error}"));
         }
     };
+    // A withdrawal wakes the feed only when it took a place out.
+    let mut feed = open_feed(backend, &store).await;
     withdraw(c.holder.clone()).await;
     assert_eq!(
         line_of(&store, &lock).await,
         std::slice::from_ref(&b.holder)
     );
+    if let Some(feed) = feed.as_mut() {
+        assert!(
+            !feed_reports(feed, &lock, FEED_QUIET).await,
+            "a withdrawal of no place is no release"
+        );
+    }
     withdraw(b.holder.clone()).await;
     assert!(line_of(&store, &lock).await.is_empty());
+    if let Some(feed) = feed.as_mut() {
+        assert!(
+            feed_reports(feed, &lock, FEED_WITHIN).await,
+            "the release feed reports a withdrawn place"
+        );
+    }
     assert!(
         attempt(&store, &in_line(&a, &lock, Duration::ZERO, LONG))
             .await

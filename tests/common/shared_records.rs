@@ -30,7 +30,10 @@ pub(super) const MARGIN: Duration = Duration::from_millis(200);
 
 /// How long a release feed may take to report a change (a change stream on a busy
 /// server); the memory store's reports at once.
-const FEED_WITHIN: Duration = Duration::from_secs(5);
+pub(super) const FEED_WITHIN: Duration = Duration::from_secs(5);
+/// How long a feed is watched for a report that must not come (one would come within
+/// milliseconds).
+pub(super) const FEED_QUIET: Duration = Duration::from_millis(300);
 
 /// One would-be holder: its own manager identity and a fresh lease per attempt.
 #[derive(Clone)]
@@ -763,15 +766,7 @@ pub(crate) async fn shared_records_a_withdrawn_writers_mark_lets_the_others_in<B
     refused(&peer, &waiting(&last)).await;
     released(&store, &read).await;
     refused(&peer, &waiting(&behind)).await; // the first marked goes first
-    // (A server without change streams has a feed that reports nothing: waiters poll.)
-    let mut feed = if backend.watches_by_polling() {
-        None
-    } else {
-        peer.watch_releases(ReleaseDemand::always()).await
-    };
-    if let Some(feed) = feed.as_mut() {
-        feed_is_open(&store, feed).await;
-    }
+    let mut feed = open_feed(backend, &peer).await;
 
     withdraw(&store, &gave_up, &rw).await;
     if let Some(feed) = feed.as_mut() {
@@ -789,8 +784,18 @@ pub(crate) async fn shared_records_a_withdrawn_writers_mark_lets_the_others_in<B
     released(&peer, &write).await;
     granted(&store, &reader.request(&rw, Access::Read, LONG)).await;
 
-    // Again (its mark is gone), and for a name never used: nothing is written.
+    // Again (its mark is gone), and for a name never used: nothing is written, and the
+    // feed hears of nothing.
+    if let Some(feed) = feed.as_mut() {
+        feed_is_open(&store, feed).await; // past what the feed reported so far
+    }
     withdraw(&store, &gave_up, &rw).await;
+    if let Some(feed) = feed.as_mut() {
+        assert!(
+            !feed_reports(feed, &rw, FEED_QUIET).await,
+            "a withdrawal with nothing to take off is no release"
+        );
+    }
     let unused = name("never-marked");
     withdraw(&store, &gave_up, &unused).await;
     assert!(
@@ -799,8 +804,23 @@ pub(crate) async fn shared_records_a_withdrawn_writers_mark_lets_the_others_in<B
     );
 }
 
+/// A release feed on `store`, open (see [`feed_is_open`]); `None` where the backend has
+/// none that reports: a server without change streams has a feed that never does (its
+/// waiters poll).
+pub(super) async fn open_feed<B: Backend>(
+    backend: &B,
+    store: &B::Store,
+) -> Option<tokio::sync::mpsc::Receiver<LockName>> {
+    if backend.watches_by_polling() {
+        return None;
+    }
+    let mut feed = store.watch_releases(ReleaseDemand::always()).await?;
+    feed_is_open(store, &mut feed).await;
+    Some(feed)
+}
+
 /// Whether `feed` reports `lock` within `within` (other names it reports are skipped).
-async fn feed_reports(
+pub(super) async fn feed_reports(
     feed: &mut tokio::sync::mpsc::Receiver<LockName>,
     lock: &LockName,
     within: Duration,
@@ -819,7 +839,10 @@ async fn feed_reports(
 /// Returns once `feed` reports releases: a change stream starts watching some time after
 /// it was asked for, and misses what happened before. Releases a probe lock until the
 /// feed reports one.
-async fn feed_is_open(store: &impl LockStore, feed: &mut tokio::sync::mpsc::Receiver<LockName>) {
+pub(super) async fn feed_is_open(
+    store: &impl LockStore,
+    feed: &mut tokio::sync::mpsc::Receiver<LockName>,
+) {
     let probe = name("release-feed-probe");
     for _ in 0..20 {
         let (held, _) = granted(

@@ -71,7 +71,9 @@ impl WaitingLine {
         });
     }
 
-    /// Whether `holder` has a live place.
+    /// Whether `holder` has a live place (then its withdrawal wakes the release feed).
+    /// (A place ending exactly `now` counted as live too would cost a spurious wake-up, a
+    /// hint that is harmless: the `>=` mutant survives.)
     pub(super) fn has_place_of(&self, holder: &HolderId, now: Instant) -> bool {
         self.places
             .iter()
