@@ -1557,6 +1557,73 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
     third.shutdown().await;
 }
 
+/// When a writer of `manager` that gave up, and the reader that asked 10 ms after it, got
+/// in (see [`writer_gives_up_before_a_reader`]).
+struct WriterGaveUp {
+    asked: tokio::time::Instant,
+    gave_up: tokio::time::Instant,
+    reader_entered: tokio::time::Instant,
+    /// The writer's manager sent the store more than attempts (its withdrawal).
+    withdrew: bool,
+}
+
+/// A read held elsewhere; a writer of one manager asking with `write_timeout`, every answer
+/// to that manager `answer_late` (if any); 10 ms later a reader, of the writer's manager if
+/// `reader_beside_writer`, else of the other. Backoff 1–2 s, so a writers' mark lasts 4 s
+/// and a reader's next retry is a second or more away.
+async fn writer_gives_up_before_a_reader(
+    write_timeout: std::time::Duration,
+    answer_late: Option<std::time::Duration>,
+    reader_beside_writer: bool,
+) -> WriterGaveUp {
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let options =
+        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    if let Some(delay) = answer_late {
+        store.answer_late(delay);
+    }
+    let asked = Instant::now();
+    let writer = {
+        let files = manager.rw_lock("files").unwrap();
+        tokio::spawn(async move { files.write_timeout(write_timeout).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let reader = {
+        let readers = if reader_beside_writer {
+            &manager
+        } else {
+            &elsewhere
+        };
+        let files = readers.rw_lock("files").unwrap();
+        tokio::spawn(async move {
+            let guard = files.read().await;
+            (guard, Instant::now())
+        })
+    };
+    assert!(
+        writer.await.unwrap().is_err(),
+        "the writer waits for the reader holding, or its answer comes too late"
+    );
+    let gave_up = Instant::now();
+    let (guard, reader_entered) = reader.await.unwrap();
+    let withdrew = store.calls() > store.acquire_calls();
+    store.heal();
+    guard.unwrap().release().await.unwrap();
+    held.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+    WriterGaveUp {
+        asked,
+        gave_up,
+        reader_entered,
+        withdrew,
+    }
+}
+
 /// A reader/writer lock's writer that gives up (here: times out) takes its manager's
 /// writers' mark off the record at once: a reader elsewhere that the mark held back is woken
 /// and gets in, instead of waiting for the mark to end (twice the longest backoff, 4 s
@@ -1564,44 +1631,14 @@ async fn in_arrival_order_only_readers_ahead_of_every_writer_elsewhere_join() {
 #[tokio::test(start_paused = true)]
 async fn a_writer_that_gives_up_holds_no_reader_back() {
     use std::time::Duration;
-    use tokio::time::Instant;
 
-    let options =
-        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
-    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
-    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
-    let writer = {
-        let files = manager.rw_lock("files").unwrap();
-        tokio::spawn(async move { files.write_timeout(Duration::from_millis(500)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let reader = {
-        let files = elsewhere.rw_lock("files").unwrap();
-        tokio::spawn(async move {
-            let guard = files.read().await;
-            (guard, Instant::now())
-        })
-    };
-    let timed_out = writer.await.unwrap();
-    assert!(
-        timed_out.is_err(),
-        "the writer waits for the reader holding"
-    );
-    let gave_up = Instant::now();
-    let (guard, entered) = reader.await.unwrap();
-    let waited_after = entered - gave_up;
+    let run = writer_gives_up_before_a_reader(Duration::from_millis(500), None, false).await;
+    let waited_after = run.reader_entered - run.gave_up;
     assert!(
         waited_after < Duration::from_millis(100),
         "the reader got in {waited_after:?} after the writer gave up"
     );
-    assert!(
-        store.calls() > store.acquire_calls(),
-        "the writer's manager withdrew its mark"
-    );
-    guard.unwrap().release().await.unwrap();
-    held.release().await.unwrap();
-    manager.shutdown().await;
-    elsewhere.shutdown().await;
+    assert!(run.withdrew, "the writer's manager withdrew its mark");
 }
 
 /// The same when the writer's own process still has a reader waiting: the mark goes as soon
@@ -1609,37 +1646,13 @@ async fn a_writer_that_gives_up_holds_no_reader_back() {
 #[tokio::test(start_paused = true)]
 async fn a_writer_that_gives_up_holds_back_no_reader_of_its_own() {
     use std::time::Duration;
-    use tokio::time::Instant;
 
-    let options =
-        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
-    let (_store, elsewhere, manager) = here_and_elsewhere(&options).await;
-    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
-    let files = manager.rw_lock("files").unwrap();
-    let writer = {
-        let files = files.clone();
-        tokio::spawn(async move { files.write_timeout(Duration::from_millis(500)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let reader = tokio::spawn(async move {
-        let guard = files.read().await;
-        (guard, Instant::now())
-    });
-    assert!(
-        writer.await.unwrap().is_err(),
-        "the writer waits for the reader holding"
-    );
-    let gave_up = Instant::now();
-    let (guard, entered) = reader.await.unwrap();
-    let waited_after = entered - gave_up;
+    let run = writer_gives_up_before_a_reader(Duration::from_millis(500), None, true).await;
+    let waited_after = run.reader_entered - run.gave_up;
     assert!(
         waited_after < Duration::from_millis(100),
         "the reader got in {waited_after:?} after the writer gave up"
     );
-    guard.unwrap().release().await.unwrap();
-    held.release().await.unwrap();
-    manager.shutdown().await;
-    elsewhere.shutdown().await;
 }
 
 /// And when the writer gave up while its attempt was out: the refusal that comes back for
@@ -1647,45 +1660,16 @@ async fn a_writer_that_gives_up_holds_back_no_reader_of_its_own() {
 /// writer in its own process gets in long before the mark would have ended.
 #[tokio::test(start_paused = true)]
 async fn a_writer_refused_after_it_gave_up_holds_back_no_reader() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("mongolock=trace")
-        .with_test_writer()
-        .try_init();
     use std::time::Duration;
-    use tokio::time::Instant;
 
-    let options =
-        common::fast_options().with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
-    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
-    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
     // Late, but not so late that a grant is given back (its first renewal is due at 300 ms).
-    store.answer_late(Duration::from_millis(200));
-    let started = Instant::now();
-    let files = manager.rw_lock("files").unwrap();
-    let writer = {
-        let files = files.clone();
-        tokio::spawn(async move { files.write_timeout(Duration::from_millis(100)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    let reader = tokio::spawn(async move {
-        let guard = files.read().await;
-        (guard, Instant::now())
-    });
-    assert!(
-        writer.await.unwrap().is_err(),
-        "the writer's answer comes too late"
-    );
-    let (guard, entered) = reader.await.unwrap();
-    let waited = entered - started;
+    let late = Some(Duration::from_millis(200));
+    let run = writer_gives_up_before_a_reader(Duration::from_millis(100), late, true).await;
+    let waited = run.reader_entered - run.asked;
     assert!(
         waited < Duration::from_millis(1500),
         "the reader got in {waited:?} after the writer asked (its mark would last 4 s)"
     );
-    store.heal();
-    guard.unwrap().release().await.unwrap();
-    held.release().await.unwrap();
-    manager.shutdown().await;
-    elsewhere.shutdown().await;
 }
 
 /// A writer that waited and then got in leaves no mark to withdraw (its grant ended it): once

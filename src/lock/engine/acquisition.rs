@@ -426,7 +426,7 @@ impl NameState {
     /// place out of the line (an attempt in flight does the same when it comes back).
     pub(super) fn on_waiter_left(&mut self, myself: &ActorRef<LockMsg>) {
         if self.waiters.prune() {
-            self.unless_writers_wait();
+            self.withdraw_mark_if_no_writer_waits();
             return;
         }
         self.advance(|this, phase| match phase {

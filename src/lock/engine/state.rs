@@ -164,14 +164,14 @@ impl NameState {
             self.in_line = Some(place_lasts(&attempt.options));
         } else if attempt.access == Access::Write {
             self.writer_marked = Some(mark_lasts(&attempt.options));
-            self.unless_writers_wait();
+            self.withdraw_mark_if_no_writer_waits();
         }
     }
 
     /// With no writer left waiting here while other waiters stay, this manager's writers'
     /// mark goes at once: a writer that gave up holds nobody back. (In arrival order there
     /// is no mark, and the place in line stays for the others.)
-    pub(super) fn unless_writers_wait(&mut self) {
+    pub(super) fn withdraw_mark_if_no_writer_waits(&mut self) {
         if self.in_line.is_some() || self.waiters.count_for(Access::Write) > 0 {
             return;
         }

@@ -59,17 +59,9 @@ pub(super) fn other_writer_first(holder: &str) -> Document {
 /// value and the writers' mark's (`writerWaitingUntil`) value on a grant: the latest end
 /// of the marks left, none if none is.
 pub(super) fn after_attempt(granted: &Bson, holder: &str, retry_within: Duration) -> (Bson, Bson) {
+    let others = others_than(format!("${LIVE_MARKS}").into(), holder);
+    let mark_on_grant = latest_end(&others);
     let holder = literal(holder.into());
-    let others = doc! { "$filter": {
-        "input": format!("${LIVE_MARKS}"),
-        "as": MARK,
-        "cond": { "$ne": [format!("$${MARK}.{HOLDER}"), &holder] },
-    } };
-    let mark_on_grant = doc! { "$max": { "$map": {
-        "input": &others,
-        "as": MARK,
-        "in": format!("$${MARK}.{UNTIL}"),
-    } } };
     let refused = if retry_within.is_zero() {
         Bson::from(format!("${WRITERS_MARKED_BY}"))
     } else {
@@ -96,18 +88,25 @@ pub(super) fn after_attempt(granted: &Bson, holder: &str, retry_within: Duration
 /// new value and the writers' waiting mark's: the latest end of the marks left, none if
 /// none is.
 pub(super) fn without(holder: &str) -> (Bson, Bson) {
-    let others = doc! { "$filter": {
-        "input": format!("${WRITERS_MARKED_BY}"),
+    let others = others_than(live_marks().into(), holder);
+    let latest = latest_end(&others);
+    (others.into(), latest.into())
+}
+
+/// The marks of `marks` (an expression for live ones) of managers other than `holder`.
+fn others_than(marks: Bson, holder: &str) -> Document {
+    doc! { "$filter": {
+        "input": marks,
         "as": MARK,
-        "cond": { "$and": [
-            { "$gt": [format!("$${MARK}.{UNTIL}"), "$$NOW"] },
-            { "$ne": [format!("$${MARK}.{HOLDER}"), literal(holder.into())] },
-        ] },
-    } };
-    let latest_end = doc! { "$max": { "$map": {
-        "input": &others,
+        "cond": { "$ne": [format!("$${MARK}.{HOLDER}"), literal(holder.into())] },
+    } }
+}
+
+/// The latest end among `marks` (an expression), null if there are none.
+fn latest_end(marks: &Document) -> Document {
+    doc! { "$max": { "$map": {
+        "input": marks,
         "as": MARK,
         "in": format!("$${MARK}.{UNTIL}"),
-    } } };
-    (others.into(), latest_end.into())
+    } } }
 }
