@@ -42,8 +42,7 @@ pub(super) enum Phase {
         /// The refusals since the waiters' last grant by an attempt (an attempt's grant or
         /// an idle pause starts afresh). A hand-over's grant, made beside a backoff, keeps
         /// it: restarting it there made no difference that P3 could show, on the memory
-        /// store or the test server (`benches/RESULTS.md`, "a hand-over's grant and the
-        /// waiters' backoff").
+        /// store or the test server (`benches/HISTORY.md#p3-hand-over-backoff`).
         backoff: Backoff,
     },
     BackingOff {

@@ -48,7 +48,7 @@ const GONE: &str = "_mongolockGone";
 /// Temporary field of the shared release pipelines: whether the release begins a readers'
 /// turn. Computed once for the three fields it decides, not written out in each: every
 /// copy of an expression costs the server on every shared release (measured in
-/// `benches/RESULTS.md`).
+/// `benches/HISTORY.md#p1-shared-cycle-parts`).
 const TURN_BEGINS: &str = "_mongolockTurnBegins";
 /// Temporary field of the shared extend pipeline: how many entries it extends.
 const EXTENDED: &str = "_mongolockExtended";
@@ -777,7 +777,7 @@ fn shared_release_where(
 /// What a shared release removes, as far as the readers' turn goes: only a write's release
 /// can begin one, so a release of leases known to be reads or permits leaves the turn out
 /// of its pipeline. The turn's expressions cost the server on every release they are in,
-/// evaluated or not (measured in `benches/RESULTS.md`).
+/// evaluated or not (measured in `benches/HISTORY.md#p1-release-without-turn`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Released {
     /// A write may be among the leases (or their access is not known).
