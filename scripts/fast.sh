@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The edit-test loop: formatting, lints, unit tests, the conformance suite on the memory
-# store (paused time), the layering check, a short deterministic simulation and the
-# public-API listing. No server, no network. At most about 20 s once the first build is done
+# The edit-test loop: the paths docs and comments cite, formatting, lints, unit tests, the
+# conformance suite on the memory store (paused time), the layering check, a short
+# deterministic simulation and the public-API listing. No server, no network. At most about 20 s once the first build is done
 # (measured warm on two cores busy with other builds: 18.6 s and 21.9 s at load average 10,
 # 8.4 s and 14.1 s at 7); the full suite is scripts/test.sh.
 #
@@ -22,6 +22,8 @@ case "${1:-}" in
         ;;
 esac
 
+# Every repository path a document or a comment cites exists (under a second).
+python3 scripts/check-paths.py
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
 cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test run_locked --test properties

@@ -68,6 +68,8 @@ timed "README snippets" scripts/check-readme.sh
 # Licences, banned crates and sources of the dependency graph (deny.toml).
 timed "cargo deny" scripts/deny.sh
 python3 scripts/check-msrv.py
+# Every repository path a document or a comment cites exists, and every anchor it names.
+python3 scripts/check-paths.py
 # Docs build without warnings (broken or private links), with and without the features.
 RUSTDOCFLAGS="-D warnings" timed "docs, all features" cargo doc -q --no-deps --all-features
 # The public API is what public-api.txt lists (read from the docs just built).
