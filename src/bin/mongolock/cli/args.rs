@@ -118,14 +118,18 @@ pub(crate) enum Command {
     /// `mongolock run` or `elect` holding it then stops its command (run exits with 76).
     /// Until then the old holder may still be working while a new one starts, so only writes
     /// fenced with the token are protected. The fencing token keeps rising. Without --force
-    /// it only shows who holds the lock.
+    /// it only shows who holds the lock, or says that nobody does. A name with no record in
+    /// the collection changes nothing and exits with 66: the message names the database and
+    /// collection looked in, and any other database that has a record of the name.
     #[command(after_help = exit_code::RELEASE_HELP)]
     Release(ReleaseArgs),
     /// Print what happens to locks, as it happens, from every process.
     ///
     /// One line per change to the named locks: acquired (by whom, with which fencing token),
     /// released, expired (its holder stopped renewing), force-released, deleted; it starts
-    /// with each lock's current state and runs until Ctrl-C or SIGTERM. Follows a change
+    /// with each lock's current state in the database and collection watched (held, free
+    /// with the last grant's token, or no record there, with any other database that has
+    /// one) and runs until Ctrl-C or SIGTERM. Follows a change
     /// stream; on a server without change streams it reads the locks every second instead.
     #[command(after_help = exit_code::WATCH_HELP)]
     Watch(WatchArgs),
@@ -308,9 +312,10 @@ pub(crate) struct WatchArgs {
     /// The locks to watch.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]
     pub names: Vec<String>,
-    /// Print one JSON object per change for scripts: `{"time", "name", "change"
-    /// (current|acquired|released|force_released|expired|deleted), "holder", "token",
-    /// "expires_in_ms"}`.
+    /// Print one JSON object per change for scripts: `{"time", "database", "collection",
+    /// "name", "change" (current|acquired|released|force_released|expired|deleted),
+    /// "holder", "token", "expires_in_ms"}`; a `current` line of a name with no record has
+    /// a null holder and token.
     #[arg(long)]
     pub json: bool,
 }
