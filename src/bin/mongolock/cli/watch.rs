@@ -203,3 +203,54 @@ fn change_json(change: &LockChange, connection: &Connection) -> serde_json::Valu
         "expires_in_ms": left,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use mongolock::{HolderId, LockName};
+
+    use super::*;
+
+    fn current(holder: Option<&str>, token: u64) -> LockChange {
+        LockChange::Current {
+            name: LockName::new("orders").unwrap(),
+            holder: holder.map(|holder| HolderId::from_string(holder.into())),
+            token,
+            expires_in: holder.map(|_| Duration::from_secs(9)),
+        }
+    }
+
+    #[test]
+    fn the_current_state_names_the_collection_and_no_unknown_token() {
+        let place = "app.distributed_locks";
+        assert_eq!(
+            describe(&current(None, 0), place, None),
+            "has no record in app.distributed_locks"
+        );
+        assert_eq!(
+            describe(
+                &current(None, 0),
+                place,
+                Some("jobs.distributed_locks has one: pass --database jobs")
+            ),
+            "has no record in app.distributed_locks; jobs.distributed_locks has one: pass --database jobs"
+        );
+        assert_eq!(
+            describe(&current(None, 17), place, None),
+            "in app.distributed_locks is free (last token 17)"
+        );
+        assert_eq!(
+            describe(&current(Some("web-1"), 18), place, None),
+            "in app.distributed_locks is held by web-1 (token 18, 9s left)"
+        );
+        let acquired = LockChange::Acquired {
+            name: LockName::new("orders").unwrap(),
+            holder: None,
+            token: 19,
+        };
+        assert!(!has_no_record(&acquired));
+        assert_eq!(
+            describe(&acquired, place, None),
+            "acquired by an unknown holder (token 19)"
+        );
+    }
+}
