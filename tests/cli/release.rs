@@ -150,7 +150,10 @@ fn release_force_frees_every_holder_of_a_semaphore() {
     assert_eq!(code(released.status), Some(0), "{}", stderr(&released));
     let said = stdout(&released);
     assert!(
-        said.starts_with("released semaphore \"pool\", which was held by "),
+        said.starts_with(&format!(
+            "released semaphore \"pool\" in {}, which was held by ",
+            fixture.namespace()
+        )),
         "{said}"
     );
     for (holder, token) in [(&first, first_token), (&second, second_token)] {
