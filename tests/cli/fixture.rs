@@ -88,14 +88,47 @@ impl Fixture {
 
     /// `mongolock <subcommand> --uri URI --database … --collection …`.
     pub(crate) fn mongolock_at(&self, subcommand: &str, uri: &str) -> Command {
+        self.mongolock_in(subcommand, uri, DATABASE)
+    }
+
+    /// `mongolock <subcommand> --uri URI --database DATABASE --collection …`.
+    pub(crate) fn mongolock_in(&self, subcommand: &str, uri: &str, database: &str) -> Command {
         let mut command = Command::new(BIN);
         command
             .arg(subcommand)
-            .args(["--uri", uri, "--database", DATABASE])
+            .args(["--uri", uri, "--database", database])
             .args(["--collection", &self.collection])
             .env_remove("MONGODB_URI")
             .stdin(Stdio::null());
         command
+    }
+
+    /// `database.collection` of this test's locks, as `mongolock` names it.
+    pub(crate) fn namespace(&self) -> String {
+        format!("{DATABASE}.{}", self.collection)
+    }
+
+    /// Another database, dropped at the end, with a collection named like this test's:
+    /// where an application would keep its locks if it used another database than the
+    /// tool.
+    pub(crate) fn other_database(&self) -> OtherDatabase {
+        OtherDatabase {
+            uri: self.uri.clone(),
+            name: format!("mongolock_cli_other_{}", &self.collection[2..14]),
+        }
+    }
+
+    /// A `mongolock run` holding `lock` in `other`'s collection, once its command started.
+    pub(crate) fn hold_in(&self, other: &OtherDatabase, lock: &str) -> Running {
+        let ready = self.path(&format!("{lock}.ready"));
+        let script = format!("touch '{}'; exec sleep 30", ready.display());
+        let holder = Running::spawn(
+            self.mongolock_in("run", &self.uri, &other.name)
+                .args(["--lock", lock, "--", "sh", "-c", &script])
+                .current_dir(&self.dir),
+        );
+        eventually(SHORT, "the holder in the other database", || ready.exists());
+        holder
     }
 
     /// `mongolock run --lock NAME [extra…] -- sh -c SCRIPT`, run in the scratch directory.
@@ -274,6 +307,23 @@ impl Drop for Fixture {
                     .collection::<mongodb::bson::Document>(&collection)
                     .drop()
                     .await;
+            }
+        });
+    }
+}
+
+/// A database of one test's, dropped when it is.
+pub(crate) struct OtherDatabase {
+    uri: String,
+    pub(crate) name: String,
+}
+
+impl Drop for OtherDatabase {
+    fn drop(&mut self) {
+        let (uri, name) = (self.uri.clone(), self.name.clone());
+        block_on(async move {
+            if let Ok(client) = Client::with_uri_str(&uri).await {
+                let _ = client.database(&name).drop().await;
             }
         });
     }

@@ -62,9 +62,10 @@ fn permits_let_that_many_runs_in_at_once_and_the_next_one_waits() {
         );
     }
     let table = stdout(&fixture.mongolock("status").output().expect("status"));
-    assert!(table.starts_with("NAME  KIND "), "{table}");
+    let header = format!("locks in {}\nNAME  KIND ", fixture.namespace());
+    assert!(table.starts_with(&header), "{table}");
     assert!(table.contains(" semaphore  2/2 held "), "{table}");
-    assert_eq!(table.lines().count(), 3, "a line per holder: {table}");
+    assert_eq!(table.lines().count(), 4, "a line per holder: {table}");
 
     // A third waits, and takes the permit the first gives back.
     let third =

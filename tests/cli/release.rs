@@ -20,7 +20,11 @@ fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
         .expect("release");
     assert_eq!(code(refused.status), Some(64), "{}", stderr(&refused));
     let message = stderr(&refused);
-    assert!(message.contains("\"stuck\" is held by "), "{message}");
+    let place = fixture.namespace();
+    assert!(
+        message.contains(&format!("\"stuck\" in {place} is held by ")),
+        "{message}"
+    );
     assert!(message.contains(&holder_part(holder.pid())), "{message}");
     assert!(message.contains("--force"), "{message}");
 
@@ -33,7 +37,9 @@ fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
     assert_eq!(code(released.status), Some(0), "{}", stderr(&released));
     let said = stdout(&released);
     assert!(
-        said.starts_with("released lock \"stuck\", which was held by "),
+        said.starts_with(&format!(
+            "released lock \"stuck\" in {place}, which was held by "
+        )),
         "{said}"
     );
     assert!(said.contains(&holder_part(holder.pid())), "{said}");
@@ -65,8 +71,67 @@ fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
     assert_eq!(code(again.status), Some(0), "{}", stderr(&again));
     assert_eq!(
         stdout(&again),
-        "lock \"stuck\" was not held; nothing changed\n"
+        format!("lock \"stuck\" in {place} was not held; nothing changed\n")
     );
+    // Without --force, a lock nobody holds is not a reason to reach for it.
+    let idle = fixture
+        .mongolock("release")
+        .arg("stuck")
+        .output()
+        .expect("release");
+    assert_eq!(code(idle.status), Some(0), "{}", stderr(&idle));
+    assert_eq!(
+        stdout(&idle),
+        format!("lock \"stuck\" in {place} is not held; nothing to release\n")
+    );
+    assert!(!stderr(&idle).contains("--force"), "{}", stderr(&idle));
+}
+
+/// A name with no record where `release` looks is not "not held": it exits with 66, names
+/// the database and collection it looked in and the other database that has the lock, and
+/// changes nothing there.
+#[test]
+fn release_of_a_name_with_no_record_exits_66_and_points_at_the_database_that_has_it() {
+    let fixture = Fixture::new();
+    let other = fixture.other_database();
+    let holder = fixture.hold_in(&other, "nightly-report");
+    let place = fixture.namespace();
+    for force in [true, false] {
+        let mut release = fixture.mongolock("release");
+        if force {
+            release.arg("--force");
+        }
+        let output = release.arg("nightly-report").output().expect("release");
+        assert_eq!(code(output.status), Some(66), "{}", stderr(&output));
+        assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+        assert_eq!(
+            stderr(&output),
+            format!(
+                "mongolock: no record of \"nightly-report\" in {place}; nothing changed. \
+                 {}.{} has one: pass --database {}\n",
+                other.name, fixture.collection, other.name
+            ),
+            "--force: {force}"
+        );
+    }
+    assert_eq!(
+        fixture.documents(),
+        0,
+        "nothing was written where it looked"
+    );
+    // Nowhere else either: only the place it looked.
+    let output = fixture
+        .mongolock("release")
+        .args(["--force", "typo"])
+        .output()
+        .expect("release");
+    assert_eq!(code(output.status), Some(66), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        format!("mongolock: no record of \"typo\" in {place}; nothing changed\n")
+    );
+    // The lock in the other database was left alone.
+    holder.terminate_still_holding(SHORT);
 }
 
 /// `release --force` on a semaphore frees every permit, naming each holder with its own
@@ -85,7 +150,10 @@ fn release_force_frees_every_holder_of_a_semaphore() {
     assert_eq!(code(released.status), Some(0), "{}", stderr(&released));
     let said = stdout(&released);
     assert!(
-        said.starts_with("released semaphore \"pool\", which was held by "),
+        said.starts_with(&format!(
+            "released semaphore \"pool\" in {}, which was held by ",
+            fixture.namespace()
+        )),
         "{said}"
     );
     for (holder, token) in [(&first, first_token), (&second, second_token)] {

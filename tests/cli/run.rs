@@ -7,7 +7,8 @@ use mongodb::bson::doc;
 use nix::sys::signal::Signal;
 
 use crate::fixture::{
-    Fixture, SHORT, app_name, code, holder_part, is_dead, read, stderr, stdout, written_pid,
+    Fixture, SHORT, app_name, code, holder_part, is_dead, lock_in, read, stderr, stdout,
+    written_pid,
 };
 use crate::process::{Running, Stream};
 use crate::support::eventually;
@@ -189,10 +190,14 @@ fn progress_says_who_holds_the_lock_while_waiting_and_when_it_is_acquired() {
     let output = waiter.finish(SHORT);
     assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), "ran\n");
+    let acquired = stderr(&output);
+    let acquired = acquired
+        .lines()
+        .find(|line| line.starts_with("mongolock: acquired lock \"progress\" (token "))
+        .unwrap_or_else(|| panic!("no acquired line: {acquired}"));
     assert!(
-        stderr(&output).contains("\nmongolock: acquired lock \"progress\" (token "),
-        "{}",
-        stderr(&output)
+        acquired.contains(&format!(") in {}", fixture.namespace())),
+        "names where the lock is: {acquired}"
     );
 
     // -q: nothing on stderr but errors.
@@ -401,4 +406,69 @@ fn the_at_risk_line_is_short_and_v_adds_the_full_error() {
             assert_eq!(first, Some(line), "the at-risk line first: {text}");
         }
     }
+}
+
+/// `run --arrival-order` joins the name's line: each waiting run has a place, earliest
+/// first, which `status` shows, and the lock goes round in that order when it is freed.
+#[test]
+fn runs_in_arrival_order_wait_in_line_and_are_served_in_it() {
+    let fixture = Fixture::new();
+    let in_line = ["--arrival-order"];
+    let holder = Running::spawn(&mut fixture.run(
+        "line",
+        &in_line,
+        "touch held; while [ ! -e go ]; do sleep 0.05; done",
+    ));
+    eventually(SHORT, "the holder's command", || {
+        fixture.path("held").exists()
+    });
+    let queue = || -> Vec<String> {
+        let json = fixture.status_json(&["line"]);
+        lock_in(&json, "line")["queue"]
+            .as_array()
+            .map(|queue| {
+                queue
+                    .iter()
+                    .filter_map(|place| place["holder"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut waiters = Vec::new();
+    for id in ["first", "second"] {
+        let waiter = Running::spawn(
+            fixture
+                .run("line", &in_line, r#"echo "$ID $MONGOLOCK_TOKEN" >> served"#)
+                .env("ID", id),
+        );
+        let places = waiters.len() + 1;
+        eventually(SHORT, &format!("{id} in line"), || queue().len() == places);
+        waiters.push(waiter);
+    }
+    let line = queue();
+    for (place, waiter) in line.iter().zip(&waiters) {
+        assert!(
+            place.contains(&holder_part(waiter.pid())),
+            "earliest first: {line:?}"
+        );
+    }
+    let table = stdout(&fixture.mongolock("status").output().expect("status"));
+    assert_eq!(
+        table.matches("waiting (exclusive)").count(),
+        2,
+        "a line per waiting run: {table}"
+    );
+
+    std::fs::write(fixture.path("go"), "").expect("let the holder finish");
+    assert_eq!(code(holder.finish(SHORT).status), Some(0));
+    for waiter in waiters {
+        let output = waiter.finish(SHORT);
+        assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    }
+    let served = read(&fixture.path("served"));
+    let order: Vec<&str> = served
+        .lines()
+        .filter_map(|line| line.split(' ').next())
+        .collect();
+    assert_eq!(order, ["first", "second"], "{served}");
 }

@@ -3,7 +3,9 @@
 use mongodb::bson::doc;
 use nix::sys::signal::Signal;
 
-use crate::fixture::{DATABASE, Fixture, SHORT, app_name, code, holder_part, stderr, stdout};
+use crate::fixture::{
+    DATABASE, Fixture, SHORT, app_name, code, holder_part, lock_in, stderr, stdout,
+};
 use crate::process::{Running, Stream};
 use crate::support::eventually;
 use crate::support::fail_point::FailPoint;
@@ -18,7 +20,9 @@ fn status_lists_held_and_free_locks() {
 
     let output = fixture.mongolock("status").output().expect("status");
     assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
-    let table = String::from_utf8(output.stdout).expect("utf-8");
+    let text = String::from_utf8(output.stdout).expect("utf-8");
+    let (place, table) = text.split_once('\n').expect("a first line");
+    assert_eq!(place, format!("locks in {}", fixture.namespace()), "{text}");
     let rows: Vec<Vec<&str>> = table
         .lines()
         .map(|line| line.split_whitespace().collect())
@@ -60,7 +64,7 @@ fn status_lists_held_and_free_locks() {
     let table = String::from_utf8(output.stdout).expect("utf-8");
     let held: Vec<&str> = table
         .lines()
-        .nth(2)
+        .nth(3)
         .unwrap_or_default()
         .split_whitespace()
         .collect();
@@ -205,7 +209,7 @@ fn status_json_is_for_scripts() {
     }
 }
 
-/// `status NAME…` shows just those locks, in that order, a name without a record as free.
+/// `status NAME…` shows just those locks, in that order, a name without a record as such.
 #[test]
 fn status_of_named_locks_shows_those_in_order() {
     let fixture = Fixture::new();
@@ -229,8 +233,11 @@ fn status_of_named_locks_shows_those_in_order() {
             .is_some_and(|id| id.contains(&holder_part(holder.pid()))),
         "{json}"
     );
-    assert_eq!(locks[1]["state"], "free", "{json}");
-    assert!(locks[1]["kind"].is_null(), "{json}");
+    assert_eq!(locks[1]["state"], "no_record", "{json}");
+    assert!(
+        locks[1]["kind"].is_null() && locks[1]["token"].is_null(),
+        "{json}"
+    );
     assert_eq!(locks[2]["token"], 5, "{json}");
 
     let table = stdout(
@@ -242,6 +249,7 @@ fn status_of_named_locks_shows_those_in_order() {
     );
     let rows: Vec<Vec<&str>> = table
         .lines()
+        .skip(1)
         .map(|line| line.split_whitespace().collect())
         .collect();
     assert_eq!(
@@ -249,7 +257,11 @@ fn status_of_named_locks_shows_those_in_order() {
         ["NAME", "STATE", "HOLDER"],
         "mutexes only: no KIND: {table}"
     );
-    assert_eq!(rows[1][..2], ["nobody", "free"], "{table}");
+    assert_eq!(
+        rows[1][..5],
+        ["nobody", "no", "record", "-", "-"],
+        "{table}"
+    );
     assert_eq!(rows[2][..2], ["b-held", "held"], "{table}");
     let invalid = fixture
         .mongolock("status")
@@ -257,4 +269,104 @@ fn status_of_named_locks_shows_those_in_order() {
         .output()
         .expect("status");
     assert_eq!(code(invalid.status), Some(64), "{}", stderr(&invalid));
+}
+
+/// The operator's hazard: an application holds a lock in its own database while `status`
+/// reads another. The output names the database and collection it read, shows the name as
+/// having no record there (never free, never token 0), and points at the database that has
+/// it.
+#[test]
+fn status_names_where_it_looked_and_points_at_the_database_that_has_the_lock() {
+    let fixture = Fixture::new();
+    let other = fixture.other_database();
+    let _holder = fixture.hold_in(&other, "nightly-report");
+    let place = fixture.namespace();
+    let pointer = format!(
+        "{}.{} has one: pass --database {}",
+        other.name, fixture.collection, other.name
+    );
+
+    let output = fixture
+        .mongolock("status")
+        .arg("nightly-report")
+        .output()
+        .expect("status");
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    let table = stdout(&output);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0], format!("locks in {place}"), "{table}");
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        row,
+        ["nightly-report", "no", "record", "-", "-", "-", "-"],
+        "{table}"
+    );
+    assert_eq!(
+        lines[3],
+        format!("no record of \"nightly-report\" in {place}; {pointer}"),
+        "{table}"
+    );
+    assert!(!table.contains("free"), "{table}");
+
+    let json = fixture.status_json(&["nightly-report"]);
+    let lock = lock_in(&json, "nightly-report");
+    assert_eq!(lock["state"], "no_record", "{json}");
+    assert!(lock["token"].is_null(), "{json}");
+    assert_eq!(lock["elsewhere"], serde_json::json!([other.name]), "{json}");
+
+    // Every lock of an empty collection: none here, and where there are some.
+    let output = fixture.mongolock("status").output().expect("status");
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "no locks in {place}; {}.{} has records: pass --database {}\n",
+            other.name, fixture.collection, other.name
+        )
+    );
+
+    // Pointed there, it shows the holder.
+    let output = fixture
+        .mongolock_in("status", &fixture.uri, &other.name)
+        .arg("nightly-report")
+        .output()
+        .expect("status");
+    let table = stdout(&output);
+    assert!(
+        table.starts_with(&format!("locks in {}.{}\n", other.name, fixture.collection)),
+        "{table}"
+    );
+    assert!(table.contains("\nnightly-report  held "), "{table}");
+}
+
+/// One long name does not widen every row: it gets a line of its own, the other rows keep
+/// their width, and `--json` keeps it whole.
+#[test]
+fn status_keeps_a_long_name_from_widening_every_row() {
+    let fixture = Fixture::new();
+    let long = format!("reports/{}", "very-long-segment/".repeat(16));
+    let (_short, _) = fixture.hold("orders", &[]);
+    let (_long, token) = fixture.hold_as("long", &long, &[]);
+
+    let output = fixture.mongolock("status").output().expect("status");
+    assert_eq!(code(output.status), Some(0), "{}", stderr(&output));
+    let table = stdout(&output);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    let alone = lines
+        .iter()
+        .position(|line| *line == long)
+        .unwrap_or_else(|| panic!("the name on a line of its own: {table}"));
+    let row: Vec<&str> = lines[alone + 1].split_whitespace().collect();
+    assert_eq!(row[0], "held", "its row follows with NAME blank: {table}");
+    assert_eq!(row[2], token.to_string(), "{table}");
+    for line in lines.iter().filter(|line| **line != long) {
+        assert!(
+            line.chars().count() < 120,
+            "{} columns: {line:?}",
+            line.chars().count()
+        );
+    }
+    let json = fixture.status_json(&[]);
+    assert_eq!(lock_in(&json, &long)["token"], token, "{json}");
 }

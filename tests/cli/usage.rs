@@ -129,9 +129,10 @@ fn usage_papercuts_have_clear_messages() {
     assert!(help("elect").contains("--lease"));
 }
 
-/// `doctor`, `check` and `watch --help` say what they do and list their exit codes.
+/// `watch`, `release`, `status`, `doctor` and `check --help` say what they do and list
+/// their exit codes.
 #[test]
-fn help_of_watch_doctor_and_check_lists_what_they_do_and_their_exit_codes() {
+fn help_of_watch_release_status_doctor_and_check_lists_what_they_do_and_exit_codes() {
     for (subcommand, texts) in [
         (
             "watch",
@@ -150,6 +151,23 @@ fn help_of_watch_doctor_and_check_lists_what_they_do_and_their_exit_codes() {
                 "--json",
                 "0            every finding is ok",
                 "2            some finding is a problem",
+            ],
+        ),
+        (
+            "release",
+            &[
+                "--force",
+                "66           no record of the name",
+                "64           usage error: a held lock without --force",
+            ],
+        ),
+        (
+            "status",
+            &[
+                "no record",
+                "waiting (ACCESS)",
+                "earliest first",
+                "40 characters",
             ],
         ),
         (
@@ -191,6 +209,9 @@ fn run_help_says_what_each_flag_holds_and_every_exit_code() {
             "75           lock not acquired within --wait",
             "76           lock lost",
             "78           the name is another kind of lock",
+            "--arrival-order",
+            "Fairness::ArrivalOrder",
+            "Who goes next:",
         ],
     );
 }

@@ -46,7 +46,15 @@ What is held:
                             one order whatever the order given, so never a deadlock;
                             the command is stopped if any of them is lost
 A name is one kind for everyone: a plain --lock NAME and --shared/--exclusive on NAME
-are different kinds, and do not mix (exit 78).";
+are different kinds, and do not mix (exit 78).
+
+Who goes next:
+  (default)                 whichever waiting run's attempt reaches the server
+                            first once the lock is free
+  --arrival-order           first come, first served across processes: the run
+                            waits in the name's line with the library's
+                            Fairness::ArrivalOrder peers; `mongolock status NAME`
+                            shows the line, a `waiting` line per process";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -84,8 +92,23 @@ pub(crate) enum Command {
     Elect(ElectArgs),
     /// Show the locks of a collection: name, state, holder, fencing token, time left.
     ///
-    /// Semaphores and reader/writer locks also show their kind (with a semaphore's
-    /// permits) and one line per holder: each with its fencing token and time left.
+    /// The first line names the database and collection read. Semaphores and reader/writer
+    /// locks also show their kind (with a semaphore's permits) and one line per holder: each
+    /// with its fencing token and time left. A name asked for that has no record there shows
+    /// as `no record`; if another database's collection of the same name has one, a note
+    /// under the table says which, and the `--database` that points at it.
+    ///
+    /// A lock that processes wait for in arrival order (`run --arrival-order`, the library's
+    /// `Fairness::ArrivalOrder`) shows its line under its holders: one `waiting (ACCESS)`
+    /// line per waiting process, earliest first, with the process's holder id and, under
+    /// CONTENDED, how long its longest-waiting task has waited. The next grant goes to the
+    /// first of them, unless the holder's own process has a task that asked earlier: a
+    /// process is on the line only once it has been refused, so the holder's own waiters are
+    /// not shown. A place ends when its process stops asking (killed or paused) within
+    /// about 1.6 s.
+    ///
+    /// A name longer than 40 characters gets a line of its own, its row following with the
+    /// NAME column blank; --json always gives names whole.
     #[command(after_help = exit_code::STATUS_HELP)]
     Status(StatusArgs),
     /// Free a lock whose holder is stuck (needs --force).
@@ -95,14 +118,18 @@ pub(crate) enum Command {
     /// `mongolock run` or `elect` holding it then stops its command (run exits with 76).
     /// Until then the old holder may still be working while a new one starts, so only writes
     /// fenced with the token are protected. The fencing token keeps rising. Without --force
-    /// it only shows who holds the lock.
+    /// it only shows who holds the lock, or says that nobody does. A name with no record in
+    /// the collection changes nothing and exits with 66: the message names the database and
+    /// collection looked in, and any other database that has a record of the name.
     #[command(after_help = exit_code::RELEASE_HELP)]
     Release(ReleaseArgs),
     /// Print what happens to locks, as it happens, from every process.
     ///
     /// One line per change to the named locks: acquired (by whom, with which fencing token),
     /// released, expired (its holder stopped renewing), force-released, deleted; it starts
-    /// with each lock's current state and runs until Ctrl-C or SIGTERM. Follows a change
+    /// with each lock's current state in the database and collection watched (held, free
+    /// with the last grant's token, or no record there, with any other database that has
+    /// one) and runs until Ctrl-C or SIGTERM. Follows a change
     /// stream; on a server without change streams it reads the locks every second instead.
     #[command(after_help = exit_code::WATCH_HELP)]
     Watch(WatchArgs),
@@ -194,6 +221,15 @@ pub(crate) struct RunArgs {
     /// time; 0 tries once [default: wait forever].
     #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub wait: Option<Duration>,
+    /// Wait in line: the lock (permit, read or write lock) goes to whoever asked first, in
+    /// any process, by the server's clock — the line of the library's
+    /// `Fairness::ArrivalOrder`, so a script can join the line its Rust peers use. Every
+    /// process using the name should wait this way: a run without it neither waits in line
+    /// nor looks at it. `status` shows the line: a `waiting` line per process. Each turn then
+    /// costs a store call [default: bounded fairness, the library's default]. Not with several
+    /// --lock.
+    #[arg(long)]
+    pub arrival_order: bool,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub held: HeldCommandArgs,
@@ -237,8 +273,9 @@ pub(crate) struct HeldCommandArgs {
 /// `mongolock status`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct StatusArgs {
-    /// Show only these locks, in this order (a name with no record shows as free) [default:
-    /// every lock of the collection].
+    /// Show only these locks, in this order (a name with no record in the collection shows
+    /// as `no record`, and a note says which other databases have one) [default: every lock
+    /// of the collection].
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
     /// Refresh every SECONDS (default 2) until Ctrl-C. On a terminal the screen is redrawn;
@@ -254,12 +291,17 @@ pub(crate) struct StatusArgs {
     /// Print JSON for scripts instead of a table: one object
     /// `{"time", "database", "collection", "locks": [{"name", "state", "holder", "token",
     /// "expires_in_ms", "contended_for_ms", "kind", "permits", "holders": [{"holder",
-    /// "access", "token", "expires_in_ms"}]}]}`, one line per refresh with --watch (a failed
-    /// refresh prints `{"time", "error"}`). `kind` is `"mutex"`, `"semaphore"` (with
-    /// `permits`), `"read_write"`, or null for a name with no record; `access` is
-    /// `"exclusive"`, `"permit"`, `"read"` or `"write"`; for a semaphore or reader/writer lock,
-    /// `holder` is the first holder, `token` the last grant's and `expires_in_ms` the longest
-    /// time left.
+    /// "access", "token", "expires_in_ms"}], "queue": [{"holder", "access",
+    /// "waiting_for_ms"}], "elsewhere"}], "elsewhere"}`, one line per refresh with --watch (a
+    /// failed refresh prints `{"time", "error"}`). Names are never shortened. `state` is
+    /// `"held"`, `"free"` or `"no_record"` (a name asked for that has no record: `token` and
+    /// `kind` null); `kind` is `"mutex"`, `"semaphore"` (with `permits`) or `"read_write"`;
+    /// `access` is `"exclusive"`, `"permit"`, `"read"` or `"write"`; for a semaphore or
+    /// reader/writer lock, `holder` is the first holder, `token` the last grant's and
+    /// `expires_in_ms` the longest time left. `queue` is the line of processes waiting in
+    /// arrival order, earliest first. A lock's `elsewhere` lists the other databases whose
+    /// collection of the same name has a record of a name with none here; the top-level
+    /// `elsewhere`, every such database (for an empty collection: those with any record).
     #[arg(long)]
     pub json: bool,
 }
@@ -270,9 +312,10 @@ pub(crate) struct WatchArgs {
     /// The locks to watch.
     #[arg(value_name = "NAME", required = true, num_args = 1..)]
     pub names: Vec<String>,
-    /// Print one JSON object per change for scripts: `{"time", "name", "change"
-    /// (current|acquired|released|force_released|expired|deleted), "holder", "token",
-    /// "expires_in_ms"}`.
+    /// Print one JSON object per change for scripts: `{"time", "database", "collection",
+    /// "name", "change" (current|acquired|released|force_released|expired|deleted),
+    /// "holder", "token", "expires_in_ms"}`; a `current` line of a name with no record has
+    /// a null holder and token.
     #[arg(long)]
     pub json: bool,
 }

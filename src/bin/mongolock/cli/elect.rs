@@ -50,6 +50,7 @@ pub(super) async fn elect(
     )?;
     let connection = super::connect(at, signals, progress).await?;
     let endpoint = connection.endpoint.clone();
+    let namespace = connection.namespace();
     let manager = tokio::select! {
         started = connection.start(LockOptions::default()) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
@@ -58,6 +59,7 @@ pub(super) async fn elect(
         manager: &manager,
         name: &name,
         args: &args,
+        namespace: &namespace,
         grace,
         progress,
         campaigning_since: Instant::now(),
@@ -71,6 +73,8 @@ pub(super) async fn elect(
 struct Candidate<'a> {
     manager: &'a LockManager,
     name: &'a LockName,
+    /// `database.collection`, for messages.
+    namespace: &'a str,
     args: &'a ElectArgs,
     grace: Duration,
     progress: Progress,
@@ -93,8 +97,9 @@ impl Candidate<'_> {
             .campaign_in_background()
             .map_err(|error| endpoint.lock_error(error))?;
         self.progress.say(format_args!(
-            "campaigning for leadership of {:?}",
-            self.name.as_str()
+            "campaigning for leadership of {:?} in {}",
+            self.name.as_str(),
+            self.namespace
         ));
         let mut child: Option<Child> = None;
         loop {

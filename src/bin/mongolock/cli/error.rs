@@ -57,6 +57,18 @@ pub(crate) enum CliError {
         /// Why the lock was lost.
         reason: LossReason,
     },
+    /// `release`: the collection has no record of the name, so nothing changed. Most often
+    /// the wrong database or collection: the message names the one looked in, and any other
+    /// database whose collection of the same name has a record of it.
+    #[error("no record of {name:?} in {namespace}; nothing changed{}", elsewhere.as_ref().map(|found| format!(". {found}")).unwrap_or_default())]
+    NoRecord {
+        /// The lock's name.
+        name: String,
+        /// `database.collection`.
+        namespace: String,
+        /// Where a record of it is, and the flag that points there.
+        elsewhere: Option<String>,
+    },
     /// `run`: the name is another kind of lock than the run asked for; nothing was held.
     #[error(
         "{error}. Every run on a name must ask for the same kind: a plain --lock for a lock, --shared or --exclusive for a reader/writer lock, --permits N with the same N for a semaphore"
@@ -117,6 +129,7 @@ impl CliError {
             Self::NotAcquired { .. } => exit_code::NOT_ACQUIRED,
             Self::Lost { .. } => exit_code::LOST,
             Self::KindMismatch { .. } => exit_code::KIND_MISMATCH,
+            Self::NoRecord { .. } => exit_code::NO_RECORD,
             Self::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 exit_code::NOT_FOUND
             }
@@ -281,6 +294,32 @@ mod tests {
             "why",
         );
         assert_eq!(from_store.exit_code(), 78);
+    }
+
+    #[test]
+    fn no_record_has_its_own_code_and_says_where_else_to_look() {
+        let nowhere = CliError::NoRecord {
+            name: "nightly-report".into(),
+            namespace: "mongolock.distributed_locks".into(),
+            elsewhere: None,
+        };
+        assert_eq!(nowhere.exit_code(), 66);
+        assert_eq!(
+            nowhere.one_line(),
+            "no record of \"nightly-report\" in mongolock.distributed_locks; nothing changed"
+        );
+        let elsewhere = CliError::NoRecord {
+            name: "nightly-report".into(),
+            namespace: "mongolock.distributed_locks".into(),
+            elsewhere: Some("app.distributed_locks has one: pass --database app".into()),
+        };
+        assert!(
+            elsewhere
+                .one_line()
+                .ends_with("nothing changed. app.distributed_locks has one: pass --database app"),
+            "{}",
+            elsewhere.one_line()
+        );
     }
 
     #[test]

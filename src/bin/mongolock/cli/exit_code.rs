@@ -6,12 +6,13 @@
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `watch`: stopped with Ctrl-C; `release --force`: released, or nothing held the lock; `doctor`: no finding is a problem (warnings allowed) |
+//! | 0 | `status`: done (also after Ctrl-C ends `--watch`); `watch`: stopped with Ctrl-C; `release --force`: released, or nothing held the lock; `release`: nothing holds the lock; `doctor`: no finding is a problem (warnings allowed) |
 //! | 1 | `doctor --strict`: the worst finding is a warning; `check`: a check failed |
 //! | 2 | `doctor`: some finding is a problem |
 //! | the command's | `run`/`elect`: the command exited by itself with this code |
 //! | 128 + N | `run`/`elect`: the command was killed by signal N (`sh` convention); any subcommand: `mongolock` got signal N before it was done (130 for Ctrl-C) |
-//! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration, a lease under 1s, `--permits` outside 1..=1000, several `--lock` with `--shared`, `--exclusive` or `--permits` (or with a name containing a comma), `release` without `--force` |
+//! | 64 `EX_USAGE` | bad usage or input: unknown flag, missing URI, invalid lock name, collection, database or duration, a lease under 1s, `--permits` outside 1..=1000, several `--lock` with `--shared`, `--exclusive` or `--permits` (or with a name containing a comma, or with `--arrival-order`), `release` of a held lock without `--force` |
+//! | 66 `EX_NOINPUT` | `release`: the collection has no record of the name (nothing changed; the message names the database and collection, and any other database that has a record of it) |
 //! | 69 `EX_UNAVAILABLE` | MongoDB unreachable, refused the request, or too old (needs 5.0+) |
 //! | 70 `EX_SOFTWARE` | internal error |
 //! | 75 `EX_TEMPFAIL` | `run`: the lock was not acquired within `--wait` |
@@ -27,6 +28,9 @@ use std::process::ExitStatus;
 
 /// Bad usage or input (`EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
+/// `release`: the collection has no record of the name (`EX_NOINPUT`): most likely the wrong
+/// database or collection, which neither a retry nor `--force` would fix.
+pub(crate) const NO_RECORD: u8 = 66;
 /// MongoDB is unreachable, failed, or is unsupported (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;
 /// Internal error (`EX_SOFTWARE`).
@@ -51,11 +55,13 @@ Exit codes:
   128+N        run/elect: the command was killed by signal N;
                any subcommand: mongolock got signal N first (130: Ctrl-C)
   0            status: done; release --force: released, or not held;
-               doctor: no finding is a problem (warnings allowed)
+               release: not held; doctor: no finding is a problem (warnings
+               allowed)
   1 / 2        doctor: 1 with --strict if the worst finding is a warning,
                2 if one is a problem; check: 1 when a check failed
   64           usage error: bad flag or value, missing URI, invalid lock name,
-               release without --force
+               release of a held lock without --force
+  66           release: no record of the name in the database and collection
   69           MongoDB unreachable, failing, or older than 5.0
   70           internal error
   75           run: lock not acquired within --wait
@@ -70,7 +76,8 @@ Exit codes:
   128+N        the command was killed by signal N (or mongolock was, before it started)
   64           usage error: bad flag or value, missing URI, invalid lock name,
                --permits outside 1..=1000, several --lock with --shared,
-               --exclusive or --permits, or a comma in a name with several --lock
+               --exclusive, --permits or --arrival-order, or a comma in a name
+               with several --lock
   69           MongoDB unreachable, failing, or older than 5.0
   70           internal error
   75           lock not acquired within --wait (any of several)
@@ -103,7 +110,10 @@ Exit codes:
 pub(crate) const RELEASE_HELP: &str = "\
 Exit codes:
   0            released (its holder was printed), or nothing held the lock
-  64           usage error: no --force (the holder is shown), invalid lock name
+  64           usage error: a held lock without --force (the holder is shown),
+               invalid lock name
+  66           no record of the name in the database and collection: nothing
+               changed (another database that has one is named)
   69           MongoDB unreachable or failing
   70           internal error
   128+N        interrupted by signal N (130: Ctrl-C)";

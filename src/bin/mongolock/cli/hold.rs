@@ -34,8 +34,9 @@ impl Ask {
     /// Reads `--lock`, `--shared`, `--exclusive` and `--permits`.
     ///
     /// Errors: [`CliError::Usage`] for an invalid name, for several names with
-    /// `--shared`, `--exclusive` or `--permits` (those are one lock's), and for a comma in a
-    /// name among several (it separates `MONGOLOCK_TOKENS`).
+    /// `--shared`, `--exclusive`, `--permits` (those are one lock's) or `--arrival-order`
+    /// (the library's multi-locks refuse it), and for a comma in a name among several (it
+    /// separates `MONGOLOCK_TOKENS`).
     pub(super) fn from_args(args: &RunArgs) -> Result<Self, CliError> {
         let mut names = args
             .lock
@@ -54,6 +55,12 @@ impl Ask {
                     return Err(CliError::Usage(format!(
                         "lock name {:?} contains a comma, which separates the locks in MONGOLOCK_TOKENS: with several --lock, names cannot contain one",
                         name.as_str()
+                    )));
+                }
+                if args.arrival_order {
+                    return Err(CliError::Usage(format!(
+                        "--arrival-order is for one lock, but --lock was given {} names: several --lock are taken one after another and never wait in line",
+                        names.len()
                     )));
                 }
                 Self::All(names)
@@ -389,6 +396,19 @@ mod tests {
                 error.one_line()
             );
         }
+        let in_line = ask(&["--lock", "a", "--lock", "b", "--arrival-order"]).unwrap_err();
+        assert_eq!(in_line.exit_code(), 64);
+        assert!(
+            in_line
+                .one_line()
+                .starts_with("--arrival-order is for one lock, but --lock was given 2 names"),
+            "{}",
+            in_line.one_line()
+        );
+        assert_eq!(
+            ask(&["--lock", "x", "--permits", "2", "--arrival-order"]).unwrap(),
+            Ask::Permit(name("x"), 2)
+        );
         let comma = ask(&["--lock", "a,b", "--lock", "c"]).unwrap_err();
         assert!(
             comma.one_line().contains("contains a comma"),

@@ -10,7 +10,8 @@
 //! - `mongolock elect --name NAME -- CMD…` runs a command only while this process leads the
 //!   election, restarting it on every new term.
 //! - `mongolock status [NAME…]` prints the locks of a collection, with every holder of a
-//!   semaphore or reader/writer lock (`--watch` refreshes, `--json` for scripts).
+//!   semaphore or reader/writer lock and the processes waiting in line (`--watch` refreshes,
+//!   `--json` for scripts).
 //! - `mongolock release --force NAME` frees a lock whose holder is stuck.
 //! - `mongolock watch NAME…` prints what happens to locks as it happens.
 //! - `mongolock doctor` says whether a deployment is fit for locks, and why.
@@ -23,7 +24,10 @@
 //! `MONGODB_URI`; the database from `--database`, the URI's path, or `mongolock`; the
 //! collection from `--collection` (default `distributed_locks`, the library's default). The
 //! three flags are global: like `kubectl` or `etcdctl`, they go before the subcommand or
-//! after it. Exit codes are listed in [`exit_code`].
+//! after it. Every command that reads or writes locks names the `database.collection` it
+//! used, and a name with no record there is said to have none (never shown as free); when
+//! another database's collection of the same name has a record of it, the command says so
+//! and how to point at it ([`elsewhere`]). Exit codes are listed in [`exit_code`].
 
 mod args;
 mod at_risk;
@@ -33,6 +37,7 @@ pub(crate) mod connect;
 mod doctor;
 pub(crate) mod duration;
 mod elect;
+mod elsewhere;
 mod error;
 pub(crate) mod exit_code;
 pub(crate) mod guardian;

@@ -1,13 +1,18 @@
 //! `mongolock release --force NAME`: frees a lock whose holder is stuck, out of band (like
-//! Redisson's `forceUnlock` or `consul kv delete` on a lock key), and says whose it was.
+//! Redisson's `forceUnlock` or `consul kv delete` on a lock key), and says whose it was and
+//! in which database and collection.
 
 use mongolock::{LockKind, LockName, LockRecord, store::LockStore};
 
+use super::elsewhere;
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
 use super::{CliError, ConnectionArgs, ReleaseArgs, duration};
 
-/// Runs `mongolock release`: without `--force` only shows who holds the lock (exit 64).
+/// Runs `mongolock release`: with `--force` frees the lock; without it, refuses (exit 64)
+/// to free a held lock and shows who holds it. A lock nobody holds is left alone (exit 0);
+/// a name with no record in the collection exits with 66, naming any other database that has
+/// one. Every message names the database and collection.
 pub(super) async fn release(
     args: ReleaseArgs,
     at: &ConnectionArgs,
@@ -17,45 +22,64 @@ pub(super) async fn release(
     let name = LockName::new(&args.name).map_err(|error| CliError::Usage(error.to_string()))?;
     let connection = super::connect(at, signals, progress).await?;
     let store = &connection.store;
-    if !args.force {
-        let record = tokio::select! {
-            found = store.inspect(&name) => {
-                found.map_err(|error| connection.endpoint.store_error(&error))?
+    let namespace = connection.namespace();
+    if args.force {
+        let cleared = tokio::select! {
+            cleared = store.force_release(&name) => {
+                cleared.map_err(|error| connection.endpoint.store_error(&error))?
             }
             signal = signals.recv() => return Err(interrupted(signal)),
         };
-        let state = match record.as_ref().filter(|record| record.is_held()) {
-            Some(record) => format!(
-                "{} {:?} is {}",
-                kind(record),
+        if let Some(record) = cleared {
+            println!(
+                "released {} {:?} in {namespace}, which was {}; {}",
+                kind(&record),
                 name.as_str(),
-                describe(record)
-            ),
-            None => format!("lock {:?} is not held", name.as_str()),
-        };
-        return Err(CliError::Usage(format!(
-            "{state}. Releasing takes the lock from its holder without asking: pass --force to do it"
-        )));
+                describe(&record),
+                if record.holders.len() > 1 {
+                    "each holder learns it at its next renewal"
+                } else {
+                    "the holder learns it at its next renewal"
+                }
+            );
+            return Ok(0);
+        }
     }
-    let cleared = tokio::select! {
-        cleared = store.force_release(&name) => {
-            cleared.map_err(|error| connection.endpoint.store_error(&error))?
+    // Nothing was freed, or nothing was asked to be: whether there is a record at all tells
+    // a lock nobody holds from a name looked for in the wrong place.
+    let record = tokio::select! {
+        found = store.inspect(&name) => {
+            found.map_err(|error| connection.endpoint.store_error(&error))?
         }
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    match cleared {
-        Some(record) => println!(
-            "released {} {:?}, which was {}; {}",
-            kind(&record),
-            name.as_str(),
-            describe(&record),
-            if record.holders.len() > 1 {
-                "each holder learns it at its next renewal"
-            } else {
-                "the holder learns it at its next renewal"
-            }
-        ),
-        None => println!("lock {:?} was not held; nothing changed", name.as_str()),
+    let Some(record) = record else {
+        let names = [&name];
+        let sightings = tokio::select! {
+            found = elsewhere::look(&connection, &names, progress) => found,
+            signal = signals.recv() => return Err(interrupted(signal)),
+        };
+        return Err(CliError::NoRecord {
+            name: name.as_str().to_owned(),
+            namespace,
+            elsewhere: elsewhere::pointer(
+                &elsewhere::of(&sightings, name.as_str()),
+                store.collection_name(),
+                "one",
+            ),
+        });
+    };
+    let subject = format!("{} {:?} in {namespace}", kind(&record), name.as_str());
+    if args.force {
+        // Free when asked (it may have been taken since).
+        println!("{subject} was not held; nothing changed");
+    } else if record.is_held() {
+        return Err(CliError::Usage(format!(
+            "{subject} is {}. Releasing takes the lock from its holder without asking: pass --force to do it",
+            describe(&record)
+        )));
+    } else {
+        println!("{subject} is not held; nothing to release");
     }
     Ok(0)
 }

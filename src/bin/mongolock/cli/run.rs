@@ -14,7 +14,7 @@ use super::hold::{Ask, Held, Target};
 use super::progress::Progress;
 use super::signals::{Signals, interrupted};
 use super::{CliError, ConnectionArgs, RunArgs, duration, exit_code};
-use mongolock::{AtRisk, LockError, LockManager, LockOptions, LossReason, LossSignal};
+use mongolock::{AtRisk, Fairness, LockError, LockManager, LockOptions, LossReason, LossSignal};
 
 /// How often a waiting `run` says it is still waiting.
 const WAIT_REPORT_EVERY: Duration = Duration::from_secs(10);
@@ -28,7 +28,14 @@ pub(super) async fn run(
 ) -> Result<u8, CliError> {
     // Everything that can be checked without a server is checked first.
     let ask = Ask::from_args(&args)?;
-    let options = LockOptions::default().with_lease_duration(args.held.lease);
+    let fairness = if args.arrival_order {
+        Fairness::ArrivalOrder
+    } else {
+        Fairness::Bounded
+    };
+    let options = LockOptions::default()
+        .with_lease_duration(args.held.lease)
+        .with_fairness(fairness);
     options.validate().map_err(|error| {
         CliError::Usage(format!(
             "--lease {}: {error}",
@@ -41,15 +48,24 @@ pub(super) async fn run(
         options.renew_deadline(),
     )?;
     let connection = super::connect(at, signals, progress).await?;
-    let endpoint = connection.endpoint.clone();
+    let place = Place {
+        endpoint: connection.endpoint.clone(),
+        namespace: connection.namespace(),
+    };
     let manager = tokio::select! {
         started = connection.start(options) => started?,
         signal = signals.recv() => return Err(interrupted(signal)),
     };
-    let result = hold_and_run(&manager, ask, &args, grace, &endpoint, signals, progress).await;
+    let result = hold_and_run(&manager, ask, &args, grace, &place, signals, progress).await;
     // Releases whatever is still held (an interrupted acquisition leaves nothing behind).
     manager.shutdown().await;
     result
+}
+
+/// The server and the `database.collection` the locks are in, for messages.
+struct Place {
+    endpoint: Endpoint,
+    namespace: String,
 }
 
 async fn hold_and_run(
@@ -57,10 +73,11 @@ async fn hold_and_run(
     ask: Ask,
     args: &RunArgs,
     grace: Duration,
-    endpoint: &Endpoint,
+    place: &Place,
     signals: &mut Signals,
     progress: Progress,
 ) -> Result<u8, CliError> {
+    let endpoint = &place.endpoint;
     let target = Target::new(manager, ask).map_err(|error| endpoint.lock_error(error))?;
     let ask = target.ask();
     let started = Instant::now();
@@ -97,7 +114,8 @@ async fn hold_and_run(
         _ => shown.join(", "),
     };
     progress.say(format_args!(
-        "acquired {what}{}",
+        "acquired {what} in {}{}",
+        place.namespace,
         if waited >= Duration::from_secs(1) {
             format!(" after waiting {}", duration::show(waited))
         } else {
