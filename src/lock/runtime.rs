@@ -86,7 +86,7 @@ impl Runtime {
         holder: HolderId,
         idle_timeout: Duration,
     ) -> Result<Arc<Self>, LockError> {
-        let (release_waiters, demand) = ReleaseWaiters::new();
+        let (release_waiters, demand) = ReleaseWaiters::new(holder.clone());
         let timers = Timers::start();
         #[cfg(test)]
         let pending_timers = timers.count();

@@ -134,7 +134,18 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   and [`inspect`](LockStore::inspect) lists the live places
 ///   ([`LockRecord::queue`]). Expired places are dropped by any write.
 ///
-/// Requests without it neither wait in line nor look at it.
+/// Requests without it never wait behind the line. A refused mutex request without it
+/// and with a `retry_within` *lists* its holder on the line instead: a place (one per
+/// [`HolderId`], arrival and end as above) that holds nobody back, and that `inspect`'s
+/// queue does not show, but that a release reads.
+///
+/// Whom a release wakes: a mutex's release (a hand-over that releases for an earlier
+/// place included) is reported by [`watch_releases`](LockStore::watch_releases) to the
+/// feed of the manager with the earliest-arrived live place of either sort, and to feeds
+/// that serve no particular manager ([`ReleaseDemand::holder`]), not to the feeds of
+/// other managers: with many processes waiting for one lock, a turn costs one wake-up.
+/// Shared records' releases, withdrawals, count changes and deletions are reported to
+/// every feed.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::request::HolderId;
+
 /// The store's end: whether this manager has waiters for a release, and where to say that
 /// the feed started watching. Handed to [`LockStore::watch_releases`](super::LockStore::watch_releases).
 ///
@@ -37,13 +39,17 @@ struct Shared {
     waiting: watch::Sender<usize>,
     /// How many times the feed (re)started watching.
     feed_starts: watch::Sender<u64>,
+    /// The manager whose waiters the feed serves: a release that wakes only the manager
+    /// that waited longest is reported to that manager's feed alone. `None`: every release.
+    holder: Option<HolderId>,
 }
 
 impl Shared {
-    fn with_waiting(waiting: usize) -> Self {
+    fn with_waiting(waiting: usize, holder: Option<HolderId>) -> Self {
         Self {
             waiting: watch::Sender::new(waiting),
             feed_starts: watch::Sender::new(0),
+            holder,
         }
     }
 }
@@ -58,8 +64,35 @@ impl ReleaseDemand {
     /// ```
     pub fn always() -> Self {
         Self {
-            shared: Arc::new(Shared::with_waiting(1)),
+            shared: Arc::new(Shared::with_waiting(1, None)),
         }
+    }
+
+    /// A demand with one waiter forever, for the releases meant for `holder`'s waiters:
+    /// those that wake every manager, and those that wake `holder` in particular (a
+    /// mutex's release wakes the manager that has waited longest).
+    ///
+    /// ```
+    /// use mongolock::{HolderId, store::ReleaseDemand};
+    /// let holder = HolderId::generate();
+    /// assert_eq!(ReleaseDemand::for_holder(holder.clone()).holder(), Some(&holder));
+    /// assert_eq!(ReleaseDemand::always().holder(), None);
+    /// ```
+    pub fn for_holder(holder: HolderId) -> Self {
+        Self {
+            shared: Arc::new(Shared::with_waiting(1, Some(holder))),
+        }
+    }
+
+    /// The manager the feed serves (`None`: it reports every release). A store whose
+    /// releases name whom they wake reports to this feed only the releases naming this
+    /// holder, beside those that wake everyone.
+    ///
+    /// ```
+    /// assert!(mongolock::store::ReleaseDemand::always().holder().is_none());
+    /// ```
+    pub fn holder(&self) -> Option<&HolderId> {
+        self.shared.holder.as_ref()
     }
 
     /// Resolves once at least one waiter wants to hear of releases (at once if one does).
@@ -123,9 +156,9 @@ pub(crate) struct ReleaseWaiters {
 }
 
 impl ReleaseWaiters {
-    /// A linked pair with nobody waiting.
-    pub(crate) fn new() -> (Self, ReleaseDemand) {
-        let shared = Arc::new(Shared::with_waiting(0));
+    /// A linked pair with nobody waiting, for `holder`'s waiters.
+    pub(crate) fn new(holder: HolderId) -> (Self, ReleaseDemand) {
+        let shared = Arc::new(Shared::with_waiting(0, Some(holder)));
         (
             Self {
                 shared: shared.clone(),
@@ -168,7 +201,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn demand_follows_the_waiters_and_lingers() {
-        let (waiters, demand) = ReleaseWaiters::new();
+        let (waiters, demand) = ReleaseWaiters::new(HolderId::generate());
         let linger = Duration::from_secs(5);
         assert!(
             tokio::time::timeout(Duration::from_secs(60), demand.wanted())

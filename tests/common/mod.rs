@@ -10,6 +10,7 @@ pub(crate) mod guarantees;
 pub(crate) mod primitives;
 pub(crate) mod scenarios;
 pub(crate) mod shared_records;
+pub(crate) mod waking;
 pub(crate) mod watching;
 
 use std::time::Duration;
@@ -159,6 +160,7 @@ macro_rules! conformance_suite {
             shared_records::shared_records_hand_over_is_a_release_and_an_attempt_in_one,
             shared_records::mutex_hand_over_is_owner_checked,
             shared_records::shared_records_requests_at_the_edges_are_answered_not_panicked,
+            waking::waking_a_release_wakes_only_the_longest_waiting_manager,
             arrival_order::arrival_order_grants_the_earliest_place_first,
             arrival_order::arrival_order_places_end_or_are_withdrawn,
             arrival_order::arrival_order_readers_go_in_together_behind_earlier_writers,

@@ -230,6 +230,11 @@ impl Ledger {
         }
     }
 
+    /// An operator deleted `name`'s record, and its line with it.
+    pub(crate) fn line_deleted(&mut self, name: &str) {
+        self.lines.remove(name);
+    }
+
     /// The store released `lease` now (the first time counts).
     fn released(&mut self, lease: LeaseId) {
         self.released.entry(lease).or_insert_with(Instant::now);

@@ -681,6 +681,8 @@ impl World {
         let leases = self.leases_in_record(name).await;
         let removed = self.store.remove(&lock_name(name));
         if removed {
+            // The deleted record took its line with it: nobody is ahead of a newcomer.
+            recorder::lock(&self.ledger).line_deleted(name);
             self.history().operator_freed(name, &leases);
         }
     }

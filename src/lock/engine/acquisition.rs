@@ -258,11 +258,12 @@ impl NameState {
         .with_waited(next.waited)
         .with_access(next.access)
         .with_arrival_order(next.options.in_arrival_order());
-        let marks_record = next.access.kind().is_shared() || next.options.in_arrival_order();
-        if !marks_record || single_try {
-            // A mutex's waiters are not marked on its record unless they wait in line; a
-            // single try comes back only if its caller asks again: it marks nothing (in
-            // line, its place ends as it is taken).
+        // Every waiting attempt marks the record if refused: in line in arrival order, as
+        // a waiting reader or writer on a shared record, and a mutex's waiter of the
+        // default mode is listed for a release to wake it first if it waited longest. A
+        // single try comes back only if its caller asks again: it marks nothing (in line,
+        // its place ends as it is taken).
+        if single_try {
             return request;
         }
         let lasts = if next.options.in_arrival_order() {

@@ -15,6 +15,9 @@ struct Place {
     access: Access,
     arrival: Instant,
     until: Instant,
+    /// Arrival order's place; a default-mode waiter's orders nobody and is only whom a
+    /// release wakes.
+    ordered: bool,
 }
 
 /// The places in line for one name, in no particular order.
@@ -47,7 +50,10 @@ impl WaitingLine {
         self.places
             .iter()
             .filter(|place| {
-                place.until > now && place.holder != *holder && access.waits_behind(place.access)
+                place.ordered
+                    && place.until > now
+                    && place.holder != *holder
+                    && access.waits_behind(place.access)
             })
             .map(|place| place.arrival)
             .min()
@@ -62,13 +68,45 @@ impl WaitingLine {
         (arrival, until): (Instant, Instant),
         now: Instant,
     ) {
+        self.put(holder, access, (arrival, until), now, true);
+    }
+
+    /// Lists `holder`'s default-mode waiter as arriving at `arrival`, until `until`: a
+    /// place that holds nobody back, for a release to wake.
+    pub(super) fn list(
+        &mut self,
+        holder: &HolderId,
+        (arrival, until): (Instant, Instant),
+        now: Instant,
+    ) {
+        self.put(holder, Access::Exclusive, (arrival, until), now, false);
+    }
+
+    fn put(
+        &mut self,
+        holder: &HolderId,
+        access: Access,
+        (arrival, until): (Instant, Instant),
+        now: Instant,
+        ordered: bool,
+    ) {
         self.remove(holder, now);
         self.places.push(Place {
             holder: holder.clone(),
             access,
             arrival,
             until,
+            ordered,
         });
+    }
+
+    /// The manager of the earliest-arrived live place of either sort: whom a release wakes.
+    pub(super) fn earliest(&self, now: Instant) -> Option<&HolderId> {
+        self.places
+            .iter()
+            .filter(|place| place.until > now)
+            .min_by_key(|place| place.arrival)
+            .map(|place| &place.holder)
     }
 
     /// Whether `holder` has a live place (then its withdrawal wakes the release feed).
@@ -94,7 +132,7 @@ impl WaitingLine {
         let mut live: Vec<&Place> = self
             .places
             .iter()
-            .filter(|place| place.until > now)
+            .filter(|place| place.ordered && place.until > now)
             .collect();
         live.sort_by_key(|place| place.arrival);
         live.into_iter()

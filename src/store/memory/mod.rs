@@ -77,8 +77,9 @@ struct MemoryState {
     /// The lines of managers waiting in arrival order, by name (kept across releases, as
     /// MongoDB keeps them on the document).
     lines: HashMap<LockName, WaitingLine>,
-    /// Managers watching for released locks.
-    watchers: Vec<mpsc::Sender<LockName>>,
+    /// Managers watching for released locks, each with the holder it serves (`None`:
+    /// every release).
+    watchers: Vec<(Option<HolderId>, mpsc::Sender<LockName>)>,
     /// Watchers of records ([`LockStore::watch_records`]).
     record_watchers: Vec<RecordWatcher>,
     /// The last token reserved, for any name.
@@ -159,7 +160,11 @@ impl MemoryState {
                 _ => return ReleaseOutcome::NotOwner,
             }
         };
-        self.freed(&key.name);
+        if key.shared {
+            self.freed(&key.name);
+        } else {
+            self.wake_longest_waiting(&key.name, now);
+        }
         self.recorded(&RecordEvent::Released {
             name: key.name.clone(),
             forced: false,
@@ -214,6 +219,22 @@ impl MemoryState {
             (Self::arrival(request, now), until),
             now,
         );
+    }
+
+    /// A refused mutex `request` lists its manager for a release to wake: in line in
+    /// arrival order; in the default mode if it says how long it will wait
+    /// (`retry_within`), where its place holds nobody back.
+    fn list_mutex_waiter(&mut self, request: &AcquireRequest, now: Instant) {
+        if request.in_arrival_order {
+            self.place_in_line(request, now);
+        } else if !request.retry_within.is_zero() {
+            let until = now + mark_length(request.retry_within);
+            self.lines.entry(request.name.clone()).or_default().list(
+                &request.holder,
+                (Self::arrival(request, now), until),
+                now,
+            );
+        }
     }
 
     /// A granted manager (or one whose waiters gave up) leaves the line of `name`.
@@ -332,12 +353,32 @@ impl MemoryState {
 
     /// Tells the watchers `name` is free; a full or closed feed loses the hint (the
     /// watcher polls), a closed one is dropped.
+    /// Tells every release feed that `name` may be free.
     fn freed(&mut self, name: &LockName) {
-        self.watchers.retain(|watcher| {
-            !matches!(
-                watcher.try_send(name.clone()),
-                Err(mpsc::error::TrySendError::Closed(_))
-            )
+        self.tell_watchers(name, |_| true);
+    }
+
+    /// A mutex's `name` was released: tells the feeds of the manager listed longest in its
+    /// line (and those that hear every release), not the others.
+    fn wake_longest_waiting(&mut self, name: &LockName, now: Instant) {
+        let woken = self
+            .lines
+            .get(name)
+            .and_then(|line| line.earliest(now))
+            .cloned();
+        self.tell_watchers(name, |served| {
+            served.is_none_or(|served| Some(served) == woken.as_ref())
+        });
+    }
+
+    /// Sends `name` to the feeds whose served holder `tells` accepts; drops closed ones.
+    fn tell_watchers(&mut self, name: &LockName, tells: impl Fn(Option<&HolderId>) -> bool) {
+        self.watchers.retain(|(served, watcher)| {
+            !tells(served.as_ref())
+                || !matches!(
+                    watcher.try_send(name.clone()),
+                    Err(mpsc::error::TrySendError::Closed(_))
+                )
         });
     }
 }
@@ -464,6 +505,8 @@ impl MemoryStore {
         // mutant that survives; `|` (not `||`) keeps both removals unconditional anyway.
         let removed = state.records.remove(name).is_some() | state.shared.remove(name).is_some();
         if removed {
+            // A deleted document takes its line with it, as on MongoDB.
+            state.lines.remove(name);
             state.freed(name);
             state.recorded(&RecordEvent::Deleted { name: name.clone() });
         }
@@ -569,7 +612,7 @@ impl LockStore for MemoryStore {
                     .map_or(waiting_since, |since| since.min(waiting_since)),
             );
             let holder = current.holder.clone();
-            state.place_in_line(request, now);
+            state.list_mutex_waiter(request, now);
             return Ok(AcquireOutcome::Busy {
                 holder: Some(holder),
             });
@@ -743,11 +786,14 @@ impl LockStore for MemoryStore {
         usize::MAX
     }
 
-    /// Costs nothing, so it reports every release whatever `demand` says.
+    /// Costs nothing, so it reports releases whatever `demand` says about waiting; a
+    /// mutex's release only to the feed of the manager it wakes (and to those serving no
+    /// particular holder).
     async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
-        drop(demand);
         let (sender, receiver) = mpsc::channel(RELEASE_FEED_CAPACITY);
-        self.state().watchers.push(sender);
+        self.state()
+            .watchers
+            .push((demand.holder().cloned(), sender));
         Some(receiver)
     }
 

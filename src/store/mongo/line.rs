@@ -3,8 +3,13 @@
 //!
 //! ```text
 //! line: [{ holder: "host:4242:1a2b3c4d", access: "exclusive" | "permit" | "read" | "write",
-//!           arrival: ISODate("…"), until: ISODate("…") }, …]
+//!           arrival: ISODate("…"), until: ISODate("…"), ordered?: false }, …]
 //! ```
+//!
+//! A mutex's waiters of the default mode are listed too, marked `ordered: false`: they
+//! never hold a request back (only arrival order's places do), but a release wakes the
+//! manager of the earliest live place of either sort ([`earliest_holder`]), so the manager
+//! that has waited longest hears of it first, and nobody else does.
 //!
 //! One place per manager, for its longest-waiting task and that task's access (a reader
 //! waits only behind earlier writers, every other access behind every earlier place): `arrival` is the server's `$$NOW`
@@ -32,6 +37,8 @@ pub(super) const LINE: &str = "line";
 const ARRIVAL: &str = "arrival";
 /// When a place ends unless renewed, by the server's clock.
 const UNTIL: &str = "until";
+/// `false` on a place of the default mode, which orders nobody; missing on arrival order's.
+const ORDERED: &str = "ordered";
 /// The variable a place is bound to inside `$filter`.
 const PLACE: &str = "place";
 
@@ -62,7 +69,10 @@ pub(super) fn now_or_last_place_end() -> Document {
 /// Whether a place in `others` (an expression for the other managers' live places) that
 /// `access` waits behind arrived before `arrival`.
 pub(super) fn earlier_in(others: impl Into<Bson>, access: Access, arrival: &Bson) -> Document {
-    let earlier = doc! { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] };
+    let earlier = doc! { "$and": [
+        { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] },
+        { "$ne": [format!("$${PLACE}.{ORDERED}"), false] },
+    ] };
     let cond = match access {
         // Consecutive readers go in together: a reader waits only behind other accesses.
         Access::Read => doc! { "$and": [
@@ -84,15 +94,69 @@ pub(super) fn with_place(
     arrival: &Bson,
     retry_within: Duration,
 ) -> Document {
-    doc! { "$concatArrays": [
-        others.into(),
-        [{
-            HOLDER: literal(holder.into()),
-            ACCESS: access.as_str(),
-            ARRIVAL: arrival,
-            UNTIL: now_plus(mark_length(retry_within)),
-        }],
-    ] }
+    with_place_of(others, (holder, access), arrival, retry_within, true)
+}
+
+/// `others` with the place of `holder`'s default-mode waiter added: one that orders nobody
+/// but is woken by a release like any other.
+pub(super) fn with_unordered_place(
+    others: impl Into<Bson>,
+    holder: &str,
+    arrival: &Bson,
+    retry_within: Duration,
+) -> Document {
+    with_place_of(
+        others,
+        (holder, Access::Exclusive),
+        arrival,
+        retry_within,
+        false,
+    )
+}
+
+fn with_place_of(
+    others: impl Into<Bson>,
+    (holder, access): (&str, Access),
+    arrival: &Bson,
+    retry_within: Duration,
+    ordered: bool,
+) -> Document {
+    let mut place = doc! {
+        HOLDER: literal(holder.into()),
+        ACCESS: access.as_str(),
+        ARRIVAL: arrival,
+        UNTIL: now_plus(mark_length(retry_within)),
+    };
+    if !ordered {
+        place.insert(ORDERED, false);
+    }
+    doc! { "$concatArrays": [others.into(), [place]] }
+}
+
+/// The holder of the earliest-arrived live place in `line` (an expression for an array of
+/// places), or `""` when none is live: whom a release wakes.
+pub(super) fn earliest_holder(line: impl Into<Bson>) -> Document {
+    let live = doc! { "$filter": {
+        "input": { "$ifNull": [line.into(), []] },
+        "as": PLACE,
+        "cond": { "$gt": [format!("$${PLACE}.{UNTIL}"), "$$NOW"] },
+    } };
+    let earliest = doc! { "$reduce": {
+        "input": live,
+        "initialValue": Bson::Null,
+        "in": { "$cond": [
+            { "$or": [
+                { "$eq": ["$$value", Bson::Null] },
+                { "$lt": [format!("$$this.{ARRIVAL}"), format!("$$value.{ARRIVAL}")] },
+            ] },
+            "$$this",
+            "$$value",
+        ] },
+    } };
+    doc! { "$let": {
+        "vars": { "earliest": earliest },
+        "in": { "$ifNull": [format!("$$earliest.{HOLDER}"), ""] },
+    } }
 }
 
 /// For a read granted at `granted_at` (the server's `$$NOW`) to `holder`, from the
@@ -107,7 +171,7 @@ pub(super) fn readers_waited_over(
 ) -> Duration {
     let now = granted_at.timestamp_millis();
     let earliest = live_places(document, now)
-        .filter(|place| place.holder != holder && place.access != Some(READ))
+        .filter(|place| place.ordered && place.holder != holder && place.access != Some(READ))
         .map(|place| place.arrival)
         .min();
     earliest.map_or(Duration::ZERO, |arrival| waited(now, arrival))
@@ -117,6 +181,8 @@ pub(super) fn readers_waited_over(
 struct LivePlace<'a> {
     holder: &'a str,
     access: Option<&'a str>,
+    /// Whether it is arrival order's (a default-mode waiter's place orders nobody).
+    ordered: bool,
     /// When its manager began to wait, in the server's milliseconds.
     arrival: i64,
 }
@@ -135,6 +201,7 @@ fn live_places(document: &Document, now: i64) -> impl Iterator<Item = LivePlace<
             Some(LivePlace {
                 holder: place.get_str(HOLDER).ok()?,
                 access: place.get_str(ACCESS).ok(),
+                ordered: place.get_bool(ORDERED).unwrap_or(true),
                 arrival: place.get_datetime(ARRIVAL).ok()?.timestamp_millis(),
             })
         })
@@ -159,7 +226,11 @@ pub(super) fn queue(document: &Document, kind: LockKind) -> Vec<QueuedWaiter> {
         (_, LockKind::Semaphore { permits }) => Access::Permit { permits },
         _ => Access::Exclusive,
     };
-    let mut live: Vec<LivePlace<'_>> = live_places(document, now).collect();
+    // The queue is arrival order's line: a default-mode waiter's place is only whom a
+    // release wakes.
+    let mut live: Vec<LivePlace<'_>> = live_places(document, now)
+        .filter(|place| place.ordered)
+        .collect();
     live.sort_by_key(|place| place.arrival);
     live.into_iter()
         .map(|place| {

@@ -878,10 +878,7 @@ impl LockStore for MongoStore {
                     &lease,
                     request.holder.as_str(),
                     request.lease_duration,
-                    (
-                        request.waited,
-                        request.in_arrival_order.then_some(request.retry_within),
-                    ),
+                    (request.waited, pipeline::Waits::of(request)),
                 ),
             )
             .upsert(true)

@@ -27,14 +27,14 @@ use super::document::{
     FORCED_RELEASE, GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS,
     LEASE, LEASE_ID, PERMITS, READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL,
     READERS_WAITING_UNTIL, RECOUNTED_FROM, RELEASED, RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES,
-    SEMAPHORE, SERVER_NOW, TOKEN, WRITE, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY, kind_value,
+    SEMAPHORE, SERVER_NOW, TOKEN, WAKE, WRITE, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY, kind_value,
 };
 use super::line;
 use super::writers_marks;
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
-use crate::store::request::LeaseKey;
+use crate::store::request::{AcquireRequest, LeaseKey};
 use crate::store::request::{mark_length, wait_length};
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
@@ -183,7 +183,7 @@ pub(super) fn acquire(
     lease: &Bson,
     holder: &str,
     expiry: Duration,
-    (waited, in_line): (Duration, Option<Duration>),
+    (waited, waits): (Duration, Waits),
 ) -> Vec<Document> {
     let when_free = |then: Bson, otherwise: Bson| -> Bson {
         Bson::Document(doc! { "$cond": [format!("${FREE}"), then, otherwise] })
@@ -200,7 +200,7 @@ pub(super) fn acquire(
         .into(),
     ];
     let mut stages = Vec::with_capacity(4);
-    if in_line.is_some() {
+    if let Waits::InLine(_) = waits {
         stages.push(doc! { "$set": { OTHERS_IN_LINE: line::others_in_line(holder) } });
         let earlier = line::earlier_in(field(OTHERS_IN_LINE), Access::Exclusive, &waiting_since);
         free.push(doc! { "$not": [earlier] }.into());
@@ -222,24 +222,64 @@ pub(super) fn acquire(
             ] }.into(),
         ),
     };
-    if let Some(retry_within) = in_line {
-        let others = field(OTHERS_IN_LINE);
-        let place = (holder, Access::Exclusive);
-        let placed = line::with_place(others.clone(), place, &waiting_since, retry_within);
-        fields.insert(
-            line::LINE,
-            doc! { "$cond": [&is_mutex, when_free(others.into(), placed.into()), field(line::LINE)] },
-        );
+    match waits {
+        Waits::Unlisted => {}
+        Waits::InLine(retry_within) => {
+            let others = field(OTHERS_IN_LINE);
+            let place = (holder, Access::Exclusive);
+            let placed = line::with_place(others.clone(), place, &waiting_since, retry_within);
+            fields.insert(
+                line::LINE,
+                doc! { "$cond": [&is_mutex, when_free(others.into(), placed.into()), field(line::LINE)] },
+            );
+        }
+        Waits::Listed(retry_within) => {
+            // No stage of its own, and `$cond` evaluates only the branch it takes: the
+            // uncontended grant only checks that there is no line to leave.
+            let others = line::others_in_line(holder);
+            let placed =
+                line::with_unordered_place(others.clone(), holder, &waiting_since, retry_within);
+            let left = doc! { "$cond": [{ "$isArray": field(line::LINE) }, others, "$$REMOVE"] };
+            fields.insert(
+                line::LINE,
+                doc! { "$cond": [&is_mutex, when_free(left.into(), placed.into()), field(line::LINE)] },
+            );
+        }
     }
     stages.push(doc! { "$set": fields });
-    if in_line.is_some() {
+    if let Waits::InLine(_) = waits {
         stages.push(released_mutex_outlasts_its_line());
+        stages.push(doc! { "$unset": [FREE, OTHERS_IN_LINE] });
+    } else {
+        stages.push(doc! { "$unset": FREE });
     }
-    stages.push(match in_line {
-        Some(_) => doc! { "$unset": [FREE, OTHERS_IN_LINE] },
-        None => doc! { "$unset": FREE },
-    });
     stages
+}
+
+/// Where a refused mutex request puts its manager on the record's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Waits {
+    /// Nowhere: a single try, which comes back only if its caller asks again.
+    Unlisted,
+    /// In line (arrival order), its place lasting the given `retry_within`.
+    InLine(Duration),
+    /// Listed for a release to wake (the default mode), for the given `retry_within`: it
+    /// holds nobody back.
+    Listed(Duration),
+}
+
+impl Waits {
+    /// How `request` waits: in line in arrival order, listed if it waits in the default
+    /// mode (it has a `retry_within`), otherwise not at all.
+    pub(super) fn of(request: &AcquireRequest) -> Self {
+        if request.in_arrival_order {
+            Self::InLine(request.retry_within)
+        } else if request.retry_within.is_zero() {
+            Self::Unlisted
+        } else {
+            Self::Listed(request.retry_within)
+        }
+    }
 }
 
 /// Whether the document is a mutex's record: it has no `kind`.
@@ -349,6 +389,10 @@ pub(super) fn hand_over(
         doc! { "$cond": [&go, field(CONTENDED_AT), Bson::Null] },
     );
     fields.insert(
+        WAKE,
+        doc! { "$cond": [&go, field(WAKE), wake_next(others.clone())] },
+    );
+    fields.insert(
         line::LINE,
         doc! { "$cond": [
             &go,
@@ -383,7 +427,20 @@ fn released_fields(keep_line: bool) -> Document {
         HOLDER: Bson::Null,
         EXPIRES_AT: expiry_of_released(keep_line),
         CONTENDED_AT: Bson::Null,
+        WAKE: wake_next(field(line::LINE)),
     }
+}
+
+/// What a mutex's release writes in [`WAKE`]: the released grant's token (so the value
+/// changes with every release, and a change stream sees it as changed), a space, and the
+/// holder of the earliest live place in `line` (empty when nobody is listed): only that
+/// manager's release feed reports the release.
+fn wake_next(line: impl Into<Bson>) -> Document {
+    doc! { "$concat": [
+        { "$toString": { "$ifNull": [field(GRANTED_TOKEN), field(TOKEN)] } },
+        " ",
+        line::earliest_holder(line),
+    ] }
 }
 
 /// A released record's `expiresAt`: now, or (`keep_line`: a lease of arrival order) when
@@ -1093,7 +1150,7 @@ mod tests {
             &Bson::Null,
             "$holder",
             Duration::from_secs(1),
-            (Duration::ZERO, None),
+            (Duration::ZERO, Waits::Unlisted),
         );
         let holder = pipeline[1]
             .get_document("$set")
@@ -1177,14 +1234,17 @@ mod tests {
         );
     }
 
+    /// The plain cycle (a first attempt, a default-mode hand-over, shared kinds out of
+    /// line) neither reads nor writes the line; a waiter of the default mode is listed in
+    /// it, and a mutex's release reads it to name whom it wakes.
     #[test]
-    fn the_default_mode_never_reads_or_writes_the_line() {
+    fn the_plain_cycle_never_reads_or_writes_the_line() {
         let mentions_line = |stages: &[Document]| {
             let text = format!("{stages:?}");
             text.contains(line::LINE) || text.contains(OTHERS_IN_LINE)
         };
         let expiry = Duration::from_secs(1);
-        let plain = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, None));
+        let plain = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, Waits::Unlisted));
         assert!(!mentions_line(&plain), "{plain:?}");
         assert_eq!(
             plain.len(),
@@ -1200,15 +1260,39 @@ mod tests {
             (Duration::ZERO, Duration::ZERO, false),
         );
         assert!(!mentions_line(&shared));
-        assert!(!mentions_line(&release(false)));
         assert!(!mentions_line(&shared_release(
             &[Bson::Null],
             None,
             false,
             Released::MaybeAWrite
         )));
-        let in_line = acquire(&Bson::Null, "h", expiry, (Duration::ZERO, Some(expiry)));
+        let in_line = acquire(
+            &Bson::Null,
+            "h",
+            expiry,
+            (Duration::ZERO, Waits::InLine(expiry)),
+        );
         assert!(mentions_line(&in_line));
+        let listed = acquire(
+            &Bson::Null,
+            "h",
+            expiry,
+            (Duration::ZERO, Waits::Listed(expiry)),
+        );
+        assert!(mentions_line(&listed));
+        assert_eq!(listed.len(), 3, "listing a waiter adds no stage");
+        assert!(
+            format!("{listed:?}").contains("ordered"),
+            "a default-mode waiter's place orders nobody"
+        );
+        assert!(
+            !format!("{in_line:?}").contains("ordered: false"),
+            "{in_line:?}"
+        );
+        assert!(
+            mentions_line(&release(false)),
+            "a release wakes the earliest listed"
+        );
         // A lease of arrival order keeps its released record while its line lasts.
         assert!(mentions_line(&release(true)));
         assert!(mentions_line(&shared_release(

@@ -1,5 +1,6 @@
 //! The release feed: one change stream on the lock collection per manager, reporting the
-//! names of locks that became free (a release sets a mutex's `leaseId` to null, or stamps a
+//! names of locks that became free for it (a mutex's release names in `wake` the manager
+//! that waited longest, and only that manager's stream reports it; a release stamps a
 //! shared record's `releasedAt` as it removes holders; a withdrawal stamps `withdrawnAt` as
 //! it takes off a place or writers' mark whose waiters gave up; `set_permits` changes a
 //! semaphore's `permits`, which may make room; an operator or the TTL monitor deletes the
@@ -31,15 +32,20 @@ use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT, WITHDRAWN_AT};
+use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT, WAKE, WITHDRAWN_AT};
 use super::errors;
 use crate::name::LockName;
 use crate::store::ReleaseDemand;
+use crate::store::request::HolderId;
 
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 /// How long the stream stays open after the last waiter left: contention tends to come back.
 const LINGER: Duration = Duration::from_secs(10);
+/// How long the server holds a `getMore` that has nothing to report: a stream filtered to
+/// the releases meant for one manager is quiet most of the time, and an idle stream should
+/// cost next to nothing (the server answers at once when an event comes).
+const QUIET_GET_MORE: Duration = Duration::from_secs(10);
 
 /// Feeds `feed` while `demand` wants it, until the receiver is dropped.
 pub(super) async fn run(
@@ -54,7 +60,12 @@ pub(super) async fn run(
             () = feed.closed() => return,
             () = demand.wanted() => {}
         }
-        match collection.watch().pipeline(releases()).await {
+        let opened = collection
+            .watch()
+            .pipeline(releases(demand.holder()))
+            .max_await_time(QUIET_GET_MORE)
+            .await;
+        match opened {
             Ok(mut stream) => {
                 told_unavailable = false;
                 demand.watching();
@@ -129,31 +140,60 @@ pub(super) async fn run(
     }
 }
 
-/// Deletions, updates that set the lease id to null (a mutex's release), stamp
-/// `releasedAt` (a shared record losing holders) or `withdrawnAt` (a manager's waiters
-/// gave up) or change `permits` (a semaphore's count),
-/// replacements, and the events that end a collection's stream (the collection or its
-/// database dropped, the collection renamed).
+/// Deletions; a mutex's releases that wake `holder` (its [`WAKE`] names it; every one
+/// when no holder is given), and those written by versions that did not name whom they
+/// wake (the lease id set to null, no [`WAKE`]); updates that stamp `releasedAt` (a shared
+/// record losing holders) or `withdrawnAt` (a manager's waiters gave up) or change
+/// `permits` (a semaphore's count); replacements; and the events that end a collection's
+/// stream (the collection or its database dropped, the collection renamed).
+///
+/// The filter runs on the server, so a manager's stream carries only the mutex releases
+/// meant for it: with many processes waiting for one lock, a release wakes the one that
+/// waited longest rather than all of them.
 ///
 /// The store never replaces a document, but MongoDB logs a pipeline update whose change
 /// description would be larger than the document as a whole-document replacement, which a
 /// change stream reports as `replace`, without the changed fields: more likely for a shared
 /// record, whose holder list a release rewrites. Such an event is taken as a release (a
 /// spurious hint costs a waiter one attempt; a missed one a poll interval).
-fn releases() -> Vec<Document> {
+fn releases(holder: Option<&HolderId>) -> Vec<Document> {
     let changed = |field: &str| format!("updateDescription.updatedFields.{field}");
+    let wakes: Bson = match holder {
+        Some(holder) => doc! { "$regex": wake_pattern(holder) }.into(),
+        None => doc! { "$exists": true }.into(),
+    };
     vec![
         doc! { "$match": { "$or": [
             { "operationType": { "$in": [
                 "delete", "replace", "drop", "rename", "dropDatabase", "invalidate",
             ] } },
-            { "operationType": "update", changed(LEASE_ID): { "$type": "null" } },
+            { "operationType": "update", changed(WAKE): wakes },
+            {
+                "operationType": "update",
+                changed(LEASE_ID): { "$type": "null" },
+                changed(WAKE): { "$exists": false },
+            },
             { "operationType": "update", changed(RELEASED_AT): { "$exists": true } },
             { "operationType": "update", changed(PERMITS): { "$exists": true } },
             { "operationType": "update", changed(WITHDRAWN_AT): { "$exists": true } },
         ] } },
         doc! { "$project": { "operationType": 1, "documentKey": 1 } },
     ]
+}
+
+/// The regular expression that a [`WAKE`] naming `holder` matches: the holder after the
+/// token's space, to the end, with every character that is not a letter or digit escaped
+/// (a holder id is a value, never a pattern).
+fn wake_pattern(holder: &HolderId) -> String {
+    let mut pattern = String::from(" ");
+    for character in holder.as_str().chars() {
+        if !character.is_ascii_alphanumeric() {
+            pattern.push('\\');
+        }
+        pattern.push(character);
+    }
+    pattern.push('$');
+    pattern
 }
 
 /// What one change-stream event freed.
