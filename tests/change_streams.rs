@@ -101,11 +101,14 @@ impl Pair {
         }
     }
 
-    /// Waits until the waiter's release stream is open and polling (one more `getMore`
-    /// than `seen`).
-    async fn stream_polling(&self, seen: usize) {
+    /// Waits until the waiter's release stream is open and polling: a `getMore` sent
+    /// since the stream was last opened (an idle `getMore` waits on the server for long,
+    /// so "one more than before" could be far off).
+    async fn stream_polling(&self) {
         self.eventually("the waiter's release stream to poll", || {
-            self.log.change_stream_count("getMore") > seen
+            let commands = self.log.change_stream();
+            let opened = commands.iter().rposition(|name| name == "aggregate");
+            opened.is_some_and(|at| commands[at..].iter().any(|name| name == "getMore"))
         })
         .await;
     }
@@ -166,7 +169,7 @@ async fn without_change_streams_a_waiter_acquires_within_its_backoff() {
 async fn a_dropped_collection_wakes_every_waiter_and_the_stream_reopens() {
     let pair = Pair::on(&uri(), "dropped-waiter", slow_polls()).await;
     let (guard, waiting) = pair.contend("first").await;
-    pair.stream_polling(0).await;
+    pair.stream_polling().await;
     let opened = pair.log.change_stream_count("aggregate");
     let dropped_at = Instant::now();
     raw(&pair.store).drop().await.expect("drop the collection");
@@ -186,8 +189,7 @@ async fn a_dropped_collection_wakes_every_waiter_and_the_stream_reopens() {
         pair.log.change_stream_count("aggregate") > opened
     })
     .await;
-    pair.stream_polling(pair.log.change_stream_count("getMore"))
-        .await;
+    pair.stream_polling().await;
     let after = hand_over(guard, waiting, WOKEN_WITHIN).await;
     println!("after the drop: a release woke the waiter in {after:?}");
     pair.shutdown().await;
@@ -211,8 +213,7 @@ async fn a_failed_get_more_reopens_the_stream() {
     .await;
     drop(fail);
     assert!(pair.log.failed().contains(&"getMore".to_owned()));
-    pair.stream_polling(pair.log.change_stream_count("getMore"))
-        .await;
+    pair.stream_polling().await;
     let after = hand_over(guard, waiting, WOKEN_WITHIN).await;
     println!("after a failed getMore: a release woke the waiter in {after:?}");
     pair.shutdown().await;
@@ -269,7 +270,7 @@ async fn the_stream_comes_back_after_a_server_restart() {
     let guard = pair.holder.lock("kept").unwrap().acquire().await.unwrap();
     let lock = pair.waiter.lock("kept").unwrap();
     let waiting = tokio::spawn(async move { lock.acquire().await.unwrap() });
-    pair.stream_polling(0).await;
+    pair.stream_polling().await;
     let opened = pair.log.change_stream_count("aggregate");
     server.restart().expect("restart the server");
     // Resumed by the driver or reopened by the feed: either way a new `aggregate`.
@@ -277,8 +278,7 @@ async fn the_stream_comes_back_after_a_server_restart() {
         pair.log.change_stream_count("aggregate") > opened
     })
     .await;
-    pair.stream_polling(pair.log.change_stream_count("getMore"))
-        .await;
+    pair.stream_polling().await;
     assert!(
         guard.loss().is_none(),
         "the holder kept its lease over the restart"

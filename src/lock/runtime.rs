@@ -55,7 +55,7 @@ pub(crate) type ShutdownHook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = (
 /// actor once (it saw nothing before).
 async fn forward_releases(
     mut released: mpsc::Receiver<LockName>,
-    mut feed_starts: watch::Receiver<u64>,
+    (mut feed_starts, mut feed_live): (watch::Receiver<u64>, watch::Receiver<bool>),
     supervisor: ActorRef<SupervisorMsg>,
     mut supervisor_gone: oneshot::Receiver<()>,
 ) {
@@ -69,6 +69,13 @@ async fn forward_releases(
             },
             started = feed_starts.changed() => match started {
                 Ok(()) => SupervisorMsg::WakeAll,
+                Err(_) => return,
+            },
+            // Waiters waiting quietly counted on the feed: once it stops they poll again.
+            // (It starting again bumps `feed_starts` too.)
+            changed = feed_live.changed() => match changed {
+                Ok(()) if !*feed_live.borrow_and_update() => SupervisorMsg::WakeAll,
+                Ok(()) => continue,
                 Err(_) => return,
             },
         };
@@ -111,7 +118,7 @@ impl Runtime {
         if let Some(released) = store.watch_releases(demand).await {
             tokio::spawn(forward_releases(
                 released,
-                release_waiters.feed_starts(),
+                (release_waiters.feed_starts(), release_waiters.feed_live()),
                 supervisor.clone(),
                 supervisor_gone,
             ));

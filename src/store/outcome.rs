@@ -31,10 +31,28 @@ pub enum AcquireOutcome {
     Busy {
         /// The current holder, when the store knows it.
         holder: Option<HolderId>,
+        /// How long the lease that refused the attempt had left, by the store's clock, when
+        /// the store knows it (a mutex's; `None` for shared records). A waiter told of
+        /// releases by the store's feed need not ask again before then.
+        lease_left: Option<Duration>,
     },
 }
 
 impl AcquireOutcome {
+    /// A refusal naming `holder` (if known), with no lease time known.
+    ///
+    /// ```
+    /// use mongolock::store::AcquireOutcome;
+    /// let outcome = AcquireOutcome::busy(None);
+    /// assert_eq!(outcome, AcquireOutcome::Busy { holder: None, lease_left: None });
+    /// ```
+    pub fn busy(holder: Option<HolderId>) -> Self {
+        Self::Busy {
+            holder,
+            lease_left: None,
+        }
+    }
+
     /// A grant with this fencing token, that no other reader may share.
     ///
     /// ```

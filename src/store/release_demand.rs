@@ -39,6 +39,9 @@ struct Shared {
     waiting: watch::Sender<usize>,
     /// How many times the feed (re)started watching.
     feed_starts: watch::Sender<u64>,
+    /// Whether the feed is watching now: its waiters may then wait quietly for a release
+    /// (or their lease's end) rather than poll.
+    live: watch::Sender<bool>,
     /// The manager whose waiters the feed serves: a release that wakes only the manager
     /// that waited longest is reported to that manager's feed alone. `None`: every release.
     holder: Option<HolderId>,
@@ -49,6 +52,7 @@ impl Shared {
         Self {
             waiting: watch::Sender::new(waiting),
             feed_starts: watch::Sender::new(0),
+            live: watch::Sender::new(false),
             holder,
         }
     }
@@ -145,7 +149,21 @@ impl ReleaseDemand {
     /// mongolock::store::ReleaseDemand::always().watching();
     /// ```
     pub fn watching(&self) {
+        self.shared.live.send_replace(true);
         self.shared.feed_starts.send_modify(|starts| *starts += 1);
+    }
+
+    /// Says the feed stopped watching (its stream broke or closed, or cannot be opened):
+    /// until it says [`watching`](Self::watching) again, waiters poll, and those that
+    /// were waiting quietly for it ask again at once.
+    ///
+    /// ```
+    /// mongolock::store::ReleaseDemand::always().not_watching();
+    /// ```
+    pub fn not_watching(&self) {
+        self.shared
+            .live
+            .send_if_modified(|live| std::mem::replace(live, false));
     }
 }
 
@@ -178,6 +196,16 @@ impl ReleaseWaiters {
     /// Changes each time the feed (re)starts watching.
     pub(crate) fn feed_starts(&self) -> watch::Receiver<u64> {
         self.shared.feed_starts.subscribe()
+    }
+
+    /// Whether the feed is watching now (see [`ReleaseDemand::not_watching`]).
+    pub(crate) fn feed_live(&self) -> watch::Receiver<bool> {
+        self.shared.live.subscribe()
+    }
+
+    /// Whether the feed is watching at this moment.
+    pub(crate) fn is_feed_live(&self) -> bool {
+        *self.shared.live.borrow()
     }
 }
 
@@ -225,7 +253,15 @@ mod tests {
         assert_eq!(started.elapsed(), linger);
 
         let starts = waiters.feed_starts();
+        assert!(!waiters.is_feed_live());
         demand.watching();
         assert!(starts.has_changed().unwrap());
+        assert!(waiters.is_feed_live());
+        let mut live = waiters.feed_live();
+        demand.not_watching();
+        assert!(live.has_changed().unwrap() && !waiters.is_feed_live());
+        live.mark_unchanged();
+        demand.not_watching();
+        assert!(!live.has_changed().unwrap(), "told once");
     }
 }

@@ -197,7 +197,7 @@ pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backe
         .try_acquire(&callers[3].request(&sem, access, LONG))
         .await
     {
-        Ok(AcquireOutcome::Busy { holder }) => assert_eq!(
+        Ok(AcquireOutcome::Busy { holder, .. }) => assert_eq!(
             holder.as_ref(),
             Some(&callers[0].holder),
             "a full semaphore names its first holder"

@@ -75,6 +75,13 @@ impl Phase {
 /// that manager its turn, and a second covers a slow round trip on a loaded server.
 const PLACE_LIFE_FLOOR: Duration = Duration::from_secs(1);
 
+/// The longest a mutex's waiter of the default mode waits without asking while the store's
+/// release feed is watching: a release wakes the manager that waited longest, and the
+/// lease's end (which the refusal told) is when a crashed holder's lock comes free, so
+/// there is nothing to ask in between. Asking at least this often bounds what a wake-up
+/// lost with a manager that stopped waiting costs the others.
+pub(super) const QUIET_POLL: Duration = Duration::from_secs(5);
+
 /// How long a refused reader's or writer's waiting mark lasts: the waiter is back within
 /// its longest backoff (sooner when a release wakes it), so its mark outlives that, and no
 /// longer.
@@ -268,10 +275,20 @@ impl NameState {
         }
         let lasts = if next.options.in_arrival_order() {
             place_lasts(&next.options)
+        } else if self.waits_quietly(&next.options) {
+            // Listed for as long as it may wait without asking.
+            QUIET_POLL + mark_lasts(&next.options)
         } else {
             mark_lasts(&next.options)
         };
         request.with_retry_within(lasts)
+    }
+
+    /// Whether a refused waiter waits quietly for the release feed or its lease's end,
+    /// rather than polling: a mutex's, in the default mode (arrival order's place must be
+    /// renewed within its life), while the store's feed is watching.
+    fn waits_quietly(&self, options: &LockOptions) -> bool {
+        !self.kind.is_shared() && !options.in_arrival_order() && self.release_waiters.is_feed_live()
     }
 
     pub(super) fn on_attempt_done(
@@ -283,7 +300,11 @@ impl NameState {
         claim: GrantClaim,
     ) {
         // Refused with nobody holding (a shared record names its first holder when busy).
-        let found_free = matches!(result, Ok(AcquireOutcome::Busy { holder: None }));
+        let found_free = matches!(result, Ok(AcquireOutcome::Busy { holder: None, .. }));
+        let lease_left = match &result {
+            Ok(AcquireOutcome::Busy { lease_left, .. }) => *lease_left,
+            _ => None,
+        };
         self.advance(|this, phase| match phase {
             // The lease check is equivalent to `true` today (a surviving mutant says so): one
             // attempt is in flight at a time, and a phase leaves `Attempting` only through its
@@ -309,9 +330,13 @@ impl NameState {
                         // mutex held here waits for its release instead).
                         this.start_attempt(myself, None)
                     }
-                    Verdict::Refused(error) => {
-                        this.attempt_failed(myself, attempt, (error, found_free), woken, backoff)
-                    }
+                    Verdict::Refused(error) => this.attempt_failed(
+                        myself,
+                        attempt,
+                        (error, found_free, lease_left),
+                        woken,
+                        backoff,
+                    ),
                 }
             }
             // Not the attempt in flight: dropping its claim releases whatever it granted.
@@ -323,7 +348,7 @@ impl NameState {
         &mut self,
         myself: &ActorRef<LockMsg>,
         attempt: Attempt,
-        (error, found_free): (Option<StoreError>, bool),
+        (error, found_free, lease_left): (Option<StoreError>, bool, Option<Duration>),
         woken: bool,
         mut backoff: Backoff,
     ) -> Phase {
@@ -381,7 +406,12 @@ impl NameState {
             return self.start_attempt(myself, Some(backoff));
         }
         backoff.follow(&attempt.options);
-        let delay = crate::random::with_rng(|rng| backoff.next_delay(rng));
+        let mut delay = crate::random::with_rng(|rng| backoff.next_delay(rng));
+        if held_elsewhere && self.waits_quietly(&attempt.options) {
+            // Nothing to ask until a release wakes it or the lease ends; the backoff's
+            // delay on top spreads the waiters' attempts at a crashed holder's lease end.
+            delay += lease_left.map_or(QUIET_POLL, |left| left.min(QUIET_POLL));
+        }
         self.retry_after(myself, delay, false, held_elsewhere, backoff)
     }
 

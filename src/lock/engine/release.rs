@@ -313,14 +313,13 @@ impl NameState {
                 self.refused(&attempt);
                 (
                     Ok(ReleaseOutcome::Released { contended_for }),
-                    Ok(AcquireOutcome::Busy { holder: None }),
+                    Ok(AcquireOutcome::busy(None)),
                 )
             }
             // The place was not ours any more: nothing was written.
-            Ok(HandOverOutcome::NotOwner) => (
-                Ok(ReleaseOutcome::NotOwner),
-                Ok(AcquireOutcome::Busy { holder: None }),
-            ),
+            Ok(HandOverOutcome::NotOwner) => {
+                (Ok(ReleaseOutcome::NotOwner), Ok(AcquireOutcome::busy(None)))
+            }
             Err(error) => (Err(error.clone()), Err(error)),
         };
         // The call is counted once, as a hand-over, by `judge` below.

@@ -282,13 +282,13 @@ impl MemoryState {
         }
         if self.behind_in_line(request, now) {
             self.place_in_line(request, now);
-            return Ok(AcquireOutcome::Busy { holder: None });
+            return Ok(AcquireOutcome::busy(None));
         }
         let Self {
             shared, last_token, ..
         } = self;
         let Some(record) = shared.get_mut(&request.name) else {
-            return Ok(AcquireOutcome::Busy { holder: None });
+            return Ok(AcquireOutcome::busy(None));
         };
         match record.try_acquire(request, now, || reserve_tokens(last_token)) {
             SharedGrant::Granted(token) => {
@@ -307,7 +307,7 @@ impl MemoryState {
             }
             SharedGrant::Busy(holder) => {
                 self.place_in_line(request, now);
-                Ok(AcquireOutcome::Busy { holder })
+                Ok(AcquireOutcome::busy(holder))
             }
         }
     }
@@ -611,15 +611,16 @@ impl LockStore for MemoryStore {
                     .contended_since
                     .map_or(waiting_since, |since| since.min(waiting_since)),
             );
-            let holder = current.holder.clone();
+            let (holder, lease_left) = (current.holder.clone(), current.expires_at - now);
             state.list_mutex_waiter(request, now);
             return Ok(AcquireOutcome::Busy {
                 holder: Some(holder),
+                lease_left: Some(lease_left),
             });
         }
         if state.behind_in_line(request, now) {
             state.place_in_line(request, now);
-            return Ok(AcquireOutcome::Busy { holder: None });
+            return Ok(AcquireOutcome::busy(None));
         }
         state.leave_line(&request.name, &request.holder, now);
         let token = reserve_tokens(&mut state.last_token);
@@ -794,6 +795,8 @@ impl LockStore for MemoryStore {
         self.state()
             .watchers
             .push((demand.holder().cloned(), sender));
+        // It watches from now on, and never stops while the receiver lives.
+        demand.watching();
         Some(receiver)
     }
 

@@ -138,22 +138,31 @@ pub(super) fn lease_of(document: &Document) -> Option<LeaseId> {
 }
 
 /// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
-/// we sent.
+/// we sent. A refusal that listed `listed`'s holder (with its `retry_within`) on the line
+/// says how long the lease had left, by the server's clock the place was stamped with.
 pub(super) fn acquire_outcome(
     returned: Option<Document>,
     lease: LeaseId,
+    listed: Option<(&str, Duration)>,
 ) -> Result<AcquireOutcome, StoreError> {
     let Some(document) = returned else {
         // Seen on SecantusDB under racing upserts and deletes: nothing was written for us.
-        return Ok(AcquireOutcome::Busy { holder: None });
+        return Ok(AcquireOutcome::busy(None));
     };
     if document.get(LEASE_ID) == Some(&lease_value(lease)) {
-        Ok(AcquireOutcome::acquired(granted_token(&document)?))
-    } else {
-        Ok(AcquireOutcome::Busy {
-            holder: holder(&document),
-        })
+        return Ok(AcquireOutcome::acquired(granted_token(&document)?));
     }
+    let lease_left = listed
+        .and_then(|(holder, retry_within)| line::placed_at(&document, holder, retry_within))
+        .zip(document.get_datetime(EXPIRES_AT).ok())
+        .map(|(now, expires)| {
+            let left = expires.timestamp_millis().saturating_sub(now).max(0);
+            Duration::from_millis(left.unsigned_abs())
+        });
+    Ok(AcquireOutcome::Busy {
+        holder: holder(&document),
+        lease_left,
+    })
 }
 
 /// Reads the answer of the release `findAndModify` (the document after the update):
@@ -378,7 +387,7 @@ pub(super) fn shared_acquire_outcome(
     readers_of: Option<&str>,
 ) -> Result<AcquireOutcome, StoreError> {
     let Some(document) = returned else {
-        return Ok(AcquireOutcome::Busy { holder: None });
+        return Ok(AcquireOutcome::busy(None));
     };
     let entries = holder_entries(&document)?;
     let ours = lease_value(lease);
@@ -399,9 +408,9 @@ pub(super) fn shared_acquire_outcome(
             }),
         };
     }
-    Ok(AcquireOutcome::Busy {
-        holder: entries.first().and_then(|first| holder(first)),
-    })
+    Ok(AcquireOutcome::busy(
+        entries.first().and_then(|first| holder(first)),
+    ))
 }
 
 /// Reads the answer of a shared hand-over's `findAndModify` (the record after it, which
@@ -618,26 +627,24 @@ mod tests {
             ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", GRANTED_TOKEN: 7_i64, TOKEN: 22_i64,
         };
         assert_eq!(
-            acquire_outcome(Some(returned), ours).unwrap(),
+            acquire_outcome(Some(returned), ours, None).unwrap(),
             AcquireOutcome::acquired(7)
         );
         // Written by a version that reserves no block: its token is the grant's.
         let unreserved = doc! { ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", TOKEN: 7_i64 };
         assert_eq!(
-            acquire_outcome(Some(unreserved), ours).unwrap(),
+            acquire_outcome(Some(unreserved), ours, None).unwrap(),
             AcquireOutcome::acquired(7)
         );
         let theirs =
             doc! { ID: "a", LEASE_ID: lease_value(LeaseId::new()), HOLDER: "them", TOKEN: 7_i64 };
         assert_eq!(
-            acquire_outcome(Some(theirs), ours).unwrap(),
-            AcquireOutcome::Busy {
-                holder: Some(HolderId::from_string("them".into()))
-            }
+            acquire_outcome(Some(theirs), ours, None).unwrap(),
+            AcquireOutcome::busy(Some(HolderId::from_string("them".into())))
         );
         assert_eq!(
-            acquire_outcome(None, ours).unwrap(),
-            AcquireOutcome::Busy { holder: None }
+            acquire_outcome(None, ours, None).unwrap(),
+            AcquireOutcome::busy(None)
         );
     }
 
@@ -671,13 +678,11 @@ mod tests {
         );
         assert_eq!(
             shared_acquire_outcome(Some(returned), LeaseId::new(), None).unwrap(),
-            AcquireOutcome::Busy {
-                holder: Some(HolderId::from_string("them".into()))
-            }
+            AcquireOutcome::busy(Some(HolderId::from_string("them".into())))
         );
         assert_eq!(
             shared_acquire_outcome(None, ours, None).unwrap(),
-            AcquireOutcome::Busy { holder: None }
+            AcquireOutcome::busy(None)
         );
     }
 

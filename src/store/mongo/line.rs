@@ -26,7 +26,7 @@ use std::time::Duration;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
-use super::pipeline::{literal, now_plus};
+use super::pipeline::{duration_ms, literal, now_plus};
 use crate::kind::{Access, LockKind};
 use crate::store::outcome::QueuedWaiter;
 use crate::store::request::{HolderId, mark_length};
@@ -205,6 +205,23 @@ fn live_places(document: &Document, now: i64) -> impl Iterator<Item = LivePlace<
                 arrival: place.get_datetime(ARRIVAL).ok()?.timestamp_millis(),
             })
         })
+}
+
+/// The server's `$$NOW` (its milliseconds) of the refused attempt that put `holder`'s place
+/// in `document`'s line for `retry_within`: the place ends then plus that (as
+/// [`with_place`] writes it), so an answer carries the server's clock without a field of
+/// its own. `None` if the document has no such place.
+pub(super) fn placed_at(document: &Document, holder: &str, retry_within: Duration) -> Option<i64> {
+    let until = document
+        .get_array(LINE)
+        .ok()?
+        .iter()
+        .filter_map(Bson::as_document)
+        .find(|place| place.get_str(HOLDER).ok() == Some(holder))?
+        .get_datetime(UNTIL)
+        .ok()?
+        .timestamp_millis();
+    Some(until - duration_ms(mark_length(retry_within)))
 }
 
 /// How long a place that arrived at `arrival` had waited at `now` (both the server's

@@ -372,7 +372,7 @@ impl MongoStore {
                 Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
             }
         }
-        Ok(AcquireOutcome::Busy { holder: None })
+        Ok(AcquireOutcome::busy(None))
     }
 
     /// `hand_over` on a shared record: one `findAndModify` that removes `from`'s place and
@@ -887,18 +887,20 @@ impl LockStore for MongoStore {
         match returned {
             // The pipeline leaves a shared record as it was; the answer is that record.
             Ok(Some(record)) => match document::record_kind(&record)? {
-                LockKind::Mutex => document::acquire_outcome(Some(record), request.lease),
+                LockKind::Mutex => {
+                    let listed = (!request.retry_within.is_zero())
+                        .then(|| (request.holder.as_str(), request.retry_within));
+                    document::acquire_outcome(Some(record), request.lease, listed)
+                }
                 found => Err(document::kind_mismatch(
                     &request.name,
                     found,
                     LockKind::Mutex,
                 )),
             },
-            Ok(None) => document::acquire_outcome(None, request.lease),
+            Ok(None) => document::acquire_outcome(None, request.lease, None),
             // Two first acquisitions raced to insert the document; the other one won.
-            Err(error) if errors::is_duplicate_key(&error) => {
-                Ok(AcquireOutcome::Busy { holder: None })
-            }
+            Err(error) if errors::is_duplicate_key(&error) => Ok(AcquireOutcome::busy(None)),
             Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
         }
     }

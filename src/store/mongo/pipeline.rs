@@ -157,7 +157,7 @@ fn expiry_ms(expiry: Duration) -> i64 {
 }
 
 /// A duration in whole milliseconds, rounded up.
-fn duration_ms(duration: Duration) -> i64 {
+pub(super) fn duration_ms(duration: Duration) -> i64 {
     i64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX)
 }
 

@@ -45,7 +45,7 @@ const LINGER: Duration = Duration::from_secs(10);
 /// How long the server holds a `getMore` that has nothing to report: a stream filtered to
 /// the releases meant for one manager is quiet most of the time, and an idle stream should
 /// cost next to nothing (the server answers at once when an event comes).
-const QUIET_GET_MORE: Duration = Duration::from_secs(10);
+const QUIET_GET_MORE: Duration = Duration::from_secs(30);
 
 /// Feeds `feed` while `demand` wants it, until the receiver is dropped.
 pub(super) async fn run(
@@ -112,6 +112,8 @@ pub(super) async fn run(
                         }
                     }
                 }
+                // Waiters that waited quietly for this stream poll again until it is back.
+                demand.not_watching();
                 if unwanted {
                     // Closed for lack of waiters, not broken: open again as soon as needed.
                     pause = FIRST_PAUSE;

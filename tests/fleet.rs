@@ -1,0 +1,129 @@
+//! Many processes on one lock, as the runtime's mechanisms see it (memory store, paused
+//! time, so every count is exact): while a holder keeps renewing, a waiting process asks a
+//! few times a minute rather than polling; a release costs one attempt, the woken
+//! manager's, whatever the number of waiting processes; and a crashed holder's lock is
+//! still taken over within a backoff of its lease's end.
+
+use std::time::Duration;
+
+use mongolock::testing::FaultyStore;
+use mongolock::{LockManager, LockOptions, MemoryStore};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep};
+
+/// A process: its manager and the store wrapper that counts what it asks.
+struct Process {
+    manager: LockManager,
+    store: FaultyStore<MemoryStore>,
+}
+
+async fn process(store: &MemoryStore, options: LockOptions) -> Process {
+    let store = FaultyStore::new(store.clone());
+    let manager = LockManager::start(store.clone(), options)
+        .await
+        .expect("a manager starts on the memory store");
+    Process { manager, store }
+}
+
+/// Each of `waiting` processes asks for "leader" with one task; returns their tasks.
+fn wait_for_leader(
+    waiting: &[Process],
+) -> Vec<JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>> {
+    waiting
+        .iter()
+        .map(|process| {
+            let lock = process.manager.lock("leader").expect("a valid name");
+            tokio::spawn(async move { lock.acquire().await })
+        })
+        .collect()
+}
+
+fn attempts(waiting: &[Process]) -> u64 {
+    waiting
+        .iter()
+        .map(|process| process.store.acquire_calls())
+        .sum()
+}
+
+/// One holder renewing for a minute, seven processes waiting: each asks about once per
+/// quiet interval (5 s), not once per backoff (0.8 s at most). Then the release wakes one
+/// of them, whose one attempt takes the lock: nobody else asks for it.
+#[tokio::test(start_paused = true)]
+async fn waiting_processes_stay_quiet_and_a_release_costs_one_attempt() {
+    let store = MemoryStore::new();
+    let leader = process(&store, LockOptions::default()).await;
+    let held = leader
+        .manager
+        .lock("leader")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for _ in 0..7 {
+        waiting.push(process(&store, LockOptions::default()).await);
+    }
+    let tasks = wait_for_leader(&waiting);
+    sleep(Duration::from_secs(5)).await; // every waiter refused and listed
+    let before = attempts(&waiting);
+    sleep(Duration::from_secs(60)).await;
+    let in_a_minute = attempts(&waiting) - before;
+    assert!(
+        in_a_minute <= 7 * 13,
+        "7 waiting processes asked {in_a_minute} times in a minute (polling would be ~525)"
+    );
+    assert!(in_a_minute >= 7 * 10, "they still ask: {in_a_minute}");
+
+    let before = attempts(&waiting);
+    held.release().await.unwrap();
+    let (granted, _, others) = futures::future::select_all(tasks).await;
+    let guard = granted.unwrap().unwrap();
+    assert_eq!(
+        attempts(&waiting) - before,
+        1,
+        "the release woke one process, whose attempt took the lock"
+    );
+    drop(guard);
+    for task in others {
+        task.abort();
+    }
+}
+
+/// The holder's process stops answering (crashed): its lease runs out on the store, and a
+/// waiting process, told the lease's end when it was refused, takes the lock within its
+/// longest backoff of that end, as it did when it polled.
+#[tokio::test(start_paused = true)]
+async fn a_crashed_holders_lock_is_taken_over_within_a_backoff_of_its_lease_end() {
+    let lease = Duration::from_secs(3);
+    let options = LockOptions::default().with_lease_duration(lease);
+    let longest_backoff = options.retry_backoff().1;
+    let store = MemoryStore::new();
+    let leader = process(&store, options.clone()).await;
+    let _held = leader
+        .manager
+        .lock("leader")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let mut waiting = Vec::new();
+    for _ in 0..3 {
+        waiting.push(process(&store, options.clone()).await);
+    }
+    let tasks = wait_for_leader(&waiting);
+    sleep(Duration::from_secs(10)).await; // renewed all along
+    leader.store.hang();
+    let crashed = Instant::now();
+    let (granted, _, others) = futures::future::select_all(tasks).await;
+    let _taken = granted.unwrap().unwrap();
+    // The last renewal went out at most a renew interval before the crash.
+    let bound = lease + longest_backoff;
+    assert!(
+        crashed.elapsed() <= bound,
+        "taken over {:?} after the crash (bound {bound:?})",
+        crashed.elapsed()
+    );
+    for task in others {
+        task.abort();
+    }
+}
