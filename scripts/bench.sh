@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# The performance benches (scenarios S1–S6 with their baselines, and issue 17's rows P1–P4 on
+# The performance benches (scenarios S1–S6 with their baselines, issue 17's rows P1–P4 on
 # the semaphore, reader/writer lock and multi-lock, each judged against the mutex measured in
-# the same run) against a throw-away SecantusDB server, started the same way scripts/test.sh
-# does (scripts/test-server.sh); with MONGODB_URI set it uses that server instead.
+# the same run, and issue 56's fleets S7–S9: P = 2, 8, 32, 64 processes on one lock, on a name
+# per pair, and waiting for one holder) against a throw-away SecantusDB server, started the
+# same way scripts/test.sh does (scripts/test-server.sh); with MONGODB_URI set it uses that
+# server instead.
 #
 #   scripts/bench.sh                full run: criterion benches, then every scenario with at
-#                                   least 3 repetitions (about 25 minutes on 2 cores, plus the
-#                                   release build)
+#                                   least 3 repetitions, the fleets once (about 32 minutes on 2
+#                                   cores, plus the release build)
 #   scripts/bench.sh --quick        smoke test: short criterion runs and one short repetition
-#                                   of each scenario (under 3 minutes plus the build)
+#                                   of each scenario (about 5 minutes plus the build)
 #   scripts/bench.sh --only=s3,s5   only these scenario groups (s1 s2 s3 s4 s5 s6 p1 p2 p3 p4
-#                                   explain); implies --no-criterion
+#                                   explain s7 s8 s9); implies --no-criterion. The fleets alone,
+#                                   --only=s7,s8,s9, take about 7 minutes (quick: 2)
 #   scripts/bench.sh --no-criterion skip the criterion benches
 #
-# Writes target/bench/results-<mode>.md (machine, commit, the scenarios' markdown tables) and
-# target/bench/criterion-<mode>.txt; criterion's own reports are under target/criterion.
+# Writes target/bench/results-<mode>.md (machine, commit, the scenarios' markdown tables),
+# target/bench/criterion-<mode>.txt, and target/bench/fleet.svg (the S7–S9 figures against the
+# number of processes) when a fleet ran; criterion's own reports are under target/criterion.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,7 +31,7 @@ for arg in "$@"; do
         --quick) mode=quick; scenario_args+=(--quick) ;;
         --no-criterion) criterion=0 ;;
         --only=*) criterion=0; scenario_args+=("$arg") ;;
-        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -61,7 +65,7 @@ if ((criterion)); then
         "${criterion_args[@]}" 2>&1 | tee "$criterion_log"
 fi
 
-echo "bench.sh: scenarios (S1–S6 and P1–P4 with baselines)" >&2
+echo "bench.sh: scenarios (S1–S6 and P1–P4 with baselines, fleets S7–S9)" >&2
 {
     echo "# mongolock benches ($mode run, $(date -u +%Y-%m-%dT%H:%MZ))"
     echo
@@ -74,7 +78,8 @@ echo "bench.sh: scenarios (S1–S6 and P1–P4 with baselines)" >&2
 table="$out_dir/scenarios-$mode.md"
 # A measurement that errored makes the run fail, after the table is written.
 status=0
-cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null ||
+cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" \
+    --charts="$out_dir" >/dev/null ||
     status=$?
 {
     echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

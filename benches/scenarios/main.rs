@@ -1,11 +1,14 @@
 //! The performance scenarios S1–S6 of mongolock, each beside its baselines measured in the
-//! same run, and issue 17's rows P1–P4 on the semaphore, reader/writer lock and multi-lock
-//! (each judged against the mutex measured in the same run), printed as markdown tables.
+//! same run, issue 17's rows P1–P4 on the semaphore, reader/writer lock and multi-lock
+//! (each judged against the mutex measured in the same run), and issue 56's fleets S7–S9
+//! (P processes on one lock, on a name per pair, waiting for one holder), printed as markdown
+//! tables.
 //!
 //! ```text
 //! scripts/bench.sh            # full run: starts the test server, criterion benches + this
 //! scripts/bench.sh --quick    # one short repetition of everything (a few minutes)
-//! cargo bench --bench scenarios -- [--quick] [--only=s1,s3,p1] [--out=FILE]   # MONGODB_URI set
+//! cargo bench --bench scenarios -- [--quick] [--only=s1,s3,p1] [--out=FILE] [--charts=DIR]
+//!                                                                   # MONGODB_URI set
 //! ```
 //!
 //! Under `cargo test` (no `--bench` argument) it runs a tiny smoke version of every scenario,
@@ -14,15 +17,19 @@
 //! Every measurement runs in a fresh child process of this binary (see `child.rs`), capped in
 //! time; a run that overstays its cap is reported as a timeout, which is a result.
 
+mod chart;
 mod child;
 mod contention;
 mod explain;
 mod failover;
+mod fleet;
+mod fleet_worker;
 mod latency;
 mod many;
 mod plan;
 mod primitives;
 mod report;
+mod report_fleet;
 mod report_primitives;
 mod runner;
 mod shared_contention;
@@ -55,6 +62,9 @@ fn main() -> ExitCode {
     let out = args
         .iter()
         .find_map(|arg| arg.strip_prefix("--out=").map(str::to_owned));
+    let charts = args
+        .iter()
+        .find_map(|arg| arg.strip_prefix("--charts=").map(str::to_owned));
     // Fail early, naming the fix, rather than once per child.
     let _ = support::server::uri();
 
@@ -104,6 +114,17 @@ fn main() -> ExitCode {
         eprintln!("scenarios: cannot write {path}: {e}");
         return ExitCode::FAILURE;
     }
+    if let (Some(dir), Some(chart)) = (charts, report_fleet::chart(&results)) {
+        let path = std::path::Path::new(&dir).join("fleet.svg");
+        if let Err(e) = std::fs::write(&path, chart) {
+            eprintln!("scenarios: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!(
+            "scenarios: chart of the fleets written to {}",
+            path.display()
+        );
+    }
     // A timeout is a figure; a measurement that errored is a broken bench.
     if failed_setup {
         eprintln!("scenarios: some measurements failed (see above)");
@@ -150,6 +171,10 @@ fn run_child(args: &[String]) -> ExitCode {
         "p3" => runtime.block_on(shared_contention::p3(&args)),
         "p4" => runtime.block_on(primitives::p4(&args)),
         "explain" => runtime.block_on(explain::explain_scenario(&args)),
+        "s7" => runtime.block_on(fleet::s7(&args)),
+        "s8" => runtime.block_on(fleet::s8(&args)),
+        "s9" => runtime.block_on(fleet::s9(&args)),
+        "fleet-worker" => runtime.block_on(fleet_worker::worker(&args)),
         other => Err(format!("unknown scenario {other:?}")),
     };
     // Leave at once: a struggling runtime's leftover tasks must not hold the process.

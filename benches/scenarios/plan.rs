@@ -29,7 +29,13 @@ pub(crate) struct Job {
     pub(crate) cap: Duration,
 }
 
-fn job(group: &'static str, key: &str, args: &[String], reps: usize, cap_secs: u64) -> Job {
+pub(crate) fn job(
+    group: &'static str,
+    key: &str,
+    args: &[String],
+    reps: usize,
+    cap_secs: u64,
+) -> Job {
     Job {
         group,
         key: key.to_owned(),
@@ -40,7 +46,7 @@ fn job(group: &'static str, key: &str, args: &[String], reps: usize, cap_secs: u
 }
 
 /// `["s1", "system=floor", "cycles=1000"]` from `"s1 system=floor cycles=1000"`.
-fn args(text: &str) -> Vec<String> {
+pub(crate) fn args(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_owned).collect()
 }
 
@@ -222,6 +228,7 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         1,
         180,
     ));
+    jobs.extend(crate::fleet::jobs(mode));
     jobs
 }
 

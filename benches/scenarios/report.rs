@@ -132,17 +132,28 @@ impl Table {
     }
 }
 
-/// The whole report: S1–S6 if any ran, then issue 17's rows if any ran.
+/// The whole report: S1–S6 if any ran, then issue 17's rows, then issue 56's fleets (S7–S9),
+/// each if any ran.
 pub(crate) fn render(results: &Results) -> String {
+    use crate::report_fleet::is_fleet;
     let mut out = String::new();
-    if results.keys().any(|key| !key.starts_with('p')) {
-        out.push_str(&render_s(results));
-    }
-    if results.keys().any(|key| key.starts_with('p')) {
+    let mut section = |text: String| {
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&crate::report_primitives::render(results));
+        out.push_str(&text);
+    };
+    if results
+        .keys()
+        .any(|key| !key.starts_with('p') && !is_fleet(key))
+    {
+        section(render_s(results));
+    }
+    if results.keys().any(|key| key.starts_with('p')) {
+        section(crate::report_primitives::render(results));
+    }
+    if results.keys().any(|key| is_fleet(key)) {
+        section(crate::report_fleet::render(results));
     }
     out
 }

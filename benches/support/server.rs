@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use mongodb::bson::doc;
+use mongodb::event::EventHandler;
+use mongodb::event::command::CommandEvent;
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 
@@ -27,12 +29,25 @@ pub(crate) fn uri() -> String {
 ///
 /// A message naming the URI when it is malformed or the server does not answer.
 pub(crate) async fn client(uri: &str, app_name: &str, log: &CommandLog) -> Result<Client, String> {
+    client_with_handler(uri, app_name, log.handler()).await
+}
+
+/// [`client`] with another command event handler (one that also reads the replies, say).
+///
+/// # Errors
+///
+/// As [`client`].
+pub(crate) async fn client_with_handler(
+    uri: &str,
+    app_name: &str,
+    handler: EventHandler<CommandEvent>,
+) -> Result<Client, String> {
     let mut options = ClientOptions::parse(uri)
         .await
         .map_err(|e| format!("MONGODB_URI {uri:?} is not a valid connection string: {e}"))?;
     options.server_selection_timeout = Some(Duration::from_secs(5));
     options.app_name = Some(app_name.to_owned());
-    options.command_event_handler = Some(log.handler());
+    options.command_event_handler = Some(handler);
     let client = Client::with_options(options)
         .map_err(|e| format!("cannot create a client for {uri:?}: {e}"))?;
     client
