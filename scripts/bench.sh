@@ -2,7 +2,8 @@
 # The performance benches (scenarios S1–S6 with their baselines, and issue 17's rows P1–P4 on
 # the semaphore, reader/writer lock and multi-lock, each judged against the mutex measured in
 # the same run) against a throw-away SecantusDB server, started the same way scripts/test.sh
-# does (scripts/test-server.sh); with MONGODB_URI set it uses that server instead.
+# does (scripts/test-server.sh); with MONGODB_URI set it uses that server instead. The benches
+# are the workspace's package `mongolock-benches` (benches/Cargo.toml).
 #
 #   scripts/bench.sh                full run: criterion benches, then every scenario with at
 #                                   least 3 repetitions (about 25 minutes on 2 cores, plus the
@@ -48,7 +49,7 @@ criterion_log="$out_dir/criterion-$mode.txt"
 
 # Build first, so no measurement's time cap includes compiling.
 echo "bench.sh: building the benches (release profile)" >&2
-cargo bench --features mongodb --no-run -q
+cargo bench -p mongolock-benches --no-run -q
 SECONDS=0
 
 if ((criterion)); then
@@ -57,7 +58,7 @@ if ((criterion)); then
         criterion_args=(--warm-up-time 0.5 --measurement-time 1 --sample-size 10)
     fi
     echo "bench.sh: criterion benches (S1, S2, S4); log in $criterion_log" >&2
-    cargo bench -q --features mongodb --bench acquire_release --bench mongo_ops -- \
+    cargo bench -q -p mongolock-benches --bench acquire_release --bench mongo_ops -- \
         "${criterion_args[@]}" 2>&1 | tee "$criterion_log"
 fi
 
@@ -74,7 +75,7 @@ echo "bench.sh: scenarios (S1–S6 and P1–P4 with baselines)" >&2
 table="$out_dir/scenarios-$mode.md"
 # A measurement that errored makes the run fail, after the table is written.
 status=0
-cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null ||
+cargo bench -q -p mongolock-benches --bench scenarios -- "${scenario_args[@]}" --out="$table" >/dev/null ||
     status=$?
 {
     echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
