@@ -83,7 +83,7 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
-use mongodb::{Collection, Database};
+use mongodb::{Client, Collection, Database};
 
 pub use builder::MongoStoreBuilder;
 
@@ -618,6 +618,36 @@ impl MongoStore {
     /// assert_eq!(mongolock::MongoStore::DEFAULT_COLLECTION, "distributed_locks");
     /// ```
     pub const DEFAULT_COLLECTION: &str = "distributed_locks";
+
+    /// The database [`from_client`](Self::from_client) and the `mongolock` tool use when the
+    /// connection string names none.
+    ///
+    /// ```
+    /// assert_eq!(mongolock::MongoStore::DEFAULT_DATABASE, "mongolock");
+    /// ```
+    pub const DEFAULT_DATABASE: &str = "mongolock";
+
+    /// A store where the `mongolock` tool looks by default: the database the client's
+    /// connection string names (`mongodb://host/DB`), else
+    /// [`DEFAULT_DATABASE`](Self::DEFAULT_DATABASE), collection `distributed_locks`, write
+    /// concern `majority`. So the tool given the application's connection string (`mongolock
+    /// --uri URI status`) sees the application's locks. Does no I/O, like [`new`](Self::new).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::mongodb::error::Error> {
+    /// use mongolock::{MongoStore, mongodb::Client};
+    /// let named = Client::with_uri_str("mongodb://localhost:27017/orders").await?;
+    /// assert_eq!(MongoStore::from_client(&named).database().name(), "orders");
+    /// let unnamed = Client::with_uri_str("mongodb://localhost:27017").await?;
+    /// assert_eq!(MongoStore::from_client(&unnamed).database().name(), "mongolock");
+    /// # Ok(()) }
+    /// ```
+    pub fn from_client(client: &Client) -> Self {
+        let database = client
+            .default_database()
+            .unwrap_or_else(|| client.database(Self::DEFAULT_DATABASE));
+        Self::new(database)
+    }
 
     /// A store on the collection `distributed_locks` of `database`, write concern `majority`.
     /// Does no I/O and checks nothing: a database name MongoDB refuses is reported by
