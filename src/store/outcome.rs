@@ -94,6 +94,11 @@ pub enum ExtendOutcome {
     Extended,
     /// The record no longer carries the caller's lease (taken over, released or deleted).
     NotOwner,
+    /// The record no longer carries the caller's lease because an operator force-released
+    /// it (the record's trace of the forced release names the lease). A store that cannot
+    /// tell answers [`NotOwner`](Self::NotOwner) instead; the holder loses the lock either
+    /// way, this only names the reason ([`LossReason::ForceReleased`](crate::LossReason::ForceReleased)).
+    ForceReleased,
 }
 
 /// The answer to an owner-checked release.

@@ -14,7 +14,7 @@
 //!   token:        NumberLong(1718000000000016), // last token of that grant's reserved block
 //!   contendedAt:  ISODate("…") | null,          // since when other managers wait for this grant
 //!   lastContendedMs: NumberLong(…) | null,      // how long they had waited at the last release
-//!   forcedRelease: {at, holder, expiresAt},     // only after an operator's force-release
+//!   forcedRelease: {at, holder, leaseId, expiresAt}, // only after an operator's force-release
 //!   line: [{holder, arrival, until}, …],        // managers waiting in arrival order (`line.rs`)
 //!   withdrawnAt:  ISODate("…")                  // a manager's waiters last gave up (`withdrawal.rs`)
 //! }
@@ -171,7 +171,7 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   `aggregate([$addFields {serverNow: $$NOW}, $sort {_id: 1}])`.
 /// - **force release** (for operators, not the runtime; [`MongoStore::force_release`]):
 ///   `findAndModify({_id, leaseId: {$ne: null}, $expr: expiresAt > $$NOW},
-///   [$set forcedRelease: {at: $$NOW, holder, expiresAt}, <release>])`; when that finds no
+///   [$set forcedRelease: {at: $$NOW, holder, leaseId, expiresAt}, <release>])`; when that finds no
 ///   held mutex, a second one clears every holder of a held shared record.
 ///
 /// # Fencing tokens
@@ -463,6 +463,60 @@ impl MongoStore {
             Ok(held) => outcomes_by_lease(requests, &held),
             Err(error) => failed(error),
         }
+    }
+
+    /// One lease's renewal, a forced release not yet told apart from other losses.
+    async fn extend_one(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        check_lease_length(request.lease_duration)?;
+        if request.key.shared {
+            return self
+                .extend_shared(&[request])
+                .await
+                .pop()
+                .unwrap_or(Ok(ExtendOutcome::NotOwner));
+        }
+        self.extend_mutex(request).await
+    }
+
+    /// `outcomes` (one per request) with each lease gone that an operator's forced release
+    /// cleared answered [`ExtendOutcome::ForceReleased`], by the trace the release left (one
+    /// `aggregate`, only when some lease is gone). The lease is lost either way: when the
+    /// trace cannot be read, the answer stays `NotOwner`.
+    async fn name_forced_releases(
+        &self,
+        requests: &[&ExtendRequest],
+        mut outcomes: Vec<Result<ExtendOutcome, StoreError>>,
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let gone: Vec<&str> = requests
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, outcome)| matches!(outcome, Ok(ExtendOutcome::NotOwner)))
+            .map(|(request, _)| request.key.name.as_str())
+            .collect();
+        if gone.is_empty() {
+            return outcomes;
+        }
+        let forced = match self
+            .leases_found(
+                pipeline::forced_releases(&gone),
+                "extend (aggregate forced releases)",
+                document::forced_leases,
+            )
+            .await
+        {
+            Ok(forced) => forced,
+            Err(error) => {
+                tracing::debug!(%error, "could not read the traces of forced releases");
+                return outcomes;
+            }
+        };
+        for (request, outcome) in requests.iter().zip(&mut outcomes) {
+            if matches!(outcome, Ok(ExtendOutcome::NotOwner)) && forced.contains(&request.key.lease)
+            {
+                *outcome = Ok(ExtendOutcome::ForceReleased);
+            }
+        }
+        outcomes
     }
 
     /// One mutex lease's renewal: the batch's decision for a batch of one.
@@ -817,7 +871,8 @@ impl MongoStore {
     /// kept, so the next grant's token is larger.
     ///
     /// The holder is not asked: its next renewal (within one extension cadence) finds the
-    /// lease gone and reports the loss ([`LossReason::Superseded`](crate::LossReason::Superseded)).
+    /// lease gone, reads this trace, and reports the loss as
+    /// [`LossReason::ForceReleased`](crate::LossReason::ForceReleased).
     /// Until then it may still act as the holder, and another process can take the lock at
     /// once, so only fenced writes stay safe; use this for holders that are stuck, not as a
     /// way to hand work over.
@@ -825,7 +880,7 @@ impl MongoStore {
     /// Returns the grant that was cleared (holder, token, the time it had left and how long
     /// others had waited, by the server's clock), or `None` when nothing held the lock
     /// (free, expired, or never used), in which case nothing was written. The document
-    /// keeps a trace: `forcedRelease: {at, holder, expiresAt}`.
+    /// keeps a trace: `forcedRelease: {at, holder, leaseId, expiresAt}`.
     ///
     /// A semaphore or reader/writer lock is freed whole: every unexpired holder is cleared at
     /// once (an operator cannot pick one holder out of a shared record from the command
@@ -938,17 +993,14 @@ impl LockStore for MongoStore {
 
     /// A mutex lease: one `updateOne` (plus one `aggregate` when it was matched but not
     /// modified); a shared place: one `updateOne` `$map`ping the record's holders (plus one
-    /// `aggregate` likewise).
+    /// `aggregate` likewise). A lease found gone costs one more `aggregate`, for the trace
+    /// of a forced release.
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        check_lease_length(request.lease_duration)?;
-        if request.key.shared {
-            return self
-                .extend_shared(&[request])
-                .await
-                .pop()
-                .unwrap_or(Ok(ExtendOutcome::NotOwner));
-        }
-        self.extend_mutex(request).await
+        let outcome = self.extend_one(request).await;
+        self.name_forced_releases(&[request], vec![outcome])
+            .await
+            .pop()
+            .unwrap_or(Ok(ExtendOutcome::NotOwner))
     }
 
     /// Each grant records the last token of its block in `token` (and its own in
@@ -985,7 +1037,8 @@ impl LockStore for MongoStore {
     /// One `update` for the batch's mutex leases (by names and lease ids, served by the `_id`
     /// index) and one for its shared places (`$map` over the holders of their records), sent
     /// side by side; when not every lease of one of them was extended, one `aggregate` says
-    /// which still hold. Leases of different lengths are extended one by one.
+    /// which still hold, and when some lease is lost one more reads the traces of forced
+    /// releases. Leases of different lengths are extended one by one.
     async fn extend_many(
         &self,
         requests: &[ExtendRequest],
@@ -999,12 +1052,13 @@ impl LockStore for MongoStore {
         let one_expiry = requests
             .iter()
             .all(|r| r.lease_duration == first.lease_duration);
+        let all: Vec<&ExtendRequest> = requests.iter().collect();
         if requests.len() == 1 || !one_expiry {
             let mut results = Vec::with_capacity(requests.len());
             for request in requests {
-                results.push(self.extend(request).await);
+                results.push(self.extend_one(request).await);
             }
-            return results;
+            return self.name_forced_releases(&all, results).await;
         }
         let (shared, mutexes): (Vec<&ExtendRequest>, Vec<&ExtendRequest>) =
             requests.iter().partition(|r| r.key.shared);
@@ -1012,7 +1066,7 @@ impl LockStore for MongoStore {
             futures::join!(self.extend_shared(&shared), self.extend_mutexes(&mutexes));
         let (mut shared_results, mut mutex_results) =
             (shared_results.into_iter(), mutex_results.into_iter());
-        requests
+        let results = requests
             .iter()
             .map(|r| {
                 let next = if r.key.shared {
@@ -1022,7 +1076,8 @@ impl LockStore for MongoStore {
                 };
                 next.unwrap_or(Ok(ExtendOutcome::NotOwner))
             })
-            .collect()
+            .collect();
+        self.name_forced_releases(&all, results).await
     }
 
     /// One `findAndModify` (the document after it says how long others had waited): on a
