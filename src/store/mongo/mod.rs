@@ -10,8 +10,8 @@
 //!   expiresAt:    ISODate("…"),                 // end of the lease by the server's clock (once
 //!                                               // released in arrival order: of the line's last place, if later)
 //!   acquiredAt:   ISODate("…"),                 // start of the current grant, server clock
-//!   grantedToken: NumberLong(1718000000000001), // fencing token of the current/last grant
-//!   token:        NumberLong(1718000000000016), // last token of that grant's reserved block
+//!   grantedToken: NumberLong(1718000000000000), // fencing token of the current/last grant
+//!   token:        NumberLong(1718000000000015), // last token of that grant's reserved block
 //!   contendedAt:  ISODate("…") | null,          // since when other managers wait for this grant
 //!   lastContendedMs: NumberLong(…) | null,      // how long they had waited at the last release
 //!   forcedRelease: {at, holder, leaseId, expiresAt}, // only after an operator's force-release
@@ -180,10 +180,13 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 /// [`LockStore::tokens_per_grant`]): its own, in `grantedToken`, and the 15 after it, which
 /// the holder's process hands to its own waiters without a store call. `token` records the
 /// block's last one. A grant's token is `max(token + 1, server time in ms × 1000)`, and its
-/// block ends 15 later, so every grant continues past the whole previous block. While the
-/// document exists, tokens increase by the `+ 1`; after it is deleted (by the TTL monitor or
-/// an operator) the next token is at least the server's current millisecond × 1000, which is
-/// larger than every token issued before as long as
+/// block ends 15 later, so every grant continues past the whole previous block. The clock's
+/// term wins unless the previous grant was in the same server millisecond, so tokens read
+/// like the server's clock (`1718000000000000` for a grant at `1718000000000` ms); the
+/// `+ 1` keeps grants within one millisecond apart while the document exists. After it is
+/// deleted (by the TTL monitor or an operator) only the clock's term is left: the next token
+/// is at least the server's current millisecond × 1000, which is larger than every token
+/// issued before as long as
 /// - the server's clock does not go backwards across the deletion (on a replica set: the
 ///   clocks of successive primaries agree to within the time between the deletion and the
 ///   next grant), and
