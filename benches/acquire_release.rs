@@ -2,7 +2,7 @@
 //! to one and two plain tokio mpsc + oneshot round trips measured in the same run (the floor
 //! any actor-based design pays per message exchange; acquire + release is two exchanges).
 //!
-//! `cargo bench --bench acquire_release`
+//! `cargo bench -p mongolock-benches --bench acquire_release`
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]

@@ -4,8 +4,8 @@
 //! `distributed-lock-mongo` and the memory store; then distinct names at 1, 8 and 64
 //! concurrent tasks against the floor's throughput.
 //!
-//! `cargo bench --bench mongo_ops` (the markdown table with ratios comes from
-//! `cargo bench --bench scenarios`).
+//! `cargo bench -p mongolock-benches --bench mongo_ops` (the markdown table with ratios comes
+//! from `cargo bench -p mongolock-benches --bench scenarios`).
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]

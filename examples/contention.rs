@@ -7,8 +7,8 @@
 //! dashboard in `examples/grafana/`.
 //!
 //! ```text
-//! cargo run --example contention -- --metrics-port 9464 --duration 120
-//! cargo run --example contention -- --mongodb-uri mongodb://127.0.0.1:27017
+//! cargo run --example contention --features prometheus -- --metrics-port 9464 --duration 120
+//! cargo run --example contention --features prometheus -- --mongodb-uri mongodb://127.0.0.1:27017
 //! ```
 
 #[path = "support/mod.rs"]

@@ -404,16 +404,11 @@ fn end_term(terms: &mut [Term], token: u64, start: Instant, why: String) {
     }
 }
 
+/// The event's own line (`Display`), the election standing out.
 fn describe(event: &ElectionEvent) -> String {
     match event {
         ElectionEvent::Elected { token } => format!("ELECTED (token {token})"),
-        ElectionEvent::Deposed { token, reason } => format!("deposed (token {token}): {reason}"),
-        ElectionEvent::Resigned { token } => format!("resigned (token {token})"),
-        ElectionEvent::LeaderChanged { leader: Some(l) } => {
-            format!("sees leader {} (token {})", l.holder, l.token)
-        }
-        ElectionEvent::LeaderChanged { leader: None } => "sees no leader".to_owned(),
-        other => format!("{other:?}"),
+        other => other.to_string(),
     }
 }
 

@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! scripts/soak.sh                     # 10 minutes against a throw-away test server
-//! cargo run --example soak -- --minutes 1 --mongodb-uri mongodb://127.0.0.1:27017
+//! cargo run --example soak --features testing -- --minutes 1 --mongodb-uri mongodb://127.0.0.1:27017
 //! ```
 
 use std::process::ExitCode;

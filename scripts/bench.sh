@@ -4,7 +4,8 @@
 # the same run, and issue 56's fleets S7–S9: P = 2, 8, 32, 64 processes on one lock, on a name
 # per pair, and waiting for one holder) against a throw-away SecantusDB server, started the
 # same way scripts/test.sh does (scripts/test-server.sh); with MONGODB_URI set it uses that
-# server instead.
+# server instead. The benches are the workspace's package `mongolock-benches`
+# (benches/Cargo.toml).
 #
 #   scripts/bench.sh                full run: criterion benches, then every scenario with at
 #                                   least 3 repetitions, the fleets once (about 32 minutes on 2
@@ -52,7 +53,7 @@ criterion_log="$out_dir/criterion-$mode.txt"
 
 # Build first, so no measurement's time cap includes compiling.
 echo "bench.sh: building the benches (release profile)" >&2
-cargo bench --features mongodb --no-run -q
+cargo bench -p mongolock-benches --no-run -q
 SECONDS=0
 
 if ((criterion)); then
@@ -61,7 +62,7 @@ if ((criterion)); then
         criterion_args=(--warm-up-time 0.5 --measurement-time 1 --sample-size 10)
     fi
     echo "bench.sh: criterion benches (S1, S2, S4); log in $criterion_log" >&2
-    cargo bench -q --features mongodb --bench acquire_release --bench mongo_ops -- \
+    cargo bench -q -p mongolock-benches --bench acquire_release --bench mongo_ops -- \
         "${criterion_args[@]}" 2>&1 | tee "$criterion_log"
 fi
 
@@ -78,7 +79,7 @@ echo "bench.sh: scenarios (S1–S6 and P1–P4 with baselines, fleets S7–S9)" 
 table="$out_dir/scenarios-$mode.md"
 # A measurement that errored makes the run fail, after the table is written.
 status=0
-cargo bench -q --features mongodb --bench scenarios -- "${scenario_args[@]}" --out="$table" \
+cargo bench -q -p mongolock-benches --bench scenarios -- "${scenario_args[@]}" --out="$table" \
     --charts="$out_dir" >/dev/null ||
     status=$?
 {

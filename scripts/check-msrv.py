@@ -20,7 +20,8 @@ def run(*args):
 
 
 metadata = json.loads(run("cargo", "metadata", "--format-version", "1", "--locked"))
-ours = next(p for p in metadata["packages"] if p["id"] in metadata["workspace_members"])
+# The root package (the workspace's other member, the benches, is not published).
+ours = next(p for p in metadata["packages"] if p["id"] == metadata["resolve"]["root"])
 declared = ours.get("rust_version")
 if not declared:
     sys.exit("check-msrv: Cargo.toml declares no rust-version")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The published crate builds from the package alone: packages the crate as crates.io would
 # receive it (Cargo.toml's `include` list, the normalised manifest, the lock file), unpacks
-# it, and checks every target — library, tool, examples, tests, benches — with all features.
+# it, and checks every target — library, tool, examples, tests — with all features. (The
+# benches are a separate package of the workspace, `benches/Cargo.toml`, not published.)
 # A file the package misses (a `#[path]` module, an example's helper) fails here. No source
 # file is compiled only without a feature (no `cfg(not(feature))` module), so all features
 # see every file; a target that needs a feature without declaring it is caught by the lints
@@ -38,9 +39,12 @@ target_dir="$(cargo metadata --no-deps --format-version 1 --locked | python3 -c 
 import json, sys
 print(json.load(sys.stdin)["target_directory"])
 ')"
+# The root package: the workspace's other member (the benches) is not published.
 version="$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
-import json, sys
-package = json.load(sys.stdin)["packages"][0]
+import json, os, sys
+root = os.path.realpath("Cargo.toml")
+package = next(p for p in json.load(sys.stdin)["packages"]
+               if os.path.realpath(p["manifest_path"]) == root)
 print("{}-{}".format(package["name"], package["version"]))
 ')"
 package_dir="$target_dir/package/$version"

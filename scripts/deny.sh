@@ -50,4 +50,5 @@ if (($# == 0)); then
     set -- licenses bans sources
 fi
 # The duplicates' inclusion trees run to hundreds of lines; their names say enough.
-"${deny[@]}" deny check --hide-inclusion-graph "$@"
+# --workspace: the benches' package too (criterion, the peer crate they measure against).
+"${deny[@]}" deny --workspace check --hide-inclusion-graph "$@"

@@ -25,7 +25,7 @@ esac
 # Every repository path a document or a comment cites exists (under a second).
 python3 scripts/check-paths.py
 cargo fmt --all -- --check
-cargo clippy --all-targets --all-features -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test -q --all-features --lib --bins --test memory_store --test metrics --test layering --test run_locked --test properties
 # The deterministic simulation, a fortieth of the schedules scripts/test.sh runs.
 MONGOLOCK_SIM_SCHEDULES="${MONGOLOCK_SIM_SCHEDULES:-100}" cargo test -q --all-features --test simulation

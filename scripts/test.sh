@@ -55,8 +55,10 @@ trap 'pkill -P "$server_build" 2>/dev/null; kill "$server_build" 2>/dev/null || 
 
 timed "fmt" cargo fmt --all -- --check
 # The feature matrix: the library alone (no MongoDB), the defaults, and everything. Targets
-# that need a feature declare it (required-features), so each set builds what it can.
-for features in --no-default-features "" --all-features; do
+# that need a feature declare it (required-features), so each set builds what it can. The
+# benches' package (benches/Cargo.toml) joins the all-features run only: it turns on the
+# `mongodb` feature, which would hide what the library does without it.
+for features in --no-default-features "" "--all-features --workspace"; do
     timed "clippy ${features:-(default features)}" cargo clippy --all-targets $features -- -D warnings
 done
 # The crate as published (cargo package) builds every target on its own; its README has no
@@ -94,7 +96,8 @@ timed "main job" main_job || { echo "test.sh: the main job failed" >&2; status=1
 # Every example builds (the Prometheus end-to-end test runs the contention binary).
 timed "examples" cargo build -q --examples --all-features || status=$?
 timed "tests, no features" cargo test --no-default-features --lib --tests --no-fail-fast || status=$?
-timed "tests, all features" cargo test --all-features --all-targets --no-fail-fast || status=$?
+# --workspace: with the benches, whose scenario binary runs a short smoke of every scenario.
+timed "tests, all features" cargo test --all-features --workspace --all-targets --no-fail-fast || status=$?
 timed "doc tests" cargo test --all-features --doc --no-fail-fast || status=$?
 # The multi-process fault checker, short configuration: every fault kind at least once.
 timed "fault checker" scripts/fault-check.sh --short || status=$?

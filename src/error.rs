@@ -125,6 +125,7 @@ pub enum LockError {
 /// use mongolock::LossReason;
 /// assert_eq!(LossReason::Superseded.as_str(), "superseded");
 /// assert_eq!(LossReason::Superseded.to_string(), "the lock was taken over or its record deleted");
+/// assert_eq!(LossReason::ForceReleased.to_string(), "an operator force-released the lock");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -132,6 +133,11 @@ pub enum LossReason {
     /// A renewal found the record no longer carries our lease: another owner took it over
     /// (after our lease expired on the store) or the record was deleted.
     Superseded,
+    /// An operator force-released the lock while this holder held it (`mongolock release
+    /// --force`, [`MongoStore::force_release`](crate::MongoStore::force_release)): the
+    /// record's `forcedRelease` trace names this holder's lease. Another process may take
+    /// the lock at once, so the holder must stop at once.
+    ForceReleased,
     /// The local renew deadline passed while a renewal was still unanswered (store hung or
     /// unreachable). Measured from when the last successful renewal was *sent*, so it fires
     /// before the lease can expire on the store.
@@ -156,6 +162,7 @@ impl LossReason {
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Superseded => "superseded",
+            Self::ForceReleased => "force_released",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::StoreErrors { .. } => "store_errors",
             Self::Shutdown => "shutdown",
@@ -168,6 +175,7 @@ impl fmt::Display for LossReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Superseded => f.write_str("the lock was taken over or its record deleted"),
+            Self::ForceReleased => f.write_str("an operator force-released the lock"),
             Self::DeadlineExceeded => {
                 f.write_str("no renewal was confirmed before the local renew deadline")
             }

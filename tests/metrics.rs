@@ -56,8 +56,11 @@ impl Totals {
                 }
             };
             let entry = self.values.entry(series).or_default();
-            if ["mongolock_leader", "mongolock_oldest_waiter_since_seconds"]
-                .contains(&key.key().name())
+            if [
+                "mongolock_leader",
+                "mongolock_oldest_waiter_start_time_seconds",
+            ]
+            .contains(&key.key().name())
             {
                 *entry = amount; // set, not incremented: the latest value is the value
             } else {
@@ -110,7 +113,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     // Granted at its first attempt, the acquisition never waited: the oldest-waiter gauge's
     // registry is not touched.
     assert_eq!(
-        totals.stored("mongolock_oldest_waiter_since_seconds", &[]),
+        totals.stored("mongolock_oldest_waiter_start_time_seconds", &[]),
         None
     );
 
@@ -131,7 +134,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
         .as_secs_f64();
     // Read from the snapshot the waiters' count came from: a snapshot resets gauges.
     let since = totals
-        .stored("mongolock_oldest_waiter_since_seconds", &[])
+        .stored("mongolock_oldest_waiter_start_time_seconds", &[])
         .expect("the oldest waiter is reported");
     assert!(
         (unix_now - 5.0..=unix_now).contains(&since),
@@ -273,7 +276,7 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     // shows, though no attempt of its own was refused.
     let waiting_since = totals.value(
         &snapshotter,
-        "mongolock_oldest_waiter_since_seconds",
+        "mongolock_oldest_waiter_start_time_seconds",
         &[("lock", "relay")],
     );
     assert!(
@@ -473,7 +476,11 @@ async fn contention_holds_renewals_and_losses_are_measured() {
     held.release().await.unwrap();
     let got_in = waiter.await.unwrap().unwrap();
     assert_eq!(
-        totals.value(&snapshotter, "mongolock_oldest_waiter_since_seconds", &[]),
+        totals.value(
+            &snapshotter,
+            "mongolock_oldest_waiter_start_time_seconds",
+            &[]
+        ),
         Some(0.0),
         "a waiter that got in is still shown as waiting"
     );

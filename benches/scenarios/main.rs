@@ -7,8 +7,8 @@
 //! ```text
 //! scripts/bench.sh            # full run: starts the test server, criterion benches + this
 //! scripts/bench.sh --quick    # one short repetition of everything (a few minutes)
-//! cargo bench --bench scenarios -- [--quick] [--only=s1,s3,p1] [--out=FILE] [--charts=DIR]
-//!                                                                   # MONGODB_URI set
+//! cargo bench -p mongolock-benches --bench scenarios -- [--quick] [--only=s1,s3,p1] [--out=FILE]
+//!     [--charts=DIR]                                                # MONGODB_URI set
 //! ```
 //!
 //! Under `cargo test` (no `--bench` argument) it runs a tiny smoke version of every scenario,

@@ -1,6 +1,7 @@
 //! [`BackgroundLock`]: a lock held whenever possible without blocking on it, reporting
 //! [`LockEvent`]s — the campaign engine's face for plain locks.
 
+use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
@@ -39,12 +40,15 @@ pub struct BackgroundLock {
     campaign: Campaign<LockEvent>,
 }
 
-/// What happens to a [`BackgroundLock`].
+/// What happens to a [`BackgroundLock`]. Its `Display` is a line for logs.
 ///
 /// ```
-/// use mongolock::LockEvent;
+/// use mongolock::{LockEvent, LossReason};
 /// let event = LockEvent::Acquired { token: 1 };
 /// assert!(matches!(event, LockEvent::Acquired { .. }));
+/// assert_eq!(event.to_string(), "acquired (token 1)");
+/// let lost = LockEvent::Lost { token: 1, reason: LossReason::ForceReleased };
+/// assert_eq!(lost.to_string(), "lost (token 1): an operator force-released the lock");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -79,6 +83,25 @@ pub enum LockEvent {
         /// Fencing token of the released hold.
         token: u64,
     },
+}
+
+impl fmt::Display for LockEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Acquired { token } => write!(f, "acquired (token {token})"),
+            Self::AtRisk { token, time_left } => write!(
+                f,
+                "at risk (token {token}): renewals failing, lost in {} ms unless one \
+                 is confirmed",
+                time_left.as_millis()
+            ),
+            Self::Recovered { token } => {
+                write!(f, "recovered (token {token}): a renewal was confirmed")
+            }
+            Self::Lost { token, reason } => write!(f, "lost (token {token}): {reason}"),
+            Self::Released { token } => write!(f, "released (token {token})"),
+        }
+    }
 }
 
 impl CampaignEvent for LockEvent {

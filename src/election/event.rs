@@ -1,3 +1,4 @@
+use std::fmt;
 use std::time::Duration;
 
 use crate::campaign::CampaignEvent;
@@ -51,12 +52,17 @@ impl LeaderInfo {
     }
 }
 
-/// What a candidate or observer of an [`Election`](crate::Election) sees.
+/// What a candidate or observer of an [`Election`](crate::Election) sees. Its `Display` is
+/// a line for logs.
 ///
 /// ```
 /// use mongolock::ElectionEvent;
+/// use std::time::Duration;
 /// let event = ElectionEvent::Elected { token: 7 };
 /// assert!(matches!(event, ElectionEvent::Elected { token: 7 }));
+/// assert_eq!(event.to_string(), "elected (token 7)");
+/// let risk = ElectionEvent::AtRisk { token: 7, time_left: Duration::from_micros(749_600) };
+/// assert_eq!(risk.to_string(), "at risk (token 7): renewals failing, deposed in 749 ms unless one is confirmed");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -97,6 +103,33 @@ pub enum ElectionEvent {
         /// The new leader.
         leader: Option<LeaderInfo>,
     },
+}
+
+impl fmt::Display for ElectionEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Elected { token } => write!(f, "elected (token {token})"),
+            Self::AtRisk { token, time_left } => write!(
+                f,
+                "at risk (token {token}): renewals failing, deposed in {} ms unless \
+                 one is confirmed",
+                time_left.as_millis()
+            ),
+            Self::Recovered { token } => {
+                write!(f, "recovered (token {token}): a renewal was confirmed")
+            }
+            Self::Deposed { token, reason } => write!(f, "deposed (token {token}): {reason}"),
+            Self::Resigned { token } => write!(f, "resigned (token {token})"),
+            Self::LeaderChanged {
+                leader: Some(leader),
+            } => write!(
+                f,
+                "leader is {} (token {}, {:.1?} left on its lease)",
+                leader.holder, leader.token, leader.expires_in
+            ),
+            Self::LeaderChanged { leader: None } => f.write_str("no leader"),
+        }
+    }
 }
 
 impl CampaignEvent for ElectionEvent {

@@ -374,6 +374,10 @@ impl Hold {
                 self.metrics.renewal(RenewalResult::Lost);
                 Some(LossReason::Superseded)
             }
+            Ok(ExtendOutcome::ForceReleased) => {
+                self.metrics.renewal(RenewalResult::Lost);
+                Some(LossReason::ForceReleased)
+            }
             Err(_) if out_of_date => None,
             Err(error) => {
                 self.silent_at = None;
@@ -582,6 +586,23 @@ mod tests {
             let gone = hold.apply_renewal(&name, other, Ok(ExtendOutcome::NotOwner), &renewer);
             assert_eq!(gone, Some(LossReason::Superseded));
         }
+    }
+
+    /// A renewal answered "force-released" is a loss that says so.
+    #[tokio::test(start_paused = true)]
+    async fn a_forced_release_is_a_loss_named_as_such() {
+        let name = LockName::new("forced").unwrap();
+        let renewer = Renewer::start(Arc::new(crate::store::memory::MemoryStore::new()));
+        let (actor, _messages) = crate::lock::timer::tests::probe::<LockMsg>().await;
+        let options = Arc::new(LockOptions::default());
+        let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
+        let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, Instant::now());
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let renewal = hold.renewal(&name, &actor);
+        let sent = (renewal.number, Instant::now());
+        let answer = Ok(ExtendOutcome::ForceReleased);
+        let lost = hold.apply_renewal(&name, sent, answer, &renewer);
+        assert_eq!(lost, Some(LossReason::ForceReleased));
     }
 
     /// A release's key tells the store the lease's mode: in arrival order the MongoDB store

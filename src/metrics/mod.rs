@@ -12,7 +12,7 @@
 //! | `mongolock_acquire_wait_seconds` | histogram | | from `acquire()` call to lock held |
 //! | `mongolock_hold_seconds` | histogram | | from lock held to release or loss |
 //! | `mongolock_waiters` | gauge | | local tasks waiting for a lock (`sum by (lock)` across processes: everyone waiting for it) |
-//! | `mongolock_oldest_waiter_since_seconds` | gauge | | when (Unix time) this process's longest-waiting task for a lock began to wait, 0 while none waits: `time() - min by (lock) (mongolock_oldest_waiter_since_seconds > 0)` is the age of the oldest waiter across processes |
+//! | `mongolock_oldest_waiter_start_time_seconds` | gauge | | a timestamp, not an age: the Unix time at which this process's longest-waiting task for a lock began to wait, 0 while none waits: `time() - min by (lock) (mongolock_oldest_waiter_start_time_seconds > 0)` is the age of the oldest waiter across processes |
 //! | `mongolock_others_waited_seconds` | histogram | | how long waiters in other processes had waited when a hold here let go (the store keeps the earliest wait per grant) |
 //! | `mongolock_step_backs_total` | counter | | times this process's waiters stepped back because waiters elsewhere had waited the fairness bound (see [`guide::fairness`](crate::guide::fairness)) |
 //! | `mongolock_held_locks` | gauge | | locks this process holds |
@@ -40,9 +40,11 @@ use crate::options::LockNameLabel;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{STORE_BUCKETS, WAIT_AND_HOLD_BUCKETS, install_prometheus_exporter};
 
-/// Gauge: when (Unix time, seconds) this process's longest-waiting task for a lock began to
-/// wait; 0 while none waits.
-pub const OLDEST_WAITER_SINCE: &str = "mongolock_oldest_waiter_since_seconds";
+/// Gauge: a timestamp, not an age — the Unix time (seconds) at which this process's
+/// longest-waiting task for a lock began to wait, named like Prometheus's
+/// `process_start_time_seconds`; 0 while none waits. The age of the oldest waiter across
+/// processes is `time() - min by (lock) (mongolock_oldest_waiter_start_time_seconds > 0)`.
+pub const OLDEST_WAITER_START_TIME: &str = "mongolock_oldest_waiter_start_time_seconds";
 
 /// Counter: store acquisition attempts, by `result`.
 pub const ACQUIRE_ATTEMPTS: &str = "mongolock_acquire_attempts_total";
@@ -100,9 +102,9 @@ pub fn describe() {
     );
     describe_gauge!(WAITERS, "Local tasks waiting for a lock.");
     describe_gauge!(
-        OLDEST_WAITER_SINCE,
+        OLDEST_WAITER_START_TIME,
         Unit::Seconds,
-        "When (Unix time) this process's longest-waiting task for a lock began to wait; 0 while none waits."
+        "Unix time at which this process's longest-waiting task for a lock began to wait (a timestamp, not an age); 0 while none waits."
     );
     describe_histogram!(
         OTHERS_WAITED,

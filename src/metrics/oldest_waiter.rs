@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use metrics::Label;
 use tokio::time::Instant;
 
-use super::{LockMetrics, OLDEST_WAITER_SINCE};
+use super::{LockMetrics, OLDEST_WAITER_START_TIME};
 
 /// Each actor's oldest waiting start (Unix seconds), by actor key.
 type ActorStarts = HashMap<u64, f64>;
@@ -50,7 +50,7 @@ fn record_start(labels: &[Label], actor: u64, start: Option<f64>) {
         None => series.remove(&actor),
     };
     let earliest = series.values().copied().reduce(f64::min).unwrap_or(0.0);
-    metrics::gauge!(OLDEST_WAITER_SINCE, labels.to_vec()).set(earliest);
+    metrics::gauge!(OLDEST_WAITER_START_TIME, labels.to_vec()).set(earliest);
 }
 
 #[cfg(test)]
@@ -71,7 +71,7 @@ mod tests {
                 .into_vec()
                 .into_iter()
                 .find_map(|(key, _, _, value)| match value {
-                    DebugValue::Gauge(value) if key.key().name() == OLDEST_WAITER_SINCE => {
+                    DebugValue::Gauge(value) if key.key().name() == OLDEST_WAITER_START_TIME => {
                         Some(value.into_inner())
                     }
                     _ => None,

@@ -112,6 +112,11 @@ pub enum ExtendOutcome {
     Extended,
     /// The record no longer carries the caller's lease (taken over, released or deleted).
     NotOwner,
+    /// The record no longer carries the caller's lease because an operator force-released
+    /// it (the record's trace of the forced release names the lease). A store that cannot
+    /// tell answers [`NotOwner`](Self::NotOwner) instead; the holder loses the lock either
+    /// way, this only names the reason ([`LossReason::ForceReleased`](crate::LossReason::ForceReleased)).
+    ForceReleased,
 }
 
 /// The answer to an owner-checked release.
@@ -166,6 +171,13 @@ pub struct LockRecord {
     /// ([`Fairness::ArrivalOrder`](crate::Fairness::ArrivalOrder)), earliest first: one
     /// entry per manager, for its longest-waiting task. Empty when nobody waits in line
     /// (waiters of the default mode are not listed).
+    ///
+    /// It is the line of *other* processes, not every waiting task: a manager that holds the
+    /// lock keeps its own waiters in the process (it asks for them at each hand-over, with
+    /// their own arrival) and has no place in the line while it holds, and a manager's
+    /// later tasks wait behind its listed one. So the next grant may go to a task of the
+    /// holder's own process that asked before the first one listed here; to count every
+    /// waiting task, sum `mongolock_waiters` across processes.
     pub queue: Vec<QueuedWaiter>,
 }
 

@@ -177,6 +177,28 @@ impl fmt::Display for HolderId {
     }
 }
 
+/// An identity given as text, as [`HolderId::from_string`] wraps it: for tests, and for
+/// comparing a record's holder with a known one.
+///
+/// ```
+/// use mongolock::HolderId;
+/// let id = HolderId::from("web-2:4711:9a8b7c6d");
+/// assert_eq!(id.as_str(), "web-2:4711:9a8b7c6d");
+/// assert_eq!(id, HolderId::from(String::from("web-2:4711:9a8b7c6d")));
+/// ```
+impl From<&str> for HolderId {
+    fn from(id: &str) -> Self {
+        Self(id.to_owned())
+    }
+}
+
+/// The identity `id`, as [`HolderId::from_string`] wraps it.
+impl From<String> for HolderId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+
 /// One acquisition attempt: take `name` for `lease_duration` (measured by the store's clock) if it is
 /// free or expired, recording `lease` and `holder`.
 ///

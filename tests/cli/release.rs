@@ -53,7 +53,7 @@ fn release_force_frees_a_stuck_lock_and_its_holder_stops_within_a_cadence() {
     );
     let output = holder.finish(SHORT);
     assert_eq!(code(output.status), Some(76), "{}", stderr(&output));
-    assert!(stderr(&output).contains("taken over or its record deleted"));
+    assert!(stderr(&output).contains("an operator force-released the lock"));
 
     // Tokens keep rising; a lock nobody holds is left alone.
     let next = fixture

@@ -44,9 +44,10 @@ pub(super) const CONTENDERS: &str = "contenders";
 /// or null if nobody tried.
 pub(super) const LAST_CONTENDED_MS: &str = "lastContendedMs";
 /// Set by a forced release (an operator's, never the runtime's): a sub-document recording
-/// when ([`FORCED_AT`]) whose grant ([`HOLDER`], same field name) was cleared and when that
-/// grant would have expired ([`FORCED_EXPIRES_AT`]). Kept as a trace until the next forced
-/// release.
+/// when ([`FORCED_AT`]) whose grant ([`HOLDER`] and [`LEASE_ID`], same field names) was
+/// cleared and when that grant would have expired ([`FORCED_EXPIRES_AT`]); on a shared
+/// record, the cleared holder entries ([`HOLDERS`]). Kept as a trace until the next forced
+/// release: a renewal that finds its lease gone reads it to tell the holder why.
 pub(super) const FORCED_RELEASE: &str = "forcedRelease";
 /// `forcedRelease.at`: the server's `$$NOW` of the forced release.
 pub(super) const FORCED_AT: &str = "at";
@@ -128,13 +129,39 @@ pub(super) fn lease_value(lease: LeaseId) -> Bson {
 
 /// The lease id a document carries, if it is one this crate wrote.
 pub(super) fn lease_of(document: &Document) -> Option<LeaseId> {
-    match document.get(LEASE_ID) {
-        Some(Bson::Binary(binary)) => {
+    document.get(LEASE_ID).and_then(lease_in_value)
+}
+
+/// `value` as a lease id, if it is one this crate wrote (a 16-byte binary).
+fn lease_in_value(value: &Bson) -> Option<LeaseId> {
+    match value {
+        Bson::Binary(binary) => {
             let bytes: [u8; 16] = binary.bytes.as_slice().try_into().ok()?;
             Some(LeaseId::from_uuid(uuid::Uuid::from_bytes(bytes)))
         }
         _ => None,
     }
+}
+
+/// The leases the last forced release of `document` cleared, from its trace: a mutex's
+/// `forcedRelease.leaseId`, a shared record's `forcedRelease.holders[].lease`. Empty without
+/// a trace, or with one written before traces named the lease.
+pub(super) fn forced_leases(document: &Document) -> HashSet<LeaseId> {
+    let Ok(forced) = document.get_document(FORCED_RELEASE) else {
+        return HashSet::new();
+    };
+    let entries = forced
+        .get_array(HOLDERS)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let cleared_entries = entries
+        .iter()
+        .filter_map(Bson::as_document)
+        .filter_map(|entry| entry.get(LEASE).and_then(lease_in_value));
+    lease_of(forced)
+        .into_iter()
+        .chain(cleared_entries)
+        .collect()
 }
 
 /// Reads the answer of the acquire `findAndModify`: ours iff the stored lease id is the one
@@ -476,16 +503,7 @@ pub(super) fn leases_in(document: &Document, field: &str) -> HashSet<LeaseId> {
     let Ok(values) = document.get_array(field) else {
         return HashSet::new();
     };
-    values
-        .iter()
-        .filter_map(|value| match value {
-            Bson::Binary(binary) => {
-                let bytes: [u8; 16] = binary.bytes.as_slice().try_into().ok()?;
-                Some(LeaseId::from_uuid(uuid::Uuid::from_bytes(bytes)))
-            }
-            _ => None,
-        })
-        .collect()
+    values.iter().filter_map(lease_in_value).collect()
 }
 
 /// The holdings of `entries` unexpired at `now_ms` (server milliseconds), in order.

@@ -10,11 +10,11 @@
 //!   expiresAt:    ISODate("…"),                 // end of the lease by the server's clock (once
 //!                                               // released in arrival order: of the line's last place, if later)
 //!   acquiredAt:   ISODate("…"),                 // start of the current grant, server clock
-//!   grantedToken: NumberLong(1718000000000001), // fencing token of the current/last grant
-//!   token:        NumberLong(1718000000000016), // last token of that grant's reserved block
+//!   grantedToken: NumberLong(1718000000000000), // fencing token of the current/last grant
+//!   token:        NumberLong(1718000000000015), // last token of that grant's reserved block
 //!   contendedAt:  ISODate("…") | null,          // since when other managers wait for this grant
 //!   lastContendedMs: NumberLong(…) | null,      // how long they had waited at the last release
-//!   forcedRelease: {at, holder, expiresAt},     // only after an operator's force-release
+//!   forcedRelease: {at, holder, leaseId, expiresAt}, // only after an operator's force-release
 //!   line: [{holder, arrival, until}, …],        // managers waiting in arrival order (`line.rs`)
 //!   withdrawnAt:  ISODate("…")                  // a manager's waiters last gave up (`withdrawal.rs`)
 //! }
@@ -83,7 +83,7 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
-use mongodb::{Collection, Database};
+use mongodb::{Client, Collection, Database};
 
 pub use builder::MongoStoreBuilder;
 
@@ -171,7 +171,7 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   `aggregate([$addFields {serverNow: $$NOW}, $sort {_id: 1}])`.
 /// - **force release** (for operators, not the runtime; [`MongoStore::force_release`]):
 ///   `findAndModify({_id, leaseId: {$ne: null}, $expr: expiresAt > $$NOW},
-///   [$set forcedRelease: {at: $$NOW, holder, expiresAt}, <release>])`; when that finds no
+///   [$set forcedRelease: {at: $$NOW, holder, leaseId, expiresAt}, <release>])`; when that finds no
 ///   held mutex, a second one clears every holder of a held shared record.
 ///
 /// # Fencing tokens
@@ -180,10 +180,13 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 /// [`LockStore::tokens_per_grant`]): its own, in `grantedToken`, and the 15 after it, which
 /// the holder's process hands to its own waiters without a store call. `token` records the
 /// block's last one. A grant's token is `max(token + 1, server time in ms × 1000)`, and its
-/// block ends 15 later, so every grant continues past the whole previous block. While the
-/// document exists, tokens increase by the `+ 1`; after it is deleted (by the TTL monitor or
-/// an operator) the next token is at least the server's current millisecond × 1000, which is
-/// larger than every token issued before as long as
+/// block ends 15 later, so every grant continues past the whole previous block. The clock's
+/// term wins unless the previous grant was in the same server millisecond, so tokens read
+/// like the server's clock (`1718000000000000` for a grant at `1718000000000` ms); the
+/// `+ 1` keeps grants within one millisecond apart while the document exists. After it is
+/// deleted (by the TTL monitor or an operator) only the clock's term is left: the next token
+/// is at least the server's current millisecond × 1000, which is larger than every token
+/// issued before as long as
 /// - the server's clock does not go backwards across the deletion (on a replica set: the
 ///   clocks of successive primaries agree to within the time between the deletion and the
 ///   next grant), and
@@ -465,6 +468,60 @@ impl MongoStore {
         }
     }
 
+    /// One lease's renewal, a forced release not yet told apart from other losses.
+    async fn extend_one(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+        check_lease_length(request.lease_duration)?;
+        if request.key.shared {
+            return self
+                .extend_shared(&[request])
+                .await
+                .pop()
+                .unwrap_or(Ok(ExtendOutcome::NotOwner));
+        }
+        self.extend_mutex(request).await
+    }
+
+    /// `outcomes` (one per request) with each lease gone that an operator's forced release
+    /// cleared answered [`ExtendOutcome::ForceReleased`], by the trace the release left (one
+    /// `aggregate`, only when some lease is gone). The lease is lost either way: when the
+    /// trace cannot be read, the answer stays `NotOwner`.
+    async fn name_forced_releases(
+        &self,
+        requests: &[&ExtendRequest],
+        mut outcomes: Vec<Result<ExtendOutcome, StoreError>>,
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let gone: Vec<&str> = requests
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, outcome)| matches!(outcome, Ok(ExtendOutcome::NotOwner)))
+            .map(|(request, _)| request.key.name.as_str())
+            .collect();
+        if gone.is_empty() {
+            return outcomes;
+        }
+        let forced = match self
+            .leases_found(
+                pipeline::forced_releases(&gone),
+                "extend (aggregate forced releases)",
+                document::forced_leases,
+            )
+            .await
+        {
+            Ok(forced) => forced,
+            Err(error) => {
+                tracing::debug!(%error, "could not read the traces of forced releases");
+                return outcomes;
+            }
+        };
+        for (request, outcome) in requests.iter().zip(&mut outcomes) {
+            if matches!(outcome, Ok(ExtendOutcome::NotOwner)) && forced.contains(&request.key.lease)
+            {
+                *outcome = Ok(ExtendOutcome::ForceReleased);
+            }
+        }
+        outcomes
+    }
+
     /// One mutex lease's renewal: the batch's decision for a batch of one.
     async fn extend_mutex(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
         self.extend_mutexes(&[request])
@@ -618,6 +675,36 @@ impl MongoStore {
     /// assert_eq!(mongolock::MongoStore::DEFAULT_COLLECTION, "distributed_locks");
     /// ```
     pub const DEFAULT_COLLECTION: &str = "distributed_locks";
+
+    /// The database [`from_client`](Self::from_client) and the `mongolock` tool use when the
+    /// connection string names none.
+    ///
+    /// ```
+    /// assert_eq!(mongolock::MongoStore::DEFAULT_DATABASE, "mongolock");
+    /// ```
+    pub const DEFAULT_DATABASE: &str = "mongolock";
+
+    /// A store where the `mongolock` tool looks by default: the database the client's
+    /// connection string names (`mongodb://host/DB`), else
+    /// [`DEFAULT_DATABASE`](Self::DEFAULT_DATABASE), collection `distributed_locks`, write
+    /// concern `majority`. So the tool given the application's connection string (`mongolock
+    /// --uri URI status`) sees the application's locks. Does no I/O, like [`new`](Self::new).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), mongolock::mongodb::error::Error> {
+    /// use mongolock::{MongoStore, mongodb::Client};
+    /// let named = Client::with_uri_str("mongodb://localhost:27017/orders").await?;
+    /// assert_eq!(MongoStore::from_client(&named).database().name(), "orders");
+    /// let unnamed = Client::with_uri_str("mongodb://localhost:27017").await?;
+    /// assert_eq!(MongoStore::from_client(&unnamed).database().name(), "mongolock");
+    /// # Ok(()) }
+    /// ```
+    pub fn from_client(client: &Client) -> Self {
+        let database = client
+            .default_database()
+            .unwrap_or_else(|| client.database(Self::DEFAULT_DATABASE));
+        Self::new(database)
+    }
 
     /// A store on the collection `distributed_locks` of `database`, write concern `majority`.
     /// Does no I/O and checks nothing: a database name MongoDB refuses is reported by
@@ -787,7 +874,8 @@ impl MongoStore {
     /// kept, so the next grant's token is larger.
     ///
     /// The holder is not asked: its next renewal (within one extension cadence) finds the
-    /// lease gone and reports the loss ([`LossReason::Superseded`](crate::LossReason::Superseded)).
+    /// lease gone, reads this trace, and reports the loss as
+    /// [`LossReason::ForceReleased`](crate::LossReason::ForceReleased).
     /// Until then it may still act as the holder, and another process can take the lock at
     /// once, so only fenced writes stay safe; use this for holders that are stuck, not as a
     /// way to hand work over.
@@ -795,7 +883,7 @@ impl MongoStore {
     /// Returns the grant that was cleared (holder, token, the time it had left and how long
     /// others had waited, by the server's clock), or `None` when nothing held the lock
     /// (free, expired, or never used), in which case nothing was written. The document
-    /// keeps a trace: `forcedRelease: {at, holder, expiresAt}`.
+    /// keeps a trace: `forcedRelease: {at, holder, leaseId, expiresAt}`.
     ///
     /// A semaphore or reader/writer lock is freed whole: every unexpired holder is cleared at
     /// once (an operator cannot pick one holder out of a shared record from the command
@@ -907,17 +995,14 @@ impl LockStore for MongoStore {
 
     /// A mutex lease: one `updateOne` (plus one `aggregate` when it was matched but not
     /// modified); a shared place: one `updateOne` `$map`ping the record's holders (plus one
-    /// `aggregate` likewise).
+    /// `aggregate` likewise). A lease found gone costs one more `aggregate`, for the trace
+    /// of a forced release.
     async fn extend(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        check_lease_length(request.lease_duration)?;
-        if request.key.shared {
-            return self
-                .extend_shared(&[request])
-                .await
-                .pop()
-                .unwrap_or(Ok(ExtendOutcome::NotOwner));
-        }
-        self.extend_mutex(request).await
+        let outcome = self.extend_one(request).await;
+        self.name_forced_releases(&[request], vec![outcome])
+            .await
+            .pop()
+            .unwrap_or(Ok(ExtendOutcome::NotOwner))
     }
 
     /// Each grant records the last token of its block in `token` (and its own in
@@ -954,7 +1039,8 @@ impl LockStore for MongoStore {
     /// One `update` for the batch's mutex leases (by names and lease ids, served by the `_id`
     /// index) and one for its shared places (`$map` over the holders of their records), sent
     /// side by side; when not every lease of one of them was extended, one `aggregate` says
-    /// which still hold. Leases of different lengths are extended one by one.
+    /// which still hold, and when some lease is lost one more reads the traces of forced
+    /// releases. Leases of different lengths are extended one by one.
     async fn extend_many(
         &self,
         requests: &[ExtendRequest],
@@ -968,12 +1054,13 @@ impl LockStore for MongoStore {
         let one_expiry = requests
             .iter()
             .all(|r| r.lease_duration == first.lease_duration);
+        let all: Vec<&ExtendRequest> = requests.iter().collect();
         if requests.len() == 1 || !one_expiry {
             let mut results = Vec::with_capacity(requests.len());
             for request in requests {
-                results.push(self.extend(request).await);
+                results.push(self.extend_one(request).await);
             }
-            return results;
+            return self.name_forced_releases(&all, results).await;
         }
         let (shared, mutexes): (Vec<&ExtendRequest>, Vec<&ExtendRequest>) =
             requests.iter().partition(|r| r.key.shared);
@@ -981,7 +1068,7 @@ impl LockStore for MongoStore {
             futures::join!(self.extend_shared(&shared), self.extend_mutexes(&mutexes));
         let (mut shared_results, mut mutex_results) =
             (shared_results.into_iter(), mutex_results.into_iter());
-        requests
+        let results = requests
             .iter()
             .map(|r| {
                 let next = if r.key.shared {
@@ -991,7 +1078,8 @@ impl LockStore for MongoStore {
                 };
                 next.unwrap_or(Ok(ExtendOutcome::NotOwner))
             })
-            .collect()
+            .collect();
+        self.name_forced_releases(&all, results).await
     }
 
     /// One `findAndModify` (the document after it says how long others had waited): on a

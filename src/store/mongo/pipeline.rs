@@ -477,18 +477,29 @@ pub(super) fn release(keep_line: bool) -> Vec<Document> {
 }
 
 /// The update pipeline of `force_release`, run by `findAndModify` on [`held`]: records
-/// whose grant was cleared (`forcedRelease: {at: $$NOW, holder, expiresAt}`, also the
-/// answer's only way to carry the old holder and the server's clock in one round trip), then
-/// releases exactly as the holder would have: the token stays, so the next grant's is larger.
+/// whose grant was cleared (`forcedRelease: {at: $$NOW, holder, leaseId, expiresAt}`, also
+/// the answer's only way to carry the old holder and the server's clock in one round trip;
+/// the lease lets the holder's next renewal learn why it lost), then releases exactly as the
+/// holder would have: the token stays, so the next grant's is larger.
 pub(super) fn force_release() -> Vec<Document> {
     let mut stages = vec![doc! { "$set": { FORCED_RELEASE: {
         FORCED_AT: "$$NOW",
         HOLDER: format!("${HOLDER}"),
+        LEASE_ID: format!("${LEASE_ID}"),
         FORCED_EXPIRES_AT: format!("${EXPIRES_AT}"),
     } } }];
     // The lease's mode is not known here: the line is kept in any case.
     stages.extend(release(true));
     stages
+}
+
+/// The aggregation that reads the traces of forced releases on the documents of `names`
+/// (only those that have one).
+pub(super) fn forced_releases(names: &[&str]) -> Vec<Document> {
+    vec![
+        doc! { "$match": { ID: { "$in": names }, FORCED_RELEASE: { "$exists": true } } },
+        doc! { "$project": { FORCED_RELEASE: 1 } },
+    ]
 }
 
 /// The aggregation of `inspect`: the document and the server's `$$NOW`, in one round trip.
