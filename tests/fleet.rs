@@ -127,3 +127,28 @@ async fn a_crashed_holders_lock_is_taken_over_within_a_backoff_of_its_lease_end(
         task.abort();
     }
 }
+
+/// A process that shuts down while waiting in arrival order gives its place in the line up
+/// at once: those behind it do not wait for the place to end.
+#[tokio::test(start_paused = true)]
+async fn a_process_shutting_down_leaves_the_line_at_once() {
+    let in_order = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
+    let store = MemoryStore::new();
+    let leader = process(&store, in_order.clone()).await;
+    let _held = leader.manager.lock("leader").unwrap().acquire().await.unwrap();
+    let waiting = [process(&store, in_order).await];
+    let tasks = wait_for_leader(&waiting);
+    let in_line = async || {
+        let record = leader.manager.lock("leader").unwrap().inspect().await.unwrap();
+        record.map_or(0, |record| record.queue.len())
+    };
+    while in_line().await == 0 {
+        sleep(Duration::from_millis(10)).await;
+    }
+    let [waiter] = waiting;
+    waiter.manager.shutdown().await;
+    assert_eq!(in_line().await, 0, "the place went with the shutdown");
+    for task in tasks {
+        task.abort();
+    }
+}

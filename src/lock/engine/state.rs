@@ -219,11 +219,17 @@ impl NameState {
         }
     }
 
-    /// Fails waiters, tells every live holder of its loss (each lease freed once its guard
+    /// Fails waiters (taking this manager's place in line and writers' mark off the
+    /// record), tells every live holder of its loss (each lease freed once its guard
     /// lets go, or after the loss margin) and answers what is in flight. A grant still in
     /// flight is released through its claim when its answer finds this actor gone.
     pub(super) fn shut_down(&mut self) {
         self.waiters.fail_all(LockError::Shutdown);
+        // A shutdown gives up waiting: those behind this manager's place or writers' mark
+        // go now, not when it ends.
+        if let Some(lasts) = self.in_line.take().max(self.writer_marked.take()) {
+            self.withdraw(lasts);
+        }
         for request in self.waiting_for_record.drain(..) {
             request.refuse(LockError::Shutdown);
         }
