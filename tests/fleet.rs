@@ -135,11 +135,23 @@ async fn a_process_shutting_down_leaves_the_line_at_once() {
     let in_order = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
     let store = MemoryStore::new();
     let leader = process(&store, in_order.clone()).await;
-    let _held = leader.manager.lock("leader").unwrap().acquire().await.unwrap();
+    let _held = leader
+        .manager
+        .lock("leader")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
     let waiting = [process(&store, in_order).await];
     let tasks = wait_for_leader(&waiting);
     let in_line = async || {
-        let record = leader.manager.lock("leader").unwrap().inspect().await.unwrap();
+        let record = leader
+            .manager
+            .lock("leader")
+            .unwrap()
+            .inspect()
+            .await
+            .unwrap();
         record.map_or(0, |record| record.queue.len())
     };
     while in_line().await == 0 {
