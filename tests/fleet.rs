@@ -25,6 +25,28 @@ async fn process(store: &MemoryStore, options: LockOptions) -> Process {
     Process { manager, store }
 }
 
+/// A process holding "leader" (its guard), and `waiting` more processes, all with `options`
+/// on one store.
+async fn leader_and_waiting(
+    options: &LockOptions,
+    waiting: usize,
+) -> (Process, mongolock::LockGuard, Vec<Process>) {
+    let store = MemoryStore::new();
+    let leader = process(&store, options.clone()).await;
+    let held = leader
+        .manager
+        .lock("leader")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let mut others = Vec::new();
+    for _ in 0..waiting {
+        others.push(process(&store, options.clone()).await);
+    }
+    (leader, held, others)
+}
+
 /// Each of `waiting` processes asks for "leader" with one task; returns their tasks.
 fn wait_for_leader(
     waiting: &[Process],
@@ -50,19 +72,7 @@ fn attempts(waiting: &[Process]) -> u64 {
 /// of them, whose one attempt takes the lock: nobody else asks for it.
 #[tokio::test(start_paused = true)]
 async fn waiting_processes_stay_quiet_and_a_release_costs_one_attempt() {
-    let store = MemoryStore::new();
-    let leader = process(&store, LockOptions::default()).await;
-    let held = leader
-        .manager
-        .lock("leader")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    let mut waiting = Vec::new();
-    for _ in 0..7 {
-        waiting.push(process(&store, LockOptions::default()).await);
-    }
+    let (_leader, held, waiting) = leader_and_waiting(&LockOptions::default(), 7).await;
     let tasks = wait_for_leader(&waiting);
     sleep(Duration::from_secs(5)).await; // every waiter refused and listed
     let before = attempts(&waiting);
@@ -97,19 +107,7 @@ async fn a_crashed_holders_lock_is_taken_over_within_a_backoff_of_its_lease_end(
     let lease = Duration::from_secs(3);
     let options = LockOptions::default().with_lease_duration(lease);
     let longest_backoff = options.retry_backoff().1;
-    let store = MemoryStore::new();
-    let leader = process(&store, options.clone()).await;
-    let _held = leader
-        .manager
-        .lock("leader")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    let mut waiting = Vec::new();
-    for _ in 0..3 {
-        waiting.push(process(&store, options.clone()).await);
-    }
+    let (leader, _held, waiting) = leader_and_waiting(&options, 3).await;
     let tasks = wait_for_leader(&waiting);
     sleep(Duration::from_secs(10)).await; // renewed all along
     leader.store.hang();
@@ -133,16 +131,7 @@ async fn a_crashed_holders_lock_is_taken_over_within_a_backoff_of_its_lease_end(
 #[tokio::test(start_paused = true)]
 async fn a_process_shutting_down_leaves_the_line_at_once() {
     let in_order = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
-    let store = MemoryStore::new();
-    let leader = process(&store, in_order.clone()).await;
-    let _held = leader
-        .manager
-        .lock("leader")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
-    let waiting = [process(&store, in_order).await];
+    let (leader, _held, waiting) = leader_and_waiting(&in_order, 1).await;
     let tasks = wait_for_leader(&waiting);
     let in_line = async || {
         let record = leader
@@ -157,8 +146,9 @@ async fn a_process_shutting_down_leaves_the_line_at_once() {
     while in_line().await == 0 {
         sleep(Duration::from_millis(10)).await;
     }
-    let [waiter] = waiting;
-    waiter.manager.shutdown().await;
+    for waiter in waiting {
+        waiter.manager.shutdown().await;
+    }
     assert_eq!(in_line().await, 0, "the place went with the shutdown");
     for task in tasks {
         task.abort();
