@@ -99,10 +99,14 @@ pub(crate) async fn waking_a_release_wakes_only_the_longest_waiting_manager<B: B
         "the release wakes nobody else"
     );
 
-    // A listing holds nobody back: a newcomer takes the free lock, and its release wakes
-    // the longest-waiting manager again.
+    // A listing holds nobody back, not even a request in arrival order: a newcomer takes
+    // the free lock, and its release wakes the longest-waiting manager again.
     let newcomer = Caller::new();
-    let (taken, _) = granted(&store, &newcomer.request(&lock, Access::Exclusive, LONG)).await;
+    let in_order = newcomer
+        .request(&lock, Access::Exclusive, LONG)
+        .with_retry_within(LONG)
+        .with_arrival_order(true);
+    let (taken, _) = granted(&store, &in_order).await;
     released(&store, &taken).await;
     assert!(feed_reports(&mut early_feed, &lock, FEED_WITHIN).await);
     assert!(!feed_reports(&mut late_feed, &lock, FEED_QUIET).await);
