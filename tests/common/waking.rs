@@ -11,7 +11,8 @@ use tokio::sync::mpsc::Receiver;
 
 use super::Backend;
 use super::shared_records::{
-    Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, inspect, name, refused, released,
+    Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, inspect, name, open_feed,
+    refused, released,
 };
 
 /// A waiting attempt of `caller` for the mutex `name` that began `waited` ago (default
@@ -70,8 +71,7 @@ pub(crate) async fn waking_a_release_wakes_only_the_longest_waiting_manager<B: B
     ) else {
         return; // a backend without a feed: waiters poll, nobody is woken
     };
-    let mut every_feed = store
-        .watch_releases(ReleaseDemand::always())
+    let mut every_feed = open_feed(backend, &store)
         .await
         .expect("a store with a feed has one for everyone too");
     let lock = name("wake-the-longest");
