@@ -134,7 +134,7 @@ pub enum LossReason {
     /// (after our lease expired on the store) or the record was deleted.
     Superseded,
     /// An operator force-released the lock while this holder held it (`mongolock release
-    /// --force`, [`MongoStore::force_release`](crate::MongoStore::force_release)): the
+    /// --force`, `MongoStore::force_release` with the `mongodb` feature): the
     /// record's `forcedRelease` trace names this holder's lease. Another process may take
     /// the lock at once, so the holder must stop at once.
     ForceReleased,
