@@ -111,6 +111,10 @@ pub(super) struct Attempt {
     pub(super) arrived_by: Option<Instant>,
     /// Set while the attempt may still be waiting for renewals that fell behind.
     pub(super) deferred: Option<Deferred>,
+    /// How long a refusal keeps this manager listed on the record (the request's
+    /// `retry_within`): a waiter waits quietly only as long as its listing lasts, or a
+    /// release would wake nobody while it sleeps.
+    pub(super) listed_for: Duration,
 }
 
 impl Attempt {
@@ -123,6 +127,7 @@ impl Attempt {
             metrics: next.metrics,
             for_try,
             deferred: None,
+            listed_for: Duration::ZERO,
         }
     }
 }
@@ -228,7 +233,7 @@ impl NameState {
     ) -> Phase {
         let request = self.acquire_request(&next, for_try.is_some());
         let options = next.options.clone();
-        let lease = request.lease;
+        let (lease, listed_for) = (request.lease, request.retry_within);
         // A try answers now; a waiting acquisition lets renewals that fell behind go first,
         // unless it waits in arrival order: there the attempt takes the task's place in line
         // when it reaches the store, and a wait would put the task behind whoever asked
@@ -247,6 +252,7 @@ impl NameState {
         Phase::Attempting {
             attempt: Attempt {
                 deferred,
+                listed_for,
                 ..Attempt::new(lease, next, for_try)
             },
             woken: false,
@@ -407,7 +413,10 @@ impl NameState {
         }
         backoff.follow(&attempt.options);
         let mut delay = crate::random::with_rng(|rng| backoff.next_delay(rng));
-        if held_elsewhere && self.waits_quietly(&attempt.options) {
+        // Only a waiter listed for longer than it may sleep: one that asked before the feed
+        // was watching is listed for a backoff's time, and polls once more first.
+        if held_elsewhere && attempt.listed_for > QUIET_POLL && self.waits_quietly(&attempt.options)
+        {
             // Nothing to ask until a release wakes it or the lease ends; the backoff's
             // delay on top spreads the waiters' attempts at a crashed holder's lease end.
             delay += lease_left.map_or(QUIET_POLL, |left| left.min(QUIET_POLL));
