@@ -46,6 +46,8 @@ if [[ -z "${MONGODB_URI:-}" ]]; then
 fi
 
 target="${CARGO_TARGET_DIR:-target}"
+# Absolute: cargo runs a bench in its package's folder (benches/), not here.
+[[ "$target" == /* ]] || target="$PWD/$target"
 out_dir="$target/bench"
 mkdir -p "$out_dir"
 results="$out_dir/results-$mode.md"
