@@ -17,7 +17,7 @@
 //! | `engine/` | the per-name actor, one for every kind: the acquisition for local waiters, the held leases, their release (its own table) |
 //! | `message.rs` | the per-name actor's messages |
 //! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
-//! | `renewer.rs` | batched renewals: one store call for the leases due together |
+//! | `renewer/` | batched renewals: one store call for the leases due together (`tests.rs`: its tests) |
 //! | `batch_size.rs` | how many renewals go in one store call, from the measured time of recent calls |
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
