@@ -45,6 +45,11 @@ impl Backoff {
         self.adaptive = options.adaptive_backoff();
     }
 
+    /// Whether an attempt of this run was refused already.
+    pub(crate) fn has_refusals(&self) -> bool {
+        self.failures > 0
+    }
+
     /// Records a failed attempt and returns how long to sleep before the next one.
     pub(crate) fn next_delay(&mut self, rng: &mut impl Rng) -> Duration {
         let delay = if self.adaptive {

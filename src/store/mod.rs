@@ -144,6 +144,7 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// feed of the manager with the earliest-arrived live place of either sort, and to feeds
 /// that serve no particular manager ([`ReleaseDemand::holder`]), not to the feeds of
 /// other managers: with many processes waiting for one lock, a turn costs one wake-up.
+/// With no live place, every feed hears it.
 /// Shared records' releases, withdrawals, count changes and deletions are reported to
 /// every feed.
 ///

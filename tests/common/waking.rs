@@ -59,7 +59,8 @@ async fn feed_of<B: Backend>(
 /// listed longest — the one that began waiting first, whatever the order of the attempts —
 /// and a grant takes its manager off the list, so the next release wakes the other. A
 /// listing orders nobody (a newcomer may still take a free lock), and `inspect`'s queue,
-/// arrival order's line, does not show it. A feed serving no manager hears every release.
+/// arrival order's line, does not show it. A feed serving no manager hears every release,
+/// and every feed hears a release that nobody was listed for.
 pub(crate) async fn waking_a_release_wakes_only_the_longest_waiting_manager<B: Backend>(
     backend: &B,
 ) {
@@ -122,4 +123,13 @@ pub(crate) async fn waking_a_release_wakes_only_the_longest_waiting_manager<B: B
         !feed_reports(&mut early_feed, &lock, FEED_QUIET).await,
         "a manager that got the lock is not woken for it again"
     );
+
+    // Nobody listed (a waiter refused once, with no `retry_within`, is not): the release
+    // wakes every manager.
+    let unlisted = name("wake-everyone");
+    let (held, _) = granted(&store, &holder.request(&unlisted, Access::Exclusive, LONG)).await;
+    refused(&store, &late.request(&unlisted, Access::Exclusive, LONG)).await;
+    released(&store, &held).await;
+    assert!(feed_reports(&mut early_feed, &unlisted, FEED_WITHIN).await);
+    assert!(feed_reports(&mut late_feed, &unlisted, FEED_WITHIN).await);
 }

@@ -231,7 +231,7 @@ impl NameState {
         for_try: Option<TryReply>,
         backoff: Backoff,
     ) -> Phase {
-        let request = self.acquire_request(&next, for_try.is_some());
+        let request = self.acquire_request(&next, for_try.is_some(), backoff.has_refusals());
         let options = next.options.clone();
         let (lease, listed_for) = (request.lease, request.retry_within);
         // A try answers now; a waiting acquisition lets renewals that fell behind go first,
@@ -260,8 +260,14 @@ impl NameState {
         }
     }
 
-    /// The request of an attempt for `next`, under a new lease id.
-    pub(super) fn acquire_request(&self, next: &NextWaiter, single_try: bool) -> AcquireRequest {
+    /// The request of an attempt for `next`, under a new lease id (`refused_before`: an
+    /// attempt of this acquisition was refused already).
+    pub(super) fn acquire_request(
+        &self,
+        next: &NextWaiter,
+        single_try: bool,
+        refused_before: bool,
+    ) -> AcquireRequest {
         let request = AcquireRequest::new(
             self.name.clone(),
             LeaseId::new(),
@@ -271,12 +277,15 @@ impl NameState {
         .with_waited(next.waited)
         .with_access(next.access)
         .with_arrival_order(next.options.in_arrival_order());
-        // Every waiting attempt marks the record if refused: in line in arrival order, as
-        // a waiting reader or writer on a shared record, and a mutex's waiter of the
-        // default mode is listed for a release to wake it first if it waited longest. A
-        // single try comes back only if its caller asks again: it marks nothing (in line,
-        // its place ends as it is taken).
-        if single_try {
+        // A waiting attempt marks the record if refused: in line in arrival order, as a
+        // waiting reader or writer on a shared record; a mutex's waiter of the default mode
+        // is listed (for a release to wake it first if it waited longest) from its second
+        // attempt on, so the uncontended cycle's acquire stays as small as it can be (a
+        // release with nobody listed wakes everyone). A single try comes back only if its
+        // caller asks again: it marks nothing (in line, its place ends as it is taken).
+        let marks_record =
+            next.access.kind().is_shared() || next.options.in_arrival_order() || refused_before;
+        if single_try || !marks_record {
             return request;
         }
         let lasts = if next.options.in_arrival_order() {

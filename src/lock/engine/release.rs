@@ -266,7 +266,8 @@ impl NameState {
 
     /// Sends the hand-over of the released place `from` to `next`.
     fn send_hand_over(&mut self, myself: &ActorRef<LockMsg>, from: LeaseKey, next: NextWaiter) {
-        let request = self.acquire_request(&next, false);
+        // A mutex's hand-over in the default mode is never refused: it lists nobody.
+        let request = self.acquire_request(&next, false, false);
         let options = next.options.clone();
         self.handing_over.insert(
             request.lease,

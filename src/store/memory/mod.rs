@@ -359,15 +359,17 @@ impl MemoryState {
     }
 
     /// A mutex's `name` was released: tells the feeds of the manager listed longest in its
-    /// line (and those that hear every release), not the others.
+    /// line (and those that hear every release), not the others; every feed when nobody is
+    /// listed.
     fn wake_longest_waiting(&mut self, name: &LockName, now: Instant) {
         let woken = self
             .lines
             .get(name)
             .and_then(|line| line.earliest(now))
             .cloned();
+        // Nobody listed (a waiter refused only once is not): every waiting manager may go.
         self.tell_watchers(name, |served| {
-            served.is_none_or(|served| Some(served) == woken.as_ref())
+            woken.is_none() || served.is_none_or(|served| Some(served) == woken.as_ref())
         });
     }
 

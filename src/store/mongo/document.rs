@@ -107,8 +107,8 @@ pub(super) const READERS_TURN_SERVED: &str = "readersTurnServed";
 pub(super) const RELEASED_AT: &str = "releasedAt";
 /// Set by a mutex's release (and a hand-over that released it for an earlier place in
 /// line): the released grant's token, a space and the [`HOLDER`] of the manager that
-/// waited longest (nothing after the space when no manager is listed). Each manager's
-/// release feed matches only the releases that name it, so one release wakes one manager.
+/// waited longest (`*` when no manager is listed). Each manager's release feed matches
+/// only the releases that name it or `*`, so one release wakes one manager.
 pub(super) const WAKE: &str = "wake";
 /// When a manager whose waiters gave up last took its place or writers' mark off the
 /// document (server time): the release feed's sign that those it held back may go.

@@ -133,8 +133,12 @@ fn with_place_of(
     doc! { "$concatArrays": [others.into(), [place]] }
 }
 
+/// What a release's wake names when nobody is listed: every manager (a waiter refused only
+/// once is not listed yet). Never a holder id, which has no `*`.
+pub(super) const EVERYONE: &str = "*";
+
 /// The holder of the earliest-arrived live place in `line` (an expression for an array of
-/// places), or `""` when none is live: whom a release wakes.
+/// places), or [`EVERYONE`] when none is live: whom a release wakes.
 pub(super) fn earliest_holder(line: impl Into<Bson>) -> Document {
     let live = doc! { "$filter": {
         "input": { "$ifNull": [line.into(), []] },
@@ -155,7 +159,7 @@ pub(super) fn earliest_holder(line: impl Into<Bson>) -> Document {
     } };
     doc! { "$let": {
         "vars": { "earliest": earliest },
-        "in": { "$ifNull": [format!("$$earliest.{HOLDER}"), ""] },
+        "in": { "$ifNull": [format!("$$earliest.{HOLDER}"), EVERYONE] },
     } }
 }
 

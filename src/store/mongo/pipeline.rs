@@ -433,13 +433,16 @@ fn released_fields(keep_line: bool) -> Document {
 
 /// What a mutex's release writes in [`WAKE`]: the released grant's token (so the value
 /// changes with every release, and a change stream sees it as changed), a space, and the
-/// holder of the earliest live place in `line` (empty when nobody is listed): only that
-/// manager's release feed reports the release.
+/// holder of the earliest live place in `line`, whose release feed alone reports the
+/// release — or `*` when nobody is listed, which every feed reports. A record with no line
+/// (the uncontended cycle's) takes the short way, `$cond` evaluating only that branch.
 fn wake_next(line: impl Into<Bson>) -> Document {
-    doc! { "$concat": [
-        { "$toString": { "$ifNull": [field(GRANTED_TOKEN), field(TOKEN)] } },
-        " ",
-        line::earliest_holder(line),
+    let line = line.into();
+    let token = doc! { "$toString": { "$ifNull": [field(GRANTED_TOKEN), field(TOKEN)] } };
+    doc! { "$cond": [
+        { "$isArray": line.clone() },
+        { "$concat": [&token, " ", line::earliest_holder(line)] },
+        { "$concat": [&token, " ", line::EVERYONE] },
     ] }
 }
 

@@ -142,8 +142,8 @@ pub(super) async fn run(
     }
 }
 
-/// Deletions; a mutex's releases that wake `holder` (its [`WAKE`] names it; every one
-/// when no holder is given), and those written by versions that did not name whom they
+/// Deletions; a mutex's releases that wake `holder` (its [`WAKE`] names it or `*`; every
+/// one when no holder is given), and those written by versions that did not name whom they
 /// wake (the lease id set to null, no [`WAKE`]); updates that stamp `releasedAt` (a shared
 /// record losing holders) or `withdrawnAt` (a manager's waiters gave up) or change
 /// `permits` (a semaphore's count); replacements; and the events that end a collection's
@@ -183,18 +183,19 @@ fn releases(holder: Option<&HolderId>) -> Vec<Document> {
     ]
 }
 
-/// The regular expression that a [`WAKE`] naming `holder` matches: the holder after the
-/// token's space, to the end, with every character that is not a letter or digit escaped
-/// (a holder id is a value, never a pattern).
+/// The regular expression that a [`WAKE`] meant for `holder` matches: after the token's
+/// space, to the end, the holder — with every character that is not a letter or digit
+/// escaped (a holder id is a value, never a pattern) — or `*` (nobody was listed: every
+/// waiting manager may go).
 fn wake_pattern(holder: &HolderId) -> String {
-    let mut pattern = String::from(" ");
+    let mut pattern = String::from(" (\\*|");
     for character in holder.as_str().chars() {
         if !character.is_ascii_alphanumeric() {
             pattern.push('\\');
         }
         pattern.push(character);
     }
-    pattern.push('$');
+    pattern.push_str(")$");
     pattern
 }
 
