@@ -1525,6 +1525,10 @@ async fn a_released_record_outlasts_the_places_in_its_line() {
                 store.try_acquire(&first_waiter).await.unwrap(),
                 AcquireOutcome::Acquired { .. }
             ));
+            // The later waiter's retry says how long it has waited too, so its place keeps
+            // an arrival before the hand-over's task (which asks just now): stamped with a
+            // wait of zero, both could fall in one millisecond, a tie that is not earlier.
+            let later = later.with_waited(Duration::from_millis(100));
             assert!(matches!(
                 store.try_acquire(&later).await.unwrap(),
                 AcquireOutcome::Busy { .. }
