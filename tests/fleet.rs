@@ -154,3 +154,42 @@ async fn a_process_shutting_down_leaves_the_line_at_once() {
         task.abort();
     }
 }
+
+/// In arrival order a waiting process is in line, and a release wakes the head of it: it
+/// asks only to keep its place (about twice per place's life, 1.6 s by default), not at a
+/// backoff's ramp from 10 ms, which would ask about 12 times in the first 3 s. The release
+/// then costs one attempt, the head's, and the lock goes in arrival order.
+#[tokio::test(start_paused = true)]
+async fn waiting_in_line_a_process_asks_only_to_keep_its_place() {
+    let in_order = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
+    let (_leader, held, waiting) = leader_and_waiting(&in_order, 7).await;
+    let mut tasks = Vec::new();
+    for process in &waiting {
+        let lock = process.manager.lock("leader").expect("a valid name");
+        tasks.push(tokio::spawn(async move { lock.acquire().await }));
+        sleep(Duration::from_millis(1)).await; // a distinct arrival each
+    }
+    let waited = Duration::from_secs(3);
+    sleep(waited).await;
+    let asked = attempts(&waiting);
+    // Each: its first attempt, then one per 0.64–0.8 s.
+    assert!(
+        asked <= 7 * 6,
+        "7 processes in line asked {asked} times in {waited:?} (a backoff's ramp: ~84)"
+    );
+
+    let before = attempts(&waiting);
+    held.release().await.unwrap();
+    let (granted, first, others) = futures::future::select_all(tasks).await;
+    let guard = granted.unwrap().unwrap();
+    assert_eq!(first, 0, "the lock went to the first to arrive");
+    assert_eq!(
+        attempts(&waiting) - before,
+        1,
+        "the release woke the head of the line, whose attempt took the lock"
+    );
+    drop(guard);
+    for task in others {
+        task.abort();
+    }
+}

@@ -96,6 +96,15 @@ pub(super) fn place_lasts(options: &LockOptions) -> Duration {
     mark_lasts(options).max(PLACE_LIFE_FLOOR)
 }
 
+/// How long a mutex's waiter in line (arrival order) waits between attempts while the
+/// store's release feed is watching: nothing but its place needs asking for, since a
+/// release wakes the head of the line, so it asks only to keep its place, at about half
+/// the place's life (the other half covers the round trip). A backoff's ramp from its
+/// shortest delay would ask several times a turn for nothing.
+fn renew_place_after(options: &LockOptions, rng: &mut impl rand::Rng) -> Duration {
+    place_lasts(options).mul_f64(rng.random_range(0.4..=0.5))
+}
+
 /// One attempt (or the grant part of a hand-over) in flight, for a waiter of `access`.
 pub(super) struct Attempt {
     pub(super) lease: LeaseId,
@@ -306,6 +315,15 @@ impl NameState {
         !self.kind.is_shared() && !options.in_arrival_order() && self.release_waiters.is_feed_live()
     }
 
+    /// Whether a refused attempt left a mutex's waiter in line (arrival order) with the
+    /// store's release feed watching, so that a release wakes it when its turn comes.
+    fn waits_in_line(&self, attempt: &Attempt) -> bool {
+        !self.kind.is_shared()
+            && attempt.options.in_arrival_order()
+            && attempt.listed_for > Duration::ZERO
+            && self.release_waiters.is_feed_live()
+    }
+
     pub(super) fn on_attempt_done(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -429,6 +447,13 @@ impl NameState {
             // Nothing to ask until a release wakes it or the lease ends; the backoff's
             // delay on top spreads the waiters' attempts at a crashed holder's lease end.
             delay += lease_left.map_or(QUIET_POLL, |left| left.min(QUIET_POLL));
+        } else if held_elsewhere && self.waits_in_line(&attempt) {
+            // In line: woken when its turn comes; until then it renews its place (or asks
+            // at the lease's end, when a crashed holder's lock comes free).
+            let renew_place =
+                crate::random::with_rng(|rng| renew_place_after(&attempt.options, rng));
+            let at_lease_end = lease_left.map_or(renew_place, |left| left + delay);
+            delay = delay.max(renew_place.min(at_lease_end));
         }
         self.retry_after(myself, delay, false, held_elsewhere, backoff)
     }
