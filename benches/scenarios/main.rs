@@ -24,6 +24,7 @@ mod explain;
 mod failover;
 mod fleet;
 mod fleet_worker;
+mod job;
 mod latency;
 mod many;
 mod plan;
@@ -40,7 +41,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use child::Args;
-use plan::Mode;
+use job::Mode;
 use report::Results;
 
 fn main() -> ExitCode {
@@ -68,7 +69,7 @@ fn main() -> ExitCode {
     // Fail early, naming the fix, rather than once per child.
     let _ = support::server::uri();
 
-    let jobs: Vec<plan::Job> = plan::jobs(mode)
+    let jobs: Vec<job::Job> = plan::jobs(mode)
         .into_iter()
         .filter(|job| {
             only.as_ref()
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
     groups.dedup();
     let mut failed_setup = false;
     for group in groups {
-        let group_jobs: Vec<&plan::Job> = jobs.iter().filter(|job| job.group == group).collect();
+        let group_jobs: Vec<&job::Job> = jobs.iter().filter(|job| job.group == group).collect();
         let reps = group_jobs.iter().map(|job| job.reps).max().unwrap_or(0);
         for rep in 0..reps {
             for job in &group_jobs {
