@@ -32,6 +32,7 @@ mod primitives;
 mod report;
 mod report_fleet;
 mod report_primitives;
+mod report_table;
 mod runner;
 mod shared_contention;
 #[path = "../support/mod.rs"]
@@ -42,7 +43,7 @@ use std::process::ExitCode;
 
 use child::Args;
 use job::Mode;
-use report::Results;
+use report_table::Results;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
