@@ -10,6 +10,10 @@ fn section(token: u64, entered: u64, counted_until: Option<u64>) -> Section<u64>
     }
 }
 
+fn pair(earlier: usize, later: usize) -> Pair {
+    Pair { earlier, later }
+}
+
 fn write(token: u64, sent: u64, answered: u64, applied: bool) -> FencedWrite<u64> {
     FencedWrite {
         token,
@@ -27,19 +31,7 @@ fn a_holder_entering_while_another_holds_untold_is_an_overlap() {
         section(1, 0, Some(20)),
         section(2, 10, Some(35)),
     ];
-    assert_eq!(
-        overlaps(&history),
-        [
-            Pair {
-                earlier: 1,
-                later: 2
-            },
-            Pair {
-                earlier: 2,
-                later: 0
-            },
-        ]
-    );
+    assert_eq!(overlaps(&history), [pair(1, 2), pair(2, 0)]);
 }
 
 #[test]
@@ -63,16 +55,7 @@ fn tokens_falling_or_repeated_in_entry_order_are_flagged() {
     ];
     assert_eq!(
         tokens_out_of_entry_order(&history),
-        [
-            Pair {
-                earlier: 1,
-                later: 0
-            },
-            Pair {
-                earlier: 0,
-                later: 2
-            },
-        ]
+        [pair(1, 0), pair(0, 2)]
     );
 }
 

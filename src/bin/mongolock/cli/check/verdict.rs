@@ -25,6 +25,17 @@ pub(crate) struct Check {
     pub(crate) violations: Vec<String>,
 }
 
+impl Check {
+    /// A check of that name, before it looked at any case.
+    fn named(name: &'static str) -> Self {
+        Self {
+            name,
+            cases: 0,
+            violations: Vec::new(),
+        }
+    }
+}
+
 /// The figures of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Figures {
@@ -106,11 +117,7 @@ fn held(sections: &[&Section]) -> Vec<history::Section<u64>> {
 /// The history rule: no two sections of one lock overlap unless the earlier one had been
 /// told of its loss before the later one entered.
 fn no_overlap(locks: &BTreeMap<&str, Vec<&Section>>) -> Check {
-    let mut check = Check {
-        name: "no overlap among holders not told of a loss",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("no overlap among holders not told of a loss");
     for (lock, sections) in locks {
         check.cases += sections.len();
         for history::Pair { earlier, later } in history::overlaps(&held(sections)) {
@@ -128,11 +135,7 @@ fn no_overlap(locks: &BTreeMap<&str, Vec<&Section>>) -> Check {
 
 /// The history rule: each lock's tokens strictly increase in the order its holders entered.
 fn tokens_in_entry_order(locks: &BTreeMap<&str, Vec<&Section>>) -> Check {
-    let mut check = Check {
-        name: "tokens increase in entry order",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("tokens increase in entry order");
     for (lock, sections) in locks {
         check.cases += sections.len();
         for history::Pair { earlier, later } in history::tokens_out_of_entry_order(&held(sections))
@@ -150,11 +153,7 @@ fn tokens_in_entry_order(locks: &BTreeMap<&str, Vec<&Section>>) -> Check {
 /// The history rule for the write with an older token each section makes after its own
 /// (stale if its own was applied), and no holder's own write refused.
 fn stale_writes_refused(sections: &[Section]) -> Check {
-    let mut check = Check {
-        name: "every stale write refused",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("every stale write refused");
     for section in sections {
         if let Some(stale) = &section.stale {
             check.cases += 1;
@@ -184,11 +183,7 @@ fn stale_writes_refused(sections: &[Section]) -> Check {
 /// Each protected record ends with the largest token that wrote it and counts every applied
 /// write (a failed write may or may not have been applied).
 fn records_match(sections: &[Section], records: &BTreeMap<String, FinalRecord>) -> Check {
-    let mut check = Check {
-        name: "protected records match the applied writes",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("protected records match the applied writes");
     let mut expected: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
     for section in sections {
         let entry = expected.entry(section.lock.as_str()).or_default();
