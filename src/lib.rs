@@ -31,7 +31,7 @@
 //! ## Where things are
 //!
 //! Every public type has one path. What the lock API hands out or takes — the manager, locks,
-//! guards, options, elections, errors, events, the two stores — is at the crate root. Four
+//! guards, options, elections, errors, events, the two stores — is at the crate root. Five
 //! modules hold what only some users need:
 //!
 //! - [`store`] — the backend contract ([`store::LockStore`]), its requests and answers and
@@ -41,7 +41,9 @@
 //!   protects;
 //! - [`metrics`] — metric names and buckets, and the Prometheus exporter (feature
 //!   `prometheus`);
-//! - `testing` (feature `testing`) — fault injection for your own tests.
+//! - `testing` (feature `testing`) — fault injection for your own tests;
+//! - `history` (feature `history`) — the rules a recorded history of a lock's holders
+//!   obeys, for checking your own.
 //!
 //! [`guide`] holds the longer documentation: safety, elections, options, operations,
 //! MongoDB, fairness, performance and how it is tested.
@@ -51,6 +53,8 @@
 //! - `mongodb` (default) — `MongoStore` and `fence`, the production backend.
 //! - `prometheus` — `metrics::install_prometheus_exporter`, a one-call exporter.
 //! - `testing` — `testing::FaultyStore` and test hooks; never for production code.
+//! - `history` — `history`, the rules a checker of recorded histories applies (on with
+//!   `testing` and `cli`).
 //! - `cli` — the `mongolock` command-line tool (Unix).
 //!
 //! ## Public dependencies
@@ -95,6 +99,9 @@ mod error;
 #[cfg_attr(docsrs, doc(cfg(feature = "mongodb")))]
 pub mod fence;
 pub mod guide;
+#[cfg(feature = "history")]
+#[cfg_attr(docsrs, doc(cfg(feature = "history")))]
+pub mod history;
 mod kind;
 mod lock;
 mod manager;

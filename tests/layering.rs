@@ -7,7 +7,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `error`, `name`, `kind`, `random` |
+//! | 0 | `error`, `name`, `kind`, `random`, `history` |
 //! | 2 | `options` |
 //! | 3 | `store`, `metrics` |
 //! | 4 | `watch` |
@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("random", 0),
     ("name", 0),
     ("kind", 0),
+    ("history", 0),
     ("options", 2),
     ("store", 3),
     ("metrics", 3),

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::child::{Args, Side, emit, scratch_name};
 use crate::fleet_worker::wall_nanos;
-use crate::plan::{Job, Mode, args, job};
+use crate::job::{Job, Mode, args, job};
 use crate::support::probe;
 use crate::support::stats::{millis, quantile};
 

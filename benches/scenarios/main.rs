@@ -24,6 +24,7 @@ mod explain;
 mod failover;
 mod fleet;
 mod fleet_worker;
+mod job;
 mod latency;
 mod many;
 mod plan;
@@ -31,6 +32,7 @@ mod primitives;
 mod report;
 mod report_fleet;
 mod report_primitives;
+mod report_table;
 mod runner;
 mod shared_contention;
 #[path = "../support/mod.rs"]
@@ -40,8 +42,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use child::Args;
-use plan::Mode;
-use report::Results;
+use job::Mode;
+use report_table::Results;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,7 +70,7 @@ fn main() -> ExitCode {
     // Fail early, naming the fix, rather than once per child.
     let _ = support::server::uri();
 
-    let jobs: Vec<plan::Job> = plan::jobs(mode)
+    let jobs: Vec<job::Job> = plan::jobs(mode)
         .into_iter()
         .filter(|job| {
             only.as_ref()
@@ -82,7 +84,7 @@ fn main() -> ExitCode {
     groups.dedup();
     let mut failed_setup = false;
     for group in groups {
-        let group_jobs: Vec<&plan::Job> = jobs.iter().filter(|job| job.group == group).collect();
+        let group_jobs: Vec<&job::Job> = jobs.iter().filter(|job| job.group == group).collect();
         let reps = group_jobs.iter().map(|job| job.reps).max().unwrap_or(0);
         for rep in 0..reps {
             for job in &group_jobs {

@@ -4,7 +4,7 @@
 
 use crate::chart::{Panel, Series, svg};
 use crate::fleet::{FLEET_MODES, TARGET_SIZE};
-use crate::report::{Results, Table, failures, figure, last_text, verdict};
+use crate::report_table::{Results, Table, failures, figure, last_text, verdict};
 
 /// Whether `key` is one of the fleets' jobs.
 pub(crate) fn is_fleet(key: &str) -> bool {

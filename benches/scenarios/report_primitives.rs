@@ -3,7 +3,7 @@
 
 use crate::plan::P3_MIXES;
 use crate::primitives::P1_KINDS;
-use crate::report::{Results, Table, cell, failures, figure, last_text, runs, text, verdict};
+use crate::report_table::{Results, Table, cell, failures, figure, last_text, runs, text, verdict};
 
 /// A verdict that only counts while every run completed and nothing safety-related broke.
 fn judged(complete: bool, met: Option<bool>) -> &'static str {

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use mongolock::history;
+
 use crate::clock::{ms, ms_between};
 use crate::events::{Access, Event, GivenBack, WriteOutcome};
 
@@ -184,6 +186,15 @@ impl Section {
         .into_iter()
         .flatten()
         .min()
+    }
+
+    /// The section as the history rules see it: a holder until its end.
+    fn as_held(&self, processes: &[ProcessRecord]) -> history::Section<u64> {
+        history::Section {
+            token: self.token,
+            entered: self.enter,
+            counted_until: self.end(processes),
+        }
     }
 
     fn paused(&self, processes: &[ProcessRecord]) -> bool {
@@ -442,35 +453,37 @@ fn check_sections(lock: &str, list: &[&Section], run: &RunData, report: &mut Rep
             ));
         }
     }
-    // Overlaps: a later entry before an earlier section ended, neither told of a loss.
-    for (i, earlier) in list.iter().enumerate() {
-        let end = earlier.end(processes).unwrap_or(u64::MAX);
-        for later in &list[i + 1..] {
-            if later.enter >= end {
-                break;
-            }
-            if earlier.paused(processes) || later.paused(processes) {
-                report.paused_overlaps += 1;
-                continue;
-            }
-            report.violations.push(format!(
-                "{lock}: two holders at once for {:.1} ms: {} and {}",
-                ms(end.min(later.end(processes).unwrap_or(u64::MAX)) - later.enter),
-                earlier.describe(processes),
-                later.describe(processes)
-            ));
+    // The history rules; a section whose process was stopped is the fault checker's to
+    // excuse (its writes must be fenced).
+    let held: Vec<history::Section<u64>> = list.iter().map(|s| s.as_held(processes)).collect();
+    for history::Pair { earlier, later } in history::overlaps(&held) {
+        let (earlier, later) = (list[earlier], list[later]);
+        if earlier.paused(processes) || later.paused(processes) {
+            report.paused_overlaps += 1;
+            continue;
         }
+        let end = earlier.end(processes).unwrap_or(u64::MAX);
+        report.violations.push(format!(
+            "{lock}: two holders at once for {:.1} ms: {} and {}",
+            ms(end.min(later.end(processes).unwrap_or(u64::MAX)) - later.enter),
+            earlier.describe(processes),
+            later.describe(processes)
+        ));
     }
     let steady: Vec<&&Section> = list.iter().filter(|s| !s.paused(processes)).collect();
+    let steady_held: Vec<history::Section<u64>> =
+        steady.iter().map(|s| s.as_held(processes)).collect();
+    for history::Pair { earlier, later } in history::tokens_out_of_entry_order(&steady_held) {
+        report.violations.push(format!(
+            "{lock}: tokens not increasing in entry order: {} entered before {}",
+            steady[earlier].describe(processes),
+            steady[later].describe(processes)
+        ));
+    }
+    // The loss margin, the fault checker's own: the next holder enters only once the one
+    // told of its loss has let go or the margin has passed.
     for pair in steady.windows(2) {
         let (a, b) = (pair[0], pair[1]);
-        if b.token <= a.token {
-            report.violations.push(format!(
-                "{lock}: tokens not increasing in entry order: {} entered before {}",
-                a.describe(processes),
-                b.describe(processes)
-            ));
-        }
         if let Some(lost) = a.lost.filter(|l| a.exit.is_none_or(|e| *l <= e)) {
             report.handovers_after_loss += 1;
             let gap = i64::try_from(b.enter).unwrap_or(i64::MAX) - i64::try_from(lost).unwrap_or(0);
@@ -500,39 +513,30 @@ fn check_sections(lock: &str, list: &[&Section], run: &RunData, report: &mut Rep
 /// every refusal names a token a later holder really had. The server runs with
 /// `--sync-on-commit`: an acknowledged write survives a crash, so every one counts.
 fn check_writes(lock: &str, writes: &[&WriteRecord], tokens: &[u64], report: &mut Report) {
-    let mut applied: Vec<&WriteRecord> = writes
+    let fenced: Vec<history::FencedWrite<u64>> = writes
         .iter()
-        .copied()
-        .filter(|w| w.outcome == WriteOutcome::Applied)
+        .map(|w| history::FencedWrite {
+            token: w.token,
+            sent: w.sent,
+            answered: w.done,
+            applied: w.outcome == WriteOutcome::Applied,
+        })
         .collect();
-    applied.sort_by_key(|w| w.done);
-    // Largest acknowledged token by acknowledgement time.
-    let mut acknowledged: Vec<(u64, u64)> = Vec::with_capacity(applied.len());
-    let mut largest = 0;
-    for write in &applied {
-        largest = largest.max(write.token);
-        acknowledged.push((write.done, largest));
+    for history::StaleApplied { write, newer } in history::stale_writes_applied(&fenced) {
+        let write = writes[write];
+        report.violations.push(format!(
+            "{lock}: stale write applied: w{} seq {} with token {} sent {:.1} ms after token {newer} was acknowledged",
+            write.process,
+            write.seq,
+            write.token,
+            ms(write.sent)
+        ));
     }
-    let largest_before = |time: u64| -> u64 {
-        let index = acknowledged.partition_point(|(done, _)| *done < time);
-        if index == 0 {
-            0
-        } else {
-            acknowledged[index - 1].1
-        }
-    };
+    let acknowledged = history::Acknowledged::new(&fenced);
     for write in writes {
-        let newer = largest_before(write.sent);
         match &write.outcome {
-            WriteOutcome::Applied if newer > write.token => report.violations.push(format!(
-                "{lock}: stale write applied: w{} seq {} with token {} sent {:.1} ms after token {newer} was acknowledged",
-                write.process,
-                write.seq,
-                write.token,
-                ms(write.sent)
-            )),
             WriteOutcome::Fenced(recorded) => {
-                if newer > write.token {
+                if history::is_stale(write.token, acknowledged.newest_before(write.sent)) {
                     report.superseded_writes_rejected += 1;
                 }
                 if *recorded <= write.token || tokens.binary_search(recorded).is_err() {

@@ -12,7 +12,7 @@
 //! holding the line back no longer than its life.
 //!
 //! ```text
-//! cargo run --example fault_check --features mongodb -- --short    # CI: about 6 minutes
+//! cargo run --example fault_check --features history -- --short    # CI: about 6 minutes
 //! scripts/fault-check.sh                                          # the long configuration
 //! ```
 //!

@@ -57,6 +57,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mongolock::Access;
+use mongolock::history as rules;
 use mongolock::store::LeaseId;
 use tokio::time::Instant;
 
@@ -92,6 +93,7 @@ impl Timings {
 struct Holder {
     manager: Option<usize>,
     token: u64,
+    entered: Instant,
     access: Access,
     lease: Option<LeaseId>,
     told: Option<Instant>,
@@ -298,6 +300,16 @@ impl History {
             .min()
     }
 
+    /// `holder` as the history rules see it: a holder not told of a loss until its believed
+    /// end (letting go removes it from the live holders).
+    fn as_held(&self, holder: &Holder) -> rules::Section<Instant> {
+        rules::Section {
+            token: holder.token,
+            entered: holder.entered,
+            counted_until: self.believed_end(holder),
+        }
+    }
+
     /// When the next grant of `holder`'s name may come at the earliest, if `holder` has
     /// stopped counting: the loss margin after it was told or its oracle deadline passed,
     /// or (an intruder, never told) the end of its lease.
@@ -376,6 +388,7 @@ impl History {
             Holder {
                 manager,
                 token,
+                entered: now,
                 access,
                 lease,
                 told: None,
@@ -402,6 +415,7 @@ impl History {
             Holder {
                 manager,
                 token,
+                entered: Instant::now(),
                 access,
                 lease,
                 told: Some(Instant::now()),
@@ -434,7 +448,9 @@ impl History {
             if free.is_some_and(|free| now + INSTANT >= free) {
                 continue;
             }
-            let untold = self.believed_end(holder).is_none_or(|end| now < end);
+            // The history rule (no overlap among holders not told of a loss) names the
+            // untold ones; the margin after their end is the simulator's own.
+            let untold = self.as_held(holder).holds_untold_at(now);
             occupants.push((*other, holder.token, holder.access, untold, free));
         }
         let mut problems = Vec::new();
@@ -585,7 +601,7 @@ impl History {
         }
         if let (Some(grant_token), Some(largest)) = (grant_token, largest)
             && token > grant_token
-            && token <= largest
+            && !rules::token_increases(largest, token)
         {
             self.violation(format!(
                 "{who:?} got token {token} on {name} by a local pass (its lease was granted {grant_token}), not above {largest} the store issued before"
@@ -940,6 +956,7 @@ impl History {
             Holder {
                 manager: Some(manager),
                 token,
+                entered: Instant::now(),
                 access: Access::Exclusive,
                 lease,
                 told: None,

@@ -140,7 +140,7 @@ impl Ledger {
         let now = Instant::now();
         let issued = self.issued.entry(name.as_str().to_owned()).or_default();
         if let Some(&(_, last)) = issued.last()
-            && token <= last
+            && !mongolock::history::token_increases(last, token)
         {
             let problem = format!(
                 "the store issued token {token} on {name}, not above {last} it issued before"

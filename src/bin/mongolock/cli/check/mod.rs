@@ -391,16 +391,10 @@ impl Outcome<'_> {
     }
 
     fn json(&self) -> serde_json::Value {
-        let Self {
-            args,
-            connection,
-            reports,
-            checks,
-            figures,
-            span,
-        } = self;
-        let span = *span;
-        let checks: Vec<serde_json::Value> = checks
+        let (args, connection, figures) = (self.args, self.connection, &self.figures);
+        let commands = &self.reports.commands;
+        let checks: Vec<serde_json::Value> = self
+            .checks
             .iter()
             .map(|check| {
                 json!({
@@ -422,11 +416,11 @@ impl Outcome<'_> {
             "duration_ms": u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX),
             "lease_ms": u64::try_from(args.lease.as_millis()).unwrap_or(u64::MAX),
             "acquisitions": figures.acquisitions,
-            "acquisitions_per_second": per_second(figures.acquisitions, span),
+            "acquisitions_per_second": per_second(figures.acquisitions, self.span),
             "remote_hand_overs": latencies_json(&figures.remote_hand_overs),
             "local_hand_overs": latencies_json(&figures.local_hand_overs),
-            "commands": reports.commands,
-            "commands_per_acquisition": per_acquisition(&reports.commands, figures.acquisitions),
+            "commands": commands,
+            "commands_per_acquisition": per_acquisition(commands, figures.acquisitions),
             "losses": figures.losses,
             "writes_applied": figures.writes_applied,
             "writes_failed": figures.writes_failed,

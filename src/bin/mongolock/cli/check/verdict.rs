@@ -1,10 +1,12 @@
 //! What `mongolock check` concludes from the sections every worker reported and the
-//! protected records' final state: the checks the project's fault checker makes (no overlap
-//! among holders not told of a loss, tokens increasing in entry order, every stale write
-//! refused, the records matching the applied writes), and the figures (throughput,
+//! protected records' final state: the rules of `mongolock::history` (no overlap among
+//! holders not told of a loss, tokens increasing in entry order, every stale write refused),
+//! its own check of the records against the applied writes, and the figures (throughput,
 //! hand-over latency). Pure: no I/O.
 
 use std::collections::BTreeMap;
+
+use mongolock::history;
 
 use super::record::{Section, Write};
 
@@ -21,6 +23,17 @@ pub(crate) struct Check {
     pub(crate) name: &'static str,
     pub(crate) cases: usize,
     pub(crate) violations: Vec<String>,
+}
+
+impl Check {
+    /// A check of that name, before it looked at any case.
+    fn named(name: &'static str) -> Self {
+        Self {
+            name,
+            cases: 0,
+            violations: Vec::new(),
+        }
+    }
 }
 
 /// The figures of a run.
@@ -86,72 +99,67 @@ fn who(section: &Section) -> String {
     )
 }
 
-/// No two sections of one lock overlap unless the earlier one had been told of its loss
-/// before the later one entered.
+/// A section as the history rules see it: a holder until it was told of its loss or left.
+fn as_held(section: &Section) -> history::Section<u64> {
+    let told = section.lost.as_ref().map(|(told_at, _)| *told_at);
+    history::Section {
+        token: section.token,
+        entered: section.entered,
+        counted_until: Some(told.map_or(section.exited, |told| told.min(section.exited))),
+    }
+}
+
+/// Each lock's sections as the history rules see them, in the same order.
+fn held(sections: &[&Section]) -> Vec<history::Section<u64>> {
+    sections.iter().map(|section| as_held(section)).collect()
+}
+
+/// The history rule: no two sections of one lock overlap unless the earlier one had been
+/// told of its loss before the later one entered.
 fn no_overlap(locks: &BTreeMap<&str, Vec<&Section>>) -> Check {
-    let mut check = Check {
-        name: "no overlap among holders not told of a loss",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("no overlap among holders not told of a loss");
     for (lock, sections) in locks {
         check.cases += sections.len();
-        for (i, earlier) in sections.iter().enumerate() {
-            for later in &sections[i + 1..] {
-                if later.entered >= earlier.exited {
-                    break;
-                }
-                let told_first = earlier
-                    .lost
-                    .as_ref()
-                    .is_some_and(|(told_at, _)| *told_at <= later.entered);
-                if !told_first {
-                    check.violations.push(format!(
-                        "{lock}: {} entered {:.3} ms before {} left",
-                        who(later),
-                        ms(earlier.exited - later.entered),
-                        who(earlier)
-                    ));
-                }
-            }
+        for history::Pair { earlier, later } in history::overlaps(&held(sections)) {
+            let (earlier, later) = (sections[earlier], sections[later]);
+            check.violations.push(format!(
+                "{lock}: {} entered {:.3} ms before {} left",
+                who(later),
+                ms(earlier.exited - later.entered),
+                who(earlier)
+            ));
         }
     }
     check
 }
 
-/// Each lock's tokens strictly increase in the order its holders entered.
+/// The history rule: each lock's tokens strictly increase in the order its holders entered.
 fn tokens_in_entry_order(locks: &BTreeMap<&str, Vec<&Section>>) -> Check {
-    let mut check = Check {
-        name: "tokens increase in entry order",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("tokens increase in entry order");
     for (lock, sections) in locks {
         check.cases += sections.len();
-        for pair in sections.windows(2) {
-            if pair[1].token <= pair[0].token {
-                check.violations.push(format!(
-                    "{lock}: {} entered after {}",
-                    who(pair[1]),
-                    who(pair[0])
-                ));
-            }
+        for history::Pair { earlier, later } in history::tokens_out_of_entry_order(&held(sections))
+        {
+            check.violations.push(format!(
+                "{lock}: {} entered after {}",
+                who(sections[later]),
+                who(sections[earlier])
+            ));
         }
     }
     check
 }
 
-/// Every write with an older token was refused, and no holder's own write was refused.
+/// The history rule for the write with an older token each section makes after its own
+/// (stale if its own was applied), and no holder's own write refused.
 fn stale_writes_refused(sections: &[Section]) -> Check {
-    let mut check = Check {
-        name: "every stale write refused",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("every stale write refused");
     for section in sections {
         if let Some(stale) = &section.stale {
             check.cases += 1;
-            if stale.write == Write::Applied {
+            // Sent once the holder's own write was answered.
+            let newest = (section.write == Write::Applied).then_some(section.token);
+            if history::is_stale(stale.token, newest) && stale.write == Write::Applied {
                 check.violations.push(format!(
                     "{}: a write with the older token {} was applied while {} held it",
                     section.lock,
@@ -175,11 +183,7 @@ fn stale_writes_refused(sections: &[Section]) -> Check {
 /// Each protected record ends with the largest token that wrote it and counts every applied
 /// write (a failed write may or may not have been applied).
 fn records_match(sections: &[Section], records: &BTreeMap<String, FinalRecord>) -> Check {
-    let mut check = Check {
-        name: "protected records match the applied writes",
-        cases: 0,
-        violations: Vec::new(),
-    };
+    let mut check = Check::named("protected records match the applied writes");
     let mut expected: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
     for section in sections {
         let entry = expected.entry(section.lock.as_str()).or_default();
