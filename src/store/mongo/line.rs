@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
-use super::document::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
+use super::fields::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
 use super::pipeline::{duration_ms, literal, now_plus};
 use crate::kind::{Access, LockKind};
 use crate::store::outcome::QueuedWaiter;

@@ -68,6 +68,7 @@
 mod builder;
 mod document;
 pub(crate) mod errors;
+mod fields;
 mod line;
 mod pipeline;
 mod record_feed;
@@ -245,7 +246,7 @@ impl MongoStore {
         let pipeline = vec![
             doc! { "$match": pipeline::by_leases(names, leases) },
             pipeline::unexpired(),
-            doc! { "$project": { document::LEASE_ID: 1 } },
+            doc! { "$project": { fields::LEASE_ID: 1 } },
         ];
         self.leases_found(pipeline, "extend (aggregate held leases)", |found| {
             document::lease_of(found)
@@ -285,7 +286,7 @@ impl MongoStore {
         self.leases_found(
             pipeline::held_shared_leases(batch),
             "extend (aggregate held places)",
-            |found| document::leases_in(found, document::RELEASED_LEASES),
+            |found| document::leases_in(found, fields::RELEASED_LEASES),
         )
         .await
     }
@@ -656,13 +657,13 @@ impl MongoStore {
         names: &[&str],
         batch: &Bson,
     ) -> Result<HashSet<LeaseId>, StoreError> {
-        let leases_field = format!("{}.{}", document::RELEASED, document::RELEASED_LEASES);
+        let leases_field = format!("{}.{}", fields::RELEASED, fields::RELEASED_LEASES);
         let pipeline = vec![
             doc! { "$match": pipeline::released_by(names, batch) },
-            doc! { "$project": { document::RELEASED_LEASES: format!("${leases_field}") } },
+            doc! { "$project": { fields::RELEASED_LEASES: format!("${leases_field}") } },
         ];
         self.leases_found(pipeline, "release many (aggregate released)", |found| {
-            document::leases_in(found, document::RELEASED_LEASES)
+            document::leases_in(found, fields::RELEASED_LEASES)
         })
         .await
     }
@@ -857,7 +858,7 @@ impl MongoStore {
         let mut locks = Vec::new();
         while cursor.advance().await.map_err(failed)? {
             let found: Document = cursor.deserialize_current().map_err(failed)?;
-            let name = match found.get(document::ID) {
+            let name = match found.get(fields::ID) {
                 Some(mongodb::bson::Bson::String(name)) => name.clone(),
                 Some(other) => other.to_string(),
                 None => String::new(),

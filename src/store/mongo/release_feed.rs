@@ -32,8 +32,8 @@ use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT, WAKE, WITHDRAWN_AT};
 use super::errors;
+use super::fields::{ID, LEASE_ID, PERMITS, RELEASED_AT, WAKE, WITHDRAWN_AT};
 use crate::name::LockName;
 use crate::store::ReleaseDemand;
 use crate::store::request::HolderId;

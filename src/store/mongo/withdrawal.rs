@@ -10,7 +10,7 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use super::document::{HOLDER, WITHDRAWN_AT, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY};
+use super::fields::{HOLDER, WITHDRAWN_AT, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY};
 use super::line::{self, LINE};
 use super::writers_marks;
 use crate::store::request::HolderId;

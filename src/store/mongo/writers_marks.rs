@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, doc};
 
-use super::document::{HOLDER, WRITERS_MARKED_BY};
+use super::fields::{HOLDER, WRITERS_MARKED_BY};
 use super::pipeline::{literal, now_plus};
 use crate::store::request::mark_length;
 
