@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
+use super::expression::{duration_ms, literal, now_plus};
 use super::fields::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
-use super::pipeline::{duration_ms, literal, now_plus};
 use crate::kind::{Access, LockKind};
 use crate::store::outcome::QueuedWaiter;
 use crate::store::request::{HolderId, mark_length};

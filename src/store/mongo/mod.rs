@@ -68,6 +68,7 @@
 mod builder;
 mod document;
 pub(crate) mod errors;
+mod expression;
 mod fields;
 mod line;
 mod pipeline;

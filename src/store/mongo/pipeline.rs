@@ -3,9 +3,6 @@
 //! in `$literal`, and query filters only compare values, so no lock name or holder id can be
 //! read as a field path or an operator.
 //!
-//! SecantusDB (the test server) rejects `$add`/`$subtract` on dates, so dates are only built
-//! with `$dateAdd` and turned into numbers with `$toLong` before any arithmetic.
-//!
 //! A mutex's document has no `kind`; a shared record's (a semaphore's or a reader/writer
 //! lock's) has one. A mutex attempt finds its document by the `_id` equality alone, which the
 //! server answers by its fast `_id` path (`IDHACK`, no query planning): naming `kind:
@@ -23,6 +20,7 @@ use std::time::Duration;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::document::kind_value;
+use super::expression::{expires_from_now, field, literal, live, now_plus, waiting_since};
 use super::fields::{
     ACCESS, ACQUIRED_AT, CONTENDED_AT, CONTENDERS, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT,
     FORCED_RELEASE, GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, HOLDERS, ID, KIND, LAST_CONTENDED_MS,
@@ -35,8 +33,8 @@ use super::writers_marks;
 use crate::kind::{Access, MAX_PERMITS};
 use crate::name::LockName;
 use crate::store::TOKENS_PER_GRANT;
+use crate::store::request::mark_length;
 use crate::store::request::{AcquireRequest, LeaseKey};
-use crate::store::request::{mark_length, wait_length};
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 const FREE: &str = "_mongolockFree";
@@ -149,24 +147,6 @@ pub(super) fn by_leases(names: &[&str], leases: &[Bson]) -> Document {
 /// Keeps the records whose lease has not expired by the server's clock.
 pub(super) fn unexpired() -> Document {
     doc! { "$match": { "$expr": { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] } } }
-}
-
-/// The lease length in whole milliseconds, rounded up so a sub-millisecond expiry still
-/// lasts a moment.
-fn expiry_ms(expiry: Duration) -> i64 {
-    duration_ms(expiry).max(1)
-}
-
-/// A duration in whole milliseconds, rounded up.
-pub(super) fn duration_ms(duration: Duration) -> i64 {
-    i64::try_from(duration.as_nanos().div_ceil(1_000_000)).unwrap_or(i64::MAX)
-}
-
-/// `$$NOW + expiry`.
-fn expires_from_now(expiry: Duration) -> Document {
-    doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": expiry_ms(expiry) }
-    }
 }
 
 /// The update pipeline of `try_acquire`, run by `findAndModify` with `upsert` on
@@ -303,20 +283,6 @@ fn released_mutex_outlasts_its_line() -> Document {
         line::now_or_last_place_end(),
         field(EXPIRES_AT),
     ] } } }
-}
-
-/// `$$NOW − waited`: when a requester started waiting, by the server's clock (`$$NOW`
-/// itself for a first attempt, which waited for nothing: the smaller command costs the
-/// server less).
-fn waiting_since(waited: Duration) -> Bson {
-    let waited_ms = duration_ms(wait_length(waited));
-    if waited_ms == 0 {
-        return "$$NOW".into();
-    }
-    doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": -waited_ms }
-    }
-    .into()
 }
 
 /// The next grant's token: max(previous reserved + 1, server ms × 1000), so it is past every
@@ -522,11 +488,6 @@ pub(super) fn list() -> Vec<Document> {
     ]
 }
 
-/// `"$field"`: a reference to a field of the document being updated.
-fn field(name: &str) -> String {
-    format!("${name}")
-}
-
 /// `"$$entry.field"`: a field of the holder entry bound by `$filter` or `$map`.
 fn entry_field(name: &str) -> String {
     format!("$${ENTRY}.{name}")
@@ -552,20 +513,6 @@ fn listed_holders_where(keep: impl Into<Bson>) -> Document {
 /// The holder entries unexpired by the server's clock.
 fn unexpired_holders() -> Document {
     holders_where(doc! { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] })
-}
-
-/// Whether the date in `name` is still ahead of the server's clock: false when unset, as a
-/// missing or null value sorts below every date (BSON comparison order). No `$ifNull`: every
-/// expression in a pipeline costs the server on each command it is in, evaluated or not.
-fn live(name: &str) -> Document {
-    doc! { "$gt": [field(name), "$$NOW"] }
-}
-
-/// `$$NOW + duration`, to the millisecond (rounded up).
-pub(super) fn now_plus(duration: Duration) -> Document {
-    doc! {
-        "$dateAdd": { "startDate": "$$NOW", "unit": "millisecond", "amount": duration_ms(duration) }
-    }
 }
 
 /// A shared record's `expiresAt`: the latest of its holders' expiries, its live waiting
@@ -1149,10 +1096,6 @@ fn own_held_entry() -> Document {
     ] }
 }
 
-pub(super) fn literal(value: Bson) -> Bson {
-    Bson::Document(doc! { "$literal": value })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1378,13 +1321,5 @@ mod tests {
                 .as_document()
                 .is_some_and(|mark| mark.contains_key("$max"))
         );
-    }
-
-    #[test]
-    fn expiry_rounds_up_to_a_millisecond() {
-        assert_eq!(expiry_ms(Duration::from_micros(1)), 1);
-        assert_eq!(expiry_ms(Duration::from_micros(1500)), 2);
-        assert_eq!(expiry_ms(Duration::from_secs(30)), 30_000);
-        assert_eq!(expiry_ms(Duration::MAX), i64::MAX);
     }
 }

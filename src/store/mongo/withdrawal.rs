@@ -48,7 +48,7 @@ fn where_array(field: &str, value: Bson) -> Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::mongo::pipeline::literal;
+    use crate::store::mongo::expression::literal;
 
     #[test]
     fn a_holder_id_is_a_value_in_the_filter() {

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, doc};
 
+use super::expression::{literal, now_plus};
 use super::fields::{HOLDER, WRITERS_MARKED_BY};
-use super::pipeline::{literal, now_plus};
 use crate::store::request::mark_length;
 
 /// The live marks, computed once per write attempt by its first stage (and unset by its
