@@ -107,3 +107,25 @@ pub(super) const RELEASED: &str = "released";
 pub(super) const RELEASED_BATCH: &str = "batch";
 /// `released.leases`: the lease ids that batch released from the document.
 pub(super) const RELEASED_LEASES: &str = "leases";
+
+// The temporary fields of the update pipelines: each is set by one stage, read by the
+// next ones and unset by the last, so no stored document carries them.
+
+/// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
+pub(super) const FREE: &str = "_mongolockFree";
+/// Temporary field of the arrival-order pipelines: the other managers' live places in line.
+pub(super) const OTHERS_IN_LINE: &str = "_mongolockOthersInLine";
+/// Temporary field of the shared acquire pipeline: the token a grant would take.
+pub(super) const NEXT_TOKEN: &str = "_mongolockToken";
+/// Temporary field of the shared release pipelines: the holder entries being released.
+pub(super) const GONE: &str = "_mongolockGone";
+/// Temporary field of the shared release pipelines: whether the release begins a readers'
+/// turn. Computed once for the three fields it decides, not written out in each: every
+/// copy of an expression costs the server on every shared release (measured in
+/// `benches/HISTORY.md#p1-shared-cycle-parts`).
+pub(super) const TURN_BEGINS: &str = "_mongolockTurnBegins";
+/// Temporary field of the shared extend pipeline: how many entries it extends.
+pub(super) const EXTENDED: &str = "_mongolockExtended";
+/// Temporary field of the pipelines over a
+/// [`LeasesByRecord`](super::pipeline::extend::LeasesByRecord): the record's own leases.
+pub(super) const OWN_LEASES: &str = "_mongolockOwnLeases";

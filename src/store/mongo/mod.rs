@@ -100,7 +100,7 @@ use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::store::LeaseId;
 use crate::store::request::HolderId;
-use pipeline::Released;
+use pipeline::release::Released;
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
 /// server serves each from the `_id` index, and one command stays far below the 16 MiB
@@ -245,8 +245,8 @@ impl MongoStore {
         leases: &[Bson],
     ) -> Result<HashSet<LeaseId>, StoreError> {
         let pipeline = vec![
-            doc! { "$match": pipeline::by_leases(names, leases) },
-            pipeline::unexpired(),
+            doc! { "$match": pipeline::filter::by_leases(names, leases) },
+            pipeline::filter::unexpired(),
             doc! { "$project": { fields::LEASE_ID: 1 } },
         ];
         self.leases_found(pipeline, "extend (aggregate held leases)", |found| {
@@ -282,10 +282,10 @@ impl MongoStore {
     /// server's clock (one `aggregate`).
     async fn held_shared_leases(
         &self,
-        batch: &pipeline::LeasesByRecord<'_>,
+        batch: &pipeline::extend::LeasesByRecord<'_>,
     ) -> Result<HashSet<LeaseId>, StoreError> {
         self.leases_found(
-            pipeline::held_shared_leases(batch),
+            pipeline::extend::held_shared_leases(batch),
             "extend (aggregate held places)",
             |found| document::leases_in(found, fields::RELEASED_LEASES),
         )
@@ -298,7 +298,7 @@ impl MongoStore {
         let failed = |error| errors::backend("inspect (aggregate)", error);
         let mut cursor = self
             .collection
-            .aggregate(pipeline::inspect(name))
+            .aggregate(pipeline::read::inspect(name))
             .read_concern(self.read_concern.clone())
             .await
             .map_err(failed)?;
@@ -338,8 +338,8 @@ impl MongoStore {
             let returned = self
                 .collection
                 .find_one_and_update(
-                    pipeline::shared_by_kind(&request.name, request.access),
-                    pipeline::shared_acquire(
+                    pipeline::filter::shared_by_kind(&request.name, request.access),
+                    pipeline::acquire::shared_acquire(
                         request.access,
                         &lease,
                         request.holder.as_str(),
@@ -392,7 +392,7 @@ impl MongoStore {
         to: &AcquireRequest,
         new: &Bson,
     ) -> Result<HandOverOutcome, StoreError> {
-        let acquire = pipeline::shared_acquire(
+        let acquire = pipeline::acquire::shared_acquire(
             to.access,
             new,
             to.holder.as_str(),
@@ -402,8 +402,8 @@ impl MongoStore {
         let after = self
             .collection
             .find_one_and_update(
-                pipeline::shared_hand_over_filter(&from.name, old, to.access),
-                pipeline::shared_hand_over(old, Released::of([from]), new, acquire),
+                pipeline::filter::shared_hand_over_filter(&from.name, old, to.access),
+                pipeline::hand_over::shared_hand_over(old, Released::of([from]), new, acquire),
             )
             .return_document(ReturnDocument::After)
             .await
@@ -441,16 +441,19 @@ impl MongoStore {
             .map(|r| document::lease_value(r.key.lease))
             .collect();
         let failed = |error| vec![Err(error); requests.len()];
-        let update = pipeline::extend(first.lease_duration);
+        let update = pipeline::extend::extend(first.lease_duration);
         let updated = match requests {
             [single] => {
                 self.collection
-                    .update_one(pipeline::by_owner(&single.key.name, &leases[0]), update)
+                    .update_one(
+                        pipeline::filter::by_owner(&single.key.name, &leases[0]),
+                        update,
+                    )
                     .await
             }
             _ => {
                 self.collection
-                    .update_many(pipeline::by_leases(&names, &leases), update)
+                    .update_many(pipeline::filter::by_leases(&names, &leases), update)
                     .await
             }
         };
@@ -503,7 +506,7 @@ impl MongoStore {
         }
         let forced = match self
             .leases_found(
-                pipeline::forced_releases(&gone),
+                pipeline::read::forced_releases(&gone),
                 "extend (aggregate forced releases)",
                 document::forced_leases,
             )
@@ -544,7 +547,7 @@ impl MongoStore {
         let Some(first) = requests.first() else {
             return Vec::new();
         };
-        let batch = pipeline::LeasesByRecord::group(
+        let batch = pipeline::extend::LeasesByRecord::group(
             requests
                 .iter()
                 .map(|r| (r.key.name.as_str(), document::lease_value(r.key.lease))),
@@ -553,7 +556,7 @@ impl MongoStore {
         let every_lease = self
             .update_records(
                 &batch,
-                pipeline::shared_extend(&batch, first.lease_duration, true),
+                pipeline::extend::shared_extend(&batch, first.lease_duration, true),
             )
             .await;
         match every_lease {
@@ -572,7 +575,7 @@ impl MongoStore {
         let each_held = self
             .update_records(
                 &batch,
-                pipeline::shared_extend(&batch, first.lease_duration, false),
+                pipeline::extend::shared_extend(&batch, first.lease_duration, false),
             )
             .await;
         if let Err(error) = each_held {
@@ -588,7 +591,7 @@ impl MongoStore {
     /// with `multi`.
     async fn update_records(
         &self,
-        batch: &pipeline::LeasesByRecord<'_>,
+        batch: &pipeline::extend::LeasesByRecord<'_>,
         update: Vec<Document>,
     ) -> Result<mongodb::results::UpdateResult, StoreError> {
         let updated = if batch.records() == 1 {
@@ -616,8 +619,8 @@ impl MongoStore {
         let result = self
             .collection
             .update_many(
-                pipeline::by_leases(&names, &leases),
-                pipeline::release_traced(batch, Self::keeps_a_line(keys)),
+                pipeline::filter::by_leases(&names, &leases),
+                pipeline::release::release_traced(batch, Self::keeps_a_line(keys)),
             )
             .await
             .map_err(|error| errors::backend("release many (update)", error))?;
@@ -637,8 +640,8 @@ impl MongoStore {
         let result = self
             .collection
             .update_many(
-                pipeline::by_holders(&names, &leases),
-                pipeline::shared_release(
+                pipeline::filter::by_holders(&names, &leases),
+                pipeline::release::shared_release(
                     &leases,
                     Some(batch),
                     Self::keeps_a_line(keys),
@@ -660,7 +663,7 @@ impl MongoStore {
     ) -> Result<HashSet<LeaseId>, StoreError> {
         let leases_field = format!("{}.{}", fields::RELEASED, fields::RELEASED_LEASES);
         let pipeline = vec![
-            doc! { "$match": pipeline::released_by(names, batch) },
+            doc! { "$match": pipeline::filter::released_by(names, batch) },
             doc! { "$project": { fields::RELEASED_LEASES: format!("${leases_field}") } },
         ];
         self.leases_found(pipeline, "release many (aggregate released)", |found| {
@@ -852,7 +855,7 @@ impl MongoStore {
         let failed = |error: mongodb::error::Error| errors::backend("list (aggregate)", error);
         let mut cursor = self
             .collection
-            .aggregate(pipeline::list())
+            .aggregate(pipeline::read::list())
             .read_concern(self.multi_document_read_concern())
             .await
             .map_err(failed)?;
@@ -918,7 +921,10 @@ impl MongoStore {
     pub async fn force_release(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         let after = self
             .collection
-            .find_one_and_update(pipeline::held(name), pipeline::force_release())
+            .find_one_and_update(
+                pipeline::filter::held(name),
+                pipeline::release::force_release(),
+            )
             .return_document(ReturnDocument::After)
             .await
             .map_err(|error| errors::backend("force release (findAndModify)", error))?;
@@ -928,8 +934,8 @@ impl MongoStore {
         let after = self
             .collection
             .find_one_and_update(
-                pipeline::shared_held(name),
-                pipeline::force_release_shared(),
+                pipeline::filter::shared_held(name),
+                pipeline::release::force_release_shared(),
             )
             .return_document(ReturnDocument::After)
             .await
@@ -963,12 +969,12 @@ impl LockStore for MongoStore {
         let returned = self
             .collection
             .find_one_and_update(
-                pipeline::by_name(&request.name),
-                pipeline::acquire(
+                pipeline::filter::by_name(&request.name),
+                pipeline::acquire::acquire(
                     &lease,
                     request.holder.as_str(),
                     request.lease_duration,
-                    (request.waited, pipeline::Waits::of(request)),
+                    (request.waited, pipeline::acquire::Waits::of(request)),
                 ),
             )
             .upsert(true)
@@ -1092,8 +1098,8 @@ impl LockStore for MongoStore {
         let lease = document::lease_value(key.lease);
         let (filter, update) = if key.shared {
             (
-                pipeline::by_holder(&key.name, &lease),
-                pipeline::shared_release(
+                pipeline::filter::by_holder(&key.name, &lease),
+                pipeline::release::shared_release(
                     std::slice::from_ref(&lease),
                     None,
                     key.in_arrival_order,
@@ -1102,8 +1108,8 @@ impl LockStore for MongoStore {
             )
         } else {
             (
-                pipeline::by_owner(&key.name, &lease),
-                pipeline::release(key.in_arrival_order),
+                pipeline::filter::by_owner(&key.name, &lease),
+                pipeline::release::release(key.in_arrival_order),
             )
         };
         let after = self
@@ -1195,8 +1201,8 @@ impl LockStore for MongoStore {
             let before = self
                 .collection
                 .find_one_and_update(
-                    pipeline::semaphore_by_name(name),
-                    pipeline::set_permits(permits),
+                    pipeline::filter::semaphore_by_name(name),
+                    pipeline::permits::set_permits(permits),
                 )
                 .upsert(true)
                 .return_document(ReturnDocument::Before)
@@ -1241,8 +1247,8 @@ impl LockStore for MongoStore {
         let after = self
             .collection
             .find_one_and_update(
-                pipeline::by_unexpired_owner(&from.name, &old),
-                pipeline::hand_over(
+                pipeline::filter::by_unexpired_owner(&from.name, &old),
+                pipeline::hand_over::hand_over(
                     &new,
                     to.holder.as_str(),
                     to.lease_duration,
