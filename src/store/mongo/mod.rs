@@ -65,14 +65,20 @@
 //! unselectable until its next heartbeat, 10 s by default; with 500 ms the first
 //! acquisition after such an error succeeded within about 0.55 s on the test server.
 
+mod acquire;
 mod builder;
 mod document;
 pub(crate) mod errors;
 mod expression;
+mod extend;
 mod fields;
+mod hand_over;
 mod line;
+mod operator;
 mod pipeline;
+mod read;
 mod record_feed;
+mod release;
 mod release_feed;
 mod server_version;
 mod shard_key;
@@ -80,10 +86,8 @@ mod ttl_index;
 mod withdrawal;
 mod writers_marks;
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Document, doc};
 use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
 use mongodb::{Client, Collection, Database};
 
@@ -93,19 +97,15 @@ use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_hand_over, check_lease_length, check_permits, release_then_acquire,
+    check_hand_over, check_lease_length, check_permits,
 };
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
 use crate::name::LockName;
 use crate::store::LeaseId;
 use crate::store::request::HolderId;
+use extend::MAX_EXTEND_BATCH;
 use pipeline::release::Released;
-
-/// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
-/// server serves each from the `_id` index, and one command stays far below the 16 MiB
-/// message limit.
-const MAX_EXTEND_BATCH: usize = 10_000;
 
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
@@ -238,440 +238,6 @@ pub struct MongoStore {
 }
 
 impl MongoStore {
-    /// Which of `leases` (of `names`) hold an unexpired lock now, by the server's clock.
-    async fn held_leases(
-        &self,
-        names: &[&str],
-        leases: &[Bson],
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        let pipeline = vec![
-            doc! { "$match": pipeline::filter::by_leases(names, leases) },
-            pipeline::filter::unexpired(),
-            doc! { "$project": { fields::LEASE_ID: 1 } },
-        ];
-        self.leases_found(pipeline, "extend (aggregate held leases)", |found| {
-            document::lease_of(found)
-        })
-        .await
-    }
-
-    /// Runs `pipeline` (one `aggregate`, read as decisions are) and gathers the leases
-    /// `read` finds in each document it returns.
-    async fn leases_found<I: IntoIterator<Item = LeaseId>>(
-        &self,
-        pipeline: Vec<Document>,
-        operation: &str,
-        read: impl Fn(&Document) -> I,
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        let failed = |error| errors::backend(operation, error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline)
-            .read_concern(self.multi_document_read_concern())
-            .await
-            .map_err(failed)?;
-        let mut found = HashSet::new();
-        while cursor.advance().await.map_err(failed)? {
-            let document: Document = cursor.deserialize_current().map_err(failed)?;
-            found.extend(read(&document));
-        }
-        Ok(found)
-    }
-
-    /// Which leases of `batch` hold an unexpired place in their shared records now, by the
-    /// server's clock (one `aggregate`).
-    async fn held_shared_leases(
-        &self,
-        batch: &pipeline::extend::LeasesByRecord<'_>,
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        self.leases_found(
-            pipeline::extend::held_shared_leases(batch),
-            "extend (aggregate held places)",
-            |found| document::leases_in(found, fields::RELEASED_LEASES),
-        )
-        .await
-    }
-
-    /// The document of `name` with the server's `$$NOW` (one `aggregate`), as inspection
-    /// reads it; `None` if there is none.
-    async fn read_record(&self, name: &LockName) -> Result<Option<Document>, StoreError> {
-        let failed = |error| errors::backend("inspect (aggregate)", error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline::read::inspect(name))
-            .read_concern(self.read_concern.clone())
-            .await
-            .map_err(failed)?;
-        if !cursor.advance().await.map_err(failed)? {
-            return Ok(None);
-        }
-        cursor.deserialize_current().map(Some).map_err(failed)
-    }
-
-    /// After an upsert for `asked` on `name` failed on the unique `_id` (its filter, which
-    /// names the kind, matched no document): the kind the record has, read back, if it is
-    /// another kind than `asked` — the request's error. `Ok(())`: the record is of the
-    /// asked kind after all (a racing first grant inserted it) or gone, and the caller may
-    /// try once more.
-    async fn refuse_other_kind(&self, name: &LockName, asked: LockKind) -> Result<(), StoreError> {
-        let Some(found) = self.read_record(name).await? else {
-            return Ok(());
-        };
-        match document::record_kind(&found)? {
-            kind if document::accepts(&found, kind, asked) => Ok(()),
-            kind => Err(document::kind_mismatch(name, kind, asked)),
-        }
-    }
-
-    /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
-    /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
-    /// from a racing first grant, which is retried once; on an empty answer (a test-server
-    /// divergence), one read says whether the grant was applied.
-    async fn try_acquire_shared(
-        &self,
-        request: &AcquireRequest,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let lease = document::lease_value(request.lease);
-        let readers_of = (request.in_arrival_order && request.access == Access::Read)
-            .then_some(request.holder.as_str());
-        for _ in 0..2 {
-            let returned = self
-                .collection
-                .find_one_and_update(
-                    pipeline::filter::shared_by_kind(&request.name, request.access),
-                    pipeline::acquire::shared_acquire(
-                        request.access,
-                        &lease,
-                        request.holder.as_str(),
-                        request.lease_duration,
-                        (
-                            request.waited,
-                            request.retry_within,
-                            request.in_arrival_order,
-                        ),
-                    ),
-                )
-                .upsert(true)
-                .return_document(ReturnDocument::After)
-                .await;
-            match returned {
-                Ok(Some(returned)) => {
-                    return document::shared_acquire_outcome(
-                        Some(returned),
-                        request.lease,
-                        readers_of,
-                    );
-                }
-                // MongoDB always returns the upserted or updated document here. The test
-                // server, under racing first grants, has answered with none after applying
-                // the grant: read the record back, so a place granted to us is not left
-                // held by nobody who knows it.
-                Ok(None) => {
-                    let found = self.read_record(&request.name).await?;
-                    return document::shared_acquire_outcome(found, request.lease, readers_of);
-                }
-                Err(error) if errors::is_duplicate_key(&error) => {
-                    self.refuse_other_kind(&request.name, request.access.kind())
-                        .await?;
-                }
-                Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
-            }
-        }
-        Ok(AcquireOutcome::busy(None))
-    }
-
-    /// `hand_over` on a shared record: one `findAndModify` that removes `from`'s place and
-    /// decides `to` by the grant rules. When it matches nothing, one read says why: `from`
-    /// holds no unexpired place (`NotOwner`), or `to` asks for another kind or count (then
-    /// the release and the attempt are sent one after the other, and answer as the
-    /// contract says), or the test server answered an applied write with nothing.
-    async fn hand_over_shared(
-        &self,
-        from: &LeaseKey,
-        old: &Bson,
-        to: &AcquireRequest,
-        new: &Bson,
-    ) -> Result<HandOverOutcome, StoreError> {
-        let acquire = pipeline::acquire::shared_acquire(
-            to.access,
-            new,
-            to.holder.as_str(),
-            to.lease_duration,
-            (to.waited, to.retry_within, to.in_arrival_order),
-        );
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::filter::shared_hand_over_filter(&from.name, old, to.access),
-                pipeline::hand_over::shared_hand_over(old, Released::of([from]), new, acquire),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("hand over (findAndModify shared)", error))?;
-        if let Some(outcome) = document::shared_hand_over_outcome(after, to.lease)? {
-            return Ok(outcome);
-        }
-        let found = self.read_record(&from.name).await?;
-        match document::unmatched_hand_over(found.as_ref(), from.lease, to.lease)? {
-            Some(outcome) => Ok(outcome),
-            None => release_then_acquire(self, from, to).await,
-        }
-    }
-
-    /// Extends mutex leases, all with one expiry: one `update` for the batch (one
-    /// `updateOne` for a single lease), plus one `aggregate` when some lease was matched but
-    /// not modified.
-    ///
-    /// MongoDB counts only the documents an update changed. An expired lease matches the
-    /// owner check but is left as it is; so is a lease renewed in the same server millisecond
-    /// as its last write (`$$NOW + lease` is the expiry it already has). Only then is a second
-    /// round trip needed, to tell the two apart. One lease and many take the same decision,
-    /// so the batch with one lease named twice (one statement, one `$$NOW`, one document
-    /// modified) exercises the same-millisecond answer deterministically.
-    async fn extend_mutexes(
-        &self,
-        requests: &[&ExtendRequest],
-    ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let Some(first) = requests.first() else {
-            return Vec::new();
-        };
-        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
-        let leases: Vec<_> = requests
-            .iter()
-            .map(|r| document::lease_value(r.key.lease))
-            .collect();
-        let failed = |error| vec![Err(error); requests.len()];
-        let update = pipeline::extend::extend(first.lease_duration);
-        let updated = match requests {
-            [single] => {
-                self.collection
-                    .update_one(
-                        pipeline::filter::by_owner(&single.key.name, &leases[0]),
-                        update,
-                    )
-                    .await
-            }
-            _ => {
-                self.collection
-                    .update_many(pipeline::filter::by_leases(&names, &leases), update)
-                    .await
-            }
-        };
-        let result = match updated {
-            Ok(result) => result,
-            Err(error) => return failed(errors::backend("extend (update)", error)),
-        };
-        if usize::try_from(result.modified_count).is_ok_and(|modified| modified == requests.len()) {
-            return vec![Ok(ExtendOutcome::Extended); requests.len()];
-        }
-        if result.matched_count == 0 {
-            return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
-        }
-        match self.held_leases(&names, &leases).await {
-            Ok(held) => outcomes_by_lease(requests, &held),
-            Err(error) => failed(error),
-        }
-    }
-
-    /// One lease's renewal, a forced release not yet told apart from other losses.
-    async fn extend_one(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        check_lease_length(request.lease_duration)?;
-        if request.key.shared {
-            return self
-                .extend_shared(&[request])
-                .await
-                .pop()
-                .unwrap_or(Ok(ExtendOutcome::NotOwner));
-        }
-        self.extend_mutex(request).await
-    }
-
-    /// `outcomes` (one per request) with each lease gone that an operator's forced release
-    /// cleared answered [`ExtendOutcome::ForceReleased`], by the trace the release left (one
-    /// `aggregate`, only when some lease is gone). The lease is lost either way: when the
-    /// trace cannot be read, the answer stays `NotOwner`.
-    async fn name_forced_releases(
-        &self,
-        requests: &[&ExtendRequest],
-        mut outcomes: Vec<Result<ExtendOutcome, StoreError>>,
-    ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let gone: Vec<&str> = requests
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, outcome)| matches!(outcome, Ok(ExtendOutcome::NotOwner)))
-            .map(|(request, _)| request.key.name.as_str())
-            .collect();
-        if gone.is_empty() {
-            return outcomes;
-        }
-        let forced = match self
-            .leases_found(
-                pipeline::read::forced_releases(&gone),
-                "extend (aggregate forced releases)",
-                document::forced_leases,
-            )
-            .await
-        {
-            Ok(forced) => forced,
-            Err(error) => {
-                tracing::debug!(%error, "could not read the traces of forced releases");
-                return outcomes;
-            }
-        };
-        for (request, outcome) in requests.iter().zip(&mut outcomes) {
-            if matches!(outcome, Ok(ExtendOutcome::NotOwner)) && forced.contains(&request.key.lease)
-            {
-                *outcome = Ok(ExtendOutcome::ForceReleased);
-            }
-        }
-        outcomes
-    }
-
-    /// One mutex lease's renewal: the batch's decision for a batch of one.
-    async fn extend_mutex(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        self.extend_mutexes(&[request])
-            .await
-            .pop()
-            .unwrap_or(Ok(ExtendOutcome::NotOwner))
-    }
-
-    /// Extends places in shared records, all with one expiry: one `update` that changes a
-    /// record only if every lease of the batch in it still holds (so a modified count equal
-    /// to the number of records means every lease was extended). Otherwise — a place was
-    /// lost, or renewed in the same server millisecond as its last write — a second `update`
-    /// extends each place that still holds and one `aggregate` says which those are.
-    async fn extend_shared(
-        &self,
-        requests: &[&ExtendRequest],
-    ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let Some(first) = requests.first() else {
-            return Vec::new();
-        };
-        let batch = pipeline::extend::LeasesByRecord::group(
-            requests
-                .iter()
-                .map(|r| (r.key.name.as_str(), document::lease_value(r.key.lease))),
-        );
-        let failed = |error| vec![Err(error); requests.len()];
-        let every_lease = self
-            .update_records(
-                &batch,
-                pipeline::extend::shared_extend(&batch, first.lease_duration, true),
-            )
-            .await;
-        match every_lease {
-            Ok(result) if result.matched_count == 0 => {
-                return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
-            }
-            Ok(result)
-                if usize::try_from(result.modified_count)
-                    .is_ok_and(|modified| modified == batch.records()) =>
-            {
-                return vec![Ok(ExtendOutcome::Extended); requests.len()];
-            }
-            Ok(_) => {}
-            Err(error) => return failed(error),
-        }
-        let each_held = self
-            .update_records(
-                &batch,
-                pipeline::extend::shared_extend(&batch, first.lease_duration, false),
-            )
-            .await;
-        if let Err(error) = each_held {
-            return failed(error);
-        }
-        match self.held_shared_leases(&batch).await {
-            Ok(held) => outcomes_by_lease(requests, &held),
-            Err(error) => failed(error),
-        }
-    }
-
-    /// Applies `update` to the records of `batch`: `updateOne` for one record, else `update`
-    /// with `multi`.
-    async fn update_records(
-        &self,
-        batch: &pipeline::extend::LeasesByRecord<'_>,
-        update: Vec<Document>,
-    ) -> Result<mongodb::results::UpdateResult, StoreError> {
-        let updated = if batch.records() == 1 {
-            self.collection.update_one(batch.filter(), update).await
-        } else {
-            self.collection.update_many(batch.filter(), update).await
-        };
-        updated.map_err(|error| errors::backend("extend (update shared)", error))
-    }
-
-    /// Whether a release of `keys` keeps each record while a place in its line lasts: when
-    /// any of them was granted in arrival order (one update serves them all).
-    fn keeps_a_line(keys: &[&LeaseKey]) -> bool {
-        keys.iter().any(|key| key.in_arrival_order)
-    }
-
-    /// Releases mutex leases in one `update` that records the batch on each document it
-    /// releases; `true` when the modified count says every key matched (each released).
-    async fn release_mutexes(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
-        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-        let leases: Vec<_> = keys
-            .iter()
-            .map(|key| document::lease_value(key.lease))
-            .collect();
-        let result = self
-            .collection
-            .update_many(
-                pipeline::filter::by_leases(&names, &leases),
-                pipeline::release::release_traced(batch, Self::keeps_a_line(keys)),
-            )
-            .await
-            .map_err(|error| errors::backend("release many (update)", error))?;
-        Ok(usize::try_from(result.modified_count).is_ok_and(|released| released == keys.len()))
-    }
-
-    /// Releases places in shared records in one `update` that records the batch and the
-    /// leases it released on each record; `true` when the counts say every key matched
-    /// (each name once, every record modified).
-    async fn release_shared(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
-        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-        let distinct: HashSet<&str> = names.iter().copied().collect();
-        let leases: Vec<_> = keys
-            .iter()
-            .map(|key| document::lease_value(key.lease))
-            .collect();
-        let result = self
-            .collection
-            .update_many(
-                pipeline::filter::by_holders(&names, &leases),
-                pipeline::release::shared_release(
-                    &leases,
-                    Some(batch),
-                    Self::keeps_a_line(keys),
-                    Released::of(keys.iter().copied()),
-                ),
-            )
-            .await
-            .map_err(|error| errors::backend("release many (update shared)", error))?;
-        Ok(distinct.len() == keys.len()
-            && usize::try_from(result.modified_count).is_ok_and(|released| released == keys.len()))
-    }
-
-    /// The leases the `release_many` call `batch` released from the documents of `names`
-    /// (one `aggregate`), read when its counts left some key's answer open.
-    async fn released_in_batch(
-        &self,
-        names: &[&str],
-        batch: &Bson,
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        let leases_field = format!("{}.{}", fields::RELEASED, fields::RELEASED_LEASES);
-        let pipeline = vec![
-            doc! { "$match": pipeline::filter::released_by(names, batch) },
-            doc! { "$project": { fields::RELEASED_LEASES: format!("${leases_field}") } },
-        ];
-        self.leases_found(pipeline, "release many (aggregate released)", |found| {
-            document::leases_in(found, fields::RELEASED_LEASES)
-        })
-        .await
-    }
-
     /// The collection used unless [`MongoStoreBuilder::with_collection`] names another (the
     /// name the C# DistributedLock.MongoDB library uses, so both can be pointed at one
     /// another's data for inspection).
@@ -819,128 +385,6 @@ impl MongoStore {
     /// ```
     pub fn read_concern(&self) -> &ReadConcern {
         &self.read_concern
-    }
-
-    /// Every lock in the collection, sorted by name, read in one `aggregate` with the
-    /// server's `$$NOW`: a record's holder and time left are set only while its lease is
-    /// unexpired by the server's clock; a semaphore's or reader/writer lock's record lists its
-    /// unexpired holders in grant order ([`LockRecord::shared`]). For dashboards and
-    /// `mongolock status`; the runtime never calls it.
-    ///
-    /// Documents whose `_id` is not a string (not written by this crate) are listed under
-    /// their `_id` rendered as extended JSON.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
-    /// [`StoreError::Backend`] for a malformed document.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let store = mongolock::MongoStore::new(db);
-    /// for (name, record) in store.list().await? {
-    ///     match record.holder() {
-    ///         Some(holder) => println!("{name}: held by {holder}, token {}", record.token),
-    ///         None => println!("{name}: free"),
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn list(&self) -> Result<Vec<(String, LockRecord)>, StoreError> {
-        let failed = |error: mongodb::error::Error| errors::backend("list (aggregate)", error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline::read::list())
-            .read_concern(self.multi_document_read_concern())
-            .await
-            .map_err(failed)?;
-        let mut locks = Vec::new();
-        while cursor.advance().await.map_err(failed)? {
-            let found: Document = cursor.deserialize_current().map_err(failed)?;
-            let name = match found.get(fields::ID) {
-                Some(mongodb::bson::Bson::String(name)) => name.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            locks.push((name, document::lock_record(&found)?));
-        }
-        Ok(locks)
-    }
-
-    /// Frees `name` whoever holds it, for an operator whose holder is wedged
-    /// (`mongolock release --force`); the runtime never calls it. One `findAndModify`, server
-    /// time only: if an unexpired lease holds the lock, its lease id and holder are cleared
-    /// and it expires now, exactly as the holder's own release would do. The fencing token is
-    /// kept, so the next grant's token is larger.
-    ///
-    /// The holder is not asked: its next renewal (within one extension cadence) finds the
-    /// lease gone, reads this trace, and reports the loss as
-    /// [`LossReason::ForceReleased`](crate::LossReason::ForceReleased).
-    /// Until then it may still act as the holder, and another process can take the lock at
-    /// once, so only fenced writes stay safe; use this for holders that are stuck, not as a
-    /// way to hand work over.
-    ///
-    /// Returns the grant that was cleared (holder, token, the time it had left and how long
-    /// others had waited, by the server's clock), or `None` when nothing held the lock
-    /// (free, expired, or never used), in which case nothing was written. The document
-    /// keeps a trace: `forcedRelease: {at, holder, leaseId, expiresAt}`.
-    ///
-    /// A semaphore or reader/writer lock is freed whole: every unexpired holder is cleared at
-    /// once (an operator cannot pick one holder out of a shared record from the command
-    /// line, and a wedged process usually holds all it holds), as their own releases would
-    /// do, readers' turn included. The answer is its record as it stood ([`LockRecord::shared`]
-    /// with the cleared holdings), and the trace is `forcedRelease: {at, holders}`. When the
-    /// name is no held mutex this costs a second `findAndModify`, for the shared record.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
-    /// [`StoreError::Backend`] for a malformed answer.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future may or may not have released the lock; call it again to find out
-    /// (`None` once it is free).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let store = mongolock::MongoStore::new(db);
-    /// let name = mongolock::LockName::new("nightly-report")?;
-    /// match store.force_release(&name).await? {
-    ///     Some(cleared) => println!("freed; it was held by {:?} (token {})", cleared.holder(), cleared.token),
-    ///     None => println!("nothing held it"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn force_release(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::filter::held(name),
-                pipeline::release::force_release(),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("force release (findAndModify)", error))?;
-        if let Some(cleared) = document::forced_release_record(after)? {
-            return Ok(Some(cleared));
-        }
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::filter::shared_held(name),
-                pipeline::release::force_release_shared(),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("force release (findAndModify shared)", error))?;
-        document::forced_shared_release_record(after)
     }
 }
 
@@ -1284,21 +728,4 @@ impl LockStore for MongoStore {
             None => Ok(None),
         }
     }
-}
-
-/// Each request's answer from the set of leases found still held.
-fn outcomes_by_lease(
-    requests: &[&ExtendRequest],
-    held: &HashSet<LeaseId>,
-) -> Vec<Result<ExtendOutcome, StoreError>> {
-    requests
-        .iter()
-        .map(|r| {
-            Ok(if held.contains(&r.key.lease) {
-                ExtendOutcome::Extended
-            } else {
-                ExtendOutcome::NotOwner
-            })
-        })
-        .collect()
 }

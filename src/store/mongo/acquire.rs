@@ -1,0 +1,85 @@
+//! [`MongoStore`]'s attempts: a mutex's `findAndModify`, a shared record's (whose filter names
+//! the kind), and what the store reads back when an upsert fails or the answer is empty.
+
+use mongodb::options::ReturnDocument;
+
+use super::pipeline;
+use super::{MongoStore, document, errors};
+use crate::error::StoreError;
+use crate::kind::{Access, LockKind};
+use crate::name::LockName;
+use crate::store::{AcquireOutcome, AcquireRequest};
+
+impl MongoStore {
+    /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
+    /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
+    /// from a racing first grant, which is retried once; on an empty answer (a test-server
+    /// divergence), one read says whether the grant was applied.
+    pub(super) async fn try_acquire_shared(
+        &self,
+        request: &AcquireRequest,
+    ) -> Result<AcquireOutcome, StoreError> {
+        let lease = document::lease_value(request.lease);
+        let readers_of = (request.in_arrival_order && request.access == Access::Read)
+            .then_some(request.holder.as_str());
+        for _ in 0..2 {
+            let returned = self
+                .collection
+                .find_one_and_update(
+                    pipeline::filter::shared_by_kind(&request.name, request.access),
+                    pipeline::acquire::shared_acquire(
+                        request.access,
+                        &lease,
+                        request.holder.as_str(),
+                        request.lease_duration,
+                        (
+                            request.waited,
+                            request.retry_within,
+                            request.in_arrival_order,
+                        ),
+                    ),
+                )
+                .upsert(true)
+                .return_document(ReturnDocument::After)
+                .await;
+            match returned {
+                Ok(Some(returned)) => {
+                    return document::shared_acquire_outcome(
+                        Some(returned),
+                        request.lease,
+                        readers_of,
+                    );
+                }
+                // MongoDB always returns the upserted or updated document here. The test
+                // server, under racing first grants, has answered with none after applying
+                // the grant: read the record back, so a place granted to us is not left
+                // held by nobody who knows it.
+                Ok(None) => {
+                    let found = self.read_record(&request.name).await?;
+                    return document::shared_acquire_outcome(found, request.lease, readers_of);
+                }
+                Err(error) if errors::is_duplicate_key(&error) => {
+                    self.refuse_other_kind(&request.name, request.access.kind())
+                        .await?;
+                }
+                Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
+            }
+        }
+        Ok(AcquireOutcome::busy(None))
+    }
+
+    /// After an upsert for `asked` on `name` failed on the unique `_id` (its filter, which
+    /// names the kind, matched no document): the kind the record has, read back, if it is
+    /// another kind than `asked` — the request's error. `Ok(())`: the record is of the
+    /// asked kind after all (a racing first grant inserted it) or gone, and the caller may
+    /// try once more.
+    async fn refuse_other_kind(&self, name: &LockName, asked: LockKind) -> Result<(), StoreError> {
+        let Some(found) = self.read_record(name).await? else {
+            return Ok(());
+        };
+        match document::record_kind(&found)? {
+            kind if document::accepts(&found, kind, asked) => Ok(()),
+            kind => Err(document::kind_mismatch(name, kind, asked)),
+        }
+    }
+}
