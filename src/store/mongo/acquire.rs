@@ -8,9 +8,60 @@ use super::{MongoStore, document, errors};
 use crate::error::StoreError;
 use crate::kind::{Access, LockKind};
 use crate::name::LockName;
-use crate::store::{AcquireOutcome, AcquireRequest};
+#[cfg(doc)]
+use crate::store::LockStore;
+use crate::store::{AcquireOutcome, AcquireRequest, check_lease_length, check_permits};
 
 impl MongoStore {
+    /// [`LockStore::try_acquire`] on this store: the round trips the impl's documentation
+    /// describes.
+    pub(super) async fn acquire(
+        &self,
+        request: &AcquireRequest,
+    ) -> Result<AcquireOutcome, StoreError> {
+        check_lease_length(request.lease_duration)?;
+        if let Access::Permit { permits } = request.access {
+            check_permits(permits)?;
+        }
+        if request.access.kind().is_shared() {
+            return self.try_acquire_shared(request).await;
+        }
+        let lease = document::lease_value(request.lease);
+        let returned = self
+            .collection
+            .find_one_and_update(
+                pipeline::filter::by_name(&request.name),
+                pipeline::acquire::acquire(
+                    &lease,
+                    request.holder.as_str(),
+                    request.lease_duration,
+                    (request.waited, pipeline::acquire::Waits::of(request)),
+                ),
+            )
+            .upsert(true)
+            .return_document(ReturnDocument::After)
+            .await;
+        match returned {
+            // The pipeline leaves a shared record as it was; the answer is that record.
+            Ok(Some(record)) => match document::record_kind(&record)? {
+                LockKind::Mutex => {
+                    let listed = (!request.retry_within.is_zero())
+                        .then(|| (request.holder.as_str(), request.retry_within));
+                    document::acquire_outcome(Some(record), request.lease, listed)
+                }
+                found => Err(document::kind_mismatch(
+                    &request.name,
+                    found,
+                    LockKind::Mutex,
+                )),
+            },
+            Ok(None) => document::acquire_outcome(None, request.lease, None),
+            // Two first acquisitions raced to insert the document; the other one won.
+            Err(error) if errors::is_duplicate_key(&error) => Ok(AcquireOutcome::busy(None)),
+            Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
+        }
+    }
+
     /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
     /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
     /// from a racing first grant, which is retried once; on an empty answer (a test-server

@@ -9,6 +9,8 @@ use mongodb::bson::{Bson, Document, doc};
 use super::pipeline;
 use super::{MongoStore, document, errors, fields};
 use crate::error::StoreError;
+#[cfg(doc)]
+use crate::store::LockStore;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, check_lease_length};
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
@@ -17,6 +19,49 @@ use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, check_lease_length};
 pub(super) const MAX_EXTEND_BATCH: usize = 10_000;
 
 impl MongoStore {
+    /// [`LockStore::extend_many`] on this store: the round trips the impl's documentation
+    /// describes.
+    pub(super) async fn extend_leases(
+        &self,
+        requests: &[ExtendRequest],
+    ) -> Vec<Result<ExtendOutcome, StoreError>> {
+        let Some(first) = requests.first() else {
+            return Vec::new();
+        };
+        if let Err(refused) = check_lease_length(first.lease_duration) {
+            return vec![Err(refused); requests.len()];
+        }
+        let one_expiry = requests
+            .iter()
+            .all(|r| r.lease_duration == first.lease_duration);
+        let all: Vec<&ExtendRequest> = requests.iter().collect();
+        if requests.len() == 1 || !one_expiry {
+            let mut results = Vec::with_capacity(requests.len());
+            for request in requests {
+                results.push(self.extend_one(request).await);
+            }
+            return self.name_forced_releases(&all, results).await;
+        }
+        let (shared, mutexes): (Vec<&ExtendRequest>, Vec<&ExtendRequest>) =
+            requests.iter().partition(|r| r.key.shared);
+        let (shared_results, mutex_results) =
+            futures::join!(self.extend_shared(&shared), self.extend_mutexes(&mutexes));
+        let (mut shared_results, mut mutex_results) =
+            (shared_results.into_iter(), mutex_results.into_iter());
+        let results = requests
+            .iter()
+            .map(|r| {
+                let next = if r.key.shared {
+                    shared_results.next()
+                } else {
+                    mutex_results.next()
+                };
+                next.unwrap_or(Ok(ExtendOutcome::NotOwner))
+            })
+            .collect();
+        self.name_forced_releases(&all, results).await
+    }
+
     /// One lease's renewal, a forced release not yet told apart from other losses.
     pub(super) async fn extend_one(
         &self,

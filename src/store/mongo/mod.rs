@@ -75,6 +75,7 @@ mod fields;
 mod hand_over;
 mod line;
 mod operator;
+mod permits;
 mod pipeline;
 mod read;
 mod record_feed;
@@ -88,7 +89,7 @@ mod writers_marks;
 
 use async_trait::async_trait;
 use mongodb::bson::{Document, doc};
-use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
+use mongodb::options::{ReadConcern, ReadConcernLevel, WriteConcern};
 use mongodb::{Client, Collection, Database};
 
 pub use builder::MongoStoreBuilder;
@@ -97,15 +98,11 @@ use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_hand_over, check_lease_length, check_permits,
 };
 use crate::error::StoreError;
-use crate::kind::{Access, LockKind};
 use crate::name::LockName;
-use crate::store::LeaseId;
 use crate::store::request::HolderId;
 use extend::MAX_EXTEND_BATCH;
-use pipeline::release::Released;
 
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
@@ -204,12 +201,12 @@ use pipeline::release::Released;
 /// # Housekeeping
 ///
 /// [`prepare`](LockStore::prepare) (called by `LockManager::start`) checks the server version
-/// and, on a sharded cluster, the lock collection's shard key (it must be unsharded or
-/// sharded on `_id`, ranged or hashed: a collection sharded on another key is refused with
-/// [`StoreError::Unsupported`]), and starts creating the TTL index `expiresAt_ttl` (`{expiresAt: 1}`,
-/// `expireAfterSeconds: 0`) in the background, once per deployment, database and collection
-/// per process. Without permission to create it a warning is logged and locks still work:
-/// correctness never depends on the index.
+/// and, on a sharded cluster, the lock collection's shard key (it must be unsharded or sharded
+/// on `_id`, ranged or hashed: a collection sharded on another key is refused with
+/// [`StoreError::Unsupported`]), and starts creating the TTL index `expiresAt_ttl`
+/// (`{expiresAt: 1}`, `expireAfterSeconds: 0`) in the background, once per deployment, database
+/// and collection per process. Without permission to create it a warning is logged and locks
+/// still work: correctness never depends on the index.
 ///
 /// Writes use write concern `majority` unless configured otherwise with
 /// [`MongoStore::builder`]. `MongoStore` is cheap to clone (it shares the driver's
@@ -402,47 +399,7 @@ impl LockStore for MongoStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
-        check_lease_length(request.lease_duration)?;
-        if let Access::Permit { permits } = request.access {
-            check_permits(permits)?;
-        }
-        if request.access.kind().is_shared() {
-            return self.try_acquire_shared(request).await;
-        }
-        let lease = document::lease_value(request.lease);
-        let returned = self
-            .collection
-            .find_one_and_update(
-                pipeline::filter::by_name(&request.name),
-                pipeline::acquire::acquire(
-                    &lease,
-                    request.holder.as_str(),
-                    request.lease_duration,
-                    (request.waited, pipeline::acquire::Waits::of(request)),
-                ),
-            )
-            .upsert(true)
-            .return_document(ReturnDocument::After)
-            .await;
-        match returned {
-            // The pipeline leaves a shared record as it was; the answer is that record.
-            Ok(Some(record)) => match document::record_kind(&record)? {
-                LockKind::Mutex => {
-                    let listed = (!request.retry_within.is_zero())
-                        .then(|| (request.holder.as_str(), request.retry_within));
-                    document::acquire_outcome(Some(record), request.lease, listed)
-                }
-                found => Err(document::kind_mismatch(
-                    &request.name,
-                    found,
-                    LockKind::Mutex,
-                )),
-            },
-            Ok(None) => document::acquire_outcome(None, request.lease, None),
-            // Two first acquisitions raced to insert the document; the other one won.
-            Err(error) if errors::is_duplicate_key(&error) => Ok(AcquireOutcome::busy(None)),
-            Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
-        }
+        self.acquire(request).await
     }
 
     /// A mutex lease: one `updateOne` (plus one `aggregate` when it was matched but not
@@ -497,41 +454,7 @@ impl LockStore for MongoStore {
         &self,
         requests: &[ExtendRequest],
     ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let Some(first) = requests.first() else {
-            return Vec::new();
-        };
-        if let Err(refused) = check_lease_length(first.lease_duration) {
-            return vec![Err(refused); requests.len()];
-        }
-        let one_expiry = requests
-            .iter()
-            .all(|r| r.lease_duration == first.lease_duration);
-        let all: Vec<&ExtendRequest> = requests.iter().collect();
-        if requests.len() == 1 || !one_expiry {
-            let mut results = Vec::with_capacity(requests.len());
-            for request in requests {
-                results.push(self.extend_one(request).await);
-            }
-            return self.name_forced_releases(&all, results).await;
-        }
-        let (shared, mutexes): (Vec<&ExtendRequest>, Vec<&ExtendRequest>) =
-            requests.iter().partition(|r| r.key.shared);
-        let (shared_results, mutex_results) =
-            futures::join!(self.extend_shared(&shared), self.extend_mutexes(&mutexes));
-        let (mut shared_results, mut mutex_results) =
-            (shared_results.into_iter(), mutex_results.into_iter());
-        let results = requests
-            .iter()
-            .map(|r| {
-                let next = if r.key.shared {
-                    shared_results.next()
-                } else {
-                    mutex_results.next()
-                };
-                next.unwrap_or(Ok(ExtendOutcome::NotOwner))
-            })
-            .collect();
-        self.name_forced_releases(&all, results).await
+        self.extend_leases(requests).await
     }
 
     /// One `findAndModify` (the document after it says how long others had waited): on a
@@ -539,30 +462,7 @@ impl LockStore for MongoStore {
     /// lease, removing that entry (and turning the readers' turn on if it was a write and
     /// readers wait).
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
-        let lease = document::lease_value(key.lease);
-        let (filter, update) = if key.shared {
-            (
-                pipeline::filter::by_holder(&key.name, &lease),
-                pipeline::release::shared_release(
-                    std::slice::from_ref(&lease),
-                    None,
-                    key.in_arrival_order,
-                    Released::of([key]),
-                ),
-            )
-        } else {
-            (
-                pipeline::filter::by_owner(&key.name, &lease),
-                pipeline::release::release(key.in_arrival_order),
-            )
-        };
-        let after = self
-            .collection
-            .find_one_and_update(filter, update)
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("release (findAndModify)", error))?;
-        Ok(document::release_outcome(after))
+        self.release_lease(key).await
     }
 
     /// A single key is [`release`](LockStore::release). Otherwise one `update` for the mutex
@@ -579,59 +479,7 @@ impl LockStore for MongoStore {
     /// two round trips would be answered `NotOwner` although it was released (it is not
     /// held either way).
     async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
-        if let [key] = keys {
-            return vec![self.release(key).await];
-        }
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        let batch = document::lease_value(LeaseId::new());
-        let (shared, mutexes): (Vec<&LeaseKey>, Vec<&LeaseKey>) =
-            keys.iter().partition(|key| key.shared);
-        // `Ok(true)`: every key of that update was released (or it had none).
-        let (shared_done, mutexes_done) = futures::join!(
-            async {
-                if shared.is_empty() {
-                    return Ok(true);
-                }
-                self.release_shared(&shared, &batch).await
-            },
-            async {
-                if mutexes.is_empty() {
-                    return Ok(true);
-                }
-                self.release_mutexes(&mutexes, &batch).await
-            },
-        );
-        let released = if matches!(shared_done, Ok(false)) || matches!(mutexes_done, Ok(false)) {
-            let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-            Some(self.released_in_batch(&names, &batch).await)
-        } else {
-            None
-        };
-        keys.iter()
-            .map(|key| {
-                let done = if key.shared {
-                    &shared_done
-                } else {
-                    &mutexes_done
-                };
-                match (done, &released) {
-                    (Err(error), _) => Err(error.clone()),
-                    (Ok(true), _) => Ok(ReleaseOutcome::Released {
-                        contended_for: None,
-                    }),
-                    (Ok(false), Some(Ok(released))) if released.contains(&key.lease) => {
-                        Ok(ReleaseOutcome::Released {
-                            contended_for: None,
-                        })
-                    }
-                    (Ok(false), Some(Ok(_))) => Ok(ReleaseOutcome::NotOwner),
-                    (Ok(false), Some(Err(error))) => Err(error.clone()),
-                    (Ok(false), None) => Ok(ReleaseOutcome::NotOwner),
-                }
-            })
-            .collect()
+        self.release_leases(keys).await
     }
 
     /// One `findAndModify` (upsert) on `{_id, kind: "semaphore"}` returning the document as
@@ -639,42 +487,7 @@ impl LockStore for MongoStore {
     /// kind fails its upsert on the unique `_id`, writing nothing, and one read names the
     /// kind in the [`StoreError::KindMismatch`].
     async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
-        check_permits(permits)?;
-        let asked = LockKind::Semaphore { permits };
-        for _ in 0..2 {
-            let before = self
-                .collection
-                .find_one_and_update(
-                    pipeline::filter::semaphore_by_name(name),
-                    pipeline::permits::set_permits(permits),
-                )
-                .upsert(true)
-                .return_document(ReturnDocument::Before)
-                .await;
-            match before {
-                Ok(None) => return Ok(None),
-                Ok(Some(before)) => {
-                    return match document::record_kind(&before)? {
-                        LockKind::Semaphore { permits: old } => Ok(Some(old)),
-                        found => Err(document::kind_mismatch(name, found, asked)),
-                    };
-                }
-                Err(error) if errors::is_duplicate_key(&error) => {
-                    // Any semaphore is this request's kind here: only another kind refuses.
-                    let Some(found) = self.read_record(name).await? else {
-                        continue;
-                    };
-                    match document::record_kind(&found)? {
-                        LockKind::Semaphore { .. } => {}
-                        kind => return Err(document::kind_mismatch(name, kind, asked)),
-                    }
-                }
-                Err(error) => return Err(errors::backend("set permits (findAndModify)", error)),
-            }
-        }
-        Err(StoreError::backend(format!(
-            "setting the count of {name} raced with its record's creation twice; try again"
-        )))
+        self.set_count(name, permits).await
     }
 
     async fn hand_over(
@@ -682,27 +495,7 @@ impl LockStore for MongoStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        check_hand_over(from, to)?;
-        let old = document::lease_value(from.lease);
-        let new = document::lease_value(to.lease);
-        if from.shared {
-            return self.hand_over_shared(from, &old, to, &new).await;
-        }
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::filter::by_unexpired_owner(&from.name, &old),
-                pipeline::hand_over::hand_over(
-                    &new,
-                    to.holder.as_str(),
-                    to.lease_duration,
-                    to.in_arrival_order.then_some((to.waited, to.retry_within)),
-                ),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("hand over (findAndModify)", error))?;
-        document::hand_over_outcome(after, to.lease, to.in_arrival_order)
+        self.hand_over_lease(from, to).await
     }
 
     fn keeps_arrival_order(&self) -> bool {
