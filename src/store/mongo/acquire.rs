@@ -19,6 +19,7 @@ impl MongoStore {
         &self,
         request: &AcquireRequest,
     ) -> Result<AcquireOutcome, StoreError> {
+        // Rule 5.
         check_lease_length(request.lease_duration)?;
         if let Access::Permit { permits } = request.access {
             check_permits(permits)?;
@@ -49,6 +50,7 @@ impl MongoStore {
                         .then(|| (request.holder.as_str(), request.retry_within));
                     document::acquire_outcome(Some(record), request.lease, listed)
                 }
+                // Rule 7: a mutex request on a shared record is a mismatch.
                 found => Err(document::kind_mismatch(
                     &request.name,
                     found,
@@ -125,6 +127,7 @@ impl MongoStore {
     /// asked kind after all (a racing first grant inserted it) or gone, and the caller may
     /// try once more.
     async fn refuse_other_kind(&self, name: &LockName, asked: LockKind) -> Result<(), StoreError> {
+        // Rule 7.
         let Some(found) = self.read_record(name).await? else {
             return Ok(());
         };

@@ -11,6 +11,7 @@ use mongodb::bson::{Bson, Document, doc};
 use crate::store::request::wait_length;
 
 pub(super) fn literal(value: Bson) -> Bson {
+    // Rule 4: a caller's value is never read as a field path or an operator.
     Bson::Document(doc! { "$literal": value })
 }
 

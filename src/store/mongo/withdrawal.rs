@@ -27,6 +27,7 @@ pub(super) fn filter(name: &str, holder: &HolderId) -> Document {
 /// waiting mark moved back to the latest of the marks left, and `withdrawnAt` stamped.
 pub(super) fn update(holder: &HolderId) -> Vec<Document> {
     let holder = holder.as_str();
+    // Rules 20 and 11: the place and the writers' mark go; `withdrawnAt` tells the feeds (rule 22).
     let (marks, writer_waiting_until) = writers_marks::without(holder);
     vec![doc! { "$set": {
         LINE: where_array(LINE, line::others_in_line(holder).into()),

@@ -46,6 +46,7 @@ pub(in crate::store::mongo) fn acquire(
     let is_mutex = is_mutex_record();
     // When this requester started waiting, by the server's clock.
     let waiting_since = waiting_since(waited);
+    // Rule 1: free if the record is a mutex's with no lease, or one expired by the server's clock.
     let mut free = vec![
         Bson::Document(is_mutex.clone()),
         doc! { "$or": [
@@ -56,6 +57,7 @@ pub(in crate::store::mongo) fn acquire(
     ];
     let mut stages = Vec::with_capacity(4);
     if let Waits::InLine(_) = waits {
+        // Rule 16: an earlier place of another manager holds the request back.
         stages.push(doc! { "$set": { OTHERS_IN_LINE: line::others_in_line(holder) } });
         let earlier = line::earlier_in(field(OTHERS_IN_LINE), Access::Exclusive, &waiting_since);
         free.push(doc! { "$not": [earlier] }.into());
@@ -66,8 +68,10 @@ pub(in crate::store::mongo) fn acquire(
         HOLDER: when_free(literal(holder.into()), field(HOLDER).into()),
         ACQUIRED_AT: when_free("$$NOW".into(), field(ACQUIRED_AT).into()),
         EXPIRES_AT: when_free(expires_from_now(expiry).into(), field(EXPIRES_AT).into()),
+        // Rules 1 and 6.
         GRANTED_TOKEN: when_free(next_token().into(), field(GRANTED_TOKEN).into()),
         TOKEN: when_free(next_reserved_until().into(), field(TOKEN).into()),
+        // Rule 3.
         CONTENDED_AT: when_free(
             Bson::Null,
             doc! { "$cond": [
@@ -79,6 +83,7 @@ pub(in crate::store::mongo) fn acquire(
     };
     match waits {
         Waits::Unlisted => {}
+        // Rules 16 and 18: a grant takes its place out, a refusal puts it in.
         Waits::InLine(retry_within) => {
             let others = field(OTHERS_IN_LINE);
             let place = (holder, Access::Exclusive);
@@ -89,6 +94,7 @@ pub(in crate::store::mongo) fn acquire(
             );
         }
         Waits::Listed(retry_within) => {
+            // Rule 21.
             // No stage of its own, and `$cond` evaluates only the branch it takes: the
             // uncontended grant only checks that there is no line to leave.
             let others = line::others_in_line(holder);
@@ -148,6 +154,7 @@ fn is_mutex_record() -> Document {
 /// Only where no lease is set: an unreleased lease's `expiresAt` is its end, and raising it
 /// would bring an expired lease back to life. A shared record keeps its own expiry.
 pub(super) fn released_mutex_outlasts_its_line() -> Document {
+    // Rule 20: a released record outlives its line.
     let released_mutex = doc! { "$and": [
         is_mutex_record(),
         { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
@@ -172,6 +179,7 @@ pub(super) fn released_mutex_outlasts_its_line() -> Document {
 fn grant_rule(access: Access, holder: &str, waiting_since: &Bson, in_line: bool) -> Bson {
     let held = doc! { "$size": field(HOLDERS) };
     if in_line {
+        // Rule 16: the count alone, then the line.
         let fits = match access {
             Access::Permit { .. } => doc! { "$lt": [held, field(PERMITS)] },
             Access::Write => doc! { "$eq": [held, 0] },
@@ -184,9 +192,11 @@ fn grant_rule(access: Access, holder: &str, waiting_since: &Bson, in_line: bool)
         return doc! { "$and": [fits, { "$not": [earlier] }] }.into();
     }
     match access {
+        // Rule 8 (and rule 7 for an older count).
         // The record's count (set by the stage before for a new record): a request of a
         // count it had before `set_permits` changed it is decided by the current one.
         Access::Permit { .. } => doc! { "$lt": [held, field(PERMITS)] }.into(),
+        // Rule 9.
         Access::Write => doc! { "$and": [
             { "$eq": [held, 0] },
             // `readersTurnServed` is true, false or unset: `$or` reads an unset one as false.
@@ -195,6 +205,7 @@ fn grant_rule(access: Access, holder: &str, waiting_since: &Bson, in_line: bool)
         ] }
         .into(),
         Access::Read => {
+            // Rule 10, with rule 13's turn.
             let waited_for_the_turn = doc! { "$and": [
                 live(READERS_TURN_UNTIL),
                 // No turn's start (null) sorts below every date: false, as for a live turn
@@ -248,12 +259,14 @@ pub(in crate::store::mongo) fn shared_acquire(
             doc! { "$concatArrays": [field(HOLDERS), [entry]] }.into(),
             field(HOLDERS).into(),
         ),
+        // Rule 14.
         GRANTED_TOKEN: when_free(field(NEXT_TOKEN).into(), field(GRANTED_TOKEN).into()),
         TOKEN: when_free(
             doc! { "$add": [field(NEXT_TOKEN), after_first] }.into(),
             field(TOKEN).into(),
         ),
         GRANTED_HOLDER: when_free(literal(holder.into()), field(GRANTED_HOLDER).into()),
+        // Rule 3, and who was refused (a release reports only other managers' waits).
         CONTENDED_AT: when_free(
             Bson::Null,
             // `$min` skips an unset mark.
@@ -276,6 +289,7 @@ pub(in crate::store::mongo) fn shared_acquire(
     };
     if in_line {
         let others = field(OTHERS_IN_LINE);
+        // Rules 16 and 18.
         let placed = line::with_place(
             others.clone(),
             (holder, access),
@@ -284,6 +298,7 @@ pub(in crate::store::mongo) fn shared_acquire(
         );
         decided.insert(line::LINE, when_free(others.into(), placed.into()));
     }
+    // Rules 11 and 12: a refused writer or reader marks its side waiting.
     if let Some(mark) = waiting_mark.filter(|_| !in_line) {
         let refused = if retry_within.is_zero() {
             Bson::from(field(mark))
@@ -302,6 +317,7 @@ pub(in crate::store::mongo) fn shared_acquire(
         decided.insert(mark, when_free(granted, refused));
     }
     match access {
+        // Rules 11 and 13.
         // The writer's wait is over, and so is any readers' turn it came after.
         Access::Write => {
             decided.insert(
@@ -309,6 +325,7 @@ pub(in crate::store::mongo) fn shared_acquire(
                 when_free(Bson::Null, field(READERS_TURN_UNTIL).into()),
             );
         }
+        // Rule 13: the turn has let a reader in.
         // Served once a reader gets in during a live turn, and so until the next turn
         // begins. One `$or` rather than a `$cond` on the grant: smaller, and so cheaper.
         Access::Read => {
@@ -320,6 +337,7 @@ pub(in crate::store::mongo) fn shared_acquire(
         }
         _ => {}
     }
+    // Only unexpired holders count (rules 8 to 10).
     let mut first = doc! { HOLDERS: unexpired_holders(), NEXT_TOKEN: next_token() };
     let mut temporary = vec![FREE, NEXT_TOKEN];
     if in_line {

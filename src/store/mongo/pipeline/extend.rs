@@ -15,6 +15,7 @@ use crate::store::mongo::fields::{
 /// Pushes the expiry of an unexpired lease to `$$NOW + expiry`; an expired one is left as it
 /// is — not modified, which is how the caller learns it was lost.
 pub(in crate::store::mongo) fn extend(expiry: Duration) -> Vec<Document> {
+    // Rule 2: an expired lease is left as it was.
     let expires_at = format!("${EXPIRES_AT}");
     vec![doc! { "$set": { EXPIRES_AT: { "$cond": [
         { "$gt": [&expires_at, "$$NOW"] },
@@ -36,6 +37,7 @@ pub(in crate::store::mongo) fn shared_extend(
     expiry: Duration,
     all_or_none: bool,
 ) -> Vec<Document> {
+    // Rule 2: only unexpired places of the batch's own leases.
     let held = Bson::Document(doc! { "$size": holders_where(own_held_entry()) });
     let extending = if all_or_none {
         Bson::Document(

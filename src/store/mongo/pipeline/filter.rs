@@ -15,6 +15,7 @@ use crate::store::mongo::fields::{
 
 /// `{_id: name}`: a plain equality on a string value.
 pub(in crate::store::mongo) fn by_name(name: &LockName) -> Document {
+    // Rule 4: the name is compared as a value.
     doc! { ID: name.as_str() }
 }
 
@@ -23,6 +24,7 @@ pub(in crate::store::mongo) fn by_name(name: &LockName) -> Document {
 /// shared acquisition's filter. The upsert of a first grant starts from its equalities (`_id`,
 /// `kind`); [`shared_acquire`](super::acquire::shared_acquire) writes a new semaphore's count.
 pub(in crate::store::mongo) fn shared_by_kind(name: &LockName, access: Access) -> Document {
+    // Rule 7: a record of another kind or count matches nothing.
     let mut filter = doc! { ID: name.as_str() };
     if let Some(kind) = kind_value(access.kind()) {
         filter.insert(KIND, kind);
@@ -44,6 +46,7 @@ pub(in crate::store::mongo) fn semaphore_by_name(name: &LockName) -> Document {
 
 /// `{_id: name, "holders.lease": lease}`: a shared record's owner check.
 pub(in crate::store::mongo) fn by_holder(name: &LockName, lease: &Bson) -> Document {
+    // Rule 2.
     doc! { ID: name.as_str(), format!("{HOLDERS}.{LEASE}"): lease.clone() }
 }
 
@@ -70,6 +73,7 @@ pub(in crate::store::mongo) fn shared_held(name: &LockName) -> Document {
 
 /// `{_id: name, leaseId: lease}`: the owner check.
 pub(in crate::store::mongo) fn by_owner(name: &LockName, lease: &Bson) -> Document {
+    // Rule 2.
     doc! { ID: name.as_str(), LEASE_ID: lease.clone() }
 }
 
@@ -84,6 +88,7 @@ pub(in crate::store::mongo) fn held(name: &LockName) -> Document {
 
 /// The owner check plus "not yet expired by the server's clock".
 pub(in crate::store::mongo) fn by_unexpired_owner(name: &LockName, lease: &Bson) -> Document {
+    // Rule 2.
     let mut filter = by_owner(name, lease);
     filter.insert("$expr", doc! { "$gt": [format!("${EXPIRES_AT}"), "$$NOW"] });
     filter

@@ -37,9 +37,11 @@ pub(in crate::store::mongo) fn hand_over(
         HOLDER: literal(holder.into()),
         ACQUIRED_AT: "$$NOW",
         EXPIRES_AT: expires_from_now(expiry),
+        // Rules 1 and 6.
         GRANTED_TOKEN: next_token(),
         TOKEN: next_reserved_until(),
     };
+    // Rule 19: in arrival order, an earlier place elsewhere turns the hand-over into a release.
     let Some((waited, retry_within)) = in_line else {
         return vec![
             doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },

@@ -22,6 +22,7 @@ use crate::store::request::LeaseKey;
 /// it while a place in its line lasts.
 pub(in crate::store::mongo) fn release(keep_line: bool) -> Vec<Document> {
     vec![
+        // Rule 3.
         doc! { "$set": { LAST_CONTENDED_MS: contended_ms() } },
         doc! { "$set": released_fields(keep_line) },
     ]
@@ -172,6 +173,7 @@ pub(super) fn removal_stages(
             },
         );
     }
+    // Rule 3.
     // Only another manager's wait counts: one whose only refusals since the last grant
     // were its own is served by its own releases.
     let gone_holders =
@@ -202,6 +204,7 @@ fn readers_turn() -> (Document, Document) {
         } } },
         0,
     ] };
+    // Rule 13: a write's release while readers wait begins their turn.
     let turn_begins = doc! { "$and": [wrote_released, live(READERS_WAITING_UNTIL)] };
     let on_turn = |begun: Bson, otherwise: &str| -> Document {
         doc! { "$cond": [field(TURN_BEGINS), begun, field(otherwise)] }
@@ -222,6 +225,7 @@ pub(super) fn released_fields(keep_line: bool) -> Document {
         HOLDER: Bson::Null,
         EXPIRES_AT: expiry_of_released(keep_line),
         CONTENDED_AT: Bson::Null,
+        // Rule 22.
         WAKE: wake_next(field(line::LINE)),
     }
 }
@@ -232,6 +236,7 @@ pub(super) fn released_fields(keep_line: bool) -> Document {
 /// release — or `*` when nobody is listed, which every feed reports. A record with no line
 /// (the uncontended cycle's) takes the short way, `$cond` evaluating only that branch.
 pub(super) fn wake_next(line: impl Into<Bson>) -> Document {
+    // Rule 22: the manager of the earliest live place, or every feed.
     let line = line.into();
     let token = doc! { "$toString": { "$ifNull": [field(GRANTED_TOKEN), field(TOKEN)] } };
     doc! { "$cond": [
@@ -245,6 +250,7 @@ pub(super) fn wake_next(line: impl Into<Bson>) -> Document {
 /// its line's last place ends if that is later. A lease granted in the default mode leaves
 /// the line alone, so the plain cycle's release stays as small as it was.
 fn expiry_of_released(keep_line: bool) -> Bson {
+    // Rule 20: a released record outlives its line.
     if keep_line {
         line::now_or_last_place_end().into()
     } else {

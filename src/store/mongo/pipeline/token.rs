@@ -14,6 +14,7 @@ pub(in crate::store::mongo) const TOKENS_PER_MS: i64 = 1000;
 /// token reserved before, also after the document is deleted. A new document has no token:
 /// `$toLong` and `$add` of a missing value give null, which `$max` skips.
 pub(super) fn next_token() -> Document {
+    // Rules 1 and 6.
     doc! {
         "$max": [
             { "$add": [{ "$toLong": format!("${TOKEN}") }, 1_i64] },
@@ -24,6 +25,7 @@ pub(super) fn next_token() -> Document {
 
 /// The last token of the next grant's block (see [`TOKENS_PER_GRANT`]).
 pub(super) fn next_reserved_until() -> Document {
+    // Rule 6.
     let after_first = i64::try_from(TOKENS_PER_GRANT - 1).unwrap_or(0);
     doc! { "$add": [next_token(), after_first] }
 }
