@@ -1,5 +1,21 @@
 //! [`MongoStore`]: the MongoDB backend (feature `mongodb`, on by default).
 //!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | the type, its constructors and its `LockStore` impl, which calls the files below |
+//! | `acquire.rs`, `extend.rs`, `release.rs`, `hand_over.rs`, `permits.rs` | one store call each: its round trips and how their answers are read |
+//! | `read.rs` | the reads those calls share (a record with the server's `$$NOW`) |
+//! | `operator.rs` | `list` and `force_release`, for tools, never the runtime |
+//! | `pipeline/` | what each call sends: its filter and its update pipeline |
+//! | `line.rs` | the arrival-order line kept on a document |
+//! | `writers_marks.rs` | a reader/writer lock's writers' marks, earliest first |
+//! | `withdrawal.rs` | a manager whose waiters gave up takes its place and mark off |
+//! | `expression.rs` | helpers the pipelines are written with (`$literal`, times from `$$NOW`) |
+//! | `fields.rs` | the document's field names, stored and temporary |
+//! | `document.rs` | a returned document read back into an outcome |
+//! | `release_feed.rs`, `record_feed.rs` | the change streams that wake waiters and feed watches |
+//! | `builder.rs`, `errors.rs`, `server_version.rs`, `shard_key.rs`, `ttl_index.rs` | configuration, driver errors, and the checks and index `prepare` makes |
+//!
 //! One document per lock name in one collection (default `distributed_locks`):
 //!
 //! ```text

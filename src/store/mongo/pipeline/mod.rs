@@ -13,6 +13,19 @@
 //! kind matches nothing, its upsert fails on the unique `_id` (writing nothing) and the store
 //! reads the record to report the mismatch. (Moving that test into the shared pipeline too
 //! was measured: guarding each of its fields cost what the fast path saved.)
+//!
+//! | file | holds |
+//! |---|---|
+//! | `filter.rs` | the query filters: by name, by owner, by kind |
+//! | `acquire.rs` | an attempt: a mutex's, and a shared record's grant rules (rules 8 to 10, 16) |
+//! | `release.rs` | a release, forced or not, and the readers' turn a write's release begins |
+//! | `hand_over.rs` | a hand-over to a waiter of the same manager |
+//! | `extend.rs` | a renewal, one lease or a batch, and its read-back |
+//! | `permits.rs` | `set_permits` |
+//! | `read.rs` | the aggregations that only read |
+//! | `holders.rs` | expressions over a shared record's holder entries, below the files above |
+//! | `token.rs` | the next fencing token and its block, below the files above |
+//! | `tests.rs` | their unit tests |
 
 pub(super) mod acquire;
 pub(super) mod extend;
