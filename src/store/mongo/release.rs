@@ -117,11 +117,7 @@ impl MongoStore {
         keys: &[&LeaseKey],
         batch: &Bson,
     ) -> Result<bool, StoreError> {
-        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-        let leases: Vec<_> = keys
-            .iter()
-            .map(|key| document::lease_value(key.lease))
-            .collect();
+        let (names, leases) = names_and_leases(keys);
         let result = self
             .collection
             .update_many(
@@ -141,12 +137,8 @@ impl MongoStore {
         keys: &[&LeaseKey],
         batch: &Bson,
     ) -> Result<bool, StoreError> {
-        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+        let (names, leases) = names_and_leases(keys);
         let distinct: HashSet<&str> = names.iter().copied().collect();
-        let leases: Vec<_> = keys
-            .iter()
-            .map(|key| document::lease_value(key.lease))
-            .collect();
         let result = self
             .collection
             .update_many(
@@ -181,4 +173,15 @@ impl MongoStore {
         })
         .await
     }
+}
+
+/// The names of `keys` and their leases as stored, in the keys' order: what a batch's
+/// filter matches.
+fn names_and_leases<'a>(keys: &[&'a LeaseKey]) -> (Vec<&'a str>, Vec<Bson>) {
+    let names = keys.iter().map(|key| key.name.as_str()).collect();
+    let leases = keys
+        .iter()
+        .map(|key| document::lease_value(key.lease))
+        .collect();
+    (names, leases)
 }
