@@ -1,6 +1,6 @@
 //! The line of managers waiting for one name in arrival order: one place per manager, for
-//! its longest-waiting task and that task's access, each live until its end (see the arrival-order rules of
-//! [`LockStore`](crate::store::LockStore)).
+//! its longest-waiting task and that task's access, each live until its end (rules 15 to 22
+//! of [`LockStore`](crate::store::LockStore)).
 
 use tokio::time::Instant;
 

@@ -1,6 +1,6 @@
 //! The memory store's shared records: a semaphore's or a reader/writer lock's holders, and
-//! the rules that decide a grant (the contract's rules for shared kinds, applied under the
-//! store's one mutex).
+//! the rules that decide a grant (rules 7 to 14 of the contract, and rule 16's count alone in
+//! arrival order, applied under the store's one mutex).
 
 use std::time::Duration;
 
@@ -187,8 +187,8 @@ impl SharedRecord {
             .any(|holder| holder.lease == lease && holder.expires_at > now)
     }
 
-    /// Applies the contract's grant rules to `request` at `now`; a grant takes the token
-    /// `reserve` gives (called only for a grant).
+    /// Applies the contract's grant rules (7 to 14, 16) to `request` at `now`; a grant takes
+    /// the token `reserve` gives (called only for a grant).
     pub(super) fn try_acquire(
         &mut self,
         request: &AcquireRequest,

@@ -1,5 +1,5 @@
-//! The line of managers waiting for a lock in arrival order, kept on its document (see the
-//! arrival-order rules of [`LockStore`](crate::store::LockStore)):
+//! The line of managers waiting for a lock in arrival order, kept on its document (rules 15
+//! to 22 of [`LockStore`](crate::store::LockStore)):
 //!
 //! ```text
 //! line: [{ holder: "host:4242:1a2b3c4d", access: "exclusive" | "permit" | "read" | "write",
@@ -11,15 +11,15 @@
 //! manager of the earliest live place of either sort ([`earliest_holder`]), so the manager
 //! that has waited longest hears of it first, and nobody else does.
 //!
-//! One place per manager, for its longest-waiting task and that task's access (a reader
-//! waits only behind earlier writers, every other access behind every earlier place): `arrival` is the server's `$$NOW`
-//! minus the request's `waited`, `until` its `$$NOW` plus `retry_within`; a place is live
-//! until then. A release keeps the line, and keeps the document's `expiresAt` (what the TTL
-//! index deletes it by) no earlier than the line's last place ends, and so does every
-//! refused attempt or hand-over that adds a place to a released record's line, so the
-//! document stays while anyone waits in it. A line lost another way (an operator's
-//! deletion; a holder's lease left to expire, whose document the TTL index may delete
-//! before the next grant) costs order, never safety.
+//! One place per manager, for its longest-waiting task and that task's access (a reader waits
+//! only behind earlier writers, every other access behind every earlier place): `arrival` is
+//! the server's `$$NOW` minus the request's `waited`, `until` its `$$NOW` plus `retry_within`;
+//! a place is live until then. A release keeps the line, and keeps the document's `expiresAt`
+//! (what the TTL index deletes it by) no earlier than the line's last place ends, and so does
+//! every refused attempt or hand-over that adds a place to a released record's line, so the
+//! document stays while anyone waits in it. A line lost another way (an operator's deletion; a
+//! holder's lease left to expire, whose document the TTL index may delete before the next
+//! grant) costs order, never safety.
 
 use std::time::Duration;
 

@@ -150,7 +150,7 @@ use extend::MAX_EXTEND_BATCH;
 ///   upsert, returnDocument: after)` (a semaphore of the count asked, or one `set_permits`
 ///   changed from it: the record's count decides).
 ///   The pipeline prunes expired holders and applies the grant rule of the access (see
-///   [`LockStore`]'s "Shared kinds"): a grant appends `{lease, holder, token, access,
+///   [`LockStore`]'s rules 8 to 10): a grant appends `{lease, holder, token, access,
 ///   acquiredAt, expiresAt}` with the next token block; a refusal marks the record contended
 ///   and, for a read or a write with `retry_within`, its side waiting until `$$NOW +
 ///   retry_within`. Granted iff the returned holders include our lease. A record of another

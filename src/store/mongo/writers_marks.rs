@@ -1,5 +1,5 @@
-//! The writers' marks on a reader/writer lock's document (the default mode's rules of
-//! [`LockStore`](crate::store::LockStore) for shared kinds):
+//! The writers' marks on a reader/writer lock's document (rules 9 and 11 of
+//! [`LockStore`](crate::store::LockStore), in the default mode):
 //!
 //! ```text
 //! writersMarkedBy: [{ holder: "host:4242:1a2b3c4d", until: ISODate("…") }, …]

@@ -166,7 +166,7 @@ pub(super) fn released_mutex_outlasts_its_line() -> Document {
     ] } } }
 }
 
-/// The grant rule of `access` (the contract's "Shared kinds"), on holders already pruned
+/// The grant rule of `access` (the contract's rules 8 to 10), on holders already pruned
 /// of expired entries: a permit while fewer than `permits` hold; the write while nobody
 /// holds and the readers' turn is off or has let a reader in; a read while no writer
 /// holds, fewer than `MAX_PERMITS` read, and no writer waits — unless it is the readers'
