@@ -13,11 +13,6 @@ use crate::error::StoreError;
 use crate::store::LockStore;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, check_lease_length};
 
-/// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
-/// server serves each from the `_id` index, and one command stays far below the 16 MiB
-/// message limit.
-pub(super) const MAX_EXTEND_BATCH: usize = 10_000;
-
 impl MongoStore {
     /// [`LockStore::extend_many`] on this store: the round trips the impl's documentation
     /// describes.

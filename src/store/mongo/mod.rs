@@ -118,7 +118,11 @@ use super::{
 use crate::error::StoreError;
 use crate::name::LockName;
 use crate::store::request::HolderId;
-use extend::MAX_EXTEND_BATCH;
+
+/// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
+/// server serves each from the `_id` index, and one command stays far below the 16 MiB
+/// message limit.
+const MAX_EXTEND_BATCH: usize = 10_000;
 
 /// A [`LockStore`] on a MongoDB collection, through the official `mongodb` driver.
 ///
