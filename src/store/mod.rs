@@ -55,98 +55,113 @@ const TOKENS_PER_GRANT: u64 = 16;
 /// A lease store: the operations a distributed lock needs, each meant to be one round trip
 /// using the store's clock.
 ///
-/// Contract every implementation must keep (the conformance suite in `tests/` checks it):
-/// - `try_acquire` grants iff the lock is free or its lease has expired *by the store's clock*,
-///   atomically with writing the new lease, and returns a fencing token larger than every token
-///   ever issued for that name — also after release, expiry and deletion of the record.
-/// - `extend` and `release` change nothing unless the record still carries the caller's lease.
-/// - A `try_acquire` that finds the lock held marks the current grant as contended since its
-///   "now" minus `request.waited` (keeping the earliest); `release` reports how long that was
-///   and `inspect` shows it (a new grant clears the mark). On a shared record a release (or
-///   hand-over) reports it only if a manager other than the releasing lease's was refused
-///   since the last grant: a manager's own waiters are served by its own releases.
-/// - Lock names are opaque values, never interpreted as keys, paths or query operators.
-/// - A lease length of zero or beyond [`MAX_LEASE_DURATION`](crate::MAX_LEASE_DURATION) is refused with
+/// Contract every implementation must keep. The rules are numbered once, here: each store
+/// cites a rule by its number (`// Rule 9`) where it implements it, and the conformance
+/// suite in `tests/common` names the scenario that checks it after it (`rule_9_…`), so the
+/// stores can be read side by side, rule by rule.
+/// - **Rule 1 (grant).** `try_acquire` grants iff the lock is free or its lease has expired
+///   *by the store's clock*, atomically with writing the new lease, and returns a fencing
+///   token larger than every token ever issued for that name — also after release, expiry
+///   and deletion of the record.
+/// - **Rule 2 (owner check).** `extend` and `release` (and [`hand_over`](LockStore::hand_over)
+///   of its `from`) change nothing unless the record still carries the caller's lease.
+/// - **Rule 3 (contention).** A `try_acquire` that finds the lock held marks the current
+///   grant as contended since its "now" minus `request.waited` (keeping the earliest);
+///   `release` reports how long that was and `inspect` shows it (a new grant clears the
+///   mark). On a shared record a release (or hand-over) reports it only if a manager other
+///   than the releasing lease's was refused since the last grant: a manager's own waiters
+///   are served by its own releases.
+/// - **Rule 4 (names are values).** Lock names are opaque values, never interpreted as keys,
+///   paths or query operators.
+/// - **Rule 5 (lengths).** A lease length of zero or beyond
+///   [`MAX_LEASE_DURATION`](crate::MAX_LEASE_DURATION) is refused with
 ///   [`StoreError::Rejected`], and nothing is written. A `waited` or `retry_within` beyond it
 ///   counts as that long (up to `Duration::MAX`, still an answer, never an error).
-/// - A grant with token `t` reserves the tokens `t .. t + tokens_per_grant()`: the next grant
-///   of that name returns a token of at least `t + tokens_per_grant()`; the record
-///   ([`LockRecord::token`]) shows `t`.
+/// - **Rule 6 (token blocks).** A grant with token `t` reserves the tokens
+///   `t .. t + tokens_per_grant()`: the next grant of that name returns a token of at least
+///   `t + tokens_per_grant()`; the record ([`LockRecord::token`]) shows `t`.
 ///
 /// Shared kinds ([`AcquireRequest::access`] other than [`Access::Exclusive`]) keep one record
 /// per name listing its holders, each with its own lease, token and expiry; their
 /// [`LeaseKey`]s have `shared` set. On top of the rules above:
-/// - The record's kind ([`LockKind`], with a semaphore's count) is fixed by the grant that
-///   creates it and stays while the record exists; a request of another kind or count gets
-///   [`StoreError::KindMismatch`] and writes nothing. So does a mutex request on a shared
-///   record, and the reverse. Only [`set_permits`](LockStore::set_permits) changes a count;
-///   a permit request of a count the record had before that is decided by the record's
-///   count (those waiting under the old count are admitted by a higher one).
-/// - `Permit { .. }` is granted iff fewer unexpired holders remain than the record's count.
-/// - `Write` is granted iff no unexpired holder remains, the readers' turn (below) is
-///   not on or has let a reader in, and no live writer's mark of another [`HolderId`] is
-///   earlier than the requester's own (below); `Read` iff no unexpired writer holds it,
-///   fewer than [`MAX_PERMITS`] readers do, and no writer waits — unless the readers' turn
-///   is on, the reader has waited since it began (the store's now minus `request.waited` is
-///   not after the turn's start), and the turn has not yet let a reader in and emptied
-///   since.
-/// - A refused `Write` with a `retry_within` marks "a writer of its holder waits" until the
-///   store's now + `retry_within` (the later of that and that holder's mark already there);
-///   each holder has one mark, and the marks are ordered by when each began (a mark that
-///   ended begins again behind every live one). "A writer waits" while any mark is live. A
-///   granted `Write` ends its holder's mark and any readers' turn; other holders' marks
-///   stay, so one writer's grant lets neither new readers nor that manager's next writer
-///   past a writer of another manager still waiting: writers of different managers go in
-///   the order they were first refused. [`withdraw`](LockStore::withdraw) ends a holder's
-///   mark (its writers gave up). A refused `Read` marks "readers wait" until the
-///   store's now + `retry_within` (the later of that and the mark already there).
-///   Releasing a write while readers wait turns the readers' turn on, from now until their
-///   mark ends: readers waiting when a writer leaves go before the next writer, and a
-///   writer waiting holds new readers back. A turn lasts while its readers arrive: once
-///   one got in and nobody holds, it is over and the waiting writer goes next (readers who
-///   missed it have the turn after that writer). Each mark lasts no longer than a waiter's
-///   retry interval after its last attempt.
-/// - Every grant's token is larger than every token issued for the name before (shared
-///   grants included), and each reserves a block as above.
+/// - **Rule 7 (kind).** The record's kind ([`LockKind`], with a semaphore's count) is fixed
+///   by the grant that creates it and stays while the record exists; a request of another
+///   kind or count gets [`StoreError::KindMismatch`] and writes nothing. So does a mutex
+///   request on a shared record, and the reverse. Only [`set_permits`](LockStore::set_permits)
+///   changes a count; a permit request of a count the record had before that is decided by
+///   the record's count (those waiting under the old count are admitted by a higher one).
+/// - **Rule 8 (permit).** `Permit { .. }` is granted iff fewer unexpired holders remain than
+///   the record's count.
+/// - **Rule 9 (write).** `Write` is granted iff no unexpired holder remains, the readers' turn
+///   (rule 13) is not on or has let a reader in, and no live writer's mark (rule 11) of
+///   another [`HolderId`] is earlier than the requester's own.
+/// - **Rule 10 (read).** `Read` is granted iff no unexpired writer holds it, fewer than
+///   [`MAX_PERMITS`] readers do, and no writer waits (rule 11) — unless the readers' turn
+///   (rule 13) is on, the reader has waited since it began (the store's now minus
+///   `request.waited` is not after the turn's start), and the turn has not yet let a reader
+///   in and emptied since.
+/// - **Rule 11 (writers' marks).** A refused `Write` with a `retry_within` marks "a writer of
+///   its holder waits" until the store's now + `retry_within` (the later of that and that
+///   holder's mark already there); each holder has one mark, and the marks are ordered by
+///   when each began (a mark that ended begins again behind every live one). "A writer
+///   waits" while any mark is live. A granted `Write` ends its holder's mark and any readers'
+///   turn; other holders' marks stay, so one writer's grant lets neither new readers nor that
+///   manager's next writer past a writer of another manager still waiting: writers of
+///   different managers go in the order they were first refused.
+///   [`withdraw`](LockStore::withdraw) ends a holder's mark (its writers gave up).
+/// - **Rule 12 (readers' mark).** A refused `Read` with a `retry_within` marks "readers wait"
+///   until the store's now + `retry_within` (the later of that and the mark already there).
+///   Like a writer's (rule 11), each mark lasts no longer than a waiter's retry interval
+///   after its last attempt.
+/// - **Rule 13 (readers' turn).** Releasing a write while readers wait (rule 12) turns the
+///   readers' turn on, from now until their mark ends: readers waiting when a writer leaves
+///   go before the next writer, and a writer waiting holds new readers back. A turn lasts
+///   while its readers arrive: once one got in and nobody holds, it is over and the waiting
+///   writer goes next (readers who missed it have the turn after that writer).
+/// - **Rule 14 (shared tokens).** Every grant's token is larger than every token issued for
+///   the name before (shared grants included), and each reserves a block as in rule 6.
 ///
 /// A store that [keeps arrival order](LockStore::keeps_arrival_order) also keeps, per name
-/// (of any kind), a line of waiting managers: at most one place per [`HolderId`], each with
-/// the access it waits for, its arrival (the store's now minus the request's `waited`) and
-/// an end (the store's now plus its `retry_within`), live until that end. A request *waits
-/// behind* a place unless both are reads. For a request with
-/// [`in_arrival_order`](AcquireRequest::in_arrival_order):
-/// - it is granted iff its kind's rule admits it and no live place of another holder that it
-///   waits behind arrived earlier than it did; a grant removes its holder's place. On a
-///   shared record the kind's rule is then the count alone (a permit while fewer hold than
-///   the count; the write while nobody holds; a read while no writer holds and fewer than
-///   [`MAX_PERMITS`] read): the waiting marks and the readers' turn are neither read nor
-///   written. A read granted so answers how long the earliest live place of another
-///   holder that a reader waits behind (a writer's) had waited, zero if none
-///   ([`AcquireOutcome::Acquired`]'s `readers_waited_over`): the holder's readers that had
-///   waited longer arrived before it, and may share the grant; every other grant answers
-///   `None`;
-/// - refused, its holder's place becomes its access, arrival and end (replacing the one
-///   before);
-/// - [`hand_over`](LockStore::hand_over) decides `to` the same way: when an earlier place is
-///   in line, `from` is released and `to`'s holder is placed in line
-///   ([`HandOverOutcome::Released`]);
-/// - a release keeps the line, [`withdraw`](LockStore::withdraw) removes a holder's place,
-///   and [`inspect`](LockStore::inspect) lists the live places
-///   ([`LockRecord::queue`]). Expired places are dropped by any write.
+/// (of any kind), a line of waiting managers:
+/// - **Rule 15 (the line).** At most one place per [`HolderId`], each with the access it
+///   waits for, its arrival (the store's now minus the request's `waited`) and an end (the
+///   store's now plus its `retry_within`), live until that end. A request *waits behind* a
+///   place unless both are reads.
 ///
-/// Requests without it never wait behind the line. A refused mutex request without it
-/// and with a `retry_within` *lists* its holder on the line instead: a place (one per
-/// [`HolderId`], arrival and end as above) that holds nobody back, and that `inspect`'s
-/// queue does not show, but that a release reads.
+/// For a request with [`in_arrival_order`](AcquireRequest::in_arrival_order):
+/// - **Rule 16 (grant in line).** It is granted iff its kind's rule admits it and no live
+///   place of another holder that it waits behind arrived earlier than it did; a grant
+///   removes its holder's place. On a shared record the kind's rule is then the count alone
+///   (a permit while fewer hold than the count; the write while nobody holds; a read while
+///   no writer holds and fewer than [`MAX_PERMITS`] read): the waiting marks and the
+///   readers' turn (rules 11 to 13) are neither read nor written.
+/// - **Rule 17 (readers who may share).** A read granted so answers how long the earliest
+///   live place of another holder that a reader waits behind (a writer's) had waited, zero
+///   if none ([`AcquireOutcome::Acquired`]'s `readers_waited_over`): the holder's readers
+///   that had waited longer arrived before it, and may share the grant; every other grant
+///   answers `None`.
+/// - **Rule 18 (refused in line).** Refused, its holder's place becomes its access, arrival
+///   and end (replacing the one before).
+/// - **Rule 19 (hand-over in line).** [`hand_over`](LockStore::hand_over) decides `to` the
+///   same way: when an earlier place is in line, `from` is released and `to`'s holder is
+///   placed in line ([`HandOverOutcome::Released`]).
+/// - **Rule 20 (keeping the line).** A release keeps the line,
+///   [`withdraw`](LockStore::withdraw) removes a holder's place, and
+///   [`inspect`](LockStore::inspect) lists the live places ([`LockRecord::queue`]). Expired
+///   places are dropped by any write.
 ///
-/// Whom a release wakes: a mutex's release (a hand-over that releases for an earlier
-/// place included) is reported by [`watch_releases`](LockStore::watch_releases) to the
-/// feed of the manager with the earliest-arrived live place of either sort, and to feeds
-/// that serve no particular manager ([`ReleaseDemand::holder`]), not to the feeds of
-/// other managers: with many processes waiting for one lock, a turn costs one wake-up.
-/// With no live place, every feed hears it.
-/// Shared records' releases, withdrawals, count changes and deletions are reported to
-/// every feed.
+/// Requests without it never wait behind the line.
+/// - **Rule 21 (listing).** A refused mutex request without it and with a `retry_within`
+///   *lists* its holder on the line instead: a place (one per [`HolderId`], arrival and end
+///   as in rule 15) that holds nobody back, and that `inspect`'s queue does not show, but
+///   that a release reads.
+/// - **Rule 22 (whom a release wakes).** A mutex's release (a hand-over that releases for an
+///   earlier place included) is reported by [`watch_releases`](LockStore::watch_releases)
+///   to the feed of the manager with the earliest-arrived live place of either sort, and to
+///   feeds that serve no particular manager ([`ReleaseDemand::holder`]), not to the feeds
+///   of other managers: with many processes waiting for one lock, a turn costs one wake-up.
+///   With no live place, every feed hears it. Shared records' releases, withdrawals, count
+///   changes and deletions are reported to every feed.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need

@@ -12,6 +12,7 @@ use crate::options::MAX_LEASE_DURATION;
 /// store writes anything: the runtime never asks for one (its options are validated), but
 /// the store API is public.
 pub(crate) fn check_lease_length(expiry: Duration) -> Result<(), StoreError> {
+    // Rule 5.
     if expiry.is_zero() || expiry > MAX_LEASE_DURATION {
         return Err(StoreError::Rejected {
             message: format!(
@@ -42,6 +43,7 @@ pub(crate) fn check_permits(permits: u32) -> Result<(), StoreError> {
 /// that says it may be back only after that (up to `Duration::MAX`) still gets an answer
 /// instead of an overflow of the store's clock.
 pub(crate) fn mark_length(retry_within: Duration) -> Duration {
+    // Rule 5.
     retry_within.min(MAX_LEASE_DURATION)
 }
 
@@ -49,6 +51,7 @@ pub(crate) fn mark_length(retry_within: Duration) -> Duration {
 /// [`MAX_LEASE_DURATION`], so that "the store's now minus `waited`" is a time the store's
 /// clock can express (`Duration::MAX` would overflow it) and both stores agree on it.
 pub(crate) fn wait_length(waited: Duration) -> Duration {
+    // Rule 5.
     waited.min(MAX_LEASE_DURATION)
 }
 

@@ -48,7 +48,7 @@ async fn line_of(store: &impl LockStore, name: &LockName) -> Vec<HolderId> {
 /// first to ask after the release; a grant takes its place out; a hand-over to a later
 /// arrival is a release that puts the new lease's manager in line; a request not in
 /// arrival order neither waits in line nor looks at it.
-pub(crate) async fn arrival_order_grants_the_earliest_place_first<B: Backend>(backend: &B) {
+pub(crate) async fn rule_16_the_earliest_place_in_line_goes_first<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let (a, b, c) = (Caller::new(), Caller::new(), Caller::new());
     let lock = name("fifo-line");
@@ -108,7 +108,7 @@ pub(crate) async fn arrival_order_grants_the_earliest_place_first<B: Backend>(ba
 /// A place lasts its `retry_within` unless renewed: a waiter that stopped asking (killed,
 /// paused) stops blocking the line then; `withdraw` takes a place out at once and is a
 /// no-op for a manager not in line. Names stay values in the line's queries too.
-pub(crate) async fn arrival_order_places_end_or_are_withdrawn<B: Backend>(backend: &B) {
+pub(crate) async fn rule_20_places_in_line_end_or_are_withdrawn<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let (a, b, c) = (Caller::new(), Caller::new(), Caller::new());
     let lock = name("$line.holder");
@@ -181,7 +181,7 @@ fn shared_in_line(
 /// even while only readers hold, but not behind earlier readers (consecutive readers go in
 /// together, and a reader earlier than the waiting writer joins the readers holding); the
 /// writer goes in once they left; the line lists each place with its access.
-pub(crate) async fn arrival_order_readers_go_in_together_behind_earlier_writers<B: Backend>(
+pub(crate) async fn rule_15_readers_in_line_go_in_together_behind_earlier_writers<B: Backend>(
     backend: &B,
 ) {
     let store = backend.fresh().await;
@@ -234,7 +234,9 @@ pub(crate) async fn arrival_order_readers_go_in_together_behind_earlier_writers<
 /// those that waited longer than the earliest writer of another manager in line (zero when
 /// no such writer waits: its own place, readers' places and ended places do not count).
 /// Any other grant says nobody may.
-pub(crate) async fn arrival_order_a_read_says_which_readers_may_share_it<B: Backend>(backend: &B) {
+pub(crate) async fn rule_17_a_read_in_line_says_which_readers_may_share_it<B: Backend>(
+    backend: &B,
+) {
     use mongolock::store::AcquireOutcome;
 
     let store = backend.fresh().await;
@@ -282,7 +284,7 @@ pub(crate) async fn arrival_order_a_read_says_which_readers_may_share_it<B: Back
 
 /// A semaphore in arrival order: a free permit goes to the earliest place in line, not to
 /// the first to ask after the release.
-pub(crate) async fn arrival_order_permits_go_to_the_earliest_place<B: Backend>(backend: &B) {
+pub(crate) async fn rule_16_permits_go_to_the_earliest_place_in_line<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let (a, b, c) = (Caller::new(), Caller::new(), Caller::new());
     let lock = name("fifo-permits");

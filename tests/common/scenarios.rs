@@ -262,7 +262,7 @@ pub(crate) async fn release_hands_over_to_a_local_waiter<B: Backend>(backend: &B
 /// Holders that follow one another in one process take the next token the grant reserved,
 /// with no store call until the block is used up; tokens still increase across every hold of
 /// both processes, and the other process gets its turns.
-pub(crate) async fn local_hand_overs_keep_tokens_increasing<B: Backend>(backend: &B) {
+pub(crate) async fn rule_6_local_hand_overs_keep_tokens_increasing<B: Backend>(backend: &B) {
     let (a, counting, b, _) = faulty_and_peer(backend).await;
     let block = counting.tokens_per_grant();
     assert!(block > 1, "the store reserves tokens with each grant");
@@ -403,7 +403,7 @@ pub(crate) async fn local_waiters_share_one_poller_in_fifo_order<B: Backend>(bac
     );
 }
 
-pub(crate) async fn expired_holder_is_taken_over<B: Backend>(backend: &B) {
+pub(crate) async fn rule_1_expired_holder_is_taken_over<B: Backend>(backend: &B) {
     let (holder, faulty, peer, _) = faulty_and_peer(backend).await;
     let guard = holder.lock("crash").unwrap().acquire().await.unwrap();
     let acquired = Instant::now();
@@ -523,7 +523,7 @@ pub(crate) async fn failing_store_is_reported_as_store_errors<B: Backend>(backen
     assert!(again.token() > guard.token());
 }
 
-pub(crate) async fn late_release_does_not_free_successor<B: Backend>(backend: &B) {
+pub(crate) async fn rule_2_late_release_does_not_free_successor<B: Backend>(backend: &B) {
     let (stalled, faulty, peer, _) = faulty_and_peer(backend).await;
     let old = stalled.lock("succ").unwrap().acquire().await.unwrap();
     faulty.hang();
@@ -549,7 +549,7 @@ pub(crate) async fn late_release_does_not_free_successor<B: Backend>(backend: &B
     assert_eq!(record.token, successor.token());
 }
 
-pub(crate) async fn fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
+pub(crate) async fn rule_1_fencing_tokens_strictly_increase<B: Backend>(backend: &B) {
     let (a, faulty, b, store) = faulty_and_peer(backend).await;
     let name = LockName::new("fenced").unwrap();
     let mut tokens = Vec::new();
@@ -677,7 +677,7 @@ pub(crate) async fn bad_names_and_options_are_rejected<B: Backend>(backend: &B) 
     ));
 }
 
-pub(crate) async fn operator_like_names_are_plain_values<B: Backend>(backend: &B) {
+pub(crate) async fn rule_4_operator_like_names_are_plain_values<B: Backend>(backend: &B) {
     let (a, b, _) = two_managers(backend).await;
     let long = "z".repeat(mongolock::MAX_LOCK_NAME_BYTES);
     let names = [

@@ -169,7 +169,7 @@ fn assert_rejected<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str
 
 /// A semaphore of N admits exactly N distinct leases, each with its own token; the next is
 /// busy (told the first holder); a release frees exactly one lease's places.
-pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backend>(backend: &B) {
+pub(crate) async fn rule_8_semaphore_grants_exactly_its_permits<B: Backend>(backend: &B) {
     const PERMITS: u32 = 3;
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
@@ -245,7 +245,7 @@ pub(crate) async fn shared_records_semaphore_grants_exactly_its_permits<B: Backe
 /// place keeps asking for its other waiters, and those refusals alone (served by its own
 /// releases) are nobody else's to step back for. Once another manager is refused too, the
 /// release reports the wait, and inspection shows it while the place is held.
-pub(crate) async fn shared_records_a_release_reports_only_other_managers_waits<B: Backend>(
+pub(crate) async fn rule_3_a_shared_release_reports_only_other_managers_waits<B: Backend>(
     backend: &B,
 ) {
     let store = backend.fresh().await;
@@ -297,7 +297,7 @@ pub(crate) async fn shared_records_a_release_reports_only_other_managers_waits<B
 /// Extending a permit pushes its own expiry only; a foreign lease, a mutex key for a shared
 /// lease and an expired lease are `NotOwner`; a batch mixing mutex and shared keys answers
 /// each in order.
-pub(crate) async fn shared_records_shared_extend_is_owner_checked<B: Backend>(backend: &B) {
+pub(crate) async fn rule_2_shared_extend_is_owner_checked<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let sem = name("extended");
     let access = Access::Permit { permits: 4 };
@@ -385,7 +385,7 @@ pub(crate) async fn shared_records_shared_extend_is_owner_checked<B: Backend>(ba
 
 /// A permit whose holder went silent comes back once its lease ends: the next grant gets a
 /// larger token, and the old lease can neither be renewed nor released.
-pub(crate) async fn shared_records_expired_permit_comes_back<B: Backend>(backend: &B) {
+pub(crate) async fn rule_8_expired_permit_comes_back<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
     let sem = name("lapsed");
@@ -414,7 +414,7 @@ pub(crate) async fn shared_records_expired_permit_comes_back<B: Backend>(backend
 
 /// A request of another kind (or another count) than the record's is refused with
 /// `KindMismatch` and changes nothing, in every direction.
-pub(crate) async fn shared_records_kind_mismatches_change_nothing<B: Backend>(backend: &B) {
+pub(crate) async fn rule_7_kind_mismatches_change_nothing<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let caller = Caller::new();
     let mutex = name("a-mutex");
@@ -481,7 +481,7 @@ pub(crate) async fn shared_records_kind_mismatches_change_nothing<B: Backend>(ba
 /// record had before is decided by the new count (its waiters are admitted), one of a count
 /// it never had is a mismatch; a count of 0 or above `MAX_PERMITS` is rejected and writes
 /// nothing.
-pub(crate) async fn shared_records_set_permits_changes_the_count<B: Backend>(backend: &B) {
+pub(crate) async fn rule_7_set_permits_changes_the_count<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let caller = Caller::new();
     let fresh = name("created-by-count");
@@ -584,7 +584,7 @@ pub(crate) async fn shared_records_set_permits_changes_the_count<B: Backend>(bac
 
 /// Readers share a reader/writer lock; a writer is refused while any reader holds, and
 /// readers and other writers while a writer holds.
-pub(crate) async fn shared_records_readers_share_and_writers_exclude<B: Backend>(backend: &B) {
+pub(crate) async fn rule_9_10_readers_share_and_writers_exclude<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
     let rw = name("shared-data");
@@ -624,7 +624,7 @@ pub(crate) async fn shared_records_readers_share_and_writers_exclude<B: Backend>
 /// A writer refused with `retry_within` holds back new readers until its mark ends; a
 /// second refusal within the mark pushes it to the later end; once it ends readers come in
 /// again (the reader already in keeps its place throughout).
-pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Backend>(backend: &B) {
+pub(crate) async fn rule_10_waiting_writer_holds_back_new_readers<B: Backend>(backend: &B) {
     const MARK: Duration = Duration::from_millis(500);
     let store = backend.fresh().await;
     let rw = name("writer-waits");
@@ -680,7 +680,7 @@ pub(crate) async fn shared_records_waiting_writer_holds_back_new_readers<B: Back
 /// and that manager's next writer stay out until the writer marked next got in. Each
 /// manager's mark ends on its own (at its end exactly, too): other writers' refusals do not
 /// keep it on, and once ended it begins again behind every live one.
-pub(crate) async fn shared_records_the_earliest_marked_writer_goes_first<B: Backend>(backend: &B) {
+pub(crate) async fn rule_11_the_earliest_marked_writer_goes_first<B: Backend>(backend: &B) {
     const MARK: Duration = Duration::from_millis(500);
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
@@ -741,9 +741,7 @@ pub(crate) async fn shared_records_the_earliest_marked_writer_goes_first<B: Back
 /// the other managers' marks stay in their order. A store with a release feed reports the
 /// withdrawal there, as it does a release, so those held back try again at once. A
 /// withdrawal with nothing to take off writes nothing.
-pub(crate) async fn shared_records_a_withdrawn_writers_mark_lets_the_others_in<B: Backend>(
-    backend: &B,
-) {
+pub(crate) async fn rule_11_a_withdrawn_writers_mark_lets_the_others_in<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
     let rw = name("$writersMarkedBy.holder");
@@ -863,7 +861,7 @@ pub(super) async fn feed_is_open(
 /// it began (by their `waited`), not newcomers, and ends once they got in and left, so the
 /// waiting writer is next. Without waiting readers a release lets the waiting writer in at
 /// once, and a reader refused with no `retry_within` leaves no mark.
-pub(crate) async fn shared_records_readers_go_first_after_a_write<B: Backend>(backend: &B) {
+pub(crate) async fn rule_13_readers_go_first_after_a_write<B: Backend>(backend: &B) {
     const MARK: Duration = Duration::from_millis(500);
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
@@ -922,7 +920,7 @@ pub(crate) async fn shared_records_readers_go_first_after_a_write<B: Backend>(ba
 /// Tokens strictly increase across every grant of a shared name — reads and writes mixed,
 /// after releases, after a holder's expiry and after the record's deletion — each at least
 /// a reserved block past the one before; the record shows the last grant's.
-pub(crate) async fn shared_records_shared_tokens_strictly_increase<B: Backend>(backend: &B) {
+pub(crate) async fn rule_14_shared_tokens_strictly_increase<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let peer = backend.peer(&store).await;
     let block = store.tokens_per_grant();
@@ -1143,7 +1141,7 @@ pub(crate) async fn shared_records_inspect_shows_shared_holders<B: Backend>(back
 
 /// Names that look like operators or paths are plain values for the shared kinds too: each
 /// is its own record, and none touches another.
-pub(crate) async fn shared_records_operator_like_names_are_values_for_shared_kinds<B: Backend>(
+pub(crate) async fn rule_4_operator_like_names_are_values_for_shared_kinds<B: Backend>(
     backend: &B,
 ) {
     let store = backend.fresh().await;
@@ -1193,7 +1191,7 @@ pub(crate) async fn shared_records_operator_like_names_are_values_for_shared_kin
 /// Attempts racing from several processes on a name nobody used yet (so racing to create
 /// its record) fill a semaphore exactly: as many grants as permits, each its own token,
 /// the rest busy.
-pub(crate) async fn shared_records_racing_first_grants_fill_the_semaphore<B: Backend>(backend: &B) {
+pub(crate) async fn rule_8_racing_first_grants_fill_the_semaphore<B: Backend>(backend: &B) {
     const PERMITS: u32 = 4;
     const ATTEMPTS: usize = 12;
     let store = backend.fresh().await;
@@ -1245,7 +1243,7 @@ pub(super) async fn hand_over(
 /// holder's, or the holder's own once it ran out, hands nothing over and writes nothing; the
 /// holder's unexpired lease passes the lock on with a larger token. (The shared kinds' rule
 /// is pinned by the scenario below; this one shares its helpers.)
-pub(crate) async fn mutex_hand_over_is_owner_checked<B: Backend>(backend: &B) {
+pub(crate) async fn rule_2_mutex_hand_over_is_owner_checked<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let (ours, theirs) = (Caller::new(), Caller::new());
     let mutex = name("hand-over-mutex");
@@ -1406,7 +1404,7 @@ pub(crate) async fn shared_records_hand_over_is_a_release_and_an_attempt_in_one<
 /// hold (a mutex's lease to a shared request, a shared place to a mutex's), is `Rejected`
 /// before anything is written: the old lease keeps its place and no record of a count
 /// nobody can hold is left behind.
-pub(crate) async fn shared_records_requests_at_the_edges_are_answered_not_panicked<B: Backend>(
+pub(crate) async fn rule_5_requests_at_the_edges_are_answered_not_panicked<B: Backend>(
     backend: &B,
 ) {
     let store = backend.fresh().await;

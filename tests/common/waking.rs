@@ -61,7 +61,7 @@ async fn feed_of<B: Backend>(
 /// listing orders nobody (a newcomer may still take a free lock), and `inspect`'s queue,
 /// arrival order's line, does not show it. A feed serving no manager hears every release,
 /// and every feed hears a release that nobody was listed for.
-pub(crate) async fn waking_a_release_wakes_only_the_longest_waiting_manager<B: Backend>(
+pub(crate) async fn rule_22_a_release_wakes_only_the_longest_waiting_manager<B: Backend>(
     backend: &B,
 ) {
     let store = backend.fresh().await;

@@ -1,6 +1,6 @@
 //! The line of managers waiting for one name in arrival order: one place per manager, for
-//! its longest-waiting task and that task's access, each live until its end (see the arrival-order rules of
-//! [`LockStore`](crate::store::LockStore)).
+//! its longest-waiting task and that task's access, each live until its end (rules 15 to 22
+//! of [`LockStore`](crate::store::LockStore)).
 
 use tokio::time::Instant;
 
@@ -49,6 +49,8 @@ impl WaitingLine {
     ) -> Option<Instant> {
         self.places
             .iter()
+            // Rule 15: a live place of another manager that `access` waits behind; a listed one
+            // (rule 21) orders nobody.
             .filter(|place| {
                 place.ordered
                     && place.until > now
@@ -90,6 +92,7 @@ impl WaitingLine {
         now: Instant,
         ordered: bool,
     ) {
+        // Rule 15: one place per manager.
         self.remove(holder, now);
         self.places.push(Place {
             holder: holder.clone(),
@@ -104,6 +107,7 @@ impl WaitingLine {
     pub(super) fn earliest(&self, now: Instant) -> Option<&HolderId> {
         self.places
             .iter()
+            // Rule 22: places of either sort.
             .filter(|place| place.until > now)
             .min_by_key(|place| place.arrival)
             .map(|place| &place.holder)
@@ -132,6 +136,7 @@ impl WaitingLine {
         let mut live: Vec<&Place> = self
             .places
             .iter()
+            // Rule 20: arrival order's live places; a listing (rule 21) is not shown.
             .filter(|place| place.ordered && place.until > now)
             .collect();
         live.sort_by_key(|place| place.arrival);

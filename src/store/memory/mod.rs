@@ -151,8 +151,10 @@ impl MemoryState {
             }
         } else {
             match self.records.get(&key.name) {
+                // Rule 2: only the record's own lease releases it; rule 3: how long others waited.
                 Some(record) if record.lease == key.lease => {
                     let contended_for = record.contended_since.map(|since| now - since);
+                    // Rule 20: the line is kept apart from the record, so the release keeps it.
                     self.records.remove(&key.name);
                     removed = true;
                     contended_for
@@ -160,6 +162,8 @@ impl MemoryState {
                 _ => return ReleaseOutcome::NotOwner,
             }
         };
+        // Rule 22: a mutex's release wakes the manager listed longest, a shared record's every
+        // feed.
         if key.shared {
             self.freed(&key.name);
         } else {
@@ -181,6 +185,7 @@ impl MemoryState {
 
     /// When `request`'s requester started waiting, by the store's clock.
     fn arrival(request: &AcquireRequest, now: Instant) -> Instant {
+        // Rules 5 and 15: the store's now minus `waited`, a longer wait counted as the longest.
         now.checked_sub(wait_length(request.waited)).unwrap_or(now)
     }
 
@@ -197,6 +202,7 @@ impl MemoryState {
     /// in line had waited (zero if none), which this manager's readers that waited longer
     /// arrived before (see [`AcquireOutcome::Acquired`]).
     fn readers_waited_over(&self, request: &AcquireRequest, now: Instant) -> Option<Duration> {
+        // Rule 17: only a read granted in arrival order answers it.
         if !(request.in_arrival_order && request.access == Access::Read) {
             return None;
         }
@@ -212,6 +218,7 @@ impl MemoryState {
         if !request.in_arrival_order {
             return;
         }
+        // Rule 18: the place ends `retry_within` from now.
         let until = now + mark_length(request.retry_within);
         self.lines.entry(request.name.clone()).or_default().place(
             &request.holder,
@@ -228,6 +235,7 @@ impl MemoryState {
         if request.in_arrival_order {
             self.place_in_line(request, now);
         } else if !request.retry_within.is_zero() {
+            // Rule 21: listed, holding nobody back.
             let until = now + mark_length(request.retry_within);
             self.lines.entry(request.name.clone()).or_default().list(
                 &request.holder,
@@ -253,6 +261,7 @@ impl MemoryState {
     /// `holder`'s waiters for `name` gave up: its place in line and its writers' mark go,
     /// and those they held back are woken, as by a release.
     fn withdraw(&mut self, name: &LockName, holder: &HolderId, now: Instant) {
+        // Rules 20 and 11: the place and the writers' mark go; those held back are told (rule 22).
         let left_line = self.leave_line(name, holder, now);
         let ended_mark = self
             .shared
@@ -270,6 +279,7 @@ impl MemoryState {
         now: Instant,
     ) -> Result<AcquireOutcome, StoreError> {
         let asked = request.access.kind();
+        // Rule 7: a shared request on a mutex's record, or of another kind or count, is a mismatch.
         if self.records.contains_key(&request.name) {
             return Err(mismatch(&request.name, LockKind::Mutex, asked));
         }
@@ -280,6 +290,7 @@ impl MemoryState {
         if !record.accepts(asked) {
             return Err(mismatch(&request.name, record.kind(), asked));
         }
+        // Rule 16: an earlier place of another manager it waits behind goes first.
         if self.behind_in_line(request, now) {
             self.place_in_line(request, now);
             return Ok(AcquireOutcome::busy(None));
@@ -292,6 +303,7 @@ impl MemoryState {
         };
         match record.try_acquire(request, now, || reserve_tokens(last_token)) {
             SharedGrant::Granted(token) => {
+                // Rule 17, then rule 16: a grant removes its holder's place.
                 let readers_waited_over = self.readers_waited_over(request, now);
                 self.leave_line(&request.name, &request.holder, now);
                 self.recorded(&RecordEvent::Granted {
@@ -306,6 +318,7 @@ impl MemoryState {
                 })
             }
             SharedGrant::Busy(holder) => {
+                // Rule 18.
                 self.place_in_line(request, now);
                 Ok(AcquireOutcome::busy(holder))
             }
@@ -321,6 +334,7 @@ impl MemoryState {
         to: &AcquireRequest,
         now: Instant,
     ) -> HandOverOutcome {
+        // Rule 2: only an unexpired place of `from` is handed over.
         let held = self
             .shared
             .get(&from.name)
@@ -333,6 +347,7 @@ impl MemoryState {
         else {
             return HandOverOutcome::NotOwner;
         };
+        // `to` is decided as any request is (rules 7 to 10, 16).
         match self.try_acquire_shared(to, now) {
             // A watch sees the grant, as MongoDB's change stream does.
             Ok(AcquireOutcome::Acquired { token, .. }) => HandOverOutcome::HandedOver {
@@ -362,6 +377,7 @@ impl MemoryState {
     /// line (and those that hear every release), not the others; every feed when nobody is
     /// listed.
     fn wake_longest_waiting(&mut self, name: &LockName, now: Instant) {
+        // Rule 22.
         let woken = self
             .lines
             .get(name)
@@ -592,6 +608,7 @@ impl LockStore for MemoryStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+        // Rule 5: a lease length no grant can have is refused before anything is written.
         check_lease_length(request.lease_duration)?;
         if let Access::Permit { permits } = request.access {
             check_permits(permits)?;
@@ -601,9 +618,12 @@ impl LockStore for MemoryStore {
         if request.access.kind().is_shared() {
             return state.try_acquire_shared(request, now);
         }
+        // Rule 7: a mutex request on a shared record is a mismatch.
         if let Some(shared) = state.shared.get(&request.name) {
             return Err(mismatch(&request.name, shared.kind(), LockKind::Mutex));
         }
+        // Rule 1: granted only if free or expired by the store's clock; refused, the grant is
+        // marked contended since the earliest wait (rule 3).
         if let Some(current) = state.records.get_mut(&request.name)
             && !current.is_expired(now)
         {
@@ -614,17 +634,21 @@ impl LockStore for MemoryStore {
                     .map_or(waiting_since, |since| since.min(waiting_since)),
             );
             let (holder, lease_left) = (current.holder.clone(), current.expires_at - now);
+            // Rules 18 and 21: the refused manager takes its place in line, or is listed.
             state.list_mutex_waiter(request, now);
             return Ok(AcquireOutcome::Busy {
                 holder: Some(holder),
                 lease_left: Some(lease_left),
             });
         }
+        // Rule 16: an earlier place of another manager goes first.
         if state.behind_in_line(request, now) {
             state.place_in_line(request, now);
             return Ok(AcquireOutcome::busy(None));
         }
+        // Rule 16: a grant removes its holder's place.
         state.leave_line(&request.name, &request.holder, now);
+        // Rules 1 and 6: one counter for the whole store, a block per grant.
         let token = reserve_tokens(&mut state.last_token);
         state.records.insert(
             request.name.clone(),
@@ -650,6 +674,7 @@ impl LockStore for MemoryStore {
         let now = Instant::now();
         let mut state = self.state();
         if request.key.shared {
+            // Rule 2: only an unexpired place of the lease is extended.
             let extended = state
                 .shared
                 .get_mut(&request.key.name)
@@ -666,6 +691,7 @@ impl LockStore for MemoryStore {
             return Ok(ExtendOutcome::Extended);
         }
         match state.records.get_mut(&request.key.name) {
+            // Rule 2: only the lease's own unexpired grant is extended.
             Some(record) if record.lease == request.key.lease && !record.is_expired(now) => {
                 record.expires_at = now + request.lease_duration;
                 state.recorded(&RecordEvent::Renewed {
@@ -695,6 +721,7 @@ impl LockStore for MemoryStore {
         if state.records.contains_key(name) {
             return Err(mismatch(name, LockKind::Mutex, asked));
         }
+        // Rule 7: only `set_permits` changes a count.
         match state.shared.get_mut(name) {
             Some(record) => match record.set_permits(permits) {
                 Some(old) => {
@@ -725,6 +752,7 @@ impl LockStore for MemoryStore {
         if from.shared {
             return Ok(state.hand_over_shared(from, to, now));
         }
+        // Rule 2: only the unexpired lease's own grant is handed over.
         let held = state
             .records
             .get(&from.name)
@@ -732,6 +760,7 @@ impl LockStore for MemoryStore {
         if !held {
             return Ok(HandOverOutcome::NotOwner);
         }
+        // Rule 19.
         if state.behind_in_line(to, now) {
             // An earlier waiter elsewhere goes first: the place is released, and `to`'s
             // manager waits in line.
@@ -750,6 +779,7 @@ impl LockStore for MemoryStore {
         let Some(record) = records.get_mut(&from.name) else {
             return Ok(HandOverOutcome::NotOwner);
         };
+        // Rules 1 and 6.
         let token = reserve_tokens(last_token);
         // The contention mark stays: the other managers are still waiting.
         record.lease = to.lease;
@@ -816,6 +846,7 @@ impl LockStore for MemoryStore {
     async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
         let now = Instant::now();
         let state = self.state();
+        // Rule 20: the live places, earliest first.
         let queue = state
             .lines
             .get(name)
@@ -830,6 +861,7 @@ impl LockStore for MemoryStore {
             } else {
                 LockRecord::held(record.holder.clone(), record.token, record.expires_at - now)
             };
+            // Rule 3.
             inspected.contended_for = record
                 .contended_since
                 .filter(|_| inspected.is_held())

@@ -1,6 +1,6 @@
 //! The memory store's shared records: a semaphore's or a reader/writer lock's holders, and
-//! the rules that decide a grant (the contract's rules for shared kinds, applied under the
-//! store's one mutex).
+//! the rules that decide a grant (rules 7 to 14 of the contract, and rule 16's count alone in
+//! arrival order, applied under the store's one mutex).
 
 use std::time::Duration;
 
@@ -105,6 +105,7 @@ impl SharedRecord {
     /// Whether a request of `asked` may be decided on this record: its kind, or a count
     /// the semaphore had before `set_permits` changed it.
     pub(super) fn accepts(&self, asked: LockKind) -> bool {
+        // Rule 7.
         self.kind == asked
             || matches!(
                 (self.kind, asked),
@@ -147,6 +148,7 @@ impl SharedRecord {
     /// Marks "a writer of `holder` waits" until `until` (or the later end already there).
     /// A mark that had ended is a new one, behind every live one.
     fn mark_writer_waiting(&mut self, holder: &HolderId, until: Instant, now: Instant) {
+        // Rule 11: a mark that ended begins again behind every live one.
         self.writers_marks.retain(|mark| mark.until > now);
         match self
             .writers_marks
@@ -185,14 +187,15 @@ impl SharedRecord {
             .any(|holder| holder.lease == lease && holder.expires_at > now)
     }
 
-    /// Applies the contract's grant rules to `request` at `now`; a grant takes the token
-    /// `reserve` gives (called only for a grant).
+    /// Applies the contract's grant rules (7 to 14, 16) to `request` at `now`; a grant takes
+    /// the token `reserve` gives (called only for a grant).
     pub(super) fn try_acquire(
         &mut self,
         request: &AcquireRequest,
         now: Instant,
         reserve: impl FnOnce() -> u64,
     ) -> SharedGrant {
+        // Only unexpired holders count (rules 8 to 10).
         self.holders.retain(|holder| holder.expires_at > now);
         let writer_holds = self
             .holders
@@ -200,6 +203,7 @@ impl SharedRecord {
             .any(|holder| holder.access.excludes_all());
         let readers_turn = live(self.readers_turn_until, now);
         let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
+        // Rule 13, as rule 10 reads it.
         // A turn admits the readers that waited since it began while it lasts: until one of
         // them got in and all have left again (then the waiting writer goes next).
         let waited_for_the_turn = readers_turn
@@ -207,19 +211,23 @@ impl SharedRecord {
                 .readers_turn_from
                 .is_some_and(|from| waiting_since <= from)
             && (!self.readers_turn_served || !self.holders.is_empty());
+        // Rule 16.
         // In arrival order the line (checked before) decides who goes first: the waiting
         // marks and the readers' turn are neither read nor written.
         let marks = !request.in_arrival_order;
         let free = match (request.access, self.kind) {
+            // Rule 8 (and rule 7 for an older count).
             // The record's count, which a request of a count it had before is judged by.
             (Access::Permit { .. }, LockKind::Semaphore { permits })
             | (Access::Permit { permits }, _) => self.holders.len() < permits as usize,
+            // Rule 9.
             (Access::Write, _) => {
                 self.holders.is_empty()
                     && (!marks
                         || ((!readers_turn || self.readers_turn_served)
                             && !self.other_writer_first(&request.holder, now)))
             }
+            // Rule 10.
             (Access::Read, _) => {
                 !writer_holds
                     && self.holders.len() < MAX_PERMITS as usize
@@ -228,6 +236,7 @@ impl SharedRecord {
             (Access::Exclusive, _) => false,
         };
         if !free {
+            // Rule 3: the earliest wait marks the record contended, and who was refused.
             self.contended_since = Some(
                 self.contended_since
                     .map_or(waiting_since, |since| since.min(waiting_since)),
@@ -235,6 +244,8 @@ impl SharedRecord {
             if !self.contenders.contains(&request.holder) {
                 self.contenders.push(request.holder.clone());
             }
+            // Rules 11 and 12: a refused writer marks its manager's wait, a refused reader the
+            // readers'.
             if marks && !request.retry_within.is_zero() {
                 let until = now + mark_length(request.retry_within);
                 match request.access {
@@ -250,11 +261,13 @@ impl SharedRecord {
             }
             return SharedGrant::Busy(self.holders.first().map(|first| first.holder.clone()));
         }
+        // Rule 14.
         let token = reserve();
         self.last_token = token;
         self.contended_since = None;
         self.contenders.clear();
         match request.access {
+            // Rules 11 and 13.
             // The writer's wait is over, and so is any readers' turn it came after. The mark
             // stays for the writers of other managers that marked it and still wait.
             Access::Write => {
@@ -263,6 +276,7 @@ impl SharedRecord {
                 }
                 self.readers_turn_until = None;
             }
+            // Rule 13: the turn has let a reader in.
             // (Outside a turn the flag is unread, and a new turn resets it: marking it
             // there too changes nothing, so the guard's mutant survives.)
             Access::Read if readers_turn => self.readers_turn_served = true,
@@ -286,6 +300,7 @@ impl SharedRecord {
         lease_duration: Duration,
         now: Instant,
     ) -> bool {
+        // Rule 2.
         let mut extended = false;
         for holder in &mut self.holders {
             if holder.lease == lease && holder.expires_at > now {
@@ -308,11 +323,13 @@ impl SharedRecord {
         // A lease granted twice (the same request sent again) leaves with every place it
         // holds, as on MongoDB.
         self.holders.retain(|holder| holder.lease != lease);
+        // Rule 13: a write's release while readers wait begins their turn.
         if released.access == Access::Write && live(self.readers_waiting_until, now) {
             self.readers_turn_until = self.readers_waiting_until;
             self.readers_turn_from = Some(now);
             self.readers_turn_served = false;
         }
+        // Rule 3: only another manager's wait is reported.
         let others_wait = self
             .contenders
             .iter()

@@ -1,5 +1,5 @@
-//! The line of managers waiting for a lock in arrival order, kept on its document (see the
-//! arrival-order rules of [`LockStore`](crate::store::LockStore)):
+//! The line of managers waiting for a lock in arrival order, kept on its document (rules 15
+//! to 22 of [`LockStore`](crate::store::LockStore)):
 //!
 //! ```text
 //! line: [{ holder: "host:4242:1a2b3c4d", access: "exclusive" | "permit" | "read" | "write",
@@ -11,22 +11,22 @@
 //! manager of the earliest live place of either sort ([`earliest_holder`]), so the manager
 //! that has waited longest hears of it first, and nobody else does.
 //!
-//! One place per manager, for its longest-waiting task and that task's access (a reader
-//! waits only behind earlier writers, every other access behind every earlier place): `arrival` is the server's `$$NOW`
-//! minus the request's `waited`, `until` its `$$NOW` plus `retry_within`; a place is live
-//! until then. A release keeps the line, and keeps the document's `expiresAt` (what the TTL
-//! index deletes it by) no earlier than the line's last place ends, and so does every
-//! refused attempt or hand-over that adds a place to a released record's line, so the
-//! document stays while anyone waits in it. A line lost another way (an operator's
-//! deletion; a holder's lease left to expire, whose document the TTL index may delete
-//! before the next grant) costs order, never safety.
+//! One place per manager, for its longest-waiting task and that task's access (a reader waits
+//! only behind earlier writers, every other access behind every earlier place): `arrival` is
+//! the server's `$$NOW` minus the request's `waited`, `until` its `$$NOW` plus `retry_within`;
+//! a place is live until then. A release keeps the line, and keeps the document's `expiresAt`
+//! (what the TTL index deletes it by) no earlier than the line's last place ends, and so does
+//! every refused attempt or hand-over that adds a place to a released record's line, so the
+//! document stays while anyone waits in it. A line lost another way (an operator's deletion; a
+//! holder's lease left to expire, whose document the TTL index may delete before the next
+//! grant) costs order, never safety.
 
 use std::time::Duration;
 
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
-use super::document::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
-use super::pipeline::{duration_ms, literal, now_plus};
+use super::expression::{duration_ms, literal, now_plus};
+use super::fields::{ACCESS, HOLDER, READ, SERVER_NOW, WRITE};
 use crate::kind::{Access, LockKind};
 use crate::store::outcome::QueuedWaiter;
 use crate::store::request::{HolderId, mark_length};
@@ -59,6 +59,7 @@ pub(super) fn others_in_line(holder: &str) -> Document {
 /// a document by, and a record deleted with its line would let whoever asks next go ahead
 /// of every manager waiting in it until each asks again.
 pub(super) fn now_or_last_place_end() -> Document {
+    // Rule 20.
     doc! { "$reduce": {
         "input": { "$ifNull": [format!("${LINE}"), []] },
         "initialValue": "$$NOW",
@@ -69,6 +70,8 @@ pub(super) fn now_or_last_place_end() -> Document {
 /// Whether a place in `others` (an expression for the other managers' live places) that
 /// `access` waits behind arrived before `arrival`.
 pub(super) fn earlier_in(others: impl Into<Bson>, access: Access, arrival: &Bson) -> Document {
+    // Rule 15: a live place of another manager that `access` waits behind; a listed one (rule 21)
+    // orders nobody.
     let earlier = doc! { "$and": [
         { "$lt": [format!("$${PLACE}.{ARRIVAL}"), arrival] },
         { "$ne": [format!("$${PLACE}.{ORDERED}"), false] },
@@ -121,6 +124,7 @@ fn with_place_of(
     retry_within: Duration,
     ordered: bool,
 ) -> Document {
+    // Rule 15: one place per manager, its arrival and its end.
     let mut place = doc! {
         HOLDER: literal(holder.into()),
         ACCESS: access.as_str(),
@@ -140,6 +144,7 @@ pub(super) const EVERYONE: &str = "*";
 /// The holder of the earliest-arrived live place in `line` (an expression for an array of
 /// places), or [`EVERYONE`] when none is live: whom a release wakes.
 pub(super) fn earliest_holder(line: impl Into<Bson>) -> Document {
+    // Rule 22: places of either sort.
     let live = doc! { "$filter": {
         "input": { "$ifNull": [line.into(), []] },
         "as": PLACE,
@@ -173,6 +178,7 @@ pub(super) fn readers_waited_over(
     holder: &str,
     granted_at: DateTime,
 ) -> Duration {
+    // Rule 17.
     let now = granted_at.timestamp_millis();
     let earliest = live_places(document, now)
         .filter(|place| place.ordered && place.holder != holder && place.access != Some(READ))
@@ -237,6 +243,7 @@ fn waited(now: i64, arrival: i64) -> Duration {
 /// The live places of an inspected document of `kind` (read with its [`SERVER_NOW`]),
 /// earliest arrival first.
 pub(super) fn queue(document: &Document, kind: LockKind) -> Vec<QueuedWaiter> {
+    // Rule 20: arrival order's live places, earliest first.
     let Ok(now) = document.get_datetime(SERVER_NOW) else {
         return Vec::new();
     };

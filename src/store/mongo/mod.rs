@@ -1,5 +1,21 @@
 //! [`MongoStore`]: the MongoDB backend (feature `mongodb`, on by default).
 //!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | the type, its constructors and its `LockStore` impl, which calls the files below |
+//! | `acquire.rs`, `extend.rs`, `release.rs`, `hand_over.rs`, `permits.rs` | one store call each: its round trips and how their answers are read |
+//! | `read.rs` | the reads those calls share (a record with the server's `$$NOW`) |
+//! | `operator.rs` | `list` and `force_release`, for tools, never the runtime |
+//! | `pipeline/` | what each call sends: its filter and its update pipeline |
+//! | `line.rs` | the arrival-order line kept on a document |
+//! | `writers_marks.rs` | a reader/writer lock's writers' marks, earliest first |
+//! | `withdrawal.rs` | a manager whose waiters gave up takes its place and mark off |
+//! | `expression.rs` | helpers the pipelines are written with (`$literal`, times from `$$NOW`) |
+//! | `fields.rs` | the document's field names, stored and temporary |
+//! | `document.rs` | a returned document read back into an outcome |
+//! | `release_feed.rs`, `record_feed.rs` | the change streams that wake waiters and feed watches |
+//! | `builder.rs`, `errors.rs`, `server_version.rs`, `shard_key.rs`, `ttl_index.rs` | configuration, driver errors, and the checks and index `prepare` makes |
+//!
 //! One document per lock name in one collection (default `distributed_locks`):
 //!
 //! ```text
@@ -65,12 +81,21 @@
 //! unselectable until its next heartbeat, 10 s by default; with 500 ms the first
 //! acquisition after such an error succeeded within about 0.55 s on the test server.
 
+mod acquire;
 mod builder;
 mod document;
 pub(crate) mod errors;
+mod expression;
+mod extend;
+mod fields;
+mod hand_over;
 mod line;
+mod operator;
+mod permits;
 mod pipeline;
+mod read;
 mod record_feed;
+mod release;
 mod release_feed;
 mod server_version;
 mod shard_key;
@@ -78,11 +103,9 @@ mod ttl_index;
 mod withdrawal;
 mod writers_marks;
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
-use mongodb::bson::{Bson, Document, doc};
-use mongodb::options::{ReadConcern, ReadConcernLevel, ReturnDocument, WriteConcern};
+use mongodb::bson::{Document, doc};
+use mongodb::options::{ReadConcern, ReadConcernLevel, WriteConcern};
 use mongodb::{Client, Collection, Database};
 
 pub use builder::MongoStoreBuilder;
@@ -91,14 +114,10 @@ use super::outcome::LockRecord;
 use super::{
     AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, HandOverOutcome, LeaseKey,
     LockStore, RELEASE_FEED_CAPACITY, ReleaseDemand, ReleaseOutcome, TOKENS_PER_GRANT,
-    check_hand_over, check_lease_length, check_permits, release_then_acquire,
 };
 use crate::error::StoreError;
-use crate::kind::{Access, LockKind};
 use crate::name::LockName;
-use crate::store::LeaseId;
 use crate::store::request::HolderId;
-use pipeline::Released;
 
 /// The most leases one batched renewal (`update` by `_id` and lease id) carries: the
 /// server serves each from the `_id` index, and one command stays far below the 16 MiB
@@ -135,7 +154,7 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 ///   upsert, returnDocument: after)` (a semaphore of the count asked, or one `set_permits`
 ///   changed from it: the record's count decides).
 ///   The pipeline prunes expired holders and applies the grant rule of the access (see
-///   [`LockStore`]'s "Shared kinds"): a grant appends `{lease, holder, token, access,
+///   [`LockStore`]'s rules 8 to 10): a grant appends `{lease, holder, token, access,
 ///   acquiredAt, expiresAt}` with the next token block; a refusal marks the record contended
 ///   and, for a read or a write with `retry_within`, its side waiting until `$$NOW +
 ///   retry_within`. Granted iff the returned holders include our lease. A record of another
@@ -202,12 +221,12 @@ const MAX_EXTEND_BATCH: usize = 10_000;
 /// # Housekeeping
 ///
 /// [`prepare`](LockStore::prepare) (called by `LockManager::start`) checks the server version
-/// and, on a sharded cluster, the lock collection's shard key (it must be unsharded or
-/// sharded on `_id`, ranged or hashed: a collection sharded on another key is refused with
-/// [`StoreError::Unsupported`]), and starts creating the TTL index `expiresAt_ttl` (`{expiresAt: 1}`,
-/// `expireAfterSeconds: 0`) in the background, once per deployment, database and collection
-/// per process. Without permission to create it a warning is logged and locks still work:
-/// correctness never depends on the index.
+/// and, on a sharded cluster, the lock collection's shard key (it must be unsharded or sharded
+/// on `_id`, ranged or hashed: a collection sharded on another key is refused with
+/// [`StoreError::Unsupported`]), and starts creating the TTL index `expiresAt_ttl`
+/// (`{expiresAt: 1}`, `expireAfterSeconds: 0`) in the background, once per deployment, database
+/// and collection per process. Without permission to create it a warning is logged and locks
+/// still work: correctness never depends on the index.
 ///
 /// Writes use write concern `majority` unless configured otherwise with
 /// [`MongoStore::builder`]. `MongoStore` is cheap to clone (it shares the driver's
@@ -236,437 +255,6 @@ pub struct MongoStore {
 }
 
 impl MongoStore {
-    /// Which of `leases` (of `names`) hold an unexpired lock now, by the server's clock.
-    async fn held_leases(
-        &self,
-        names: &[&str],
-        leases: &[Bson],
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        let pipeline = vec![
-            doc! { "$match": pipeline::by_leases(names, leases) },
-            pipeline::unexpired(),
-            doc! { "$project": { document::LEASE_ID: 1 } },
-        ];
-        self.leases_found(pipeline, "extend (aggregate held leases)", |found| {
-            document::lease_of(found)
-        })
-        .await
-    }
-
-    /// Runs `pipeline` (one `aggregate`, read as decisions are) and gathers the leases
-    /// `read` finds in each document it returns.
-    async fn leases_found<I: IntoIterator<Item = LeaseId>>(
-        &self,
-        pipeline: Vec<Document>,
-        operation: &str,
-        read: impl Fn(&Document) -> I,
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        let failed = |error| errors::backend(operation, error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline)
-            .read_concern(self.multi_document_read_concern())
-            .await
-            .map_err(failed)?;
-        let mut found = HashSet::new();
-        while cursor.advance().await.map_err(failed)? {
-            let document: Document = cursor.deserialize_current().map_err(failed)?;
-            found.extend(read(&document));
-        }
-        Ok(found)
-    }
-
-    /// Which leases of `batch` hold an unexpired place in their shared records now, by the
-    /// server's clock (one `aggregate`).
-    async fn held_shared_leases(
-        &self,
-        batch: &pipeline::LeasesByRecord<'_>,
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        self.leases_found(
-            pipeline::held_shared_leases(batch),
-            "extend (aggregate held places)",
-            |found| document::leases_in(found, document::RELEASED_LEASES),
-        )
-        .await
-    }
-
-    /// The document of `name` with the server's `$$NOW` (one `aggregate`), as inspection
-    /// reads it; `None` if there is none.
-    async fn read_record(&self, name: &LockName) -> Result<Option<Document>, StoreError> {
-        let failed = |error| errors::backend("inspect (aggregate)", error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline::inspect(name))
-            .read_concern(self.read_concern.clone())
-            .await
-            .map_err(failed)?;
-        if !cursor.advance().await.map_err(failed)? {
-            return Ok(None);
-        }
-        cursor.deserialize_current().map(Some).map_err(failed)
-    }
-
-    /// After an upsert for `asked` on `name` failed on the unique `_id` (its filter, which
-    /// names the kind, matched no document): the kind the record has, read back, if it is
-    /// another kind than `asked` — the request's error. `Ok(())`: the record is of the
-    /// asked kind after all (a racing first grant inserted it) or gone, and the caller may
-    /// try once more.
-    async fn refuse_other_kind(&self, name: &LockName, asked: LockKind) -> Result<(), StoreError> {
-        let Some(found) = self.read_record(name).await? else {
-            return Ok(());
-        };
-        match document::record_kind(&found)? {
-            kind if document::accepts(&found, kind, asked) => Ok(()),
-            kind => Err(document::kind_mismatch(name, kind, asked)),
-        }
-    }
-
-    /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
-    /// kind (and a semaphore's count); on a duplicate `_id`, one read tells a kind mismatch
-    /// from a racing first grant, which is retried once; on an empty answer (a test-server
-    /// divergence), one read says whether the grant was applied.
-    async fn try_acquire_shared(
-        &self,
-        request: &AcquireRequest,
-    ) -> Result<AcquireOutcome, StoreError> {
-        let lease = document::lease_value(request.lease);
-        let readers_of = (request.in_arrival_order && request.access == Access::Read)
-            .then_some(request.holder.as_str());
-        for _ in 0..2 {
-            let returned = self
-                .collection
-                .find_one_and_update(
-                    pipeline::shared_by_kind(&request.name, request.access),
-                    pipeline::shared_acquire(
-                        request.access,
-                        &lease,
-                        request.holder.as_str(),
-                        request.lease_duration,
-                        (
-                            request.waited,
-                            request.retry_within,
-                            request.in_arrival_order,
-                        ),
-                    ),
-                )
-                .upsert(true)
-                .return_document(ReturnDocument::After)
-                .await;
-            match returned {
-                Ok(Some(returned)) => {
-                    return document::shared_acquire_outcome(
-                        Some(returned),
-                        request.lease,
-                        readers_of,
-                    );
-                }
-                // MongoDB always returns the upserted or updated document here. The test
-                // server, under racing first grants, has answered with none after applying
-                // the grant: read the record back, so a place granted to us is not left
-                // held by nobody who knows it.
-                Ok(None) => {
-                    let found = self.read_record(&request.name).await?;
-                    return document::shared_acquire_outcome(found, request.lease, readers_of);
-                }
-                Err(error) if errors::is_duplicate_key(&error) => {
-                    self.refuse_other_kind(&request.name, request.access.kind())
-                        .await?;
-                }
-                Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
-            }
-        }
-        Ok(AcquireOutcome::busy(None))
-    }
-
-    /// `hand_over` on a shared record: one `findAndModify` that removes `from`'s place and
-    /// decides `to` by the grant rules. When it matches nothing, one read says why: `from`
-    /// holds no unexpired place (`NotOwner`), or `to` asks for another kind or count (then
-    /// the release and the attempt are sent one after the other, and answer as the
-    /// contract says), or the test server answered an applied write with nothing.
-    async fn hand_over_shared(
-        &self,
-        from: &LeaseKey,
-        old: &Bson,
-        to: &AcquireRequest,
-        new: &Bson,
-    ) -> Result<HandOverOutcome, StoreError> {
-        let acquire = pipeline::shared_acquire(
-            to.access,
-            new,
-            to.holder.as_str(),
-            to.lease_duration,
-            (to.waited, to.retry_within, to.in_arrival_order),
-        );
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::shared_hand_over_filter(&from.name, old, to.access),
-                pipeline::shared_hand_over(old, Released::of([from]), new, acquire),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("hand over (findAndModify shared)", error))?;
-        if let Some(outcome) = document::shared_hand_over_outcome(after, to.lease)? {
-            return Ok(outcome);
-        }
-        let found = self.read_record(&from.name).await?;
-        match document::unmatched_hand_over(found.as_ref(), from.lease, to.lease)? {
-            Some(outcome) => Ok(outcome),
-            None => release_then_acquire(self, from, to).await,
-        }
-    }
-
-    /// Extends mutex leases, all with one expiry: one `update` for the batch (one
-    /// `updateOne` for a single lease), plus one `aggregate` when some lease was matched but
-    /// not modified.
-    ///
-    /// MongoDB counts only the documents an update changed. An expired lease matches the
-    /// owner check but is left as it is; so is a lease renewed in the same server millisecond
-    /// as its last write (`$$NOW + lease` is the expiry it already has). Only then is a second
-    /// round trip needed, to tell the two apart. One lease and many take the same decision,
-    /// so the batch with one lease named twice (one statement, one `$$NOW`, one document
-    /// modified) exercises the same-millisecond answer deterministically.
-    async fn extend_mutexes(
-        &self,
-        requests: &[&ExtendRequest],
-    ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let Some(first) = requests.first() else {
-            return Vec::new();
-        };
-        let names: Vec<&str> = requests.iter().map(|r| r.key.name.as_str()).collect();
-        let leases: Vec<_> = requests
-            .iter()
-            .map(|r| document::lease_value(r.key.lease))
-            .collect();
-        let failed = |error| vec![Err(error); requests.len()];
-        let update = pipeline::extend(first.lease_duration);
-        let updated = match requests {
-            [single] => {
-                self.collection
-                    .update_one(pipeline::by_owner(&single.key.name, &leases[0]), update)
-                    .await
-            }
-            _ => {
-                self.collection
-                    .update_many(pipeline::by_leases(&names, &leases), update)
-                    .await
-            }
-        };
-        let result = match updated {
-            Ok(result) => result,
-            Err(error) => return failed(errors::backend("extend (update)", error)),
-        };
-        if usize::try_from(result.modified_count).is_ok_and(|modified| modified == requests.len()) {
-            return vec![Ok(ExtendOutcome::Extended); requests.len()];
-        }
-        if result.matched_count == 0 {
-            return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
-        }
-        match self.held_leases(&names, &leases).await {
-            Ok(held) => outcomes_by_lease(requests, &held),
-            Err(error) => failed(error),
-        }
-    }
-
-    /// One lease's renewal, a forced release not yet told apart from other losses.
-    async fn extend_one(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        check_lease_length(request.lease_duration)?;
-        if request.key.shared {
-            return self
-                .extend_shared(&[request])
-                .await
-                .pop()
-                .unwrap_or(Ok(ExtendOutcome::NotOwner));
-        }
-        self.extend_mutex(request).await
-    }
-
-    /// `outcomes` (one per request) with each lease gone that an operator's forced release
-    /// cleared answered [`ExtendOutcome::ForceReleased`], by the trace the release left (one
-    /// `aggregate`, only when some lease is gone). The lease is lost either way: when the
-    /// trace cannot be read, the answer stays `NotOwner`.
-    async fn name_forced_releases(
-        &self,
-        requests: &[&ExtendRequest],
-        mut outcomes: Vec<Result<ExtendOutcome, StoreError>>,
-    ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let gone: Vec<&str> = requests
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, outcome)| matches!(outcome, Ok(ExtendOutcome::NotOwner)))
-            .map(|(request, _)| request.key.name.as_str())
-            .collect();
-        if gone.is_empty() {
-            return outcomes;
-        }
-        let forced = match self
-            .leases_found(
-                pipeline::forced_releases(&gone),
-                "extend (aggregate forced releases)",
-                document::forced_leases,
-            )
-            .await
-        {
-            Ok(forced) => forced,
-            Err(error) => {
-                tracing::debug!(%error, "could not read the traces of forced releases");
-                return outcomes;
-            }
-        };
-        for (request, outcome) in requests.iter().zip(&mut outcomes) {
-            if matches!(outcome, Ok(ExtendOutcome::NotOwner)) && forced.contains(&request.key.lease)
-            {
-                *outcome = Ok(ExtendOutcome::ForceReleased);
-            }
-        }
-        outcomes
-    }
-
-    /// One mutex lease's renewal: the batch's decision for a batch of one.
-    async fn extend_mutex(&self, request: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
-        self.extend_mutexes(&[request])
-            .await
-            .pop()
-            .unwrap_or(Ok(ExtendOutcome::NotOwner))
-    }
-
-    /// Extends places in shared records, all with one expiry: one `update` that changes a
-    /// record only if every lease of the batch in it still holds (so a modified count equal
-    /// to the number of records means every lease was extended). Otherwise — a place was
-    /// lost, or renewed in the same server millisecond as its last write — a second `update`
-    /// extends each place that still holds and one `aggregate` says which those are.
-    async fn extend_shared(
-        &self,
-        requests: &[&ExtendRequest],
-    ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let Some(first) = requests.first() else {
-            return Vec::new();
-        };
-        let batch = pipeline::LeasesByRecord::group(
-            requests
-                .iter()
-                .map(|r| (r.key.name.as_str(), document::lease_value(r.key.lease))),
-        );
-        let failed = |error| vec![Err(error); requests.len()];
-        let every_lease = self
-            .update_records(
-                &batch,
-                pipeline::shared_extend(&batch, first.lease_duration, true),
-            )
-            .await;
-        match every_lease {
-            Ok(result) if result.matched_count == 0 => {
-                return vec![Ok(ExtendOutcome::NotOwner); requests.len()];
-            }
-            Ok(result)
-                if usize::try_from(result.modified_count)
-                    .is_ok_and(|modified| modified == batch.records()) =>
-            {
-                return vec![Ok(ExtendOutcome::Extended); requests.len()];
-            }
-            Ok(_) => {}
-            Err(error) => return failed(error),
-        }
-        let each_held = self
-            .update_records(
-                &batch,
-                pipeline::shared_extend(&batch, first.lease_duration, false),
-            )
-            .await;
-        if let Err(error) = each_held {
-            return failed(error);
-        }
-        match self.held_shared_leases(&batch).await {
-            Ok(held) => outcomes_by_lease(requests, &held),
-            Err(error) => failed(error),
-        }
-    }
-
-    /// Applies `update` to the records of `batch`: `updateOne` for one record, else `update`
-    /// with `multi`.
-    async fn update_records(
-        &self,
-        batch: &pipeline::LeasesByRecord<'_>,
-        update: Vec<Document>,
-    ) -> Result<mongodb::results::UpdateResult, StoreError> {
-        let updated = if batch.records() == 1 {
-            self.collection.update_one(batch.filter(), update).await
-        } else {
-            self.collection.update_many(batch.filter(), update).await
-        };
-        updated.map_err(|error| errors::backend("extend (update shared)", error))
-    }
-
-    /// Whether a release of `keys` keeps each record while a place in its line lasts: when
-    /// any of them was granted in arrival order (one update serves them all).
-    fn keeps_a_line(keys: &[&LeaseKey]) -> bool {
-        keys.iter().any(|key| key.in_arrival_order)
-    }
-
-    /// Releases mutex leases in one `update` that records the batch on each document it
-    /// releases; `true` when the modified count says every key matched (each released).
-    async fn release_mutexes(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
-        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-        let leases: Vec<_> = keys
-            .iter()
-            .map(|key| document::lease_value(key.lease))
-            .collect();
-        let result = self
-            .collection
-            .update_many(
-                pipeline::by_leases(&names, &leases),
-                pipeline::release_traced(batch, Self::keeps_a_line(keys)),
-            )
-            .await
-            .map_err(|error| errors::backend("release many (update)", error))?;
-        Ok(usize::try_from(result.modified_count).is_ok_and(|released| released == keys.len()))
-    }
-
-    /// Releases places in shared records in one `update` that records the batch and the
-    /// leases it released on each record; `true` when the counts say every key matched
-    /// (each name once, every record modified).
-    async fn release_shared(&self, keys: &[&LeaseKey], batch: &Bson) -> Result<bool, StoreError> {
-        let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-        let distinct: HashSet<&str> = names.iter().copied().collect();
-        let leases: Vec<_> = keys
-            .iter()
-            .map(|key| document::lease_value(key.lease))
-            .collect();
-        let result = self
-            .collection
-            .update_many(
-                pipeline::by_holders(&names, &leases),
-                pipeline::shared_release(
-                    &leases,
-                    Some(batch),
-                    Self::keeps_a_line(keys),
-                    Released::of(keys.iter().copied()),
-                ),
-            )
-            .await
-            .map_err(|error| errors::backend("release many (update shared)", error))?;
-        Ok(distinct.len() == keys.len()
-            && usize::try_from(result.modified_count).is_ok_and(|released| released == keys.len()))
-    }
-
-    /// The leases the `release_many` call `batch` released from the documents of `names`
-    /// (one `aggregate`), read when its counts left some key's answer open.
-    async fn released_in_batch(
-        &self,
-        names: &[&str],
-        batch: &Bson,
-    ) -> Result<HashSet<LeaseId>, StoreError> {
-        let leases_field = format!("{}.{}", document::RELEASED, document::RELEASED_LEASES);
-        let pipeline = vec![
-            doc! { "$match": pipeline::released_by(names, batch) },
-            doc! { "$project": { document::RELEASED_LEASES: format!("${leases_field}") } },
-        ];
-        self.leases_found(pipeline, "release many (aggregate released)", |found| {
-            document::leases_in(found, document::RELEASED_LEASES)
-        })
-        .await
-    }
-
     /// The collection used unless [`MongoStoreBuilder::with_collection`] names another (the
     /// name the C# DistributedLock.MongoDB library uses, so both can be pointed at one
     /// another's data for inspection).
@@ -815,125 +403,6 @@ impl MongoStore {
     pub fn read_concern(&self) -> &ReadConcern {
         &self.read_concern
     }
-
-    /// Every lock in the collection, sorted by name, read in one `aggregate` with the
-    /// server's `$$NOW`: a record's holder and time left are set only while its lease is
-    /// unexpired by the server's clock; a semaphore's or reader/writer lock's record lists its
-    /// unexpired holders in grant order ([`LockRecord::shared`]). For dashboards and
-    /// `mongolock status`; the runtime never calls it.
-    ///
-    /// Documents whose `_id` is not a string (not written by this crate) are listed under
-    /// their `_id` rendered as extended JSON.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
-    /// [`StoreError::Backend`] for a malformed document.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only reads.
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let store = mongolock::MongoStore::new(db);
-    /// for (name, record) in store.list().await? {
-    ///     match record.holder() {
-    ///         Some(holder) => println!("{name}: held by {holder}, token {}", record.token),
-    ///         None => println!("{name}: free"),
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn list(&self) -> Result<Vec<(String, LockRecord)>, StoreError> {
-        let failed = |error: mongodb::error::Error| errors::backend("list (aggregate)", error);
-        let mut cursor = self
-            .collection
-            .aggregate(pipeline::list())
-            .read_concern(self.multi_document_read_concern())
-            .await
-            .map_err(failed)?;
-        let mut locks = Vec::new();
-        while cursor.advance().await.map_err(failed)? {
-            let found: Document = cursor.deserialize_current().map_err(failed)?;
-            let name = match found.get(document::ID) {
-                Some(mongodb::bson::Bson::String(name)) => name.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            locks.push((name, document::lock_record(&found)?));
-        }
-        Ok(locks)
-    }
-
-    /// Frees `name` whoever holds it, for an operator whose holder is wedged
-    /// (`mongolock release --force`); the runtime never calls it. One `findAndModify`, server
-    /// time only: if an unexpired lease holds the lock, its lease id and holder are cleared
-    /// and it expires now, exactly as the holder's own release would do. The fencing token is
-    /// kept, so the next grant's token is larger.
-    ///
-    /// The holder is not asked: its next renewal (within one extension cadence) finds the
-    /// lease gone, reads this trace, and reports the loss as
-    /// [`LossReason::ForceReleased`](crate::LossReason::ForceReleased).
-    /// Until then it may still act as the holder, and another process can take the lock at
-    /// once, so only fenced writes stay safe; use this for holders that are stuck, not as a
-    /// way to hand work over.
-    ///
-    /// Returns the grant that was cleared (holder, token, the time it had left and how long
-    /// others had waited, by the server's clock), or `None` when nothing held the lock
-    /// (free, expired, or never used), in which case nothing was written. The document
-    /// keeps a trace: `forcedRelease: {at, holder, leaseId, expiresAt}`.
-    ///
-    /// A semaphore or reader/writer lock is freed whole: every unexpired holder is cleared at
-    /// once (an operator cannot pick one holder out of a shared record from the command
-    /// line, and a wedged process usually holds all it holds), as their own releases would
-    /// do, readers' turn included. The answer is its record as it stood ([`LockRecord::shared`]
-    /// with the cleared holdings), and the trace is `forcedRelease: {at, holders}`. When the
-    /// name is no held mutex this costs a second `findAndModify`, for the shared record.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError::Backend`] or [`StoreError::Rejected`] if the server fails;
-    /// [`StoreError::Backend`] for a malformed answer.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future may or may not have released the lock; call it again to find out
-    /// (`None` once it is free).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let db = mongodb::Client::with_uri_str("mongodb://localhost:27017").await?.database("app");
-    /// let store = mongolock::MongoStore::new(db);
-    /// let name = mongolock::LockName::new("nightly-report")?;
-    /// match store.force_release(&name).await? {
-    ///     Some(cleared) => println!("freed; it was held by {:?} (token {})", cleared.holder(), cleared.token),
-    ///     None => println!("nothing held it"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn force_release(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
-        let after = self
-            .collection
-            .find_one_and_update(pipeline::held(name), pipeline::force_release())
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("force release (findAndModify)", error))?;
-        if let Some(cleared) = document::forced_release_record(after)? {
-            return Ok(Some(cleared));
-        }
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::shared_held(name),
-                pipeline::force_release_shared(),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("force release (findAndModify shared)", error))?;
-        document::forced_shared_release_record(after)
-    }
 }
 
 #[async_trait]
@@ -950,47 +419,7 @@ impl LockStore for MongoStore {
     }
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
-        check_lease_length(request.lease_duration)?;
-        if let Access::Permit { permits } = request.access {
-            check_permits(permits)?;
-        }
-        if request.access.kind().is_shared() {
-            return self.try_acquire_shared(request).await;
-        }
-        let lease = document::lease_value(request.lease);
-        let returned = self
-            .collection
-            .find_one_and_update(
-                pipeline::by_name(&request.name),
-                pipeline::acquire(
-                    &lease,
-                    request.holder.as_str(),
-                    request.lease_duration,
-                    (request.waited, pipeline::Waits::of(request)),
-                ),
-            )
-            .upsert(true)
-            .return_document(ReturnDocument::After)
-            .await;
-        match returned {
-            // The pipeline leaves a shared record as it was; the answer is that record.
-            Ok(Some(record)) => match document::record_kind(&record)? {
-                LockKind::Mutex => {
-                    let listed = (!request.retry_within.is_zero())
-                        .then(|| (request.holder.as_str(), request.retry_within));
-                    document::acquire_outcome(Some(record), request.lease, listed)
-                }
-                found => Err(document::kind_mismatch(
-                    &request.name,
-                    found,
-                    LockKind::Mutex,
-                )),
-            },
-            Ok(None) => document::acquire_outcome(None, request.lease, None),
-            // Two first acquisitions raced to insert the document; the other one won.
-            Err(error) if errors::is_duplicate_key(&error) => Ok(AcquireOutcome::busy(None)),
-            Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
-        }
+        self.acquire(request).await
     }
 
     /// A mutex lease: one `updateOne` (plus one `aggregate` when it was matched but not
@@ -1045,41 +474,7 @@ impl LockStore for MongoStore {
         &self,
         requests: &[ExtendRequest],
     ) -> Vec<Result<ExtendOutcome, StoreError>> {
-        let Some(first) = requests.first() else {
-            return Vec::new();
-        };
-        if let Err(refused) = check_lease_length(first.lease_duration) {
-            return vec![Err(refused); requests.len()];
-        }
-        let one_expiry = requests
-            .iter()
-            .all(|r| r.lease_duration == first.lease_duration);
-        let all: Vec<&ExtendRequest> = requests.iter().collect();
-        if requests.len() == 1 || !one_expiry {
-            let mut results = Vec::with_capacity(requests.len());
-            for request in requests {
-                results.push(self.extend_one(request).await);
-            }
-            return self.name_forced_releases(&all, results).await;
-        }
-        let (shared, mutexes): (Vec<&ExtendRequest>, Vec<&ExtendRequest>) =
-            requests.iter().partition(|r| r.key.shared);
-        let (shared_results, mutex_results) =
-            futures::join!(self.extend_shared(&shared), self.extend_mutexes(&mutexes));
-        let (mut shared_results, mut mutex_results) =
-            (shared_results.into_iter(), mutex_results.into_iter());
-        let results = requests
-            .iter()
-            .map(|r| {
-                let next = if r.key.shared {
-                    shared_results.next()
-                } else {
-                    mutex_results.next()
-                };
-                next.unwrap_or(Ok(ExtendOutcome::NotOwner))
-            })
-            .collect();
-        self.name_forced_releases(&all, results).await
+        self.extend_leases(requests).await
     }
 
     /// One `findAndModify` (the document after it says how long others had waited): on a
@@ -1087,30 +482,7 @@ impl LockStore for MongoStore {
     /// lease, removing that entry (and turning the readers' turn on if it was a write and
     /// readers wait).
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
-        let lease = document::lease_value(key.lease);
-        let (filter, update) = if key.shared {
-            (
-                pipeline::by_holder(&key.name, &lease),
-                pipeline::shared_release(
-                    std::slice::from_ref(&lease),
-                    None,
-                    key.in_arrival_order,
-                    Released::of([key]),
-                ),
-            )
-        } else {
-            (
-                pipeline::by_owner(&key.name, &lease),
-                pipeline::release(key.in_arrival_order),
-            )
-        };
-        let after = self
-            .collection
-            .find_one_and_update(filter, update)
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("release (findAndModify)", error))?;
-        Ok(document::release_outcome(after))
+        self.release_lease(key).await
     }
 
     /// A single key is [`release`](LockStore::release). Otherwise one `update` for the mutex
@@ -1127,59 +499,7 @@ impl LockStore for MongoStore {
     /// two round trips would be answered `NotOwner` although it was released (it is not
     /// held either way).
     async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
-        if let [key] = keys {
-            return vec![self.release(key).await];
-        }
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        let batch = document::lease_value(LeaseId::new());
-        let (shared, mutexes): (Vec<&LeaseKey>, Vec<&LeaseKey>) =
-            keys.iter().partition(|key| key.shared);
-        // `Ok(true)`: every key of that update was released (or it had none).
-        let (shared_done, mutexes_done) = futures::join!(
-            async {
-                if shared.is_empty() {
-                    return Ok(true);
-                }
-                self.release_shared(&shared, &batch).await
-            },
-            async {
-                if mutexes.is_empty() {
-                    return Ok(true);
-                }
-                self.release_mutexes(&mutexes, &batch).await
-            },
-        );
-        let released = if matches!(shared_done, Ok(false)) || matches!(mutexes_done, Ok(false)) {
-            let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-            Some(self.released_in_batch(&names, &batch).await)
-        } else {
-            None
-        };
-        keys.iter()
-            .map(|key| {
-                let done = if key.shared {
-                    &shared_done
-                } else {
-                    &mutexes_done
-                };
-                match (done, &released) {
-                    (Err(error), _) => Err(error.clone()),
-                    (Ok(true), _) => Ok(ReleaseOutcome::Released {
-                        contended_for: None,
-                    }),
-                    (Ok(false), Some(Ok(released))) if released.contains(&key.lease) => {
-                        Ok(ReleaseOutcome::Released {
-                            contended_for: None,
-                        })
-                    }
-                    (Ok(false), Some(Ok(_))) => Ok(ReleaseOutcome::NotOwner),
-                    (Ok(false), Some(Err(error))) => Err(error.clone()),
-                    (Ok(false), None) => Ok(ReleaseOutcome::NotOwner),
-                }
-            })
-            .collect()
+        self.release_leases(keys).await
     }
 
     /// One `findAndModify` (upsert) on `{_id, kind: "semaphore"}` returning the document as
@@ -1187,42 +507,7 @@ impl LockStore for MongoStore {
     /// kind fails its upsert on the unique `_id`, writing nothing, and one read names the
     /// kind in the [`StoreError::KindMismatch`].
     async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
-        check_permits(permits)?;
-        let asked = LockKind::Semaphore { permits };
-        for _ in 0..2 {
-            let before = self
-                .collection
-                .find_one_and_update(
-                    pipeline::semaphore_by_name(name),
-                    pipeline::set_permits(permits),
-                )
-                .upsert(true)
-                .return_document(ReturnDocument::Before)
-                .await;
-            match before {
-                Ok(None) => return Ok(None),
-                Ok(Some(before)) => {
-                    return match document::record_kind(&before)? {
-                        LockKind::Semaphore { permits: old } => Ok(Some(old)),
-                        found => Err(document::kind_mismatch(name, found, asked)),
-                    };
-                }
-                Err(error) if errors::is_duplicate_key(&error) => {
-                    // Any semaphore is this request's kind here: only another kind refuses.
-                    let Some(found) = self.read_record(name).await? else {
-                        continue;
-                    };
-                    match document::record_kind(&found)? {
-                        LockKind::Semaphore { .. } => {}
-                        kind => return Err(document::kind_mismatch(name, kind, asked)),
-                    }
-                }
-                Err(error) => return Err(errors::backend("set permits (findAndModify)", error)),
-            }
-        }
-        Err(StoreError::backend(format!(
-            "setting the count of {name} raced with its record's creation twice; try again"
-        )))
+        self.set_count(name, permits).await
     }
 
     async fn hand_over(
@@ -1230,27 +515,7 @@ impl LockStore for MongoStore {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
-        check_hand_over(from, to)?;
-        let old = document::lease_value(from.lease);
-        let new = document::lease_value(to.lease);
-        if from.shared {
-            return self.hand_over_shared(from, &old, to, &new).await;
-        }
-        let after = self
-            .collection
-            .find_one_and_update(
-                pipeline::by_unexpired_owner(&from.name, &old),
-                pipeline::hand_over(
-                    &new,
-                    to.holder.as_str(),
-                    to.lease_duration,
-                    to.in_arrival_order.then_some((to.waited, to.retry_within)),
-                ),
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(|error| errors::backend("hand over (findAndModify)", error))?;
-        document::hand_over_outcome(after, to.lease, to.in_arrival_order)
+        self.hand_over_lease(from, to).await
     }
 
     fn keeps_arrival_order(&self) -> bool {
@@ -1276,21 +541,4 @@ impl LockStore for MongoStore {
             None => Ok(None),
         }
     }
-}
-
-/// Each request's answer from the set of leases found still held.
-fn outcomes_by_lease(
-    requests: &[&ExtendRequest],
-    held: &HashSet<LeaseId>,
-) -> Vec<Result<ExtendOutcome, StoreError>> {
-    requests
-        .iter()
-        .map(|r| {
-            Ok(if held.contains(&r.key.lease) {
-                ExtendOutcome::Extended
-            } else {
-                ExtendOutcome::NotOwner
-            })
-        })
-        .collect()
 }

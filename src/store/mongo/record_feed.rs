@@ -27,11 +27,11 @@ use mongodb::change_stream::ChangeStream;
 use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 
-use super::document::{
+use super::errors;
+use super::fields::{
     EXPIRES_AT, FORCED_RELEASE, GRANTED_HOLDER, GRANTED_TOKEN, HOLDER, ID, LEASE_ID, RELEASED_AT,
     TOKEN,
 };
-use super::errors;
 use crate::name::LockName;
 use crate::store::RecordEvent;
 use crate::store::request::HolderId;

@@ -32,8 +32,8 @@ use mongodb::change_stream::event::{ChangeStreamEvent, OperationType};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::document::{ID, LEASE_ID, PERMITS, RELEASED_AT, WAKE, WITHDRAWN_AT};
 use super::errors;
+use super::fields::{ID, LEASE_ID, PERMITS, RELEASED_AT, WAKE, WITHDRAWN_AT};
 use crate::name::LockName;
 use crate::store::ReleaseDemand;
 use crate::store::request::HolderId;
@@ -160,6 +160,7 @@ pub(super) async fn run(
 /// spurious hint costs a waiter one attempt; a missed one a poll interval).
 fn releases(holder: Option<&HolderId>) -> Vec<Document> {
     let changed = |field: &str| format!("updateDescription.updatedFields.{field}");
+    // Rule 22: a mutex's release only for the manager it names, or for everyone.
     let wakes: Bson = match holder {
         Some(holder) => doc! { "$regex": wake_pattern(holder) }.into(),
         None => doc! { "$exists": true }.into(),

@@ -15,8 +15,8 @@ use mongodb::bson::{Document, doc};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, IndexModel};
 
-use super::document::EXPIRES_AT;
 use super::errors;
+use super::fields::EXPIRES_AT;
 
 /// The index name.
 pub(super) const NAME: &str = "expiresAt_ttl";

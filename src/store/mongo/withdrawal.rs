@@ -10,7 +10,7 @@
 
 use mongodb::bson::{Bson, Document, doc};
 
-use super::document::{HOLDER, WITHDRAWN_AT, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY};
+use super::fields::{HOLDER, WITHDRAWN_AT, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY};
 use super::line::{self, LINE};
 use super::writers_marks;
 use crate::store::request::HolderId;
@@ -27,6 +27,7 @@ pub(super) fn filter(name: &str, holder: &HolderId) -> Document {
 /// waiting mark moved back to the latest of the marks left, and `withdrawnAt` stamped.
 pub(super) fn update(holder: &HolderId) -> Vec<Document> {
     let holder = holder.as_str();
+    // Rules 20 and 11: the place and the writers' mark go; `withdrawnAt` tells the feeds (rule 22).
     let (marks, writer_waiting_until) = writers_marks::without(holder);
     vec![doc! { "$set": {
         LINE: where_array(LINE, line::others_in_line(holder).into()),
@@ -48,7 +49,7 @@ fn where_array(field: &str, value: Bson) -> Document {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::mongo::pipeline::literal;
+    use crate::store::mongo::expression::literal;
 
     #[test]
     fn a_holder_id_is_a_value_in_the_filter() {

@@ -1,5 +1,5 @@
-//! The writers' marks on a reader/writer lock's document (the default mode's rules of
-//! [`LockStore`](crate::store::LockStore) for shared kinds):
+//! The writers' marks on a reader/writer lock's document (rules 9 and 11 of
+//! [`LockStore`](crate::store::LockStore), in the default mode):
 //!
 //! ```text
 //! writersMarkedBy: [{ holder: "host:4242:1a2b3c4d", until: ISODate("…") }, …]
@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use mongodb::bson::{Bson, Document, doc};
 
-use super::document::{HOLDER, WRITERS_MARKED_BY};
-use super::pipeline::{literal, now_plus};
+use super::expression::{literal, now_plus};
+use super::fields::{HOLDER, WRITERS_MARKED_BY};
 use crate::store::request::mark_length;
 
 /// The live marks, computed once per write attempt by its first stage (and unset by its
@@ -41,6 +41,7 @@ pub(super) fn live_marks() -> Document {
 /// Whether the earliest live mark is another manager's than `holder` (false with no live
 /// mark): then that manager's writer goes first, and `holder`'s write is refused.
 pub(super) fn other_writer_first(holder: &str) -> Document {
+    // Rule 9.
     let first = doc! { "$arrayElemAt": [format!("${LIVE_MARKS}"), 0] };
     doc! { "$let": {
         "vars": { "first": first },
@@ -59,6 +60,7 @@ pub(super) fn other_writer_first(holder: &str) -> Document {
 /// value and the writers' mark's (`writerWaitingUntil`) value on a grant: the latest end
 /// of the marks left, none if none is.
 pub(super) fn after_attempt(granted: &Bson, holder: &str, retry_within: Duration) -> (Bson, Bson) {
+    // Rule 11.
     let others = others_than(format!("${LIVE_MARKS}").into(), holder);
     let mark_on_grant = latest_end(&others);
     let holder = literal(holder.into());
@@ -88,6 +90,7 @@ pub(super) fn after_attempt(granted: &Bson, holder: &str, retry_within: Duration
 /// new value and the writers' waiting mark's: the latest end of the marks left, none if
 /// none is.
 pub(super) fn without(holder: &str) -> (Bson, Bson) {
+    // Rule 11: a withdrawal ends the mark.
     let others = others_than(live_marks().into(), holder);
     let latest = latest_end(&others);
     (others.into(), latest.into())
