@@ -168,6 +168,8 @@ macro_rules! conformance_suite {
             arrival_order::arrival_order_permits_go_to_the_earliest_place,
             arrival_order::arrival_order_lock_serves_processes_in_arrival_order,
             arrival_order::arrival_order_waiter_that_gives_up_leaves_the_line,
+            arrival_order::arrival_order_a_refusal_by_the_line_is_contention,
+            arrival_order::arrival_order_a_withdrawn_ended_place_wakes_the_feed,
         );
     };
 }

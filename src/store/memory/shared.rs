@@ -185,6 +185,21 @@ impl SharedRecord {
             .any(|holder| holder.lease == lease && holder.expires_at > now)
     }
 
+    /// `request` was refused at `now`, by the holders or by the line: the record is
+    /// contended since its requester began waiting (keeping the earliest), and its manager
+    /// is one a release reports the wait to others for. MongoDB's pipeline marks every
+    /// refusal alike, whatever refused it.
+    pub(super) fn contended(&mut self, request: &AcquireRequest, now: Instant) {
+        let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
+        self.contended_since = Some(
+            self.contended_since
+                .map_or(waiting_since, |since| since.min(waiting_since)),
+        );
+        if !self.contenders.contains(&request.holder) {
+            self.contenders.push(request.holder.clone());
+        }
+    }
+
     /// Applies the contract's grant rules to `request` at `now`; a grant takes the token
     /// `reserve` gives (called only for a grant).
     pub(super) fn try_acquire(
@@ -228,13 +243,7 @@ impl SharedRecord {
             (Access::Exclusive, _) => false,
         };
         if !free {
-            self.contended_since = Some(
-                self.contended_since
-                    .map_or(waiting_since, |since| since.min(waiting_since)),
-            );
-            if !self.contenders.contains(&request.holder) {
-                self.contenders.push(request.holder.clone());
-            }
+            self.contended(request, now);
             if marks && !request.retry_within.is_zero() {
                 let until = now + mark_length(request.retry_within);
                 match request.access {
