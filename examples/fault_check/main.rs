@@ -9,7 +9,9 @@
 //! scenario each in the long one. A last one runs plain locks in
 //! arrival order (`Fairness::ArrivalOrder`) while waiters, not holders, are paused and killed:
 //! entries first come, first served across processes, and a dead or paused waiter's place
-//! holding the line back no longer than its life.
+//! holding the line back no longer than its life. The last two are fleets, many processes on
+//! one lock, in the default mode and in arrival order, whose faults strike the waiter the
+//! next release goes to: the turn it was given passes on within a bound.
 //!
 //! ```text
 //! cargo run --example fault_check --features mongodb -- --short    # CI: about 6 minutes
@@ -68,6 +70,9 @@ mod cli {
         /// Tasks per lock worker.
         #[arg(long)]
         tasks: Option<u32>,
+        /// Worker processes of the fleet scenarios (one task each, on one lock).
+        #[arg(long)]
+        fleet_processes: Option<u32>,
         /// Locks (and elections).
         #[arg(long)]
         locks: Option<u32>,
@@ -157,6 +162,10 @@ mod cli {
             processes: cli.processes.unwrap_or(if long { 6 } else { 4 }),
             tasks: cli.tasks.unwrap_or(if long { 4 } else { 3 }),
             locks: cli.locks.unwrap_or(if long { 3 } else { 2 }),
+            fleet_processes: cli.fleet_processes.unwrap_or(if long { 12 } else { 10 }),
+            fleet_hold_max_ms: 80,
+            fleet_acquire_timeout_ms: 10_000,
+            fleet_idle_max_ms: 300,
             expiry_ms: 1500,
             cadence_ms: 300,
             renew_deadline_ms: 900,
@@ -258,6 +267,9 @@ mod cli {
         }
         if let Some(arrival) = &totals.arrival {
             println!("  {}", scenario::describe_arrival(arrival));
+        }
+        for (kind, fleet) in &totals.fleets {
+            println!("  {}", scenario::describe_fleet(*kind, fleet));
         }
         println!("  violations: {}", totals.violations.len());
         for violation in &totals.violations {
