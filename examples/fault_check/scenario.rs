@@ -473,13 +473,15 @@ fn print_scenario(kind: Kind, report: &Report, faults: &[FaultRecord], took: u64
     }
 }
 
+/// A longest stretch and what it was, or `-`.
+fn describe_gap(gap: &Option<(u64, String)>) -> String {
+    gap.as_ref().map_or("-".to_owned(), |(span, what)| {
+        format!("{:.0} ms ({what})", ms(*span))
+    })
+}
+
 /// One line on what the arrival-order checks saw.
 pub(crate) fn describe_arrival(arrival: &ArrivalReport) -> String {
-    let gap = |gap: &Option<(u64, String)>| {
-        gap.as_ref().map_or("-".to_owned(), |(span, what)| {
-            format!("{:.0} ms ({what})", ms(*span))
-        })
-    };
     format!(
         "arrival order: {} entries checked for first-come-first-served ({} with a later ask elsewhere still waiting, {} not judged: own process paused or killed while waiting), {} earlier asks excused (their process paused or killed), {} overtakes ({} by a task handed a grant won for an earlier task of its process that had just given up, {} of a manager seen in line just before and after the entry), {} overtaken places recorded late by their attempt's latency (latest {:.0} ms); waiter faults: {} SIGSTOP, {} SIGKILL ({} victims then seen holding a lock, not judged there); longest lock-free-while-waiting after a waiter fault (bound {:.0} ms, over {} stretches): {}; longest of the whole run: {}",
         arrival.entries_checked,
@@ -496,18 +498,13 @@ pub(crate) fn describe_arrival(arrival: &ArrivalReport) -> String {
         arrival.victims_granted,
         ms(arrival.gap_bound),
         arrival.gaps_after_faults,
-        gap(&arrival.max_gap_after_fault),
-        gap(&arrival.max_gap_overall),
+        describe_gap(&arrival.max_gap_after_fault),
+        describe_gap(&arrival.max_gap_overall),
     )
 }
 
 /// One line on what the checks of a fleet scenario saw.
 pub(crate) fn describe_fleet(kind: Kind, fleet: &ArrivalReport) -> String {
-    let gap = |gap: &Option<(u64, String)>| {
-        gap.as_ref().map_or("-".to_owned(), |(span, what)| {
-            format!("{:.0} ms ({what})", ms(*span))
-        })
-    };
     let order = if kind.in_arrival_order() {
         format!(
             "{} entries checked for first-come-first-served ({} not judged), {} overtakes, {} overtaken places recorded late by their attempt's latency (latest {:.0} ms); ",
@@ -528,8 +525,8 @@ pub(crate) fn describe_fleet(kind: Kind, fleet: &ArrivalReport) -> String {
         fleet.victims_granted,
         ms(fleet.gap_bound),
         fleet.gaps_after_faults,
-        gap(&fleet.max_gap_after_fault),
-        gap(&fleet.max_gap_overall),
+        describe_gap(&fleet.max_gap_after_fault),
+        describe_gap(&fleet.max_gap_overall),
     )
 }
 

@@ -712,6 +712,32 @@ mod tests {
         ]
     }
 
+    /// w0 holds "a" from 1 s to 4 s (it asked at the same instant as w1 and entered at
+    /// once: fine); w1, asking at 1 s, waits until 5 s; w2, asking at `w2_asked`, enters at
+    /// 4.01 s; w3 is stopped and killed (the scenario's faults).
+    fn w2_enters_before_w1(w2_asked: u64) -> RunData {
+        let mut data = run(vec![
+            process(
+                0,
+                vec![enter("a", 0, 1, SEC, SEC), exit("a", 0, 1, 4 * SEC)],
+            ),
+            process(
+                1,
+                vec![enter("a", 0, 3, SEC, 5 * SEC), exit("a", 0, 3, 6 * SEC)],
+            ),
+            process(
+                2,
+                vec![
+                    enter("a", 0, 2, w2_asked, 4 * SEC + 10 * MS),
+                    exit("a", 0, 2, 4 * SEC + 900 * MS),
+                ],
+            ),
+            process(3, Vec::new()),
+        ]);
+        stop_and_kill(&mut data, 3, 3);
+        data
+    }
+
     /// w1 asked 500 ms before w2 but w2 entered first: caught, unless w1 was stopped
     /// meanwhile, or the asks were closer than the slack.
     #[test]
@@ -722,26 +748,7 @@ mod tests {
             (SEC + 50 * MS, None, 0),
         ];
         for (w2_asked, stop, expected) in cases {
-            let mut data = run(vec![
-                process(
-                    0,
-                    vec![enter("a", 0, 1, SEC, SEC), exit("a", 0, 1, 4 * SEC)],
-                ),
-                process(
-                    1,
-                    vec![enter("a", 0, 3, SEC, 5 * SEC), exit("a", 0, 3, 6 * SEC)],
-                ),
-                process(
-                    2,
-                    vec![
-                        enter("a", 0, 2, w2_asked, 4 * SEC + 10 * MS),
-                        exit("a", 0, 2, 4 * SEC + 900 * MS),
-                    ],
-                ),
-                process(3, Vec::new()),
-            ]);
-            // w0 asked at the same instant as w1 and entered at once: fine.
-            stop_and_kill(&mut data, 3, 3);
+            let mut data = w2_enters_before_w1(w2_asked);
             if let Some(stop) = stop {
                 data.processes[1].stops.push(stop);
             }
@@ -771,25 +778,7 @@ mod tests {
             (Some(700 * MS), 2 * SEC, 1),
         ];
         for (slowest, w2_waited, expected) in cases {
-            let mut data = run(vec![
-                process(
-                    0,
-                    vec![enter("a", 0, 1, SEC, SEC), exit("a", 0, 1, 4 * SEC)],
-                ),
-                process(
-                    1,
-                    vec![enter("a", 0, 3, SEC, 5 * SEC), exit("a", 0, 3, 6 * SEC)],
-                ),
-                process(
-                    2,
-                    vec![
-                        enter("a", 0, 2, SEC + 500 * MS, 4 * SEC + 10 * MS),
-                        exit("a", 0, 2, 4 * SEC + 900 * MS),
-                    ],
-                ),
-                process(3, Vec::new()),
-            ]);
-            stop_and_kill(&mut data, 3, 3);
+            let mut data = w2_enters_before_w1(SEC + 500 * MS);
             data.processes[1].slowest_attempt = slowest;
             if let Some(bounds) = data.arrival.as_mut() {
                 bounds.lines.push(LineSample {
