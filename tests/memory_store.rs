@@ -1672,6 +1672,65 @@ async fn a_writer_refused_after_it_gave_up_holds_back_no_reader() {
     );
 }
 
+/// In arrival order, a writer that gives up while a reader of its process still waits
+/// leaves its manager's place in line to that reader — its access and its arrival — at
+/// once: a reader of a third process, which the writer's place held back while only
+/// readers held, gets in then, not at the manager's next attempt (a second or more with
+/// this backoff) and its own next retry.
+#[tokio::test(start_paused = true)]
+#[ignore = "issue 56: a manager keeps its oldest waiter's place (access, arrival) until its next attempt; the fix belongs in src/lock/engine (on_waiter_left)"]
+async fn in_arrival_order_a_writer_that_gives_up_leaves_its_place_to_the_reader_behind_it() {
+    use mongolock::{Fairness, LockManager};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let options = common::fast_options()
+        .with_fairness(Fairness::ArrivalOrder)
+        .with_retry_backoff(Duration::from_secs(1), Duration::from_secs(2));
+    let (store, elsewhere, manager) = here_and_elsewhere(&options).await;
+    let third = LockManager::start(store.inner().clone(), options.clone())
+        .await
+        .unwrap();
+    let held = elsewhere.rw_lock("files").unwrap().read().await.unwrap();
+    let ms = Duration::from_millis;
+    let writer = {
+        let files = manager.rw_lock("files").unwrap();
+        tokio::spawn(async move { files.write_timeout(ms(500)).await })
+    };
+    tokio::time::sleep(ms(10)).await;
+    let own_reader = readers_of_files(&manager, 1);
+    tokio::time::sleep(ms(10)).await;
+    let other_reader = {
+        let files = third.rw_lock("files").unwrap();
+        tokio::spawn(async move {
+            let guard = files.read().await;
+            (guard, Instant::now())
+        })
+    };
+    assert!(
+        writer.await.unwrap().is_err(),
+        "the writer waits behind the reader holding"
+    );
+    let gave_up = Instant::now();
+    let (guard, entered) = tokio::time::timeout(Duration::from_secs(10), other_reader)
+        .await
+        .expect("the third process's reader gets in")
+        .unwrap();
+    let waited_after = entered - gave_up;
+    assert!(
+        waited_after < ms(200),
+        "the third process's reader got in {waited_after:?} after the writer ahead of it gave up"
+    );
+    guard.unwrap().release().await.unwrap();
+    for guard in readers_in(own_reader, Duration::ZERO).await {
+        guard.release().await.unwrap();
+    }
+    held.release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+    third.shutdown().await;
+}
+
 /// A writer that waited and then got in leaves no mark to withdraw (its grant ended it): once
 /// it releases, its manager sends the store nothing more.
 #[tokio::test(start_paused = true)]

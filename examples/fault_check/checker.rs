@@ -49,6 +49,9 @@ pub(crate) struct ProcessRecord {
     pub(crate) killed_at: Option<u64>,
     /// Exited by itself, with status 0, after recording `done`.
     pub(crate) exited_cleanly: bool,
+    /// The slowest acquisition attempt or hand-over its library measured (arrival order):
+    /// how late the store may have recorded its arrival.
+    pub(crate) slowest_attempt: Option<u64>,
 }
 
 impl ProcessRecord {

@@ -391,9 +391,43 @@ pub(crate) fn read_given_back(path: &std::path::Path) -> Vec<GivenBack> {
         .collect()
 }
 
+/// The slowest acquisition attempt or hand-over the library measured, in nanoseconds, from
+/// the metrics line a worker in arrival order writes to its stderr at the end
+/// (`mongolock_store_operation_seconds{op=acquire} … max=448.5ms …`); `None` without one
+/// (the worker was killed, or not in arrival order).
+pub(crate) fn read_slowest_attempt(path: &std::path::Path) -> Option<u64> {
+    slowest_attempt(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+fn slowest_attempt(text: &str) -> Option<u64> {
+    text.lines()
+        .filter(|line| line.starts_with("metrics\t"))
+        .flat_map(|line| line.split('\t'))
+        .filter(|part| {
+            part.starts_with("mongolock_store_operation_seconds{op=acquire}")
+                || part.starts_with("mongolock_store_operation_seconds{op=hand_over}")
+        })
+        .filter_map(|part| {
+            let max = part
+                .split(' ')
+                .find_map(|field| field.strip_prefix("max="))?;
+            let ms: f64 = max.strip_suffix("ms")?.parse().ok()?;
+            let took = std::time::Duration::try_from_secs_f64(ms / 1e3).ok()?;
+            u64::try_from(took.as_nanos()).ok()
+        })
+        .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slowest_attempt_reads_from_the_metrics_line() {
+        let text = "1.0  WARN something\nmetrics\tmongolock_acquire_attempts_total{result=acquired} 22\tmongolock_store_operation_seconds{op=acquire} n=233 p50=6.0ms p99=75.5ms max=448.5ms over100ms=1\tmongolock_store_operation_seconds{op=hand_over} n=21 p50=4.9ms p99=12.1ms max=513.1ms over100ms=0\tmongolock_store_operation_seconds{op=release} n=1 p50=1.8ms p99=1.8ms max=900.0ms over100ms=0\n";
+        assert_eq!(slowest_attempt(text), Some(513_100_000));
+        assert_eq!(slowest_attempt("1.0  WARN something\n"), None);
+    }
 
     #[test]
     fn a_given_back_grant_reads_from_the_warning() {

@@ -9,7 +9,9 @@
 //! scenario each in the long one. A last one runs plain locks in
 //! arrival order (`Fairness::ArrivalOrder`) while waiters, not holders, are paused and killed:
 //! entries first come, first served across processes, and a dead or paused waiter's place
-//! holding the line back no longer than its life.
+//! holding the line back no longer than its life. The last two are fleets, many processes on
+//! one lock, in the default mode and in arrival order, whose faults strike the waiter the
+//! next release goes to: the turn it was given passes on within a bound.
 //!
 //! ```text
 //! cargo run --example fault_check --features history -- --short    # CI: about 6 minutes
@@ -51,14 +53,15 @@ mod cli {
         command: Option<Command>,
         /// The CI configuration (the default): every fault kind once on its own, then all of
         /// them once more in random order, mixed, then once on semaphores and reader/writer
-        /// locks side by side, then a waiter stop and kill in arrival order (about 6
-        /// minutes).
+        /// locks side by side, then a waiter stop and kill in arrival order, then the same
+        /// on a fleet of 10 processes on one lock, in the default mode and in arrival order
+        /// (about 6 minutes, 45 s of it the fleets).
         #[arg(long, conflicts_with = "long")]
         short: bool,
         /// The long configuration: 6 workers x 4 tasks on 3 locks, every fault kind 5 times on
         /// its own, then 10 minutes of mixed faults, then every kind 5 times each on
         /// semaphores and on reader/writer locks, then 5 waiter stops and kills in arrival
-        /// order (about 36 minutes).
+        /// order, then as many on fleets of 12 processes (about 39 minutes).
         #[arg(long)]
         long: bool,
         /// Worker processes (lock, semaphore or reader/writer mode; elections get as many,
@@ -68,6 +71,9 @@ mod cli {
         /// Tasks per lock worker.
         #[arg(long)]
         tasks: Option<u32>,
+        /// Worker processes of the fleet scenarios (one task each, on one lock).
+        #[arg(long)]
+        fleet_processes: Option<u32>,
         /// Locks (and elections).
         #[arg(long)]
         locks: Option<u32>,
@@ -157,6 +163,10 @@ mod cli {
             processes: cli.processes.unwrap_or(if long { 6 } else { 4 }),
             tasks: cli.tasks.unwrap_or(if long { 4 } else { 3 }),
             locks: cli.locks.unwrap_or(if long { 3 } else { 2 }),
+            fleet_processes: cli.fleet_processes.unwrap_or(if long { 12 } else { 10 }),
+            fleet_hold_max_ms: 80,
+            fleet_acquire_timeout_ms: 10_000,
+            fleet_idle_max_ms: 300,
             expiry_ms: 1500,
             cadence_ms: 300,
             renew_deadline_ms: 900,
@@ -258,6 +268,9 @@ mod cli {
         }
         if let Some(arrival) = &totals.arrival {
             println!("  {}", scenario::describe_arrival(arrival));
+        }
+        for (kind, fleet) in &totals.fleets {
+            println!("  {}", scenario::describe_fleet(*kind, fleet));
         }
         println!("  violations: {}", totals.violations.len());
         for violation in &totals.violations {

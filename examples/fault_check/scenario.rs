@@ -24,7 +24,7 @@ use crate::checker::{
     RunData, Sample, SharedReport,
 };
 use crate::clock::{self, MS, SEC, ms};
-use crate::events::{read_given_back, read_log};
+use crate::events::{read_given_back, read_log, read_slowest_attempt};
 use crate::server::Server;
 use crate::settings::{Mode, WorkerArgs};
 
@@ -82,6 +82,14 @@ pub(crate) enum Kind {
     /// first-come-first-served entries and for a dead or paused waiter's place holding the
     /// line back no longer than its life.
     ArrivalOrder,
+    /// A fleet: many processes (`fleet_processes`, one task each) on one plain lock in the
+    /// default mode, where a release wakes only the manager listed longest: that manager,
+    /// holding nothing, `SIGSTOP`ped beyond its listing's life and `SIGKILL`ed, `repeats`
+    /// times each; checked for the turn it was given passing on within a lease.
+    Fleet,
+    /// The fleet in arrival order: the head of the line `SIGSTOP`ped and `SIGKILL`ed;
+    /// checked as [`Kind::ArrivalOrder`] is.
+    FleetArrivalOrder,
 }
 
 impl Kind {
@@ -101,7 +109,7 @@ impl Kind {
 
     /// Every scenario but [`Kind::Shared`], which the long configuration runs as its two
     /// halves, each with all the lock workers.
-    pub(crate) const ALL: [Kind; 14] = [
+    pub(crate) const ALL: [Kind; 16] = [
         Kind::HolderStop,
         Kind::HolderKill,
         Kind::ServerStop,
@@ -116,6 +124,8 @@ impl Kind {
         Kind::Semaphore,
         Kind::RwLock,
         Kind::ArrivalOrder,
+        Kind::Fleet,
+        Kind::FleetArrivalOrder,
     ];
 
     /// The short configuration's scenarios: [`Kind::ALL`] with the shared kinds in one pass
@@ -148,7 +158,26 @@ impl Kind {
             Kind::RwLock => "rw-lock",
             Kind::Shared => "shared",
             Kind::ArrivalOrder => "arrival-order",
+            Kind::Fleet => "fleet",
+            Kind::FleetArrivalOrder => "fleet-arrival-order",
         }
+    }
+
+    /// Whether the scenario's plain locks grant in arrival order.
+    fn in_arrival_order(self) -> bool {
+        matches!(self, Kind::ArrivalOrder | Kind::FleetArrivalOrder)
+    }
+
+    /// Scenarios of many processes on one lock, whose faults strike the waiter the next
+    /// release goes to.
+    fn fleet(self) -> bool {
+        matches!(self, Kind::Fleet | Kind::FleetArrivalOrder)
+    }
+
+    /// Scenarios whose faults strike waiters, not holders, checked by the arrival-order
+    /// checker's line-blocking rule.
+    fn waiter_faults(self) -> bool {
+        self.in_arrival_order() || self.fleet()
     }
 
     /// What this scenario's lock workers take (the workers are shared out over them in
@@ -185,6 +214,14 @@ pub(crate) struct Config {
     pub(crate) processes: u32,
     pub(crate) tasks: u32,
     pub(crate) locks: u32,
+    /// Worker processes of the fleet scenarios (one task each, one lock).
+    pub(crate) fleet_processes: u32,
+    /// The fleet's holds (shorter, so that every process gets its turn among many), acquire
+    /// timeout (longer than a round of the line, so that waiters seldom give up) and
+    /// longest idle time between a section and the next ask.
+    pub(crate) fleet_hold_max_ms: u64,
+    pub(crate) fleet_acquire_timeout_ms: u64,
+    pub(crate) fleet_idle_max_ms: u64,
     pub(crate) expiry_ms: u64,
     pub(crate) cadence_ms: u64,
     pub(crate) renew_deadline_ms: u64,
@@ -226,6 +263,25 @@ impl Config {
     fn place_life_ms(&self) -> u64 {
         // As the runtime sets it: twice the longest backoff, at least a second.
         (self.backoff_max_ms * 2).max(1000)
+    }
+
+    /// How long a refusal lists a default-mode waiter that waits quietly for the release
+    /// feed: the longest quiet wait (5 s, the runtime's) plus a waiting mark (twice the
+    /// longest backoff). Releases meanwhile wake it first, if it waited longest.
+    fn listing_life_ms(&self) -> u64 {
+        5000 + self.backoff_max_ms * 2
+    }
+
+    /// How long a waiter fault's victim may hold one turn back, by the scenario's mode: in
+    /// arrival order its place's life; in the default mode a release wakes only the victim
+    /// (listed longest), and the others, waiting quietly, ask again within the lease they
+    /// were last told of, plus a backoff.
+    fn held_back_ms(&self, kind: Kind) -> u64 {
+        if kind.in_arrival_order() {
+            self.place_life_ms()
+        } else {
+            self.expiry_ms
+        }
     }
 
     /// Time after a fault for the checks to see recovery.
@@ -288,6 +344,8 @@ pub(crate) struct Totals {
     pub(crate) killed_lease_seen: Option<u64>,
     pub(crate) shared: SharedReport,
     pub(crate) arrival: Option<ArrivalReport>,
+    /// What the checks saw of each fleet scenario.
+    pub(crate) fleets: Vec<(Kind, ArrivalReport)>,
 }
 
 impl Totals {
@@ -324,8 +382,10 @@ impl Totals {
             self.killed_lease_seen = Some(self.killed_lease_seen.map_or(seen, |s| s.max(seen)));
         }
         self.shared.add(&report.shared);
-        if let Some(arrival) = &report.arrival {
-            self.arrival.get_or_insert_default().add(arrival);
+        match &report.arrival {
+            Some(fleet) if kind.fleet() => self.fleets.push((kind, fleet.clone())),
+            Some(arrival) => self.arrival.get_or_insert_default().add(arrival),
+            None => {}
         }
     }
 }
@@ -403,23 +463,27 @@ fn print_scenario(kind: Kind, report: &Report, faults: &[FaultRecord], took: u64
     if shared.permits + shared.reads + shared.writes > 0 {
         println!("    {}", describe_shared(shared));
     }
-    if let Some(arrival) = &report.arrival {
-        println!("    {}", describe_arrival(arrival));
+    match &report.arrival {
+        Some(fleet) if kind.fleet() => println!("    {}", describe_fleet(kind, fleet)),
+        Some(arrival) => println!("    {}", describe_arrival(arrival)),
+        None => {}
     }
     for violation in report.violations.iter().take(20) {
         println!("    VIOLATION {violation}");
     }
 }
 
+/// A longest stretch and what it was, or `-`.
+fn describe_gap(gap: &Option<(u64, String)>) -> String {
+    gap.as_ref().map_or("-".to_owned(), |(span, what)| {
+        format!("{:.0} ms ({what})", ms(*span))
+    })
+}
+
 /// One line on what the arrival-order checks saw.
 pub(crate) fn describe_arrival(arrival: &ArrivalReport) -> String {
-    let gap = |gap: &Option<(u64, String)>| {
-        gap.as_ref().map_or("-".to_owned(), |(span, what)| {
-            format!("{:.0} ms ({what})", ms(*span))
-        })
-    };
     format!(
-        "arrival order: {} entries checked for first-come-first-served ({} with a later ask elsewhere still waiting, {} not judged: own process paused or killed while waiting), {} earlier asks excused (their process paused or killed), {} overtakes ({} by a task handed a grant won for an earlier task of its process that had just given up, {} of a manager seen in line just before and after the entry); waiter faults: {} SIGSTOP, {} SIGKILL ({} victims then seen holding a lock, not judged there); longest lock-free-while-waiting after a waiter fault (bound {:.0} ms, over {} stretches): {}; longest of the whole run: {}",
+        "arrival order: {} entries checked for first-come-first-served ({} with a later ask elsewhere still waiting, {} not judged: own process paused or killed while waiting), {} earlier asks excused (their process paused or killed), {} overtakes ({} by a task handed a grant won for an earlier task of its process that had just given up, {} of a manager seen in line just before and after the entry), {} overtaken places recorded late by their attempt's latency (latest {:.0} ms); waiter faults: {} SIGSTOP, {} SIGKILL ({} victims then seen holding a lock, not judged there); longest lock-free-while-waiting after a waiter fault (bound {:.0} ms, over {} stretches): {}; longest of the whole run: {}",
         arrival.entries_checked,
         arrival.contended_entries,
         arrival.entries_exempt,
@@ -427,13 +491,42 @@ pub(crate) fn describe_arrival(arrival: &ArrivalReport) -> String {
         arrival.overtakes,
         arrival.overtakes_handed_on_locally,
         arrival.overtakes_past_a_seen_place,
+        arrival.recorded_late,
+        ms(arrival.latest_record),
         arrival.waiter_stops,
         arrival.waiter_kills,
         arrival.victims_granted,
         ms(arrival.gap_bound),
         arrival.gaps_after_faults,
-        gap(&arrival.max_gap_after_fault),
-        gap(&arrival.max_gap_overall),
+        describe_gap(&arrival.max_gap_after_fault),
+        describe_gap(&arrival.max_gap_overall),
+    )
+}
+
+/// One line on what the checks of a fleet scenario saw.
+pub(crate) fn describe_fleet(kind: Kind, fleet: &ArrivalReport) -> String {
+    let order = if kind.in_arrival_order() {
+        format!(
+            "{} entries checked for first-come-first-served ({} not judged), {} overtakes, {} overtaken places recorded late by their attempt's latency (latest {:.0} ms); ",
+            fleet.entries_checked,
+            fleet.entries_exempt,
+            fleet.overtakes,
+            fleet.recorded_late,
+            ms(fleet.latest_record)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: {order}waiter faults on the next to go: {} SIGSTOP, {} SIGKILL ({} victims then seen holding); longest lock-free-while-waiting after a waiter fault (bound {:.0} ms, over {} stretches): {}; longest of the whole run: {}",
+        kind.label(),
+        fleet.waiter_stops,
+        fleet.waiter_kills,
+        fleet.victims_granted,
+        ms(fleet.gap_bound),
+        fleet.gaps_after_faults,
+        describe_gap(&fleet.max_gap_after_fault),
+        describe_gap(&fleet.max_gap_overall),
     )
 }
 
@@ -501,6 +594,9 @@ impl<'a> Run<'a> {
         let config = self.config;
         match self.kind {
             Kind::LeaderStop | Kind::LeaderKill => vec![Mode::Election; config.processes as usize],
+            Kind::Fleet | Kind::FleetArrivalOrder => {
+                vec![Mode::Lock; config.fleet_processes as usize]
+            }
             Kind::Mixed | Kind::Semaphore | Kind::RwLock | Kind::Shared => {
                 let lock_modes = self.kind.lock_modes();
                 let mut modes: Vec<Mode> = (0..config.processes as usize)
@@ -523,8 +619,17 @@ impl<'a> Run<'a> {
         modes
             .into_iter()
             .map(prefix)
-            .flat_map(|prefix| (0..self.config.locks).map(move |i| format!("{prefix}-{i}")))
+            .flat_map(|prefix| (0..self.locks()).map(move |i| format!("{prefix}-{i}")))
             .collect()
+    }
+
+    /// How many locks (of each primitive) the scenario's workers share: one for a fleet.
+    fn locks(&self) -> u32 {
+        if self.kind.fleet() {
+            1
+        } else {
+            self.config.locks
+        }
     }
 
     fn spawn(&mut self, mode: Mode) -> Result<(), String> {
@@ -550,7 +655,15 @@ impl<'a> Run<'a> {
             // the others wait as long as in the other scenarios, so that a starved side
             // shows as a gap, not as a stream of timeouts.
             _ if solo => config.short_acquire_timeout_ms,
+            kind if kind.fleet() => config.fleet_acquire_timeout_ms,
             _ => config.acquire_timeout_ms,
+        };
+        // A fleet's worker has one task, idle a while after each section: every turn goes
+        // from one process to another through the store, whose release wakes the manager
+        // listed longest, not to a waiter of the releasing process or to its next ask.
+        let (tasks, hold_max_ms, idle_max_ms) = match self.kind {
+            kind if kind.fleet() => (1, config.fleet_hold_max_ms, config.fleet_idle_max_ms),
+            _ => (config.tasks, config.hold_max_ms, 20),
         };
         let args = WorkerArgs {
             uri: uri(self.port(), if solo { SOLO_APP } else { WORKER_APP }),
@@ -561,11 +674,11 @@ impl<'a> Run<'a> {
             index,
             mode,
             prefix: prefix(mode).to_owned(),
-            locks: config.locks,
+            locks: self.locks(),
             // The solo worker: each task has a lock of its own and goes in and out at once,
             // idle in between, so that most of its store commands are acquisitions of a free
             // lock (several tasks, so that its commands do not all share one session).
-            tasks: config.tasks,
+            tasks,
             until: clock::now() + 3600 * SEC,
             stop_file: self.stop_file.clone(),
             expiry_ms: config.expiry_ms,
@@ -575,13 +688,13 @@ impl<'a> Run<'a> {
             backoff_max_ms: config.backoff_max_ms,
             acquire_timeout_ms,
             hold_min_ms: if solo { 0 } else { config.hold_min_ms },
-            hold_max_ms: if solo { 0 } else { config.hold_max_ms },
+            hold_max_ms: if solo { 0 } else { hold_max_ms },
             write_every_ms: config.write_every_ms,
             solo_percent: if solo { 100 } else { 0 },
-            idle_max_ms: if solo { 300 } else { 20 },
+            idle_max_ms: if solo { 300 } else { idle_max_ms },
             permits: config.permits,
             write_percent: config.write_percent,
-            arrival_order: self.kind == Kind::ArrivalOrder,
+            arrival_order: self.kind.in_arrival_order(),
         };
         let stderr = std::fs::File::create(self.dir.join(format!("w{index}.stderr")))
             .map_err(|e| e.to_string())?;
@@ -672,7 +785,7 @@ impl<'a> Run<'a> {
                 }
                 sleep(self.config.quiet).await;
             }
-            Kind::ArrivalOrder => {
+            kind if kind.waiter_faults() => {
                 // Each repeat: a waiter paused beyond its place's life, then one killed, each
                 // followed by the time to recover (so that progress is checked after both).
                 for _ in 0..self.config.repeats {
@@ -726,6 +839,9 @@ impl<'a> Run<'a> {
                 index: p.index,
                 events: read_log(&p.log),
                 given_back: read_given_back(&self.dir.join(format!("w{}.stderr", p.index))),
+                slowest_attempt: read_slowest_attempt(
+                    &self.dir.join(format!("w{}.stderr", p.index)),
+                ),
                 stops: p.stops.clone(),
                 killed_at: p.killed_at,
                 exited_cleanly: p.exited_cleanly,
@@ -801,8 +917,14 @@ impl<'a> Run<'a> {
             samples,
             docs,
             final_held,
-            arrival: (self.kind == Kind::ArrivalOrder).then(|| checker::ArrivalBounds {
-                place_life: self.config.place_life_ms() * MS,
+            arrival: self.kind.waiter_faults().then(|| checker::ArrivalBounds {
+                place_life: if self.kind.in_arrival_order() {
+                    self.config.place_life_ms()
+                } else {
+                    self.config.listing_life_ms()
+                } * MS,
+                held_back: self.config.held_back_ms(self.kind) * MS,
+                in_order: self.kind.in_arrival_order(),
                 backoff_max: self.config.backoff_max_ms * MS,
                 lines,
             }),
@@ -1086,7 +1208,13 @@ impl<'a> Run<'a> {
                 );
                 self.record(kind.label(), start, clock::now(), false, false);
             }
-            Kind::Mixed | Kind::Semaphore | Kind::RwLock | Kind::Shared | Kind::ArrivalOrder => {}
+            Kind::Mixed
+            | Kind::Semaphore
+            | Kind::RwLock
+            | Kind::Shared
+            | Kind::ArrivalOrder
+            | Kind::Fleet
+            | Kind::FleetArrivalOrder => {}
         }
         Ok(())
     }
@@ -1200,9 +1328,16 @@ impl<'a> Run<'a> {
 
     /// The plain locks' lines right now, read fresh: which workers hold a lock, and per
     /// lock its holder and its live places (worker, how long its oldest task has waited),
-    /// earliest first.
+    /// earliest first. In a fleet, the default mode's listings too, read from the
+    /// documents (a record's queue shows arrival order's places only): the earliest is
+    /// whom the next release wakes.
     async fn line_view(&self) -> Result<LineView, String> {
         let locks = self.lock_store().list().await.map_err(|e| e.to_string())?;
+        let mut listed = if self.kind.fleet() {
+            self.listings().await?
+        } else {
+            BTreeMap::new()
+        };
         let mut view = LineView::default();
         for (lock, record) in locks {
             if !lock.starts_with(LOCK_PREFIX) {
@@ -1212,24 +1347,74 @@ impl<'a> Run<'a> {
             if let Some(process) = holder.as_deref().and_then(|h| self.process_of(h)) {
                 view.holding.push(process);
             }
-            let places = record
-                .queue
-                .iter()
-                .map(|place| {
-                    (
-                        self.process_of(place.holder.as_str()),
-                        place.holder.as_str().to_owned(),
-                        place.waiting_for,
-                    )
-                })
-                .collect();
+            let places = match listed.remove(&lock) {
+                Some(places) => places
+                    .into_iter()
+                    .map(|(manager, waited)| (self.process_of(&manager), manager, waited))
+                    .collect(),
+                None => record
+                    .queue
+                    .iter()
+                    .map(|place| {
+                        (
+                            self.process_of(place.holder.as_str()),
+                            place.holder.as_str().to_owned(),
+                            place.waiting_for,
+                        )
+                    })
+                    .collect(),
+            };
             view.lines.push((lock, holder, places));
         }
         Ok(view)
     }
 
+    /// Per lock document, its live places of either sort (arrival order's, and the default
+    /// mode's listings): (manager, how long it has waited), earliest arrival first. The
+    /// server runs on this machine, so its clock is the one `DateTime::now` reads.
+    async fn listings(&self) -> Result<BTreeMap<String, Vec<(String, Duration)>>, String> {
+        let collection = self
+            .admin
+            .database(DATABASE)
+            .collection::<Document>(&self.locks_collection);
+        let mut cursor = collection.find(doc! {}).await.map_err(|e| e.to_string())?;
+        let now = mongodb::bson::DateTime::now().timestamp_millis();
+        let mut lines = BTreeMap::new();
+        while cursor.advance().await.map_err(|e| e.to_string())? {
+            let document: Document = cursor.deserialize_current().map_err(|e| e.to_string())?;
+            let Ok(lock) = document.get_str("_id") else {
+                continue;
+            };
+            let mut places: Vec<(i64, String)> = document
+                .get_array("line")
+                .into_iter()
+                .flatten()
+                .filter_map(Bson::as_document)
+                .filter_map(|place| {
+                    let until = place.get_datetime("until").ok()?.timestamp_millis();
+                    let arrival = place.get_datetime("arrival").ok()?.timestamp_millis();
+                    let holder = place.get_str("holder").ok()?;
+                    (until > now).then(|| (arrival, holder.to_owned()))
+                })
+                .collect();
+            places.sort();
+            let waited = |arrival: i64| {
+                Duration::from_millis(u64::try_from(now - arrival).unwrap_or_default())
+            };
+            lines.insert(
+                lock.to_owned(),
+                places
+                    .into_iter()
+                    .map(|(arrival, holder)| (holder, waited(arrival)))
+                    .collect(),
+            );
+        }
+        Ok(lines)
+    }
+
     /// A worker in some lock's line that holds no lock, picked at random, preferring one at
-    /// the head of a line with others behind it (its place is what holds them back); waits
+    /// the head of a line with others behind it — the earliest place of a worker holding
+    /// nothing: its place is what holds them back, and whom the next release goes to; waits
     /// up to 5 s for one. Returns it and a description of what it was seen waiting for.
     async fn pick_waiter(&self) -> Option<(usize, String)> {
         let started = clock::now();
@@ -1237,15 +1422,18 @@ impl<'a> Run<'a> {
             if let Ok(view) = self.line_view().await {
                 let mut candidates: Vec<(bool, usize, String)> = Vec::new();
                 for (lock, holder, places) in &view.lines {
+                    let mut ahead = 0;
                     for (position, (process, _, waited)) in places.iter().enumerate() {
-                        let Some(process) = process else { continue };
-                        if view.holding.contains(process) {
+                        // Places of killed workers and of workers holding a lock are not
+                        // picked, and the next one is the head.
+                        let Some(process) = process.filter(|p| !view.holding.contains(p)) else {
+                            ahead += 1;
                             continue;
-                        }
-                        let head = position == 0 && (places.len() > 1 || holder.is_some());
+                        };
+                        let head = position == ahead && (places.len() > 1 || holder.is_some());
                         candidates.push((
                             head,
-                            *process,
+                            process,
                             format!(
                                 "place {} of {} in the line of {lock} (oldest task waiting {} ms), held by {}",
                                 position + 1,
@@ -1318,7 +1506,7 @@ impl<'a> Run<'a> {
                 self.record(label, start, start, true, false);
                 self.spawn(Mode::Lock)?;
             } else {
-                let stop_for = Duration::from_millis((self.config.place_life_ms() * 5).max(1000));
+                let stop_for = Duration::from_millis(self.waiter_stop_ms());
                 sleep(stop_for).await;
                 let _ = kill(pid, Signal::SIGCONT);
                 let end = clock::now();
@@ -1329,6 +1517,18 @@ impl<'a> Run<'a> {
         }
         println!("    (every waiter picked for {label} held a lock by the time it stopped)");
         Ok(())
+    }
+
+    /// How long a waiter fault's victim stays stopped: beyond its place's life (five times,
+    /// so that the line is seen going on without it), and in the default mode beyond its
+    /// listing's, so that every release in between wakes the stopped manager first.
+    fn waiter_stop_ms(&self) -> u64 {
+        let place = (self.config.place_life_ms() * 5).max(1000);
+        if self.kind.in_arrival_order() {
+            place
+        } else {
+            place.max(self.config.listing_life_ms() + 1000)
+        }
     }
 
     async fn fail_point(&self, mode: Bson, data: Document) -> Result<(), String> {

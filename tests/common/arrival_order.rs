@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mongolock::store::{AcquireRequest, HandOverOutcome, LockStore};
+use mongolock::store::{AcquireRequest, HandOverOutcome, LockStore, ReleaseOutcome};
 use mongolock::{Access, Fairness, HolderId, LockError, LockName, LockOptions};
 
 use super::shared_records::{
@@ -14,6 +14,7 @@ use super::shared_records::{
     hand_over, inspect, name, open_feed, refused, released,
 };
 use super::{Backend, eventually, fast_options, start_with};
+use tokio::time::sleep;
 
 /// An attempt in line for `name` whose requester began waiting `waited` ago, its place
 /// lasting `place_lasts` if refused.
@@ -306,6 +307,93 @@ pub(crate) async fn rule_16_permits_go_to_the_earliest_place_in_line<B: Backend>
     refused(&store, &b_asks()).await;
     released(&store, &second).await;
     granted(&store, &b_asks()).await;
+}
+
+/// A held shared record that refuses a request by the line (a reader behind an earlier
+/// writer's place while only readers hold; a permit free but promised to an earlier place)
+/// records the contention as a refusal by its holders does: inspection shows the wait, and
+/// the holder's release reports it.
+pub(crate) async fn rule_3_16_a_refusal_by_the_line_is_contention<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (a, b, c, d) = (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let secs = Duration::from_secs;
+
+    // a reads; b's writer is refused and keeps its place; d's reader, which arrived before
+    // b, joins a (its grant clears the contention); c's reader, behind b, is refused by
+    // the line alone.
+    let rw = name("fifo-contended-rw");
+    let (a_read, _) = granted(
+        &store,
+        &shared_in_line(&a, &rw, Access::Read, Duration::ZERO),
+    )
+    .await;
+    refused(&store, &shared_in_line(&b, &rw, Access::Write, secs(5))).await;
+    granted(&store, &shared_in_line(&d, &rw, Access::Read, secs(10))).await;
+    refused(&store, &shared_in_line(&c, &rw, Access::Read, secs(1))).await;
+
+    // a and d fill the semaphore; b is refused and keeps its place; d leaves and gets back
+    // in as an arrival before b (clearing the contention), then leaves again: a permit is
+    // free, but c, behind b, is refused by the line alone.
+    let sem = name("fifo-contended-sem");
+    let permit = Access::Permit { permits: 2 };
+    let (a_permit, _) = granted(&store, &shared_in_line(&a, &sem, permit, Duration::ZERO)).await;
+    let (d_permit, _) = granted(&store, &shared_in_line(&d, &sem, permit, Duration::ZERO)).await;
+    refused(&store, &shared_in_line(&b, &sem, permit, secs(5))).await;
+    released(&store, &d_permit).await;
+    let (d_permit, _) = granted(&store, &shared_in_line(&d, &sem, permit, secs(10))).await;
+    released(&store, &d_permit).await;
+    refused(&store, &shared_in_line(&c, &sem, permit, secs(1))).await;
+
+    for (lock, held) in [(&rw, a_read), (&sem, a_permit)] {
+        let shown = inspect(&store, lock)
+            .await
+            .and_then(|record| record.contended_for);
+        assert!(
+            shown.is_some_and(|waited| waited >= secs(1)),
+            "{lock}: a held record that refused c by the line shows c's wait: {shown:?}"
+        );
+        match store.release(&held).await {
+            Ok(ReleaseOutcome::Released {
+                contended_for: Some(waited),
+            }) => assert!(waited >= secs(1), "{lock}: c's wait: {waited:?}"),
+            other => panic!("{lock}: c waits for a's place: {other:?}"),
+        }
+    }
+}
+
+/// A withdrawal takes out a place of the manager's that has ended as well as a live one,
+/// and wakes the release feed for it. The store cannot tell what the manager's actor
+/// believes: an attempt's refusal answered after a hand-over's grant leaves an actor that
+/// thinks it is out of line while the store keeps the refused attempt's place.
+pub(crate) async fn rule_20_22_withdrawing_an_ended_place_wakes_every_feed<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (a, b) = (Caller::new(), Caller::new());
+    let lock = name("fifo-ended-place");
+    let permit = Access::Permit { permits: 1 };
+    let (held, _) = granted(&store, &shared_in_line(&a, &lock, permit, Duration::ZERO)).await;
+    let placed = b
+        .request(&lock, permit, LONG)
+        .with_waited(Duration::from_secs(1))
+        .with_retry_within(SHORT)
+        .with_arrival_order(true);
+    refused(&store, &placed).await;
+    sleep(SHORT + MARGIN).await;
+    assert!(
+        line_of(&store, &lock).await.is_empty(),
+        "b's place has ended"
+    );
+    let mut feed = open_feed(backend, &store).await;
+    store
+        .withdraw(&lock, &b.holder)
+        .await
+        .unwrap_or_else(|error| panic!("withdraw from {lock}: {error}"));
+    if let Some(feed) = feed.as_mut() {
+        assert!(
+            feed_reports(feed, &lock, FEED_WITHIN).await,
+            "the release feed reports the withdrawal of an ended place"
+        );
+    }
+    released(&store, &held).await;
 }
 
 /// Options in arrival order whose retries come late and whose place outlives the

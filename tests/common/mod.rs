@@ -172,6 +172,8 @@ macro_rules! conformance_suite {
             arrival_order::rule_16_permits_go_to_the_earliest_place_in_line,
             arrival_order::arrival_order_lock_serves_processes_in_arrival_order,
             arrival_order::arrival_order_waiter_that_gives_up_leaves_the_line,
+            arrival_order::rule_3_16_a_refusal_by_the_line_is_contention,
+            arrival_order::rule_20_22_withdrawing_an_ended_place_wakes_every_feed,
         );
     };
 }

@@ -4,7 +4,10 @@
 //! - **First come, first served.** No entry of a task T (asked at aT, entered at eT) while a
 //!   task U of another process, which asked more than [`SLACK`] before aT (and more than
 //!   `SLACK` before eT, so that its first attempt had reached the server), was still waiting
-//!   at eT — unless U's process was stopped or killed at some time in [aU, eT]. Entries of a
+//!   at eT — unless U's process was stopped or killed at some time in [aU, eT], or the line
+//!   read just before eT shows U's place recorded after T's, later than aU by more than
+//!   `SLACK` but no more than U's slowest attempt (an arrival is recorded late by its
+//!   attempt's latency, beyond which alone the order is promised). Entries of a
 //!   T whose own process was stopped or killed between its ask and its entry are not judged
 //!   (when the store granted it is not known).
 //! - **A dead or paused waiter stops holding the line back within its place's life.** After
@@ -14,6 +17,12 @@
 //!
 //! Both checks fail the scenario when they had nothing to look at (no entry judged, no
 //! waiter stopped, no waiter killed).
+//!
+//! The fleet scenarios (many processes on one lock) run the same checks; in the default
+//! mode, which promises no order, only the second, with the bound of that mode: a release
+//! wakes only the manager listed longest, and the others, waiting quietly, ask again
+//! within the lease they were last told of (plus a backoff), so a turn given to a dead or
+//! paused manager passes on within a lease.
 
 use std::collections::BTreeMap;
 
@@ -47,8 +56,13 @@ pub(crate) const GAP_SLACK: u64 = 300 * MS;
 #[derive(Debug, Clone)]
 pub(crate) struct ArrivalBounds {
     /// How long a manager's place lasts after its last refused attempt (2 × the longest
-    /// retry backoff).
+    /// retry backoff; in the default mode, how long a refusal keeps a manager listed).
     pub(crate) place_life: u64,
+    /// The longest one turn may wait for a dead or paused waiter's place: the place's life
+    /// in arrival order; in the default mode the longest the others wait without asking.
+    pub(crate) held_back: u64,
+    /// Whether the locks grant in arrival order (else only the line-blocking check runs).
+    pub(crate) in_order: bool,
     /// The longest retry backoff of a lock's waiters.
     pub(crate) backoff_max: u64,
     /// Every line of waiting managers the monitor read (only to explain an overtake).
@@ -101,6 +115,12 @@ pub(crate) struct ArrivalReport {
     /// Earlier asks (by more than the slack) still waiting at an entry elsewhere: the
     /// violations of the check.
     pub(crate) overtakes: usize,
+    /// Earlier asks still waiting at an entry elsewhere whose place the store had recorded
+    /// as arriving after the entering task's ask, late by no more than their process's
+    /// slowest attempt: the order is promised beyond an attempt's latency only.
+    pub(crate) recorded_late: usize,
+    /// The latest of those records, after the ask.
+    pub(crate) latest_record: u64,
     /// Of those, overtakes of a manager the monitor saw in the line both within
     /// [`LINE_NEAR`] before and after the entry (its place was most likely live when the
     /// store granted the lock); the others' places had lapsed or were not read.
@@ -133,6 +153,8 @@ impl ArrivalReport {
         self.contended_entries += other.contended_entries;
         self.excused += other.excused;
         self.overtakes += other.overtakes;
+        self.recorded_late += other.recorded_late;
+        self.latest_record = self.latest_record.max(other.latest_record);
         self.overtakes_past_a_seen_place += other.overtakes_past_a_seen_place;
         self.overtakes_handed_on_locally += other.overtakes_handed_on_locally;
         self.waiter_stops += other.waiter_stops;
@@ -248,7 +270,7 @@ pub(super) fn check(
 ) {
     let processes = &run.processes;
     let mut arrival = ArrivalReport {
-        gap_bound: bounds.place_life + bounds.backoff_max + GAP_SLACK,
+        gap_bound: bounds.held_back + bounds.backoff_max + GAP_SLACK,
         ..ArrivalReport::default()
     };
     let waits = waits(processes);
@@ -256,15 +278,17 @@ pub(super) fn check(
     for wait in &waits {
         by_lock.entry(wait.lock.as_str()).or_default().push(wait);
     }
-    check_order(
-        &by_lock,
-        &bounds.lines,
-        processes,
-        &mut arrival,
-        &mut report.violations,
-    );
+    if bounds.in_order {
+        check_order(
+            &by_lock,
+            &bounds.lines,
+            processes,
+            &mut arrival,
+            &mut report.violations,
+        );
+    }
     check_line_blocking(bounds, sections, &by_lock, run, &mut arrival, report);
-    if arrival.entries_checked == 0 {
+    if bounds.in_order && arrival.entries_checked == 0 {
         report
             .violations
             .push("arrival order: no entry was judged by the first-come-first-served check".into());
@@ -331,7 +355,6 @@ fn check_order(
                     arrival.excused += 1;
                     continue;
                 }
-                arrival.overtakes += 1;
                 // What the monitor saw of the line just before and just after the entry.
                 let near: Vec<&LineSample> = lines
                     .iter()
@@ -344,6 +367,35 @@ fn check_order(
                 let before = near.iter().rev().find(|l| l.at <= entered);
                 let after = near.iter().find(|l| l.at > entered);
                 let manager = processes[u.process].holder();
+                // The store records an arrival as its clock at the attempt less the wait the
+                // client measured when it sent it: late by the attempt's latency, beyond
+                // which alone the order is promised. U's place, read just before the entry,
+                // arrived that late (more than the slack, no later than U's slowest
+                // attempt), and after T's place (or T's ask, T not in line): the store kept
+                // its line.
+                let recorded = |of: Option<&str>| {
+                    before.and_then(|l| {
+                        let (_, waited) = l.places.iter().find(|(h, _)| Some(h.as_str()) == of)?;
+                        Some(l.at.saturating_sub(*waited))
+                    })
+                };
+                let (u_recorded, t_recorded) =
+                    (recorded(manager), recorded(processes[t.process].holder()));
+                let late = u_recorded.map(|at| at.saturating_sub(u.asked));
+                let kept_its_line = u_recorded.is_some_and(|u_at| match t_recorded {
+                    Some(t_at) => t_at <= u_at,
+                    None => t.asked <= u_at + SLACK,
+                });
+                if let (Some(late), Some(slowest)) = (late, processes[u.process].slowest_attempt)
+                    && late > SLACK
+                    && late <= slowest + SLACK
+                    && kept_its_line
+                {
+                    arrival.recorded_late += 1;
+                    arrival.latest_record = arrival.latest_record.max(late);
+                    continue;
+                }
+                arrival.overtakes += 1;
                 let in_line = |sample: Option<&&LineSample>| {
                     sample
                         .is_some_and(|l| l.places.iter().any(|(h, _)| Some(h.as_str()) == manager))
@@ -549,9 +601,9 @@ fn check_line_blocking(
                     keep_max(&mut arrival.max_gap_after_fault, Some((span, what.clone())));
                     if span > arrival.gap_bound {
                         report.violations.push(format!(
-                            "arrival order: a waiter fault held the line back too long: {what} ({:.0} ms; a place lasts {:.0} ms, bound {:.0} ms)",
+                            "arrival order: a waiter fault held the line back too long: {what} ({:.0} ms; a place holds a turn back up to {:.0} ms, bound {:.0} ms)",
                             ms(span),
-                            ms(bounds.place_life),
+                            ms(bounds.held_back),
                             ms(arrival.gap_bound)
                         ));
                     }
@@ -600,6 +652,8 @@ mod tests {
             final_held: Vec::new(),
             arrival: Some(ArrivalBounds {
                 place_life: 200 * MS,
+                held_back: 200 * MS,
+                in_order: true,
                 backoff_max: 100 * MS,
                 lines: Vec::new(),
             }),
@@ -658,6 +712,32 @@ mod tests {
         ]
     }
 
+    /// w0 holds "a" from 1 s to 4 s (it asked at the same instant as w1 and entered at
+    /// once: fine); w1, asking at 1 s, waits until 5 s; w2, asking at `w2_asked`, enters at
+    /// 4.01 s; w3 is stopped and killed (the scenario's faults).
+    fn w2_enters_before_w1(w2_asked: u64) -> RunData {
+        let mut data = run(vec![
+            process(
+                0,
+                vec![enter("a", 0, 1, SEC, SEC), exit("a", 0, 1, 4 * SEC)],
+            ),
+            process(
+                1,
+                vec![enter("a", 0, 3, SEC, 5 * SEC), exit("a", 0, 3, 6 * SEC)],
+            ),
+            process(
+                2,
+                vec![
+                    enter("a", 0, 2, w2_asked, 4 * SEC + 10 * MS),
+                    exit("a", 0, 2, 4 * SEC + 900 * MS),
+                ],
+            ),
+            process(3, Vec::new()),
+        ]);
+        stop_and_kill(&mut data, 3, 3);
+        data
+    }
+
     /// w1 asked 500 ms before w2 but w2 entered first: caught, unless w1 was stopped
     /// meanwhile, or the asks were closer than the slack.
     #[test]
@@ -668,26 +748,7 @@ mod tests {
             (SEC + 50 * MS, None, 0),
         ];
         for (w2_asked, stop, expected) in cases {
-            let mut data = run(vec![
-                process(
-                    0,
-                    vec![enter("a", 0, 1, SEC, SEC), exit("a", 0, 1, 4 * SEC)],
-                ),
-                process(
-                    1,
-                    vec![enter("a", 0, 3, SEC, 5 * SEC), exit("a", 0, 3, 6 * SEC)],
-                ),
-                process(
-                    2,
-                    vec![
-                        enter("a", 0, 2, w2_asked, 4 * SEC + 10 * MS),
-                        exit("a", 0, 2, 4 * SEC + 900 * MS),
-                    ],
-                ),
-                process(3, Vec::new()),
-            ]);
-            // w0 asked at the same instant as w1 and entered at once: fine.
-            stop_and_kill(&mut data, 3, 3);
+            let mut data = w2_enters_before_w1(w2_asked);
             if let Some(stop) = stop {
                 data.processes[1].stops.push(stop);
             }
@@ -702,6 +763,40 @@ mod tests {
             assert_eq!(arrival.entries_checked, if stop.is_some() { 2 } else { 3 });
             assert_eq!(arrival.waiter_stops, 1);
             assert_eq!(arrival.waiter_kills, 1);
+        }
+    }
+
+    /// w1 asked 500 ms before w2, but the store recorded w1's place 600 ms after its ask,
+    /// behind w2's: excused while w1's slowest attempt took that long, an overtake if none
+    /// did, or if the store had w1's place ahead of w2's.
+    #[test]
+    fn an_overtake_of_a_place_recorded_late_by_its_latency_is_excused() {
+        let cases = [
+            (Some(700 * MS), 2500 * MS, 0),
+            (Some(300 * MS), 2500 * MS, 1),
+            (None, 2500 * MS, 1),
+            (Some(700 * MS), 2 * SEC, 1),
+        ];
+        for (slowest, w2_waited, expected) in cases {
+            let mut data = w2_enters_before_w1(SEC + 500 * MS);
+            data.processes[1].slowest_attempt = slowest;
+            if let Some(bounds) = data.arrival.as_mut() {
+                bounds.lines.push(LineSample {
+                    at: 4 * SEC,
+                    lock: "a".into(),
+                    holder: Some("w0".into()),
+                    places: vec![("w2".into(), w2_waited), ("w1".into(), 2400 * MS)],
+                });
+            }
+            let report = check(&data);
+            assert_eq!(
+                order_violations(&report),
+                expected,
+                "{slowest:?}: {:?}",
+                report.violations
+            );
+            let arrival = report.arrival.expect("arrival report");
+            assert_eq!(arrival.recorded_late, 1 - expected);
         }
     }
 
@@ -807,6 +902,46 @@ mod tests {
             assert_eq!(found, expected, "{seen}: {:?}", report.violations);
             let arrival = report.arrival.expect("arrival report");
             assert_eq!(arrival.victims_granted, usize::from(seen));
+        }
+    }
+
+    /// A fleet in the default mode promises no order: an overtake is no violation and no
+    /// entry needs judging; a free-while-waiting stretch is held to its own bound (a
+    /// lease, here 1 s, plus the backoff and slack): 800 ms is fine, 1.6 s too long.
+    #[test]
+    fn the_default_mode_is_judged_on_the_line_blocking_only() {
+        for (next_enter, expected) in [(50 * SEC + 800 * MS, 0), (51 * SEC + 600 * MS, 1)] {
+            let mut processes = holder_then_waiter(2, next_enter);
+            processes.push(process(
+                2,
+                vec![
+                    enter("a", 0, 3, 49 * SEC, 53 * SEC),
+                    exit("a", 0, 3, 54 * SEC),
+                ],
+            ));
+            processes.push(process(3, Vec::new()));
+            let mut data = run(processes);
+            data.limits.until = 55 * SEC;
+            if let Some(bounds) = data.arrival.as_mut() {
+                bounds.in_order = false;
+                bounds.held_back = SEC;
+            }
+            // w2, which asked before w1, entered after it: an overtake in arrival order.
+            stop_and_kill(&mut data, 3, 3);
+            let report = check(&data);
+            assert_eq!(order_violations(&report), 0, "{:?}", report.violations);
+            assert_eq!(
+                violations_with(&report, "held the line back"),
+                expected,
+                "{:?}",
+                report.violations
+            );
+            assert_eq!(
+                violations_with(&report, "no entry was judged"),
+                0,
+                "{:?}",
+                report.violations
+            );
         }
     }
 

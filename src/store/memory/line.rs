@@ -113,13 +113,13 @@ impl WaitingLine {
             .map(|place| &place.holder)
     }
 
-    /// Whether `holder` has a live place (then its withdrawal wakes the release feed).
-    /// (A place ending exactly `now` counted as live too would cost a spurious wake-up, a
-    /// hint that is harmless: the `>=` mutant survives.)
-    pub(super) fn has_place_of(&self, holder: &HolderId, now: Instant) -> bool {
-        self.places
-            .iter()
-            .any(|place| place.holder == *holder && place.until > now)
+    /// Whether `holder` has a place here, live or ended but not dropped yet (then its
+    /// withdrawal wakes the release feed). An ended place counts as MongoDB's withdrawal
+    /// counts it (its filter matches any place of the manager on the document): a
+    /// manager's actor may believe it is out of line while the store kept its place (a
+    /// refusal answered after a grant that took the place out), and the store cannot tell.
+    pub(super) fn has_place_of(&self, holder: &HolderId) -> bool {
+        self.places.iter().any(|place| place.holder == *holder)
     }
 
     /// Takes `holder`'s place out (and the places that ended); returns whether the line is

@@ -246,12 +246,12 @@ impl MemoryState {
     }
 
     /// A granted manager (or one whose waiters gave up) leaves the line of `name`.
-    /// Returns whether it had a place there.
+    /// Returns whether it had a place there, live or ended.
     fn leave_line(&mut self, name: &LockName, holder: &HolderId, now: Instant) -> bool {
         let Some(line) = self.lines.get_mut(name) else {
             return false;
         };
-        let had_place = line.has_place_of(holder, now);
+        let had_place = line.has_place_of(holder);
         if line.remove(holder, now) {
             self.lines.remove(name);
         }
@@ -292,6 +292,11 @@ impl MemoryState {
         }
         // Rule 16: an earlier place of another manager it waits behind goes first.
         if self.behind_in_line(request, now) {
+            // A refusal by the line is contention like any other: inspection and the
+            // holders' releases report the wait.
+            if let Some(record) = self.shared.get_mut(&request.name) {
+                record.contended(request, now);
+            }
             self.place_in_line(request, now);
             return Ok(AcquireOutcome::busy(None));
         }

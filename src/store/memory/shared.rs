@@ -187,6 +187,21 @@ impl SharedRecord {
             .any(|holder| holder.lease == lease && holder.expires_at > now)
     }
 
+    /// Rule 3: `request` was refused at `now`, by the holders or by the line: the record is
+    /// contended since its requester began waiting (keeping the earliest), and its manager
+    /// is one a release reports the wait to others for. MongoDB's pipeline marks every
+    /// refusal alike, whatever refused it.
+    pub(super) fn contended(&mut self, request: &AcquireRequest, now: Instant) {
+        let waiting_since = now.checked_sub(wait_length(request.waited)).unwrap_or(now);
+        self.contended_since = Some(
+            self.contended_since
+                .map_or(waiting_since, |since| since.min(waiting_since)),
+        );
+        if !self.contenders.contains(&request.holder) {
+            self.contenders.push(request.holder.clone());
+        }
+    }
+
     /// Applies the contract's grant rules (7 to 14, 16) to `request` at `now`; a grant takes
     /// the token `reserve` gives (called only for a grant).
     pub(super) fn try_acquire(
@@ -237,13 +252,7 @@ impl SharedRecord {
         };
         if !free {
             // Rule 3: the earliest wait marks the record contended, and who was refused.
-            self.contended_since = Some(
-                self.contended_since
-                    .map_or(waiting_since, |since| since.min(waiting_since)),
-            );
-            if !self.contenders.contains(&request.holder) {
-                self.contenders.push(request.holder.clone());
-            }
+            self.contended(request, now);
             // Rules 11 and 12: a refused writer marks its manager's wait, a refused reader the
             // readers'.
             if marks && !request.retry_within.is_zero() {
