@@ -365,7 +365,9 @@ pub(crate) async fn rule_3_16_a_refusal_by_the_line_is_contention<B: Backend>(ba
 /// and wakes the release feed for it. The store cannot tell what the manager's actor
 /// believes: an attempt's refusal answered after a hand-over's grant leaves an actor that
 /// thinks it is out of line while the store keeps the refused attempt's place.
-pub(crate) async fn rule_20_22_withdrawing_an_ended_place_wakes_every_feed<B: Backend>(backend: &B) {
+pub(crate) async fn rule_20_22_withdrawing_an_ended_place_wakes_every_feed<B: Backend>(
+    backend: &B,
+) {
     let store = backend.fresh().await;
     let (a, b) = (Caller::new(), Caller::new());
     let lock = name("fifo-ended-place");
