@@ -13,10 +13,10 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
+use super::attempt::{self, Deferred, Verdict};
 use super::state::NameState;
 use crate::error::StoreError;
 use crate::kind::Access;
-use crate::lock::attempt::{self, Deferred, Verdict};
 use crate::lock::backoff::Backoff;
 use crate::lock::message::{GuardReply, LockMsg, TryReply};
 use crate::lock::orphan::GrantClaim;

@@ -10,10 +10,10 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::acquisition::Attempt;
+use super::attempt::Grant;
 use super::state::NameState;
 use crate::error::{LossReason, StoreError};
 use crate::kind::Access;
-use crate::lock::attempt::Grant;
 use crate::lock::hold::{Hold, HoldDue};
 use crate::lock::message::LockMsg;
 use crate::lock::orphan::GrantClaim;

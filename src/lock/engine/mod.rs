@@ -31,6 +31,7 @@
 mod acquisition;
 mod actor;
 mod admission;
+mod attempt;
 mod holds;
 mod release;
 mod state;

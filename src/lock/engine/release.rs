@@ -8,11 +8,11 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::acquisition::{Attempt, Phase};
+use super::attempt::{self, Verdict};
 use super::holds::{LeaseLeft, Place};
 use super::state::NameState;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
-use crate::lock::attempt::{self, Verdict};
 use crate::lock::backoff::Backoff;
 use crate::lock::fairness;
 use crate::lock::hold;
