@@ -14,10 +14,10 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::attempt::{self, Deferred, Verdict};
+use super::backoff::Backoff;
 use super::state::NameState;
 use crate::error::StoreError;
 use crate::kind::Access;
-use crate::lock::backoff::Backoff;
 use crate::lock::message::{GuardReply, LockMsg, TryReply};
 use crate::lock::orphan::GrantClaim;
 use crate::lock::timer::Timer;

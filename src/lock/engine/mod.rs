@@ -32,6 +32,7 @@ mod acquisition;
 mod actor;
 mod admission;
 mod attempt;
+mod backoff;
 mod holds;
 mod release;
 mod state;

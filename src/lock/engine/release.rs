@@ -9,11 +9,11 @@ use tokio::time::Instant;
 
 use super::acquisition::{Attempt, Phase};
 use super::attempt::{self, Verdict};
+use super::backoff::Backoff;
 use super::holds::{LeaseLeft, Place};
 use super::state::NameState;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
-use crate::lock::backoff::Backoff;
 use crate::lock::fairness;
 use crate::lock::hold;
 use crate::lock::message::{DetachReply, LockMsg, ReleaseReply};
