@@ -31,7 +31,6 @@
 mod batch_size;
 mod cleanup;
 mod engine;
-mod fairness;
 mod guard;
 mod handle;
 mod hold;

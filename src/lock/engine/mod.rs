@@ -33,6 +33,7 @@ mod actor;
 mod admission;
 mod attempt;
 mod backoff;
+mod fairness;
 mod holds;
 mod release;
 mod state;
