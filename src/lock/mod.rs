@@ -47,7 +47,6 @@ mod semaphore;
 mod store_call;
 mod supervisor;
 mod timer;
-mod waiters;
 
 pub use guard::LockGuard;
 pub use handle::Lock;

@@ -42,3 +42,4 @@ pub(crate) use actor::{ManagerContext, NameActor, NameActorArgs, Retire};
 
 #[cfg(test)]
 mod tests;
+mod waiters;

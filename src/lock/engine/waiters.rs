@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::guard::LockGuard;
-use super::message::GuardReply;
 use crate::error::LockError;
 use crate::kind::Access;
+use crate::lock::guard::LockGuard;
+use crate::lock::message::GuardReply;
 use crate::metrics::LockMetrics;
 use crate::options::LockOptions;
 
