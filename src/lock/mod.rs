@@ -33,7 +33,6 @@ mod cleanup;
 mod engine;
 mod guard;
 mod handle;
-mod hold;
 mod loss_signal;
 mod message;
 mod multi_lock;

@@ -11,10 +11,10 @@ use tokio::time::Instant;
 
 use super::acquisition::Attempt;
 use super::attempt::Grant;
+use super::hold::{Hold, HoldDue};
 use super::state::NameState;
 use crate::error::{LossReason, StoreError};
 use crate::kind::Access;
-use crate::lock::hold::{Hold, HoldDue};
 use crate::lock::message::LockMsg;
 use crate::lock::orphan::GrantClaim;
 use crate::lock::timer::Timer;

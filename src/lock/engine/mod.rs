@@ -34,6 +34,7 @@ mod admission;
 mod attempt;
 mod backoff;
 mod fairness;
+mod hold;
 mod holds;
 mod release;
 mod state;

@@ -322,7 +322,7 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::lock::hold::Hold;
+    use crate::lock::engine::hold::Hold;
     use crate::lock::message::LockMsg;
     use crate::name::LockName;
     use crate::store::LeaseId;

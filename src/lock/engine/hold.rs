@@ -10,13 +10,13 @@ use tokio::time::Instant;
 
 use ractor::ActorRef;
 
-use super::guard::LockGuard;
-use super::loss_signal::{AtRisk, HoldStatusSender};
-use super::message::LockMsg;
-use super::orphan;
-use super::renewer::{Renewal, Renewer};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
+use crate::lock::guard::LockGuard;
+use crate::lock::loss_signal::{AtRisk, HoldStatusSender};
+use crate::lock::message::LockMsg;
+use crate::lock::orphan;
+use crate::lock::renewer::{Renewal, Renewer};
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
