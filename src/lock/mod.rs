@@ -28,7 +28,6 @@
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
 
-mod batch_size;
 mod cleanup;
 mod engine;
 mod guard;

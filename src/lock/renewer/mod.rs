@@ -28,6 +28,8 @@
 //! a copy sent ahead would add a command to a store already behind; its answer is the
 //! hold's), and queued as any renewal otherwise.
 
+mod batch_size;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +39,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::batch_size::BatchSize;
+use self::batch_size::BatchSize;
 use super::message::LockMsg;
 use super::store_call::bounded;
 use crate::error::StoreError;
