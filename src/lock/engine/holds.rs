@@ -3,7 +3,7 @@
 //! renewal's answer, a loss.
 //!
 //! A hold is only ever used while it is provably valid (its loss deadline ahead; see
-//! `hold.rs`): a release that arrives past the deadline is a loss, and a lost hold's lease
+//! `held_lease.rs`): a release that arrives past the deadline is a loss, and a lost hold's lease
 //! stays on the store until its guard lets go or the loss margin has passed.
 
 use ractor::ActorRef;
@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::acquisition::Attempt;
 use super::attempt::Grant;
-use super::hold::{Hold, HoldDue};
+use super::held_lease::{HeldLease, LeaseDue};
 use super::state::NameState;
 use crate::error::{LossReason, StoreError};
 use crate::kind::Access;
@@ -22,7 +22,7 @@ use crate::store::{ExtendOutcome, LeaseId};
 
 /// One lease this process holds, with its timer.
 pub(super) struct Place {
-    pub(super) hold: Hold,
+    pub(super) hold: HeldLease,
     pub(super) access: Access,
     pub(super) timer: Timer<LockMsg>,
     /// Other processes have waited the fairness bound for this place (the hand-over that
@@ -33,7 +33,7 @@ pub(super) struct Place {
 
 impl Place {
     /// The hold, its timer stopped.
-    pub(super) fn end(mut self) -> Hold {
+    pub(super) fn end(mut self) -> HeldLease {
         self.timer.cancel();
         self.hold
     }
@@ -71,7 +71,7 @@ impl NameState {
         }
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let access = attempt.access;
-        let mut hold = Hold::new(
+        let mut hold = HeldLease::new(
             attempt.lease,
             (token, reserved_until),
             attempt.options,
@@ -167,7 +167,7 @@ impl NameState {
         }
     }
 
-    /// Sets the hold's one timer (see [`Hold::timer_at`]).
+    /// Sets the hold's one timer (see [`HeldLease::timer_at`]).
     pub(super) fn arm_hold_timer(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
         if let Some(place) = self.holds.get_mut(&lease) {
             let at = place.hold.timer_at();
@@ -182,17 +182,17 @@ impl NameState {
             return;
         };
         match place.hold.due(Instant::now()) {
-            HoldDue::Deadline => {
+            LeaseDue::Deadline => {
                 let reason = place.hold.deadline_reason();
                 return self.lose(myself, lease, reason, LeaseLeft::OnStore);
             }
-            HoldDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
-            HoldDue::Silent => {
+            LeaseDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
+            LeaseDue::Silent => {
                 tracing::warn!(lock = %self.name, token = place.hold.token(), "lease renewal unanswered; at risk, and sent again beside it");
                 self.renewer
                     .renew(place.hold.store_silent(&self.name, myself));
             }
-            HoldDue::Nothing => {}
+            LeaseDue::Nothing => {}
         }
         self.arm_hold_timer(myself, lease);
     }
@@ -218,7 +218,7 @@ impl NameState {
 
     /// Ends the hold of `lease` with a loss signal, then serves waiters. A lease `left` on
     /// the store is freed once the holder lets go, or after the loss margin (see
-    /// `hold::LostHold`) — never at the instant the holder is told.
+    /// `held_lease::LostLease`) — never at the instant the holder is told.
     pub(super) fn lose(
         &mut self,
         myself: &ActorRef<LockMsg>,

@@ -34,7 +34,7 @@ mod admission;
 mod attempt;
 mod backoff;
 mod fairness;
-mod hold;
+mod held_lease;
 mod holds;
 mod release;
 mod state;

@@ -11,7 +11,7 @@ use super::acquisition::{Attempt, Phase};
 use super::attempt::{self, Verdict};
 use super::backoff::Backoff;
 use super::fairness;
-use super::hold;
+use super::held_lease;
 use super::holds::{LeaseLeft, Place};
 use super::state::NameState;
 use super::waiters::NextWaiter;
@@ -369,7 +369,7 @@ impl NameState {
         {
             metrics.others_waited(waited);
         }
-        let answer = hold::release_answer(&self.name, lease, result, &metrics);
+        let answer = held_lease::release_answer(&self.name, lease, result, &metrics);
         if let Some(reply) = reply {
             let _ = reply.send(answer);
         }

@@ -322,7 +322,7 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::lock::engine::hold::Hold;
+    use crate::lock::engine::held_lease::HeldLease;
     use crate::lock::message::LockMsg;
     use crate::name::LockName;
     use crate::store::LeaseId;
@@ -412,7 +412,7 @@ mod tests {
         let name = LockName::new("turns").unwrap();
         let options = Arc::new(LockOptions::default());
         let metrics = LockMetrics::for_access(&name, options.lock_name_label(), Access::Exclusive);
-        let hold = Hold::new(
+        let hold = HeldLease::new(
             LeaseId::new(),
             (1, 16),
             options.clone(),

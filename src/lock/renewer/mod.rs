@@ -21,7 +21,7 @@
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
 //! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).
 //! A renewal of a hold at risk (sent again beside one unanswered for half its time, see
-//! `Hold::store_silent`, or retried after one failed) waits for neither command while an
+//! `HeldLease::store_silent`, or retried after one failed) waits for neither command while an
 //! earlier renewal of its lease is in one of them, which may be stuck: it goes in a lane of
 //! its own ([`AGAIN_IN_FLIGHT`]). With none out, it is not sent ahead of anything: it is
 //! dropped if an earlier one is queued here (that one is not stuck but waiting its turn, and

@@ -22,7 +22,7 @@ use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, ReleaseOutcome};
 
-pub(crate) struct Hold {
+pub(crate) struct HeldLease {
     lease: LeaseId,
     /// What the lease holds. Anything but a mutex's [`Access::Exclusive`] is one holder of
     /// a shared record (a semaphore's or reader/writer lock's): its key says so to the store.
@@ -32,7 +32,7 @@ pub(crate) struct Hold {
     /// this one, and readers joining its grant, take the tokens up to it, with no store call.
     reserved_until: u64,
     /// The last token handed to a guard of this lease: the grant's own, or that of the last
-    /// reader who joined the grant (see [`Hold::joiner_guard`]).
+    /// reader who joined the grant (see [`HeldLease::joiner_guard`]).
     last_given: u64,
     /// The guards holding this lease and not yet let go: one, or more once readers joined.
     guards: u32,
@@ -50,7 +50,7 @@ pub(crate) struct Hold {
     deadline: Instant,
     /// Renewals asked so far, and how many of them a confirmation has settled: the answer
     /// to a renewal asked before the last confirmation came is out of date (see
-    /// [`Hold::apply_renewal`]).
+    /// [`HeldLease::apply_renewal`]).
     renewals_asked: u64,
     renewals_settled: u64,
     /// When the next renewal is due (unless one is in flight).
@@ -70,7 +70,7 @@ pub(crate) struct Hold {
 }
 
 /// What the hold's one timer found due.
-pub(crate) enum HoldDue {
+pub(crate) enum LeaseDue {
     /// The loss deadline passed.
     Deadline,
     /// The renewal in flight has gone unanswered for half the time it had until the
@@ -78,11 +78,11 @@ pub(crate) enum HoldDue {
     Silent,
     /// A renewal is due now.
     Renewal,
-    /// Nothing yet (the timer is re-armed for [`Hold::timer_at`]).
+    /// Nothing yet (the timer is re-armed for [`HeldLease::timer_at`]).
     Nothing,
 }
 
-impl Hold {
+impl HeldLease {
     pub(crate) fn new(
         lease: LeaseId,
         (token, reserved_until): (u64, u64),
@@ -152,7 +152,7 @@ impl Hold {
 
     /// Whether the lease can pass to a local waiter asking for `options` without a store
     /// call: a reserved token is left and the lease may serve the waiter locally (see
-    /// [`Hold::serves_locally`]).
+    /// [`HeldLease::serves_locally`]).
     pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
         self.token < self.reserved_until && self.serves_locally(options, now)
     }
@@ -182,7 +182,7 @@ impl Hold {
 
     /// Whether the lease may serve a local waiter asking for `options` without a store
     /// call: neither the lease nor the waiter is in arrival order (where the store decides
-    /// every turn), and [`Hold::shares_terms`].
+    /// every turn), and [`HeldLease::shares_terms`].
     fn serves_locally(&self, options: &LockOptions, now: Instant) -> bool {
         !self.options.in_arrival_order()
             && !options.in_arrival_order()
@@ -240,8 +240,8 @@ impl Hold {
         )
     }
 
-    /// A guard for a reader joining this read (see [`Hold::can_join`]), under the next
-    /// reserved token. It counts as a holder once [`Hold::joined`] says it was delivered;
+    /// A guard for a reader joining this read (see [`HeldLease::can_join`]), under the next
+    /// reserved token. It counts as a holder once [`HeldLease::joined`] says it was delivered;
     /// a guard its reader could not take leaves its token unused.
     pub(crate) fn joiner_guard(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
         self.last_given += 1;
@@ -283,15 +283,15 @@ impl Hold {
     }
 
     /// What the hold's timer should do at `now`.
-    pub(crate) fn due(&self, now: Instant) -> HoldDue {
+    pub(crate) fn due(&self, now: Instant) -> LeaseDue {
         if now >= self.deadline {
-            HoldDue::Deadline
+            LeaseDue::Deadline
         } else if self.silent_at.is_some_and(|at| now >= at) {
-            HoldDue::Silent
+            LeaseDue::Silent
         } else if !self.renewal_in_flight && now >= self.next_renewal {
-            HoldDue::Renewal
+            LeaseDue::Renewal
         } else {
-            HoldDue::Nothing
+            LeaseDue::Nothing
         }
     }
 
@@ -333,7 +333,7 @@ impl Hold {
     /// hold at risk until the deadline decides. Returns the loss reason when the store
     /// says the lease is gone.
     ///
-    /// Two renewals can be out at once (see [`Hold::store_silent`]). The first confirmed
+    /// Two renewals can be out at once (see [`HeldLease::store_silent`]). The first confirmed
     /// settles every renewal asked until then; a later answer to one of those is out of
     /// date. Its confirmation still counts for the deadline, from its own send time, but
     /// schedules nothing; its failure or timeout says nothing of a lease just renewed and is
@@ -403,7 +403,7 @@ impl Hold {
     /// store answers others again; without a second renewal the lease would be lost at its
     /// deadline with the store answering all along. Both are owner-checked extends of the
     /// same lease: the first confirmed moves the deadline, from its own send time, and the
-    /// other's answer is then out of date (see [`Hold::apply_renewal`]). The renewer sends
+    /// other's answer is then out of date (see [`HeldLease::apply_renewal`]). The renewer sends
     /// the second only while the first is in a command out (see `Renewal::again`).
     pub(crate) fn store_silent(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
         self.mark_at_risk();
@@ -438,8 +438,8 @@ impl Hold {
     }
 
     /// Tells every guard of this hold that it is lost. The lease itself is left to the
-    /// returned [`LostHold`]: it must stay on the store while the guard may still act.
-    pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostHold {
+    /// returned [`LostLease`]: it must stay on the store while the guard may still act.
+    pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostLease {
         self.metrics.loss(reason);
         self.end();
         self.status.lost(reason.clone());
@@ -450,7 +450,7 @@ impl Hold {
             .options
             .lease_duration()
             .saturating_sub(self.options.renew_deadline());
-        LostHold {
+        LostLease {
             key: self.key(name),
             timeout: self.options.renew_deadline(),
             free_at: Instant::now() + margin,
@@ -480,14 +480,14 @@ impl Hold {
 /// margin would be zero. So the lease is freed only once the holder acknowledges the loss (its
 /// guard and loss signals are dropped) or, at the latest, once the margin has passed — the
 /// moment it would have expired on the store anyway.
-pub(crate) struct LostHold {
+pub(crate) struct LostLease {
     key: LeaseKey,
     status: HoldStatusSender,
     free_at: Instant,
     timeout: Duration,
 }
 
-impl LostHold {
+impl LostLease {
     /// On its own task: waits for the acknowledgement (or the end of the margin), then
     /// releases the lease (owner-checked: a lease somebody else replaced is left alone).
     pub(crate) fn spawn_release(self, store: &Arc<dyn LockStore>) {
@@ -546,7 +546,7 @@ mod tests {
             let options = Arc::new(LockOptions::default());
             let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
             let granted_at = Instant::now();
-            let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
+            let mut hold = HeldLease::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
             tokio::time::advance(Duration::from_secs(10)).await;
             let first = hold.renewal(&name, &actor);
             let first_sent = (first.number, Instant::now());
@@ -596,7 +596,7 @@ mod tests {
         let (actor, _messages) = crate::lock::timer::tests::probe::<LockMsg>().await;
         let options = Arc::new(LockOptions::default());
         let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
-        let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, Instant::now());
+        let mut hold = HeldLease::new(LeaseId::new(), (1, 16), options, metrics, Instant::now());
         tokio::time::advance(Duration::from_secs(10)).await;
         let renewal = hold.renewal(&name, &actor);
         let sent = (renewal.number, Instant::now());
@@ -618,8 +618,9 @@ mod tests {
             ] {
                 let options = Arc::new(LockOptions::default().with_fairness(fairness));
                 let metrics = LockMetrics::for_access(&name, &LockNameLabel::Off, access);
-                let hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, Instant::now())
-                    .with_access(access);
+                let hold =
+                    HeldLease::new(LeaseId::new(), (1, 16), options, metrics, Instant::now())
+                        .with_access(access);
                 let key = hold.key(&name);
                 assert_eq!(key.lease, hold.lease());
                 assert_eq!(key.shared, access.kind().is_shared(), "{access:?}");
