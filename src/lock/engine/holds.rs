@@ -9,35 +9,15 @@
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::Attempt;
 use super::attempt::Grant;
 use super::held_lease::{HeldLease, LeaseDue};
-use super::state::NameState;
+use super::phase::Attempt;
+use super::state::{NameState, Place};
 use crate::error::{LossReason, StoreError};
 use crate::kind::Access;
 use crate::lock::message::LockMsg;
 use crate::lock::orphan::GrantClaim;
-use crate::lock::timer::Timer;
 use crate::store::{ExtendOutcome, LeaseId};
-
-/// One lease this process holds, with its timer.
-pub(super) struct Place {
-    pub(super) hold: HeldLease,
-    pub(super) access: Access,
-    pub(super) timer: Timer<LockMsg>,
-    /// Other processes have waited the fairness bound for this place (the hand-over that
-    /// granted it said so): it goes back to the store plainly, and this process
-    /// steps back.
-    pub(super) others_starving: bool,
-}
-
-impl Place {
-    /// The hold, its timer stopped.
-    pub(super) fn end(mut self) -> HeldLease {
-        self.timer.cancel();
-        self.hold
-    }
-}
 
 /// Whether a lost hold's lease may still be on the store.
 pub(super) enum LeaseLeft {

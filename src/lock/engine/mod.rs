@@ -36,11 +36,14 @@ mod backoff;
 mod fairness;
 mod held_lease;
 mod holds;
+mod listing;
+mod phase;
 mod release;
 mod state;
+mod waiters;
 
-pub(crate) use actor::{ManagerContext, NameActor, NameActorArgs, Retire};
+pub(crate) use actor::NameActor;
+pub(crate) use state::{ManagerContext, NameActorArgs, Retire};
 
 #[cfg(test)]
 mod tests;
-mod waiters;

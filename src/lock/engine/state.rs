@@ -1,32 +1,132 @@
 //! What one name's actor owns — the kind, the local waiters, the acquisition, the holds and
 //! the releases in flight — and the rules that depend on the kind.
+//!
+//! The types the state is made of are defined here or below it (`phase.rs`, `waiters.rs`,
+//! `held_lease.rs`), never in the files that move it (`admission.rs`, `acquisition.rs`,
+//! `holds.rs`, `release.rs`), so those import from the state and never the other way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::ActorRef;
+use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
-use super::acquisition::{Attempt, Phase, mark_lasts, place_lasts};
-use super::actor::{NameActorArgs, Retire};
-use super::admission::Request;
-use super::holds::Place;
-use super::release::{HandingOver, Releasing};
+use super::held_lease::HeldLease;
+use super::listing::{mark_lasts, place_lasts};
+use super::phase::{Attempt, Phase};
 use super::waiters::Waiters;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
 use crate::lock::cleanup::Cleanups;
-use crate::lock::message::LockMsg;
+use crate::lock::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
 use crate::lock::store_call::{self, Started};
-use crate::lock::timer::Timers;
+use crate::lock::timer::{Timer, Timers};
 use crate::metrics::LockMetrics;
 use crate::name::LockName;
-use crate::options::LockNameLabel;
+use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
-use crate::store::{LeaseId, LockStore, ReleaseWaiters};
+use crate::store::{LeaseId, LeaseKey, LockStore, ReleaseWaiters};
+
+/// What every per-name actor of one manager shares.
+#[derive(Clone)]
+pub(crate) struct ManagerContext {
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) holder: HolderId,
+    /// How long an actor lingers with nothing held or queued (the manager's setting).
+    pub(crate) idle_timeout: Duration,
+    /// Sends the renewals of every name batched.
+    pub(crate) renewer: Renewer,
+    pub(crate) release_waiters: ReleaseWaiters,
+    pub(crate) timers: Timers,
+    /// What the manager's shutdown waits for (see `cleanup`).
+    pub(crate) cleanups: Cleanups,
+}
+
+/// What a per-name actor is started with.
+pub(crate) struct NameActorArgs {
+    pub(crate) name: LockName,
+    pub(crate) context: ManagerContext,
+    /// The count of requests sent on this actor's route (see `route`).
+    pub(crate) gate: Arc<RouteGate>,
+    pub(crate) retire: Retire,
+}
+
+/// Tells whoever started the actor that it retired idle (its route takes no more requests):
+/// a callback rather than the supervisor's address, so the actor does not depend on it.
+pub(crate) type Retire = Arc<dyn Fn(&LockName, ActorId) + Send + Sync>;
+
+/// A caller's request for a place.
+pub(super) enum Request {
+    Acquire {
+        access: Access,
+        options: Arc<LockOptions>,
+        requested_at: Instant,
+        reply: GuardReply,
+    },
+    Try {
+        access: Access,
+        options: Arc<LockOptions>,
+        reply: TryReply,
+    },
+}
+
+impl Request {
+    pub(super) fn access(&self) -> Access {
+        match self {
+            Self::Acquire { access, .. } | Self::Try { access, .. } => *access,
+        }
+    }
+
+    pub(super) fn refuse(self, error: LockError) {
+        match self {
+            Self::Acquire { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Self::Try { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// One lease this process holds, with its timer.
+pub(super) struct Place {
+    pub(super) hold: HeldLease,
+    pub(super) access: Access,
+    pub(super) timer: Timer<LockMsg>,
+    /// Other processes have waited the fairness bound for this place (the hand-over that
+    /// granted it said so): it goes back to the store plainly, and this process
+    /// steps back.
+    pub(super) others_starving: bool,
+}
+
+impl Place {
+    /// The hold, its timer stopped.
+    pub(super) fn end(mut self) -> HeldLease {
+        self.timer.cancel();
+        self.hold
+    }
+}
+
+/// A release in flight (plain, detached or the release half of a hand-over).
+pub(super) struct Releasing {
+    pub(super) reply: ReleaseReply,
+    /// The lease released, to release again if the store fails for a while.
+    pub(super) key: LeaseKey,
+    pub(super) options: Arc<LockOptions>,
+    pub(super) metrics: LockMetrics,
+}
+
+/// A hand-over in flight: the place of the released lease `from` asked for a waiter (the
+/// grant goes to the first waiter of `to.access` when it comes back; the release's answer
+/// waits in `releasing`).
+pub(super) struct HandingOver {
+    pub(super) from: LeaseId,
+    pub(super) to: Attempt,
+}
 
 pub(crate) struct NameState {
     pub(super) name: LockName,
