@@ -45,10 +45,7 @@ impl NameState {
         let token = grant.token;
         claim.keep();
         // A grant takes this manager's place out of the line; a write's, its writers' mark.
-        self.in_line = None;
-        if attempt.access == Access::Write {
-            self.writer_marked = None;
-        }
+        self.listing.granted(attempt.access);
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let access = attempt.access;
         let mut hold = HeldLease::new(

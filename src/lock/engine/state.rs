@@ -13,7 +13,7 @@ use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
 use super::held_lease::HeldLease;
-use super::listing::{mark_lasts, place_lasts};
+use super::listing::Listing;
 use super::phase::{Attempt, Phase};
 use super::waiters::Waiters;
 use crate::error::{LockError, LossReason, StoreError};
@@ -155,14 +155,9 @@ pub(crate) struct NameState {
     /// Hand-overs in flight, by the new lease: beside the acquisition, so a busy
     /// semaphore passes each released permit on while an attempt is out.
     pub(super) handing_over: HashMap<LeaseId, HandingOver>,
-    /// This manager has a place in the name's line (arrival order): refused since its last
-    /// grant, for as long as the place lives. Withdrawn when the waiters give up, so
-    /// those behind need not wait for it to expire.
-    pub(super) in_line: Option<Duration>,
-    /// A writer of this manager was refused in the default mode, so the name's record
-    /// carries this manager's writers' mark, which holds new readers and other managers'
-    /// writers back, for at most this long. Withdrawn when the writers here give up.
-    pub(super) writer_marked: Option<Duration>,
+    /// This manager's place in the name's line and its writers' mark, withdrawn when the
+    /// waiters (or the writers) here give up.
+    pub(super) listing: Listing,
     /// Counts this manager's actors waiting for another process's release.
     pub(super) release_waiters: ReleaseWaiters,
     /// Requests received, compared with the route's count before an idle stop.
@@ -194,8 +189,7 @@ impl NameState {
             holds: HashMap::new(),
             releasing: HashMap::new(),
             handing_over: HashMap::new(),
-            in_line: None,
-            writer_marked: None,
+            listing: Listing::default(),
             release_waiters: context.release_waiters,
             requests_seen: 0,
             gate: args.gate,
@@ -242,7 +236,7 @@ impl NameState {
     /// The idle phase, its idle stop armed if the actor is unused.
     pub(super) fn idle(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
         // Nobody here waits any more (a grant would have taken the place or mark off).
-        if let Some(lasts) = self.in_line.take().max(self.writer_marked.take()) {
+        if let Some(lasts) = self.listing.take() {
             self.withdraw(lasts);
         }
         let idle_stop = self.is_unused().then(|| {
@@ -260,10 +254,9 @@ impl NameState {
     /// refused request — this manager's place in line in arrival order, its writers' mark
     /// for a write otherwise — lasts until it ends or the waiters here give up.
     pub(super) fn refused(&mut self, attempt: &Attempt) {
-        if attempt.options.in_arrival_order() {
-            self.in_line = Some(place_lasts(&attempt.options));
-        } else if attempt.access == Access::Write {
-            self.writer_marked = Some(mark_lasts(&attempt.options));
+        self.listing.refused(attempt.access, &attempt.options);
+        if attempt.access == Access::Write {
+            // A writer that gave up while this attempt was out holds nobody back.
             self.withdraw_mark_if_no_writer_waits();
         }
     }
@@ -272,10 +265,10 @@ impl NameState {
     /// mark goes at once: a writer that gave up holds nobody back. (In arrival order there
     /// is no mark, and the place in line stays for the others.)
     pub(super) fn withdraw_mark_if_no_writer_waits(&mut self) {
-        if self.in_line.is_some() || self.waiters.count_for(Access::Write) > 0 {
+        if self.listing.is_in_line() || self.waiters.count_for(Access::Write) > 0 {
             return;
         }
-        if let Some(lasts) = self.writer_marked.take() {
+        if let Some(lasts) = self.listing.take_mark() {
             self.withdraw(lasts);
         }
     }
@@ -327,7 +320,7 @@ impl NameState {
         self.waiters.fail_all(LockError::Shutdown);
         // A shutdown gives up waiting: those behind this manager's place or writers' mark
         // go now, not when it ends.
-        if let Some(lasts) = self.in_line.take().max(self.writer_marked.take()) {
+        if let Some(lasts) = self.listing.take() {
             self.withdraw(lasts);
         }
         for request in self.waiting_for_record.drain(..) {
