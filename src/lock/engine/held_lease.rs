@@ -157,13 +157,30 @@ impl HeldLease {
         self.token < self.reserved_until && self.serves_locally(options, now)
     }
 
-    /// Whether a reader waiting here with `options` since `arrived` may join this read as
-    /// it is granted, sharing its lease under the next reserved token: a reserved token is
-    /// left and the lease may serve the waiter locally — or, in arrival order, the grant's
-    /// answer said readers that arrived before `readers_arrived_before` are ahead of every
-    /// writer waiting elsewhere, and this one did. Only readers that wait when a read's
-    /// grant comes back join (see `engine::holds`, which asks only of a read), so joining
-    /// never keeps a read going past its guards' own critical sections.
+    /// Whether this hold takes readers joining it at all: it is a read, and other processes
+    /// have not waited the fairness bound for its place (`others_starving`: then it goes back
+    /// to the store plainly). The first part of [`HeldLease::can_join`]'s rule, asked before
+    /// the waiters are looked at.
+    pub(crate) fn takes_joiners(&self, others_starving: bool) -> bool {
+        self.access == Access::Read && !others_starving
+    }
+
+    /// When a reader waiting here (with `options`, since `arrived`) may join this read as it
+    /// is granted, sharing its lease under the next reserved token — the rule, stated once.
+    /// One store call then admits a process's waiting readers together instead of one each.
+    /// A reader joins if all of these hold:
+    ///
+    /// - the hold takes joiners ([`HeldLease::takes_joiners`]);
+    /// - the reader waits here now, and is next in this process's order: the next of a
+    ///   readers' turn, or else the first waiter, never past a writer queued ahead of it (the
+    ///   waiters offer no other: `Waiters::deliver_to_joiner`). As the hold takes no guards
+    ///   later, joining never keeps a read going past its guards' own critical sections;
+    /// - a reserved token is left;
+    /// - in arrival order (the lease's and the reader's), the grant's answer said readers
+    ///   that arrived before `readers_arrived_before` are ahead of every writer waiting
+    ///   elsewhere, this one did, and it shares the lease's terms
+    ///   ([`HeldLease::shares_terms`]), so it overtakes no writer; otherwise the lease may
+    ///   serve it locally ([`HeldLease::serves_locally`]).
     pub(crate) fn can_join(
         &self,
         options: &LockOptions,

@@ -14,7 +14,6 @@ use super::held_lease::{HeldLease, LeaseDue};
 use super::phase::Attempt;
 use super::state::{NameState, Place};
 use crate::error::{LossReason, StoreError};
-use crate::kind::Access;
 use crate::lock::message::LockMsg;
 use crate::lock::orphan::GrantClaim;
 use crate::store::{ExtendOutcome, LeaseId};
@@ -107,15 +106,9 @@ impl NameState {
         }
     }
 
-    /// The readers waiting here as a read is granted join it: each gets its own guard under
-    /// the next of the grant's reserved tokens, and the lease stays until the last of them
-    /// lets go. One store call then admits a process's waiting readers together instead of
-    /// one each. Only readers already waiting join (the hold never takes new guards later,
-    /// so it lasts no longer than their critical sections), in this process's order (not
-    /// past a writer queued ahead of them, beyond a readers' turn), and not when other
-    /// processes have waited the fairness bound. In arrival order only readers that
-    /// arrived before every writer waiting elsewhere join (`readers_arrived_before`, from
-    /// the grant's answer), so none overtakes one.
+    /// The readers waiting here as a read is granted join it, one after another, while
+    /// [`HeldLease::can_join`] (the rule) lets them: each gets its own guard under the next
+    /// of the grant's reserved tokens, and the lease stays until the last of them lets go.
     fn join_readers(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -126,7 +119,7 @@ impl NameState {
             return;
         };
         // Checked before the waiters are looked at: every grant of every kind comes here.
-        if place.access != Access::Read || place.others_starving {
+        if !place.hold.takes_joiners(place.others_starving) {
             return;
         }
         let now = Instant::now();

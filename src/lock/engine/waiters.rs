@@ -213,13 +213,13 @@ impl Waiters {
         }
     }
 
-    /// Hands a guard to the next reader that may join a read granted just now: during a
-    /// readers' turn the next of the turn's readers, otherwise the first waiter if it reads
-    /// (a reader queued behind a writer waits for that writer). `make_guard` is given the
-    /// reader's options and arrival and makes its guard, or `None` if the read cannot take
-    /// it. Returns
-    /// `None` when no reader joins, else whether the reader took the guard (a guard it
-    /// could not take is disarmed).
+    /// Offers a read granted just now to the one reader this process's order allows next
+    /// (the order part of `HeldLease::can_join`'s rule): during a readers' turn the next of
+    /// the turn's readers, otherwise the first waiter if it reads (a reader queued behind a
+    /// writer waits for that writer). `make_guard` is given the reader's options and
+    /// arrival and makes its guard, or `None` if the read cannot take it. Returns `None`
+    /// when no reader joins, else whether the reader took the guard (a guard it could not
+    /// take is disarmed).
     pub(crate) fn deliver_to_joiner(
         &mut self,
         make_guard: impl FnOnce(&LockOptions, Instant) -> Option<LockGuard>,
