@@ -53,20 +53,40 @@ pub(crate) struct HeldLease {
     /// [`HeldLease::apply_renewal`]).
     renewals_asked: u64,
     renewals_settled: u64,
-    /// When the next renewal is due (unless one is in flight).
-    next_renewal: Instant,
-    renewal_in_flight: bool,
-    /// When the renewal in flight, still unanswered, puts the hold at risk and is sent again
-    /// (halfway from its sending to the deadline): a store that stops answering is warned
-    /// of while time is left, not only at the loss.
-    silent_at: Option<Instant>,
-    /// Since when a renewal has come back without confirming the lease (an error, or no
-    /// answer in time), if one has since the last confirmation: the hold is at risk, and as
-    /// the lease may be gone, only a store call may pass it on.
-    at_risk_since: Option<Instant>,
-    /// The last renewal error the store reported (not our own timeout), for the loss reason.
-    last_error: Option<StoreError>,
+    renewals: Renewals,
     status: HoldStatusSender,
+}
+
+/// Where the hold's renewals stand. The hold is at risk in the last two: a renewal came back
+/// without confirming the lease (an error, or no answer in time) since the last
+/// confirmation, and as the lease may be gone, only a store call may pass it on.
+enum Renewals {
+    /// Confirmed; the next renewal goes at `at`.
+    Scheduled { at: Instant },
+    /// Confirmed until now, and a renewal is out. Still unanswered at `silent_at` (halfway
+    /// from its sending to the deadline), it puts the hold at risk and is sent again: a
+    /// store that stops answering is warned of while time is left, not only at the loss.
+    Out { silent_at: Instant },
+    /// At risk since `since`; the next renewal goes at `at`. `last_error` is the last error
+    /// the store reported (not our own timeout), for the loss reason.
+    Retrying {
+        since: Instant,
+        at: Instant,
+        last_error: Option<StoreError>,
+    },
+    /// At risk since `since`, and a renewal is out (a retry, or one sent again beside a
+    /// silent one).
+    RetryOut { since: Instant },
+}
+
+impl Renewals {
+    /// Since when the hold is at risk, if it is.
+    fn at_risk_since(&self) -> Option<Instant> {
+        match self {
+            Self::Retrying { since, .. } | Self::RetryOut { since } => Some(*since),
+            Self::Scheduled { .. } | Self::Out { .. } => None,
+        }
+    }
 }
 
 /// What the hold's one timer found due.
@@ -91,7 +111,9 @@ impl HeldLease {
         sent_at: Instant,
     ) -> Self {
         let deadline = sent_at + options.renew_deadline();
-        let next_renewal = sent_at + options.renew_interval();
+        let renewals = Renewals::Scheduled {
+            at: sent_at + options.renew_interval(),
+        };
         Self {
             lease,
             access: Access::Exclusive,
@@ -106,11 +128,7 @@ impl HeldLease {
             deadline,
             renewals_asked: 0,
             renewals_settled: 0,
-            next_renewal,
-            renewal_in_flight: false,
-            silent_at: None,
-            at_risk_since: None,
-            last_error: None,
+            renewals,
             status: HoldStatusSender::new(sent_at),
         }
     }
@@ -215,7 +233,7 @@ impl HeldLease {
     /// for paused time's whole-millisecond timers.
     fn shares_terms(&self, options: &LockOptions, now: Instant) -> bool {
         self.is_valid_at(now)
-            && self.at_risk_since.is_none()
+            && self.renewals.at_risk_since().is_none()
             && now < self.passes_locally_until
             && options.same_lease_terms(&self.options)
     }
@@ -296,19 +314,20 @@ impl HeldLease {
     /// Schedules the first renewal.
     pub(crate) fn granted(&mut self, next_renewal: Instant) {
         self.metrics.held(1.0);
-        self.next_renewal = next_renewal;
+        self.renewals = Renewals::Scheduled { at: next_renewal };
     }
 
     /// What the hold's timer should do at `now`.
     pub(crate) fn due(&self, now: Instant) -> LeaseDue {
         if now >= self.deadline {
-            LeaseDue::Deadline
-        } else if self.silent_at.is_some_and(|at| now >= at) {
-            LeaseDue::Silent
-        } else if !self.renewal_in_flight && now >= self.next_renewal {
-            LeaseDue::Renewal
-        } else {
-            LeaseDue::Nothing
+            return LeaseDue::Deadline;
+        }
+        match self.renewals {
+            Renewals::Out { silent_at } if now >= silent_at => LeaseDue::Silent,
+            Renewals::Scheduled { at } | Renewals::Retrying { at, .. } if now >= at => {
+                LeaseDue::Renewal
+            }
+            _ => LeaseDue::Nothing,
         }
     }
 
@@ -317,31 +336,36 @@ impl HeldLease {
     /// renewal is always due before the deadline, so the deadline is armed whenever a store
     /// call could hang).
     pub(crate) fn timer_at(&self) -> Instant {
-        if self.renewal_in_flight {
-            self.silent_at.unwrap_or(self.deadline).min(self.deadline)
-        } else {
-            self.next_renewal.min(self.deadline)
+        match self.renewals {
+            Renewals::Scheduled { at } | Renewals::Retrying { at, .. } => at.min(self.deadline),
+            Renewals::Out { silent_at } => silent_at.min(self.deadline),
+            Renewals::RetryOut { .. } => self.deadline,
         }
     }
 
     /// The renewal to send now for this hold of `name`, answering to `actor`, bounded by
     /// the loss deadline (a later answer is useless anyway).
     pub(crate) fn renewal(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
-        self.renewal_in_flight = true;
         self.renewals_asked += 1;
-        // Halfway to the deadline: late enough that a loaded store's slow answer is not a
-        // false alarm, early enough that half the time left remains to act on the warning.
-        let now = Instant::now();
-        self.silent_at = self
-            .at_risk_since
-            .is_none()
-            .then(|| now + self.deadline.saturating_duration_since(now) / 2);
+        let at_risk_since = self.renewals.at_risk_since();
+        self.renewals = match at_risk_since {
+            Some(since) => Renewals::RetryOut { since },
+            // Halfway to the deadline: late enough that a loaded store's slow answer is not
+            // a false alarm, early enough that half the time left remains to act on the
+            // warning.
+            None => {
+                let now = Instant::now();
+                Renewals::Out {
+                    silent_at: now + self.deadline.saturating_duration_since(now) / 2,
+                }
+            }
+        };
         Renewal {
             request: ExtendRequest::new(self.key(name), self.options.lease_duration()),
             deadline: self.deadline,
             actor: actor.clone(),
             number: self.renewals_asked,
-            again: self.at_risk_since.is_some(),
+            again: at_risk_since.is_some(),
         }
     }
 
@@ -376,15 +400,13 @@ impl HeldLease {
                     return None;
                 }
                 self.renewals_settled = self.renewals_asked;
-                self.silent_at = None;
-                self.renewal_in_flight = false;
-                self.last_error = None;
-                if self.at_risk_since.take().is_some() {
+                if self.renewals.at_risk_since().is_some() {
                     self.metrics.at_risk(-1.0);
                     self.status.recovered();
                 }
                 let interval = self.options.renew_interval();
-                self.next_renewal = renewer.align(self.next_renewal_after(sent_at), interval);
+                let at = renewer.align(self.next_renewal_after(sent_at), interval);
+                self.renewals = Renewals::Scheduled { at };
                 None
             }
             Ok(ExtendOutcome::NotOwner) => {
@@ -397,18 +419,20 @@ impl HeldLease {
             }
             Err(_) if out_of_date => None,
             Err(error) => {
-                self.silent_at = None;
-                self.renewal_in_flight = false;
                 tracing::warn!(lock = %name, token = self.token, %error, "lease renewal failed; retrying until the renew deadline");
                 self.metrics.renewal(RenewalResult::Error);
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
-                self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-                self.mark_at_risk();
+                let last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+                let since = self.mark_at_risk(last_error.as_ref());
                 // Retried a quarter cadence later, never past the deadline (its timer
                 // decides the loss).
                 let retry = (self.options.renew_interval() / 4).max(Duration::from_millis(1));
-                self.next_renewal = (Instant::now() + retry).min(self.deadline);
+                self.renewals = Renewals::Retrying {
+                    since,
+                    at: (Instant::now() + retry).min(self.deadline),
+                    last_error,
+                };
                 None
             }
         }
@@ -423,20 +447,24 @@ impl HeldLease {
     /// other's answer is then out of date (see [`HeldLease::apply_renewal`]). The renewer sends
     /// the second only while the first is in a command out (see `Renewal::again`).
     pub(crate) fn store_silent(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
-        self.mark_at_risk();
+        let since = self.mark_at_risk(None);
+        self.renewals = Renewals::RetryOut { since };
         self.renewal(name, actor)
     }
 
-    fn mark_at_risk(&mut self) {
-        let since = *self.at_risk_since.get_or_insert_with(|| {
+    /// Tells the holder the hold is at risk, with the store's `last_error` if it reported
+    /// one: since when it is, counted from now unless it already was.
+    fn mark_at_risk(&self, last_error: Option<&StoreError>) -> Instant {
+        let since = self.renewals.at_risk_since().unwrap_or_else(|| {
             self.metrics.at_risk(1.0);
             Instant::now()
         });
         self.status.at_risk(AtRisk {
             since,
             deadline: self.deadline,
-            last_error: self.last_error.as_ref().map(StoreError::report),
+            last_error: last_error.map(StoreError::report),
         });
+        since
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.
@@ -446,8 +474,11 @@ impl HeldLease {
 
     /// Why the lock is lost if the deadline passes now.
     pub(crate) fn deadline_reason(&self) -> LossReason {
-        match (&self.last_error, self.renewal_in_flight) {
-            (Some(error), false) => LossReason::StoreErrors {
+        match &self.renewals {
+            Renewals::Retrying {
+                last_error: Some(error),
+                ..
+            } => LossReason::StoreErrors {
                 last_error: error.report(),
             },
             _ => LossReason::DeadlineExceeded,
@@ -477,7 +508,7 @@ impl HeldLease {
 
     /// The hold ends: it counts no more in the gauges (at risk too, if it was).
     fn end(&self) {
-        if self.at_risk_since.is_some() {
+        if self.renewals.at_risk_since().is_some() {
             self.metrics.at_risk(-1.0);
         }
         for _ in 0..self.guards {
@@ -580,21 +611,22 @@ mod tests {
             let renewed =
                 hold.apply_renewal(&name, confirmed, Ok(ExtendOutcome::Extended), &renewer);
             assert_eq!(renewed, None);
-            assert!(hold.at_risk_since.is_none(), "recovered");
+            assert!(hold.renewals.at_risk_since().is_none(), "recovered");
             let _next = hold.renewal(&name, &actor); // the next renewal is out
-            let (deadline, next_renewal) = (hold.deadline, hold.next_renewal);
+            let (deadline, timer_at) = (hold.deadline, hold.timer_at());
             assert_eq!(hold.apply_renewal(&name, other, timeout(), &renewer), None);
             assert!(
-                hold.at_risk_since.is_none(),
+                hold.renewals.at_risk_since().is_none(),
                 "warned by an out-of-date answer"
             );
-            assert!(hold.renewal_in_flight, "the renewal out was forgotten");
-            assert_eq!((hold.deadline, hold.next_renewal), (deadline, next_renewal));
+            let out = |hold: &HeldLease| matches!(hold.renewals, Renewals::Out { .. });
+            assert!(out(&hold), "the renewal out was forgotten");
+            assert_eq!((hold.deadline, hold.timer_at()), (deadline, timer_at));
             assert_eq!(
                 hold.apply_renewal(&name, other, Ok(ExtendOutcome::Extended), &renewer),
                 None
             );
-            assert!(hold.renewal_in_flight, "the renewal out was forgotten");
+            assert!(out(&hold), "the renewal out was forgotten");
             assert_eq!(
                 hold.deadline,
                 deadline.max(other.1 + hold.options.renew_deadline()),
