@@ -32,11 +32,12 @@ mod batch_size;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use ractor::{ActorRef, ActorStatus};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use self::batch_size::BatchSize;
@@ -166,15 +167,7 @@ async fn run(
         }
         return;
     }
-    let mut queue = Queue::default();
-    let mut batch_size = BatchSize::new(most);
-    let mut in_flight = JoinSet::<Sent>::new();
-    // When the bulk command out gives up: its last renewal's deadline.
-    let mut out_until = None;
-    let mut urgent = JoinSet::new();
-    let mut again = Queue::default();
-    let mut again_out = JoinSet::new();
-    let mut out = Out::default();
+    let mut batching = Batching::new(store, most, behind);
     let mut open = true;
     loop {
         tokio::select! {
@@ -182,84 +175,208 @@ async fn run(
                 Some(renewal) => {
                     // Nothing is out (so nothing queued either: renewals queue only behind
                     // a command that is out).
-                    let idle = in_flight.is_empty();
-                    enqueue(renewal, &mut queue, &mut again, &out);
+                    let idle = batching.lane(Kind::Bulk).commands.is_empty();
+                    batching.enqueue(renewal);
                     if idle {
                         // Its neighbours on the grid are on their way: wait for them.
                         let until = Instant::now() + COALESCE;
                         while let Ok(Some(renewal)) =
                             tokio::time::timeout_at(until, incoming.recv()).await
                         {
-                            enqueue(renewal, &mut queue, &mut again, &out);
+                            batching.enqueue(renewal);
                         }
                     }
                 }
                 None => open = false,
             },
-            Some(done) = in_flight.join_next() => {
-                out_until = None;
-                if let Ok(sent) = done {
-                    out.back(&sent.leases);
-                    if let Some((leases, took, time_left)) = sent.measured {
-                        batch_size.record(leases, took, time_left);
-                    }
-                }
-            }
-            // Its time is not a bulk command's own (one was out beside it): not measured.
-            Some(done) = urgent.join_next() => out.back_from(done),
-            Some(done) = again_out.join_next() => out.back_from(done),
+            Some((kind, done)) = batching.next_back() => batching.back(kind, done),
             // Every sender is gone (so are the actors) and every command is back.
             else => break,
         }
         while let Ok(renewal) = incoming.try_recv() {
-            enqueue(renewal, &mut queue, &mut again, &out);
+            batching.enqueue(renewal);
         }
-        while again_out.len() < AGAIN_IN_FLIGHT {
-            let Some(batch) = again.take_needed(&batch_size, SizedFor::First) else {
-                break;
-            };
-            // (Its earlier renewal may have come back while it waited for the lane: then it
-            // is one command more, for a hold that is at risk.)
-            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
-                out.sent(&batch);
-                again_out.spawn(send(Arc::clone(&store), batch, until));
+        batching.send_what_is_due();
+    }
+}
+
+/// The renewer's lanes: each sends batches of renewals as commands, at most its own
+/// number at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Renewals sent again beside their own stuck ones, from the copies' queue.
+    Again,
+    /// The bulk commands, from the queue.
+    Bulk,
+    /// Renewals that cannot wait for the bulk command out, from the same queue.
+    Urgent,
+}
+
+impl Kind {
+    /// In the order they are filled after every event: the copies first (their holds are
+    /// at risk), then the bulk command, then what cannot wait for it.
+    const ALL: [Self; 3] = [Self::Again, Self::Bulk, Self::Urgent];
+
+    fn most_in_flight(self) -> usize {
+        match self {
+            Self::Again => AGAIN_IN_FLIGHT,
+            Self::Bulk => IN_FLIGHT,
+            Self::Urgent => URGENT_IN_FLIGHT,
+        }
+    }
+
+    /// Which renewal a batch is sized for. Sized for its first, a command cannot wait, so
+    /// it is given until the first deadline, not the last, and the lane is free again by
+    /// then; a bulk command is given until its last (see [`send`]).
+    fn sized_for(self) -> SizedFor {
+        match self {
+            Self::Bulk => SizedFor::Last,
+            Self::Again | Self::Urgent => SizedFor::First,
+        }
+    }
+}
+
+/// One lane's commands out.
+struct Lane {
+    kind: Kind,
+    commands: JoinSet<Sent>,
+    /// When the last command sent gives up (its batch's first or last deadline, by the
+    /// lane), until it is back.
+    out_until: Option<Instant>,
+}
+
+/// Everything the renewer keeps while it batches: the two queues, the lanes, the leases in
+/// commands out and the measured batch size.
+struct Batching {
+    store: Arc<dyn LockStore>,
+    /// Renewals waiting for the bulk or the urgent lane.
+    queue: Queue,
+    /// Renewals sent again beside their own stuck ones, waiting for their lane.
+    again: Queue,
+    lanes: [Lane; 3],
+    out: Out,
+    batch_size: BatchSize,
+    /// Tells the actors whether more renewals are due than the bulk command could take.
+    behind: watch::Sender<bool>,
+}
+
+impl Batching {
+    fn new(store: Arc<dyn LockStore>, most: usize, behind: watch::Sender<bool>) -> Self {
+        Self {
+            store,
+            queue: Queue::default(),
+            again: Queue::default(),
+            lanes: Kind::ALL.map(|kind| Lane {
+                kind,
+                commands: JoinSet::new(),
+                out_until: None,
+            }),
+            out: Out::default(),
+            batch_size: BatchSize::new(most),
+            behind,
+        }
+    }
+
+    fn lane(&self, kind: Kind) -> &Lane {
+        &self.lanes[kind as usize]
+    }
+
+    fn enqueue(&mut self, renewal: Renewal) {
+        enqueue(renewal, &mut self.queue, &mut self.again, &self.out);
+    }
+
+    /// The next command back, from any lane.
+    async fn next_back(&mut self) -> Option<(Kind, Result<Sent, JoinError>)> {
+        std::future::poll_fn(|cx| {
+            let mut any_out = false;
+            for lane in &mut self.lanes {
+                match lane.commands.poll_join_next(cx) {
+                    Poll::Ready(Some(done)) => return Poll::Ready(Some((lane.kind, done))),
+                    Poll::Ready(None) => {}
+                    Poll::Pending => any_out = true,
+                }
+            }
+            if any_out {
+                Poll::Pending
+            } else {
+                Poll::Ready(None)
+            }
+        })
+        .await
+    }
+
+    /// A command is back (a task that panicked left its leases counted: a renewal of one
+    /// sent again later is then sent, one command more, never one less). Only a bulk
+    /// command's time is measured: the others' is not their own (one was out beside them).
+    fn back(&mut self, kind: Kind, done: Result<Sent, JoinError>) {
+        self.lanes[kind as usize].out_until = None;
+        let Ok(sent) = done else {
+            return;
+        };
+        self.out.back(&sent.leases);
+        if let (Kind::Bulk, Some((leases, took, time_left))) = (kind, sent.measured) {
+            self.batch_size.record(leases, took, time_left);
+        }
+    }
+
+    /// Fills each lane, in turn, with the batches it may send now.
+    fn send_what_is_due(&mut self) {
+        for kind in Kind::ALL {
+            while self.lane(kind).commands.len() < kind.most_in_flight() {
+                if kind == Kind::Urgent && !self.cannot_wait() {
+                    break;
+                }
+                let queue = match kind {
+                    Kind::Again => &mut self.again,
+                    Kind::Bulk | Kind::Urgent => &mut self.queue,
+                };
+                let Some(batch) = queue.take_needed(&self.batch_size, kind.sized_for()) else {
+                    if kind == Kind::Bulk {
+                        self.behind
+                            .send_if_modified(|behind| std::mem::replace(behind, false));
+                    }
+                    break;
+                };
+                if kind == Kind::Bulk {
+                    // What the command could not take in time waits for the next.
+                    let left_behind = queue.left_behind;
+                    self.behind.send_if_modified(|behind| {
+                        std::mem::replace(behind, left_behind) != left_behind
+                    });
+                }
+                // (A copy's earlier renewal may have come back while it waited for the
+                // lane: then it is one command more, for a hold that is at risk.)
+                let deadlines = batch.iter().map(|renewal| renewal.deadline);
+                let until = match kind.sized_for() {
+                    SizedFor::First => deadlines.min(),
+                    SizedFor::Last => deadlines.max(),
+                };
+                let lane = &mut self.lanes[kind as usize];
+                lane.out_until = until;
+                if let Some(until) = until {
+                    self.out.sent(&batch);
+                    lane.commands
+                        .spawn(send(Arc::clone(&self.store), batch, until));
+                }
             }
         }
-        while in_flight.len() < IN_FLIGHT {
-            let Some(batch) = queue.take_needed(&batch_size, SizedFor::Last) else {
-                behind.send_if_modified(|behind| std::mem::replace(behind, false));
-                break;
-            };
-            // What the command could not take in time waits for the next.
-            let left_behind = queue.left_behind;
-            behind.send_if_modified(|behind| std::mem::replace(behind, left_behind) != left_behind);
-            out_until = batch.iter().map(|renewal| renewal.deadline).max();
-            if let Some(until) = out_until {
-                out.sent(&batch);
-                in_flight.spawn(send(Arc::clone(&store), batch, until));
-            }
+        if self.queue.is_empty() {
+            self.behind
+                .send_if_modified(|behind| std::mem::replace(behind, false));
         }
-        // A renewal already late is answered so by the next batch, urgent or not. (`<=` for
-        // the first `<` survives mutation testing, and is equivalent: a renewal due this
-        // very instant would be answered as late by the urgent lane's `still_needed`
-        // instead of the next batch's, at the same instant, and its holder's own timer
-        // has already ended its hold.)
-        let cannot_wait =
-            |due: Instant| Instant::now() < due && out_until.is_some_and(|out| due < out);
-        while urgent.len() < URGENT_IN_FLIGHT && queue.first_deadline().is_some_and(cannot_wait) {
-            let Some(batch) = queue.take_needed(&batch_size, SizedFor::First) else {
-                break;
-            };
-            // It cannot wait, so neither does the command: it is given until the first
-            // deadline, not the last, and the lane is free again by then.
-            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
-                out.sent(&batch);
-                urgent.spawn(send(Arc::clone(&store), batch, until));
-            }
-        }
-        if queue.is_empty() {
-            behind.send_if_modified(|behind| std::mem::replace(behind, false));
-        }
+    }
+
+    /// Whether the queue's first renewal cannot wait for the bulk command out: it is due
+    /// before that command gives up. A renewal already late is answered so by the next
+    /// batch, urgent or not. (`<=` for the first `<` survives mutation testing, and is
+    /// equivalent: a renewal due this very instant would be answered as late by the urgent
+    /// lane's `still_needed` instead of the next batch's, at the same instant, and its
+    /// holder's own timer has already ended its hold.)
+    fn cannot_wait(&self) -> bool {
+        let out_until = self.lane(Kind::Bulk).out_until;
+        self.queue
+            .first_deadline()
+            .is_some_and(|due| Instant::now() < due && out_until.is_some_and(|out| due < out))
     }
 }
 
@@ -277,14 +394,6 @@ impl Out {
     fn back(&mut self, leases: &[LeaseId]) {
         for &lease in leases {
             self.0.remove(lease);
-        }
-    }
-
-    /// A command's task ended (a task that panicked left its leases counted: a renewal of
-    /// one sent again later is then sent, one command more, never one less).
-    fn back_from(&mut self, done: Result<Sent, tokio::task::JoinError>) {
-        if let Ok(sent) = done {
-            self.back(&sent.leases);
         }
     }
 
