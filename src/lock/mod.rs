@@ -10,13 +10,13 @@
 //! | `rw_lock.rs` | [`RwLock`]: readers or one writer, fair to both |
 //! | `multi_lock.rs` | [`MultiLock`], [`MultiLockGuard`]: several locks all or nothing, released in one call |
 //! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
-//! | `loss_signal.rs` | the loss protocol: the runtime's sending half, [`LossSignal`] and the warning before a loss, [`AtRisk`] |
+//! | `loss_signal/` | the loss protocol: the runtime's sending half, [`LossSignal`] and the warning before a loss, [`AtRisk`] (`tests.rs`: its tests) |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation |
 //! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
 //! | `engine/` | the per-name actor, one for every kind, and everything only it uses: the acquisition for local waiters (attempts, backoff, fairness, the waiters' queue), the held leases, their release (its own table) |
 //! | `message.rs` | the per-name actor's messages |
-//! | `renewer/` | batched renewals: one store call for the leases due together (`batch_size.rs`: how many go in one call, from the measured time of recent calls; `tests.rs`: its tests) |
+//! | `renewer/` | batched renewals: one store call for the leases due together (`batch_size/`: how many go in one call, from the measured time of recent calls, with its tests; `tests.rs`: the renewer's tests) |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `cleanup.rs` | the releases of leases nobody owns, which a shutdown waits for |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
