@@ -16,7 +16,7 @@
 //! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
 //! | `engine/` | the per-name actor, one for every kind, and everything only it uses: the acquisition for local waiters (attempts, backoff, fairness, the waiters' queue), the held leases, their release (its own table) |
 //! | `message.rs` | the per-name actor's messages |
-//! | `renewer/` | batched renewals: one store call for the leases due together (`batch_size/`: how many go in one call, from the measured time of recent calls, with its tests; `tests.rs`: the renewer's tests) |
+//! | `renewer/` | batched renewals: one store call for the leases due together, in three lanes (its own table) |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `cleanup.rs` | the releases of leases nobody owns, which a shutdown waits for |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
