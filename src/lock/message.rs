@@ -1,4 +1,9 @@
 //! The messages a lock actor handles.
+//!
+//! This file and `guard.rs` name each other, as the types do: a guard holds the actor's
+//! address to send its release, and these messages carry guards to their callers. Hiding
+//! either type (a derived actor reference, a boxed callback) would cost `LockGuard` its
+//! unwind safety, a public trait, for no gain in what either file has to know.
 
 use std::sync::Arc;
 

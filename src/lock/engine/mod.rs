@@ -32,7 +32,7 @@
 //! | `attempt.rs` | one acquisition attempt or hand-over: sent off the loop with its claim, its answer judged |
 //! | `backoff.rs` | sleep between attempts while another process holds the lock |
 //! | `fairness.rs` | when a process gives the lock up to waiters elsewhere, and steps back for them |
-//! | `listing.rs` | how long what a refusal leaves on the record lasts (a place in line, a writers' mark) |
+//! | `listing.rs` | what refusals leave on the record, a place in line and a writers' mark (`Listing`), and how long each lasts |
 //! | `waiters.rs` | the FIFO of local callers waiting for the name |
 //! | `holds.rs` | the held leases: grant (readers waiting here join a read), renewal, loss |
 //! | `held_lease.rs` | `HeldLease`, one held lease: token, deadline, renewal bookkeeping, its guards |
