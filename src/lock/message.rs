@@ -2,8 +2,9 @@
 //!
 //! This file and `guard.rs` name each other, as the types do: a guard holds the actor's
 //! address to send its release, and these messages carry guards to their callers. Hiding
-//! either type (a derived actor reference, a boxed callback) would cost `LockGuard` its
-//! unwind safety, a public trait, for no gain in what either file has to know.
+//! the actor's type from the guard behind ractor's derived actor reference would cost
+//! `LockGuard` its unwind safety (a public trait); an untyped actor with a function that
+//! sends the release would only hide the dependency, not remove it.
 
 use std::sync::Arc;
 
