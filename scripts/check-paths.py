@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Folders a citation may start from. `target/` is build output, never cited as source.
 ROOTED = {"src", "tests", "benches", "examples", "scripts", ".ci", ".github", "docs", "fuzz"}
 SKIP_DIRS = {"target", ".git", "node_modules", "mutants.out", "mutants.out.old"}
-# Extensions a tail citation (`lock/hold.rs`) must end in; without one, `read/write` and
+# Extensions a tail citation (`lock/guard.rs`) must end in; without one, `read/write` and
 # `p50/p99` would count as paths.
 FILE_EXTENSIONS = {"rs", "md", "sh", "py", "toml", "json", "yml", "yaml", "txt", "png", "svg"}
 HASH_COMMENTS = {".sh", ".py", ".toml", ".yml", ".yaml"}

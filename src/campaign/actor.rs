@@ -69,10 +69,11 @@ pub(crate) struct CampaignState<E> {
     lock: Lock,
     campaigning: bool,
     guard: Option<LockGuard>,
-    /// The guard of a lost term, kept while that term's bound actor may still be working:
-    /// its lease stays on the store until the guard is dropped or the loss margin has passed,
-    /// so the next holder cannot start before this term's work has stopped (see
-    /// `lock::hold::LostHold`). Dropped when that actor is gone, or when the next term begins.
+    /// The guard of a lost term, kept while that term's bound actor may still be working: its lease
+    /// stays on the store until the guard is dropped or the loss margin has passed, so the next
+    /// holder cannot start before this term's work has stopped (see
+    /// `lock::engine::held_lease::LostLease`). Dropped when that actor is gone, or when the next
+    /// term begins.
     lost: Option<LostTerm>,
     /// Id of the current acquisition task; results of older ones are stale.
     attempt: u64,

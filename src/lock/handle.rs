@@ -45,6 +45,14 @@ pub struct Lock {
     route: Arc<CachedRoute>,
 }
 
+impl Runtime {
+    /// A handle on `name` with `options` (here rather than in `runtime.rs`: a handle uses
+    /// the runtime, and the runtime does not know handles).
+    pub(crate) fn lock(self: &Arc<Self>, name: LockName, options: Arc<LockOptions>) -> Lock {
+        Lock::new(name, options, self.clone())
+    }
+}
+
 impl Lock {
     pub(crate) fn new(name: LockName, options: Arc<LockOptions>, runtime: Arc<Runtime>) -> Self {
         Self {

@@ -1,4 +1,10 @@
 //! The messages a lock actor handles.
+//!
+//! This file and `guard.rs` name each other, as the types do: a guard holds the actor's
+//! address to send its release, and these messages carry guards to their callers. Hiding
+//! the actor's type from the guard behind ractor's derived actor reference would cost
+//! `LockGuard` its unwind safety (a public trait); an untyped actor with a function that
+//! sends the release would only hide the dependency, not remove it.
 
 use std::sync::Arc;
 

@@ -10,33 +10,22 @@
 //! | `rw_lock.rs` | [`RwLock`]: readers or one writer, fair to both |
 //! | `multi_lock.rs` | [`MultiLock`], [`MultiLockGuard`]: several locks all or nothing, released in one call |
 //! | `run.rs` | [`Lock::run_locked`]: run a future while holding the lock |
-//! | `loss_signal.rs` | the loss protocol: the runtime's sending half, [`LossSignal`] and the warning before a loss, [`AtRisk`] |
+//! | `loss_signal/` | the loss protocol: the runtime's sending half, [`LossSignal`] and the warning before a loss, [`AtRisk`] (`tests.rs`: its tests) |
 //! | `runtime.rs` | what handles share: supervisor, store, holder id, per-name claims |
 //! | `supervisor.rs` | registry name → actor, failure isolation |
 //! | `route.rs` | the direct route from handles to an actor, and the count that lets an idle actor stop without losing a request |
-//! | `engine/` | the per-name actor, one for every kind: the acquisition for local waiters, the held leases, their release (its own table) |
+//! | `engine/` | the per-name actor, one for every kind, and everything only it uses: the acquisition for local waiters (attempts, backoff, fairness, the waiters' queue), the held leases, their release (its own table) |
 //! | `message.rs` | the per-name actor's messages |
-//! | `hold.rs` | a held lease: token, deadline, renewal bookkeeping |
-//! | `renewer/` | batched renewals: one store call for the leases due together (`tests.rs`: its tests) |
-//! | `batch_size.rs` | how many renewals go in one store call, from the measured time of recent calls |
-//! | `waiters.rs` | the FIFO of local callers waiting for the name |
-//! | `backoff.rs` | sleep between attempts while another process holds the lock |
-//! | `fairness.rs` | when a process gives the lock up to waiters elsewhere, and steps back for them |
-//! | `attempt.rs` | one acquisition attempt or hand-over: sent off the loop with its claim, its answer judged |
+//! | `renewer/` | batched renewals: one store call for the leases due together, in three lanes (its own table) |
 //! | `orphan.rs` | releasing grants no guard will own |
 //! | `cleanup.rs` | the releases of leases nobody owns, which a shutdown waits for |
 //! | `store_call.rs` | store calls off the message loop, bounded and panic-safe |
 //! | `timer.rs` | the manager's timer service: cancellable timers as map entries, not sleeping tasks |
 
-mod attempt;
-mod backoff;
-mod batch_size;
 mod cleanup;
 mod engine;
-mod fairness;
 mod guard;
 mod handle;
-mod hold;
 mod loss_signal;
 mod message;
 mod multi_lock;
@@ -50,7 +39,6 @@ mod semaphore;
 mod store_call;
 mod supervisor;
 mod timer;
-mod waiters;
 
 pub use guard::LockGuard;
 pub use handle::Lock;

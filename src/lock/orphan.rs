@@ -10,11 +10,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::ActorRef;
+use ractor::{ActorRef, Message};
 use tokio::time::Instant;
 
 use super::cleanup::{Cleanups, Pending};
-use super::message::LockMsg;
 use super::store_call::{self, Started, bounded};
 use crate::error::StoreError;
 use crate::options::LockOptions;
@@ -142,14 +141,17 @@ impl Drop for GrantClaim {
 ///
 /// A shutdown waits for the call's answer within its timeout, and for the release of what
 /// nobody owns (see `cleanup`); not for a late answer.
-pub(crate) fn run_granting_call<T: Send + 'static>(
-    actor: &ActorRef<LockMsg>,
+///
+/// Generic in the message: the lock actor's messages carry the claim, so naming them here
+/// would tie this file and theirs in a circle.
+pub(crate) fn run_granting_call<T: Send + 'static, M: Message>(
+    actor: &ActorRef<M>,
     store: &Arc<dyn LockStore>,
     cleanups: &Cleanups,
     options: &LockOptions,
     call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     (granted, mut orphans): (fn(&T) -> bool, Vec<LeaseKey>),
-    to_message: impl FnOnce(Instant, Result<T, StoreError>, GrantClaim) -> LockMsg + Send + 'static,
+    to_message: impl FnOnce(Instant, Result<T, StoreError>, GrantClaim) -> M + Send + 'static,
 ) {
     let (timeout, give_up_after) = (options.renew_deadline(), late_answer_limit(options));
     let lease = options.lease_duration();

@@ -13,13 +13,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::cleanup::Cleanups;
 use super::engine::ManagerContext;
-use super::handle::Lock;
 use super::renewer::Renewer;
 use super::supervisor::{Supervisor, SupervisorMsg};
 use super::timer::Timers;
 use crate::error::{LockError, StoreError};
 use crate::name::LockName;
-use crate::options::LockOptions;
 use crate::store::request::HolderId;
 use crate::store::{LockStore, ReleaseWaiters};
 use crate::watch::LockWatch;
@@ -138,11 +136,6 @@ impl Runtime {
         }))
     }
 
-    /// A handle on `name` with `options`.
-    pub(crate) fn lock(self: &Arc<Self>, name: LockName, options: Arc<LockOptions>) -> Lock {
-        Lock::new(name, options, self.clone())
-    }
-
     /// Registers `hook` to run at shutdown before any lock is released; returns the id to
     /// [`forget_before_shutdown`](Self::forget_before_shutdown) it with.
     pub(crate) fn before_shutdown(&self, hook: ShutdownHook) -> u64 {
@@ -206,7 +199,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::lock::handle::Lock;
     use crate::lock::timer::tests::probe;
+    use crate::options::LockOptions;
     use crate::store::memory::MemoryStore;
 
     /// A runtime on a fresh memory store whose idle lock actors stop after `idle`, and a

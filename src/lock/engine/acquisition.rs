@@ -13,67 +13,19 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
+use super::attempt::{self, Deferred, Verdict};
+use super::backoff::Backoff;
+use super::listing::{mark_lasts, place_lasts, renew_place_after};
+use super::phase::{Attempt, Phase};
 use super::state::NameState;
+use super::waiters::{NextWaiter, Waiter};
 use crate::error::StoreError;
 use crate::kind::Access;
-use crate::lock::attempt::{self, Deferred, Verdict};
-use crate::lock::backoff::Backoff;
 use crate::lock::message::{GuardReply, LockMsg, TryReply};
 use crate::lock::orphan::GrantClaim;
-use crate::lock::timer::Timer;
-use crate::lock::waiters::{NextWaiter, Waiter};
 use crate::metrics::{LockMetrics, StoreOp};
 use crate::options::LockOptions;
-use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, WaitingForRelease};
-
-/// The acquisition's phase; each phase owns what only it uses, its timer included (a
-/// timer is cancelled with the phase that set it, and a message it already sent is
-/// recognised as stale by the timer's id).
-pub(super) enum Phase {
-    Idle {
-        /// The idle stop, armed while the actor is unused.
-        idle_stop: Option<Timer<LockMsg>>,
-    },
-    Attempting {
-        attempt: Attempt,
-        /// A release was seen while the attempt was in flight: if the attempt finds the
-        /// name held, it was sent before the release, so the next one goes out at once.
-        woken: bool,
-        /// The refusals since the waiters' last grant by an attempt (an attempt's grant or
-        /// an idle pause starts afresh). A hand-over's grant, made beside a backoff, keeps
-        /// it: restarting it there made no difference that P3 could show, on the memory
-        /// store or the test server (`benches/HISTORY.md#p3-hand-over-backoff`).
-        backoff: Backoff,
-    },
-    BackingOff {
-        backoff: Backoff,
-        /// Sends the next attempt's `RetryDue`.
-        retry: Timer<LockMsg>,
-        /// Stepping back so other processes get a turn (the fairness bound): a release does
-        /// not cut this wait short, or this process would take the name straight back.
-        yielding: bool,
-        /// Counts this actor as wanting the store's release feed while another process
-        /// holds the name.
-        _waiting: Option<WaitingForRelease>,
-    },
-}
-
-impl Default for Phase {
-    fn default() -> Self {
-        Self::Idle { idle_stop: None }
-    }
-}
-
-impl Phase {
-    pub(super) fn is_idle(&self) -> bool {
-        matches!(self, Self::Idle { .. })
-    }
-}
-
-/// The shortest a place in line lasts: a place that ends while its manager's next
-/// attempt is on its way (a store call slower than the rest of the place's life) costs
-/// that manager its turn, and a second covers a slow round trip on a loaded server.
-const PLACE_LIFE_FLOOR: Duration = Duration::from_secs(1);
+use crate::store::{AcquireOutcome, AcquireRequest, LeaseId};
 
 /// The longest a mutex's waiter of the default mode waits without asking while the store's
 /// release feed is watching: a release wakes the manager that waited longest, and the
@@ -81,65 +33,6 @@ const PLACE_LIFE_FLOOR: Duration = Duration::from_secs(1);
 /// there is nothing to ask in between. Asking at least this often bounds what a wake-up
 /// lost with a manager that stopped waiting costs the others.
 pub(super) const QUIET_POLL: Duration = Duration::from_secs(5);
-
-/// How long a refused reader's or writer's waiting mark lasts: the waiter is back within
-/// its longest backoff (sooner when a release wakes it), so its mark outlives that, and no
-/// longer.
-pub(super) fn mark_lasts(options: &LockOptions) -> Duration {
-    options.retry_backoff().1 * 2
-}
-
-/// How long a refused manager's place in line lasts (arrival order): as a mark, but at
-/// least [`PLACE_LIFE_FLOOR`]. It is also how long a dead or paused waiter holds the line
-/// back.
-pub(super) fn place_lasts(options: &LockOptions) -> Duration {
-    mark_lasts(options).max(PLACE_LIFE_FLOOR)
-}
-
-/// How long a mutex's waiter in line (arrival order) waits between attempts while the
-/// store's release feed is watching: nothing but its place needs asking for, since a
-/// release wakes the head of the line, so it asks only to keep its place, at about half
-/// the place's life (the other half covers the round trip). A backoff's ramp from its
-/// shortest delay would ask several times a turn for nothing.
-fn renew_place_after(options: &LockOptions, rng: &mut impl rand::Rng) -> Duration {
-    place_lasts(options).mul_f64(rng.random_range(0.4..=0.5))
-}
-
-/// One attempt (or the grant part of a hand-over) in flight, for a waiter of `access`.
-pub(super) struct Attempt {
-    pub(super) lease: LeaseId,
-    pub(super) access: Access,
-    pub(super) options: Arc<LockOptions>,
-    pub(super) metrics: LockMetrics,
-    /// Set when the attempt serves a `try_acquire` rather than the waiter queue.
-    pub(super) for_try: Option<TryReply>,
-    /// In arrival order, the arrival the store was asked to grant for: the grant goes only
-    /// to a waiter that had asked by then. If that waiter left, a later one taking the
-    /// grant would overtake whoever asked in between elsewhere; it goes back to the store
-    /// (a hand-over, decided by the line) instead.
-    pub(super) arrived_by: Option<Instant>,
-    /// Set while the attempt may still be waiting for renewals that fell behind.
-    pub(super) deferred: Option<Deferred>,
-    /// How long a refusal keeps this manager listed on the record (the request's
-    /// `retry_within`): a waiter waits quietly only as long as its listing lasts, or a
-    /// release would wake nobody while it sleeps.
-    pub(super) listed_for: Duration,
-}
-
-impl Attempt {
-    pub(super) fn new(lease: LeaseId, next: NextWaiter, for_try: Option<TryReply>) -> Self {
-        Self {
-            lease,
-            access: next.access,
-            arrived_by: next.options.in_arrival_order().then_some(next.requested_at),
-            options: next.options,
-            metrics: next.metrics,
-            for_try,
-            deferred: None,
-            listed_for: Duration::ZERO,
-        }
-    }
-}
 
 impl NameState {
     /// One transition of the acquisition: `next` is given the phase it is in (owned) and

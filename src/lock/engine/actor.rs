@@ -1,51 +1,12 @@
 //! The per-name actor: what it is started with, and its one `step` per message.
 
-use std::sync::Arc;
-use std::time::Duration;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
-
-use super::admission::Request;
-use super::state::NameState;
-use crate::lock::cleanup::Cleanups;
+use super::state::{NameActorArgs, NameState, Request};
 use crate::lock::message::LockMsg;
-use crate::lock::renewer::Renewer;
-use crate::lock::route::RouteGate;
-use crate::lock::timer::Timers;
-use crate::name::LockName;
-use crate::store::request::HolderId;
-use crate::store::{LockStore, ReleaseWaiters};
-
-/// Tells whoever started the actor that it retired idle (its route takes no more requests):
-/// a callback rather than the supervisor's address, so the actor does not depend on it.
-pub(crate) type Retire = Arc<dyn Fn(&LockName, ActorId) + Send + Sync>;
 
 /// The actor behaviour; all state lives in [`NameState`].
 pub(crate) struct NameActor;
-
-/// What every per-name actor of one manager shares.
-#[derive(Clone)]
-pub(crate) struct ManagerContext {
-    pub(crate) store: Arc<dyn LockStore>,
-    pub(crate) holder: HolderId,
-    /// How long an actor lingers with nothing held or queued (the manager's setting).
-    pub(crate) idle_timeout: Duration,
-    /// Sends the renewals of every name batched.
-    pub(crate) renewer: Renewer,
-    pub(crate) release_waiters: ReleaseWaiters,
-    pub(crate) timers: Timers,
-    /// What the manager's shutdown waits for (see `cleanup`).
-    pub(crate) cleanups: Cleanups,
-}
-
-/// What a per-name actor is started with.
-pub(crate) struct NameActorArgs {
-    pub(crate) name: LockName,
-    pub(crate) context: ManagerContext,
-    /// The count of requests sent on this actor's route (see `route`).
-    pub(crate) gate: Arc<RouteGate>,
-    pub(crate) retire: Retire,
-}
 
 impl Actor for NameActor {
     type Msg = LockMsg;

@@ -5,50 +5,12 @@
 //! judged again: served if nothing is left here, refused once the record has said what
 //! the name is. A single try does not wait: it is answered "not acquired".
 
-use std::sync::Arc;
-
 use ractor::ActorRef;
-use tokio::time::Instant;
 
-use super::state::NameState;
+use super::state::{NameState, Request};
 use crate::error::LockError;
 use crate::kind::Access;
-use crate::lock::message::{GuardReply, LockMsg, TryReply};
-use crate::options::LockOptions;
-
-/// A caller's request for a place.
-pub(super) enum Request {
-    Acquire {
-        access: Access,
-        options: Arc<LockOptions>,
-        requested_at: Instant,
-        reply: GuardReply,
-    },
-    Try {
-        access: Access,
-        options: Arc<LockOptions>,
-        reply: TryReply,
-    },
-}
-
-impl Request {
-    fn access(&self) -> Access {
-        match self {
-            Self::Acquire { access, .. } | Self::Try { access, .. } => *access,
-        }
-    }
-
-    pub(super) fn refuse(self, error: LockError) {
-        match self {
-            Self::Acquire { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Self::Try { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-        }
-    }
-}
+use crate::lock::message::LockMsg;
 
 /// What becomes of a request for now.
 enum Admission {

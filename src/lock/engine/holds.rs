@@ -3,41 +3,20 @@
 //! renewal's answer, a loss.
 //!
 //! A hold is only ever used while it is provably valid (its loss deadline ahead; see
-//! `hold.rs`): a release that arrives past the deadline is a loss, and a lost hold's lease
+//! `held_lease.rs`): a release that arrives past the deadline is a loss, and a lost hold's lease
 //! stays on the store until its guard lets go or the loss margin has passed.
 
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::Attempt;
-use super::state::NameState;
+use super::attempt::Grant;
+use super::held_lease::{HeldLease, LeaseDue};
+use super::phase::Attempt;
+use super::state::{NameState, Place};
 use crate::error::{LossReason, StoreError};
-use crate::kind::Access;
-use crate::lock::attempt::Grant;
-use crate::lock::hold::{Hold, HoldDue};
 use crate::lock::message::LockMsg;
 use crate::lock::orphan::GrantClaim;
-use crate::lock::timer::Timer;
 use crate::store::{ExtendOutcome, LeaseId};
-
-/// One lease this process holds, with its timer.
-pub(super) struct Place {
-    pub(super) hold: Hold,
-    pub(super) access: Access,
-    pub(super) timer: Timer<LockMsg>,
-    /// Other processes have waited the fairness bound for this place (the hand-over that
-    /// granted it said so): it goes back to the store plainly, and this process
-    /// steps back.
-    pub(super) others_starving: bool,
-}
-
-impl Place {
-    /// The hold, its timer stopped.
-    pub(super) fn end(mut self) -> Hold {
-        self.timer.cancel();
-        self.hold
-    }
-}
 
 /// Whether a lost hold's lease may still be on the store.
 pub(super) enum LeaseLeft {
@@ -65,13 +44,10 @@ impl NameState {
         let token = grant.token;
         claim.keep();
         // A grant takes this manager's place out of the line; a write's, its writers' mark.
-        self.in_line = None;
-        if attempt.access == Access::Write {
-            self.writer_marked = None;
-        }
+        self.listing.granted(attempt.access);
         let reserved_until = token.saturating_add(self.store.tokens_per_grant().max(1) - 1);
         let access = attempt.access;
-        let mut hold = Hold::new(
+        let mut hold = HeldLease::new(
             attempt.lease,
             (token, reserved_until),
             attempt.options,
@@ -130,15 +106,9 @@ impl NameState {
         }
     }
 
-    /// The readers waiting here as a read is granted join it: each gets its own guard under
-    /// the next of the grant's reserved tokens, and the lease stays until the last of them
-    /// lets go. One store call then admits a process's waiting readers together instead of
-    /// one each. Only readers already waiting join (the hold never takes new guards later,
-    /// so it lasts no longer than their critical sections), in this process's order (not
-    /// past a writer queued ahead of them, beyond a readers' turn), and not when other
-    /// processes have waited the fairness bound. In arrival order only readers that
-    /// arrived before every writer waiting elsewhere join (`readers_arrived_before`, from
-    /// the grant's answer), so none overtakes one.
+    /// The readers waiting here as a read is granted join it, one after another, while
+    /// [`HeldLease::can_join`] (the rule) lets them: each gets its own guard under the next
+    /// of the grant's reserved tokens, and the lease stays until the last of them lets go.
     fn join_readers(
         &mut self,
         myself: &ActorRef<LockMsg>,
@@ -149,7 +119,7 @@ impl NameState {
             return;
         };
         // Checked before the waiters are looked at: every grant of every kind comes here.
-        if place.access != Access::Read || place.others_starving {
+        if !place.hold.takes_joiners(place.others_starving) {
             return;
         }
         let now = Instant::now();
@@ -167,7 +137,7 @@ impl NameState {
         }
     }
 
-    /// Sets the hold's one timer (see [`Hold::timer_at`]).
+    /// Sets the hold's one timer (see [`HeldLease::timer_at`]).
     pub(super) fn arm_hold_timer(&mut self, myself: &ActorRef<LockMsg>, lease: LeaseId) {
         if let Some(place) = self.holds.get_mut(&lease) {
             let at = place.hold.timer_at();
@@ -182,17 +152,17 @@ impl NameState {
             return;
         };
         match place.hold.due(Instant::now()) {
-            HoldDue::Deadline => {
+            LeaseDue::Deadline => {
                 let reason = place.hold.deadline_reason();
                 return self.lose(myself, lease, reason, LeaseLeft::OnStore);
             }
-            HoldDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
-            HoldDue::Silent => {
+            LeaseDue::Renewal => self.renewer.renew(place.hold.renewal(&self.name, myself)),
+            LeaseDue::Silent => {
                 tracing::warn!(lock = %self.name, token = place.hold.token(), "lease renewal unanswered; at risk, and sent again beside it");
                 self.renewer
                     .renew(place.hold.store_silent(&self.name, myself));
             }
-            HoldDue::Nothing => {}
+            LeaseDue::Nothing => {}
         }
         self.arm_hold_timer(myself, lease);
     }
@@ -218,7 +188,7 @@ impl NameState {
 
     /// Ends the hold of `lease` with a loss signal, then serves waiters. A lease `left` on
     /// the store is freed once the holder lets go, or after the loss margin (see
-    /// `hold::LostHold`) — never at the instant the holder is told.
+    /// `held_lease::LostLease`) — never at the instant the holder is told.
     pub(super) fn lose(
         &mut self,
         myself: &ActorRef<LockMsg>,

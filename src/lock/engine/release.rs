@@ -7,40 +7,21 @@
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::acquisition::{Attempt, Phase};
-use super::holds::{LeaseLeft, Place};
-use super::state::NameState;
+use super::attempt::{self, Verdict};
+use super::backoff::Backoff;
+use super::fairness;
+use super::held_lease;
+use super::holds::LeaseLeft;
+use super::phase::{Attempt, Phase};
+use super::state::{HandingOver, NameState, Place, Releasing};
+use super::waiters::NextWaiter;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
-use crate::lock::attempt::{self, Verdict};
-use crate::lock::backoff::Backoff;
-use crate::lock::fairness;
-use crate::lock::hold;
 use crate::lock::message::{DetachReply, LockMsg, ReleaseReply};
 use crate::lock::orphan::{self, GrantClaim};
 use crate::lock::store_call::spawn_store_call;
-use crate::lock::waiters::NextWaiter;
-use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
-use crate::options::LockOptions;
+use crate::metrics::{AttemptResult, StoreOp};
 use crate::store::{AcquireOutcome, HandOverOutcome, LeaseId, LeaseKey, ReleaseOutcome};
-use std::sync::Arc;
-
-/// A release in flight (plain, detached or the release half of a hand-over).
-pub(super) struct Releasing {
-    pub(super) reply: ReleaseReply,
-    /// The lease released, to release again if the store fails for a while.
-    key: LeaseKey,
-    options: Arc<LockOptions>,
-    metrics: LockMetrics,
-}
-
-/// A hand-over in flight: the place of the released lease `from` asked for a waiter (the
-/// grant goes to the first waiter of `to.access` when it comes back; the release's answer
-/// waits in `releasing`).
-pub(super) struct HandingOver {
-    from: LeaseId,
-    to: Attempt,
-}
 
 impl NameState {
     pub(super) fn on_release(
@@ -369,7 +350,7 @@ impl NameState {
         {
             metrics.others_waited(waited);
         }
-        let answer = hold::release_answer(&self.name, lease, result, &metrics);
+        let answer = held_lease::release_answer(&self.name, lease, result, &metrics);
         if let Some(reply) = reply {
             let _ = reply.send(answer);
         }

@@ -1,32 +1,132 @@
 //! What one name's actor owns — the kind, the local waiters, the acquisition, the holds and
 //! the releases in flight — and the rules that depend on the kind.
+//!
+//! The types the state is made of are defined here or below it (`phase.rs`, `waiters.rs`,
+//! `held_lease.rs`), never in the files that move it (`admission.rs`, `acquisition.rs`,
+//! `holds.rs`, `release.rs`), so those import from the state and never the other way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::ActorRef;
+use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
-use super::acquisition::{Attempt, Phase, mark_lasts, place_lasts};
-use super::actor::{NameActorArgs, Retire};
-use super::admission::Request;
-use super::holds::Place;
-use super::release::{HandingOver, Releasing};
+use super::held_lease::HeldLease;
+use super::listing::Listing;
+use super::phase::{Attempt, Phase};
+use super::waiters::Waiters;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::{Access, LockKind};
 use crate::lock::cleanup::Cleanups;
-use crate::lock::message::LockMsg;
+use crate::lock::message::{GuardReply, LockMsg, ReleaseReply, TryReply};
 use crate::lock::renewer::Renewer;
 use crate::lock::route::RouteGate;
 use crate::lock::store_call::{self, Started};
-use crate::lock::timer::Timers;
-use crate::lock::waiters::Waiters;
+use crate::lock::timer::{Timer, Timers};
 use crate::metrics::LockMetrics;
 use crate::name::LockName;
-use crate::options::LockNameLabel;
+use crate::options::{LockNameLabel, LockOptions};
 use crate::store::request::HolderId;
-use crate::store::{LeaseId, LockStore, ReleaseWaiters};
+use crate::store::{LeaseId, LeaseKey, LockStore, ReleaseWaiters};
+
+/// What every per-name actor of one manager shares.
+#[derive(Clone)]
+pub(crate) struct ManagerContext {
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) holder: HolderId,
+    /// How long an actor lingers with nothing held or queued (the manager's setting).
+    pub(crate) idle_timeout: Duration,
+    /// Sends the renewals of every name batched.
+    pub(crate) renewer: Renewer,
+    pub(crate) release_waiters: ReleaseWaiters,
+    pub(crate) timers: Timers,
+    /// What the manager's shutdown waits for (see `cleanup`).
+    pub(crate) cleanups: Cleanups,
+}
+
+/// What a per-name actor is started with.
+pub(crate) struct NameActorArgs {
+    pub(crate) name: LockName,
+    pub(crate) context: ManagerContext,
+    /// The count of requests sent on this actor's route (see `route`).
+    pub(crate) gate: Arc<RouteGate>,
+    pub(crate) retire: Retire,
+}
+
+/// Tells whoever started the actor that it retired idle (its route takes no more requests):
+/// a callback rather than the supervisor's address, so the actor does not depend on it.
+pub(crate) type Retire = Arc<dyn Fn(&LockName, ActorId) + Send + Sync>;
+
+/// A caller's request for a place.
+pub(super) enum Request {
+    Acquire {
+        access: Access,
+        options: Arc<LockOptions>,
+        requested_at: Instant,
+        reply: GuardReply,
+    },
+    Try {
+        access: Access,
+        options: Arc<LockOptions>,
+        reply: TryReply,
+    },
+}
+
+impl Request {
+    pub(super) fn access(&self) -> Access {
+        match self {
+            Self::Acquire { access, .. } | Self::Try { access, .. } => *access,
+        }
+    }
+
+    pub(super) fn refuse(self, error: LockError) {
+        match self {
+            Self::Acquire { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Self::Try { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// One lease this process holds, with its timer.
+pub(super) struct Place {
+    pub(super) hold: HeldLease,
+    pub(super) access: Access,
+    pub(super) timer: Timer<LockMsg>,
+    /// Other processes have waited the fairness bound for this place (the hand-over that
+    /// granted it said so): it goes back to the store plainly, and this process
+    /// steps back.
+    pub(super) others_starving: bool,
+}
+
+impl Place {
+    /// The hold, its timer stopped.
+    pub(super) fn end(mut self) -> HeldLease {
+        self.timer.cancel();
+        self.hold
+    }
+}
+
+/// A release in flight (plain, detached or the release half of a hand-over).
+pub(super) struct Releasing {
+    pub(super) reply: ReleaseReply,
+    /// The lease released, to release again if the store fails for a while.
+    pub(super) key: LeaseKey,
+    pub(super) options: Arc<LockOptions>,
+    pub(super) metrics: LockMetrics,
+}
+
+/// A hand-over in flight: the place of the released lease `from` asked for a waiter (the
+/// grant goes to the first waiter of `to.access` when it comes back; the release's answer
+/// waits in `releasing`).
+pub(super) struct HandingOver {
+    pub(super) from: LeaseId,
+    pub(super) to: Attempt,
+}
 
 pub(crate) struct NameState {
     pub(super) name: LockName,
@@ -55,14 +155,9 @@ pub(crate) struct NameState {
     /// Hand-overs in flight, by the new lease: beside the acquisition, so a busy
     /// semaphore passes each released permit on while an attempt is out.
     pub(super) handing_over: HashMap<LeaseId, HandingOver>,
-    /// This manager has a place in the name's line (arrival order): refused since its last
-    /// grant, for as long as the place lives. Withdrawn when the waiters give up, so
-    /// those behind need not wait for it to expire.
-    pub(super) in_line: Option<Duration>,
-    /// A writer of this manager was refused in the default mode, so the name's record
-    /// carries this manager's writers' mark, which holds new readers and other managers'
-    /// writers back, for at most this long. Withdrawn when the writers here give up.
-    pub(super) writer_marked: Option<Duration>,
+    /// This manager's place in the name's line and its writers' mark, withdrawn when the
+    /// waiters (or the writers) here give up.
+    pub(super) listing: Listing,
     /// Counts this manager's actors waiting for another process's release.
     pub(super) release_waiters: ReleaseWaiters,
     /// Requests received, compared with the route's count before an idle stop.
@@ -94,8 +189,7 @@ impl NameState {
             holds: HashMap::new(),
             releasing: HashMap::new(),
             handing_over: HashMap::new(),
-            in_line: None,
-            writer_marked: None,
+            listing: Listing::default(),
             release_waiters: context.release_waiters,
             requests_seen: 0,
             gate: args.gate,
@@ -142,7 +236,7 @@ impl NameState {
     /// The idle phase, its idle stop armed if the actor is unused.
     pub(super) fn idle(&mut self, myself: &ActorRef<LockMsg>) -> Phase {
         // Nobody here waits any more (a grant would have taken the place or mark off).
-        if let Some(lasts) = self.in_line.take().max(self.writer_marked.take()) {
+        if let Some(lasts) = self.listing.take() {
             self.withdraw(lasts);
         }
         let idle_stop = self.is_unused().then(|| {
@@ -160,10 +254,9 @@ impl NameState {
     /// refused request — this manager's place in line in arrival order, its writers' mark
     /// for a write otherwise — lasts until it ends or the waiters here give up.
     pub(super) fn refused(&mut self, attempt: &Attempt) {
-        if attempt.options.in_arrival_order() {
-            self.in_line = Some(place_lasts(&attempt.options));
-        } else if attempt.access == Access::Write {
-            self.writer_marked = Some(mark_lasts(&attempt.options));
+        self.listing.refused(attempt.access, &attempt.options);
+        if attempt.access == Access::Write {
+            // A writer that gave up while this attempt was out holds nobody back.
             self.withdraw_mark_if_no_writer_waits();
         }
     }
@@ -172,10 +265,10 @@ impl NameState {
     /// mark goes at once: a writer that gave up holds nobody back. (In arrival order there
     /// is no mark, and the place in line stays for the others.)
     pub(super) fn withdraw_mark_if_no_writer_waits(&mut self) {
-        if self.in_line.is_some() || self.waiters.count_for(Access::Write) > 0 {
+        if self.listing.is_in_line() || self.waiters.count_for(Access::Write) > 0 {
             return;
         }
-        if let Some(lasts) = self.writer_marked.take() {
+        if let Some(lasts) = self.listing.take_mark() {
             self.withdraw(lasts);
         }
     }
@@ -227,7 +320,7 @@ impl NameState {
         self.waiters.fail_all(LockError::Shutdown);
         // A shutdown gives up waiting: those behind this manager's place or writers' mark
         // go now, not when it ends.
-        if let Some(lasts) = self.in_line.take().max(self.writer_marked.take()) {
+        if let Some(lasts) = self.listing.take() {
             self.withdraw(lasts);
         }
         for request in self.waiting_for_record.drain(..) {

@@ -8,10 +8,10 @@
 //! Actors schedule renewals on a grid of an eighth of their cadence (a renewal is never
 //! sent later than one cadence after the last, and at most an eighth earlier), so renewals
 //! of thousands of leases fall due at a few instants per cadence and go out in a few
-//! commands instead of one per lease. At most [`IN_FLIGHT`] bulk commands run at once;
+//! commands instead of one per lease. At most [`IN_FLIGHT`](lanes::IN_FLIGHT) bulk commands run at once;
 //! renewals that fall due meanwhile queue, and the next command takes all of them, earliest
 //! deadline first, up to the size that can come back before the last of them is lost by
-//! the cost per lease the manager has measured ([`BatchSize`]), and is waited for until
+//! the cost per lease the manager has measured ([`BatchSize`](batch_size::BatchSize)), and is waited for until
 //! then. Batches thus grow with the load, without renewals piling up on a slow server or
 //! taking the connection pool from acquisitions. While a command leaves renewals due
 //! behind it, the manager's acquisition attempts wait for them ([`Renewer::behind`]):
@@ -19,68 +19,47 @@
 //! arrival order do not wait: each takes its task's place in line as it reaches the store.
 //! A renewal whose holder's deadline comes before the command out must be back (a shorter
 //! lease's, or an at-risk hold's retry, behind a large batch of long leases) does not wait
-//! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`]).
+//! for it: it goes at once in a command of its own, one at a time ([`URGENT_IN_FLIGHT`](lanes::URGENT_IN_FLIGHT)).
 //! A renewal of a hold at risk (sent again beside one unanswered for half its time, see
-//! `Hold::store_silent`, or retried after one failed) waits for neither command while an
+//! `HeldLease::store_silent`, or retried after one failed) waits for neither command while an
 //! earlier renewal of its lease is in one of them, which may be stuck: it goes in a lane of
-//! its own ([`AGAIN_IN_FLIGHT`]). With none out, it is not sent ahead of anything: it is
+//! its own ([`AGAIN_IN_FLIGHT`](lanes::AGAIN_IN_FLIGHT)). With none out, it is not sent ahead of anything: it is
 //! dropped if an earlier one is queued here (that one is not stuck but waiting its turn, and
 //! a copy sent ahead would add a command to a store already behind; its answer is the
 //! hold's), and queued as any renewal otherwise.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | the [`Renewer`] the actors hand renewals to, and the task that runs the lanes |
+//! | `renewal.rs` | a renewal, and how its answer goes back to its actor |
+//! | `queue.rs` | the queues renewals wait in, and how a batch is taken from one |
+//! | `lanes.rs` | the three lanes as one type, filled in turn, and how a batch is sent |
+//! | `batch_size/` | how many renewals go in one command, from the measured time of recent ones (`tests.rs`: its tests) |
+//! | `tests.rs` | the renewer's tests: lanes, batches, deadlines and costs |
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+mod batch_size;
+mod lanes;
+mod queue;
+pub(crate) mod renewal;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{ActorRef, ActorStatus};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::batch_size::BatchSize;
-use super::message::LockMsg;
+use self::lanes::{Batching, Kind};
+use self::renewal::{Renewal, answer};
 use super::store_call::bounded;
 use crate::error::StoreError;
-use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LockStore};
+use crate::store::LockStore;
 
 /// The most renewals in one store call.
 const MAX_BATCH: usize = 10_000;
 
-/// Bulk renewal commands in flight at once. One: renewals that fall due while it is out
-/// wait and go together in the next, so batches grow with the load and the server renews
-/// leases in a few large commands instead of many small ones competing with each other
-/// (on the test server, four at once cost seven times as much per lease as one); a
-/// command's time is its own, which is what the batch size is measured from; and renewals
-/// never take more than one of the driver's connections from acquisitions.
-const IN_FLIGHT: usize = 1;
-
-/// Commands in flight at once beside the bulk one, for renewals that cannot wait for it
-/// (see the module's documentation): one more connection at most, and only while such a
-/// renewal is queued.
-const URGENT_IN_FLIGHT: usize = 1;
-
-/// Commands in flight at once for renewals sent again beside their own stuck ones: one more
-/// connection at most, and only while a command is stuck.
-const AGAIN_IN_FLIGHT: usize = 1;
-
 /// How long the renewer waits after the first renewal of a batch for others due at the same
 /// instant (their actors' timers fired together but their messages are still on the way).
 const COALESCE: Duration = Duration::from_millis(2);
-
-/// A renewal an actor wants sent.
-pub(crate) struct Renewal {
-    pub(crate) request: ExtendRequest,
-    /// The holder's loss deadline: a later answer is useless.
-    pub(crate) deadline: Instant,
-    pub(crate) actor: ActorRef<LockMsg>,
-    /// The hold's count of renewals asked, this one included: answers to renewals asked
-    /// before the hold's last confirmation came are out of date.
-    pub(crate) number: u64,
-    /// The hold is at risk: while an earlier renewal of its lease is in a command out
-    /// (possibly stuck), this one must not wait behind it (see the module's
-    /// documentation).
-    pub(crate) again: bool,
-}
 
 /// The sending side, shared by the actors of one manager.
 #[derive(Clone)]
@@ -123,7 +102,8 @@ impl Renewer {
         })
     }
 
-    /// Queues a renewal; its answer comes back to the actor as [`LockMsg::RenewDone`].
+    /// Queues a renewal; its answer comes back to the actor as
+    /// [`LockMsg::RenewDone`](crate::lock::message::LockMsg::RenewDone).
     pub(crate) fn renew(&self, renewal: Renewal) {
         if let Err(refused) = self.queue.send(renewal) {
             // The manager is shutting down: answer so the actor does not wait for nothing.
@@ -164,15 +144,7 @@ async fn run(
         }
         return;
     }
-    let mut queue = Queue::default();
-    let mut batch_size = BatchSize::new(most);
-    let mut in_flight = JoinSet::<Sent>::new();
-    // When the bulk command out gives up: its last renewal's deadline.
-    let mut out_until = None;
-    let mut urgent = JoinSet::new();
-    let mut again = Queue::default();
-    let mut again_out = JoinSet::new();
-    let mut out = Out::default();
+    let mut batching = Batching::new(store, most, behind);
     let mut open = true;
     loop {
         tokio::select! {
@@ -180,351 +152,29 @@ async fn run(
                 Some(renewal) => {
                     // Nothing is out (so nothing queued either: renewals queue only behind
                     // a command that is out).
-                    let idle = in_flight.is_empty();
-                    enqueue(renewal, &mut queue, &mut again, &out);
+                    let idle = batching.lane(Kind::Bulk).is_idle();
+                    batching.enqueue(renewal);
                     if idle {
                         // Its neighbours on the grid are on their way: wait for them.
                         let until = Instant::now() + COALESCE;
                         while let Ok(Some(renewal)) =
                             tokio::time::timeout_at(until, incoming.recv()).await
                         {
-                            enqueue(renewal, &mut queue, &mut again, &out);
+                            batching.enqueue(renewal);
                         }
                     }
                 }
                 None => open = false,
             },
-            Some(done) = in_flight.join_next() => {
-                out_until = None;
-                if let Ok(sent) = done {
-                    out.back(&sent.leases);
-                    if let Some((leases, took, time_left)) = sent.measured {
-                        batch_size.record(leases, took, time_left);
-                    }
-                }
-            }
-            // Its time is not a bulk command's own (one was out beside it): not measured.
-            Some(done) = urgent.join_next() => out.back_from(done),
-            Some(done) = again_out.join_next() => out.back_from(done),
+            Some((kind, done)) = batching.next_back() => batching.back(kind, done),
             // Every sender is gone (so are the actors) and every command is back.
             else => break,
         }
         while let Ok(renewal) = incoming.try_recv() {
-            enqueue(renewal, &mut queue, &mut again, &out);
+            batching.enqueue(renewal);
         }
-        while again_out.len() < AGAIN_IN_FLIGHT {
-            let Some(batch) = again.take_needed(&batch_size, SizedFor::First) else {
-                break;
-            };
-            // (Its earlier renewal may have come back while it waited for the lane: then it
-            // is one command more, for a hold that is at risk.)
-            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
-                out.sent(&batch);
-                again_out.spawn(send(Arc::clone(&store), batch, until));
-            }
-        }
-        while in_flight.len() < IN_FLIGHT {
-            let Some(batch) = queue.take_needed(&batch_size, SizedFor::Last) else {
-                behind.send_if_modified(|behind| std::mem::replace(behind, false));
-                break;
-            };
-            // What the command could not take in time waits for the next.
-            let left_behind = queue.left_behind;
-            behind.send_if_modified(|behind| std::mem::replace(behind, left_behind) != left_behind);
-            out_until = batch.iter().map(|renewal| renewal.deadline).max();
-            if let Some(until) = out_until {
-                out.sent(&batch);
-                in_flight.spawn(send(Arc::clone(&store), batch, until));
-            }
-        }
-        // A renewal already late is answered so by the next batch, urgent or not. (`<=` for
-        // the first `<` survives mutation testing, and is equivalent: a renewal due this
-        // very instant would be answered as late by the urgent lane's `still_needed`
-        // instead of the next batch's, at the same instant, and its holder's own timer
-        // has already ended its hold.)
-        let cannot_wait =
-            |due: Instant| Instant::now() < due && out_until.is_some_and(|out| due < out);
-        while urgent.len() < URGENT_IN_FLIGHT && queue.first_deadline().is_some_and(cannot_wait) {
-            let Some(batch) = queue.take_needed(&batch_size, SizedFor::First) else {
-                break;
-            };
-            // It cannot wait, so neither does the command: it is given until the first
-            // deadline, not the last, and the lane is free again by then.
-            if let Some(until) = batch.iter().map(|renewal| renewal.deadline).min() {
-                out.sent(&batch);
-                urgent.spawn(send(Arc::clone(&store), batch, until));
-            }
-        }
-        if queue.is_empty() {
-            behind.send_if_modified(|behind| std::mem::replace(behind, false));
-        }
+        batching.send_what_is_due();
     }
-}
-
-/// The leases in commands out, with how many commands each is in.
-#[derive(Default)]
-struct Out(LeaseCounts);
-
-impl Out {
-    fn sent(&mut self, batch: &[Renewal]) {
-        for renewal in batch {
-            self.0.add(renewal.request.key.lease);
-        }
-    }
-
-    fn back(&mut self, leases: &[LeaseId]) {
-        for &lease in leases {
-            self.0.remove(lease);
-        }
-    }
-
-    /// A command's task ended (a task that panicked left its leases counted: a renewal of
-    /// one sent again later is then sent, one command more, never one less).
-    fn back_from(&mut self, done: Result<Sent, tokio::task::JoinError>) {
-        if let Ok(sent) = done {
-            self.back(&sent.leases);
-        }
-    }
-
-    fn has(&self, lease: LeaseId) -> bool {
-        self.0.has(lease)
-    }
-}
-
-/// How many renewals of each lease are in one place (queued, or in commands out).
-#[derive(Default)]
-struct LeaseCounts(HashMap<LeaseId, u32>);
-
-impl LeaseCounts {
-    fn add(&mut self, lease: LeaseId) {
-        *self.0.entry(lease).or_default() += 1;
-    }
-
-    /// Takes one from `lease`'s count, and the lease out at none.
-    fn remove(&mut self, lease: LeaseId) {
-        if let Some(count) = self.0.get_mut(&lease) {
-            *count -= 1;
-            if *count == 0 {
-                self.0.remove(&lease);
-            }
-        }
-    }
-
-    fn has(&self, lease: LeaseId) -> bool {
-        self.0.contains_key(&lease)
-    }
-}
-
-/// Queues `renewal` where it goes (see the module's documentation): in the copies' lane if
-/// it is marked and an earlier renewal of its lease is in a command out; nowhere if it is
-/// marked and one is queued (that one answers); in the queue as any renewal otherwise.
-fn enqueue(renewal: Renewal, queue: &mut Queue, again: &mut Queue, out: &Out) {
-    let lease = renewal.request.key.lease;
-    if !renewal.again {
-        queue.push(renewal);
-    } else if out.has(lease) {
-        again.push(renewal);
-    } else if !queue.has(lease) {
-        queue.push(renewal);
-    }
-}
-
-/// Renewals waiting for a bulk command, one queue per lease length (a bulk extend sets one
-/// expiry for all); each queue in the order of its holders' deadlines.
-#[derive(Default)]
-struct Queue {
-    by_expiry: BTreeMap<Duration, VecDeque<Renewal>>,
-    /// How many renewals of each lease are queued.
-    leases: LeaseCounts,
-    /// Whether the last batch taken left renewals of its lease length queued: more were
-    /// due than it could take in time.
-    left_behind: bool,
-}
-
-impl Queue {
-    /// Renewals mostly arrive in their deadlines' order (to within a grid step), so the
-    /// place is looked for from the back; an at-risk hold's retry, due sooner than the
-    /// renewals queued before it, goes ahead of them.
-    fn push(&mut self, renewal: Renewal) {
-        self.leases.add(renewal.request.key.lease);
-        let queue = self
-            .by_expiry
-            .entry(renewal.request.lease_duration)
-            .or_default();
-        let after = queue
-            .iter()
-            .rposition(|queued| queued.deadline <= renewal.deadline)
-            .map_or(0, |at| at + 1);
-        queue.insert(after, renewal);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.by_expiry.is_empty()
-    }
-
-    /// Whether a renewal of `lease` is queued.
-    fn has(&self, lease: LeaseId) -> bool {
-        self.leases.has(lease)
-    }
-
-    /// The queued renewal whose holder's deadline is nearest.
-    fn first(&self) -> Option<(&Duration, &Renewal)> {
-        self.by_expiry
-            .iter()
-            .filter_map(|(expiry, queue)| Some((expiry, queue.front()?)))
-            .min_by_key(|(_, first)| first.deadline)
-    }
-
-    /// The nearest deadline of a queued renewal's holder.
-    fn first_deadline(&self) -> Option<Instant> {
-        self.first().map(|(_, first)| first.deadline)
-    }
-
-    /// The next batch [`BatchSize`] allows for the time of the renewal it is `sized_for`,
-    /// less what is [`still_needed`] (possibly nothing).
-    fn take_needed(&mut self, batch_size: &BatchSize, sized_for: SizedFor) -> Option<Vec<Renewal>> {
-        self.take(|time_left| batch_size.limit(time_left), sized_for)
-            .map(still_needed)
-    }
-
-    /// The next batch: from the queue whose first renewal's deadline is nearest, as many as
-    /// `limit` allows for the time left of the renewal it is `sized_for`. A bulk batch is
-    /// sized for its *last* renewal. Sized for its first, one nearly lost hold would shrink
-    /// every batch behind it: on a server that has fallen behind, each batch's first
-    /// renewal is nearly lost, batches shrink to a few leases whose round trip dominates
-    /// their cost, fewer leases are renewed per second, and every hold is lost in turn. A
-    /// renewal too near its deadline for the batch it goes in is lost by its holder's own
-    /// timer, as it would be in a smaller one (and a retry due sooner than the command out
-    /// goes beside it).
-    fn take(
-        &mut self,
-        limit: impl Fn(Duration) -> usize,
-        sized_for: SizedFor,
-    ) -> Option<Vec<Renewal>> {
-        let (&expiry, _) = self.first()?;
-        let queue = self.by_expiry.get_mut(&expiry)?;
-        let now = Instant::now();
-        let fits = |size: usize| {
-            let last = queue.get(size.saturating_sub(1))?;
-            Some(limit(last.deadline.saturating_duration_since(now)).clamp(1, queue.len()))
-        };
-        // The most `n` with `n <= limit(time left of the n-th)`. Deadlines rise along the
-        // queue and `limit` with them, so every size between a size's limit and the size
-        // fails too: the search jumps down to the limit until one fits.
-        let mut most = match sized_for {
-            SizedFor::First => fits(1)?,
-            SizedFor::Last => queue.len(),
-        };
-        while let Some(fit) = fits(most).filter(|&fit| fit < most) {
-            most = fit;
-        }
-        let batch: Vec<Renewal> = queue.drain(..most).collect();
-        self.left_behind = !queue.is_empty();
-        if queue.is_empty() {
-            self.by_expiry.remove(&expiry);
-        }
-        for renewal in &batch {
-            self.leases.remove(renewal.request.key.lease);
-        }
-        Some(batch)
-    }
-}
-
-/// Which renewal of a batch its size is chosen for: the time it has left bounds how long
-/// the batch may take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SizedFor {
-    /// An urgent batch: for the renewal that cannot wait, which goes first.
-    First,
-    /// A bulk batch: for the last renewal in it (see [`Queue::take`]).
-    Last,
-}
-
-/// The renewals of a batch still worth a store call. Those whose lock actor has stopped
-/// while they queued (released, shut down) go nowhere: once a manager's shutdown returns it
-/// renews nothing (what it still sends is the release of leases whose holders let go, or
-/// whose loss margin ran out). Those whose loss deadline passed are answered at once (their
-/// holders are being told of the loss; a call for them would only take the server's time
-/// from leases still held).
-fn still_needed(mut batch: Vec<Renewal>) -> Vec<Renewal> {
-    let now = Instant::now();
-    batch.retain(|renewal| {
-        let status = renewal.actor.get_status();
-        let stopped = matches!(status, ActorStatus::Stopping | ActorStatus::Stopped);
-        if !stopped && renewal.deadline <= now {
-            answer(renewal, now, Err(StoreError::Timeout(Duration::ZERO)));
-        }
-        !stopped && renewal.deadline > now
-    });
-    batch
-}
-
-/// Sends one batch (one lease length), gives it `until` to be answered, answers each
-/// actor, and says for the batch size how it went: how many leases, how long it took, and
-/// the time it had when it was sent. A bulk command is given until its last renewal's
-/// deadline: each holder's own timer ends a hold whose deadline comes first, and the
-/// renewals still in time get the answer instead of a timeout and a second command for the
-/// server to do beside the first (which it carries on with whether or not anyone waits).
-/// A quick failure says nothing about what a batch costs (`None`), a timeout that it was
-/// too big.
-async fn send(store: Arc<dyn LockStore>, batch: Vec<Renewal>, until: Instant) -> Sent {
-    let requests: Vec<ExtendRequest> = batch.iter().map(|r| r.request.clone()).collect();
-    let sent_at = Instant::now();
-    let time_left = until.saturating_duration_since(sent_at);
-    let answered = bounded(time_left, async {
-        if let [request] = requests.as_slice() {
-            return Ok(vec![store.extend(request).await]);
-        }
-        let results = store.extend_many(&requests).await;
-        if results.len() == requests.len() {
-            Ok(results)
-        } else {
-            Err(StoreError::backend(format!(
-                "extend_many answered {} of {} renewals",
-                results.len(),
-                requests.len()
-            )))
-        }
-    })
-    .await;
-    let took = sent_at.elapsed();
-    tracing::debug!(
-        leases = batch.len(),
-        ?took,
-        ?time_left,
-        answered = answered.is_ok(),
-        "renewal batch"
-    );
-    let measured =
-        (answered.is_ok() || took >= time_left).then_some((batch.len(), took, time_left));
-    let results = answered.unwrap_or_else(|error| vec![Err(error); batch.len()]);
-    for (renewal, result) in batch.iter().zip(results) {
-        answer(renewal, sent_at, result);
-    }
-    Sent {
-        leases: batch
-            .iter()
-            .map(|renewal| renewal.request.key.lease)
-            .collect(),
-        measured,
-    }
-}
-
-/// A command that is back: its leases, and for the batch size how many, how long it took
-/// and the time it had (see [`send`]).
-struct Sent {
-    leases: Vec<LeaseId>,
-    measured: Option<(usize, Duration, Duration)>,
-}
-
-fn answer(renewal: &Renewal, sent_at: Instant, result: Result<ExtendOutcome, StoreError>) {
-    // The actor may have stopped meanwhile (released, shut down): nobody needs the answer.
-    let _ = renewal.actor.send_message(LockMsg::RenewDone {
-        lease: renewal.request.key.lease,
-        number: renewal.number,
-        sent_at,
-        result,
-    });
 }
 
 #[cfg(test)]

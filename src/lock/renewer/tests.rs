@@ -4,11 +4,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 
+use ractor::ActorRef;
+
+use super::lanes::send;
+use super::queue::{Queue, SizedFor};
 use super::*;
+use crate::lock::message::LockMsg;
 use crate::lock::timer::tests::probe;
 use crate::name::LockName;
 use crate::store::outcome::LockRecord;
 use crate::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey, ReleaseOutcome};
+use crate::store::{ExtendOutcome, ExtendRequest};
 
 #[tokio::test(start_paused = true)]
 async fn renewals_due_close_together_align_on_one_instant() {

@@ -46,7 +46,7 @@ impl Verbosity {
             // A failed renewal is told by the CLI's own at-risk line (lock, time left, cause
             // in a few words); the library's per-renewal warning would repeat it, longer,
             // before it. `-v` and `RUST_LOG` show it.
-            Self::Normal => Some("mongolock=warn,mongolock::lock::hold=error"),
+            Self::Normal => Some("mongolock=warn,mongolock::lock::engine::held_lease=error"),
             Self::Verbose => Some("mongolock=debug"),
             Self::Trace => Some("mongolock=trace"),
         }
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(Verbosity::Quiet.default_filter(), None);
         assert_eq!(
             Verbosity::Normal.default_filter(),
-            Some("mongolock=warn,mongolock::lock::hold=error")
+            Some("mongolock=warn,mongolock::lock::engine::held_lease=error")
         );
     }
 }

@@ -10,10 +10,10 @@ use std::sync::atomic::Ordering::SeqCst;
 use ractor::{ActorRef, ActorStatus};
 use tokio::time::Instant;
 
-use super::cleanup::Cleanups;
-use super::message::LockMsg;
-use super::orphan;
 use crate::error::StoreError;
+use crate::lock::cleanup::Cleanups;
+use crate::lock::message::LockMsg;
+use crate::lock::orphan;
 use crate::metrics::{AttemptResult, LockMetrics, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
@@ -29,7 +29,7 @@ use crate::store::{AcquireOutcome, AcquireRequest, HandOverOutcome, LeaseKey, Lo
 /// [`Deferred`] send then, which the actor abandons if its waiters leave meanwhile. An
 /// actor that stopped meanwhile (idle, the manager shut down) sends nothing either.
 ///
-/// [`Renewer::behind`]: super::renewer::Renewer::behind
+/// [`Renewer::behind`]: crate::lock::renewer::Renewer::behind
 pub(crate) fn send_attempt(
     actor: &ActorRef<LockMsg>,
     store: &Arc<dyn LockStore>,

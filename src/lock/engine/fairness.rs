@@ -4,7 +4,7 @@
 //! The store keeps, per grant, since when other processes have waited (each failed attempt
 //! reports its process's longest wait as a duration, never a client timestamp), and a
 //! release or hand-over returns how long that is. A chain of local passes asks the store
-//! at least once per bound (see `Hold::can_pass_locally`), so the answer is never older
+//! at least once per bound (see `HeldLease::can_pass_locally`), so the answer is never older
 //! than the bound either.
 
 use std::time::Duration;

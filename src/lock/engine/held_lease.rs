@@ -10,19 +10,20 @@ use tokio::time::Instant;
 
 use ractor::ActorRef;
 
-use super::guard::LockGuard;
-use super::loss_signal::{AtRisk, HoldStatusSender};
-use super::message::LockMsg;
-use super::orphan;
-use super::renewer::{Renewal, Renewer};
 use crate::error::{LockError, LossReason, StoreError};
 use crate::kind::Access;
+use crate::lock::guard::LockGuard;
+use crate::lock::loss_signal::{AtRisk, HoldStatusSender};
+use crate::lock::message::LockMsg;
+use crate::lock::orphan;
+use crate::lock::renewer::Renewer;
+use crate::lock::renewer::renewal::Renewal;
 use crate::metrics::{AttemptResult, LockMetrics, RenewalResult, StoreOp};
 use crate::name::LockName;
 use crate::options::LockOptions;
 use crate::store::{ExtendOutcome, ExtendRequest, LeaseId, LeaseKey, LockStore, ReleaseOutcome};
 
-pub(crate) struct Hold {
+pub(crate) struct HeldLease {
     lease: LeaseId,
     /// What the lease holds. Anything but a mutex's [`Access::Exclusive`] is one holder of
     /// a shared record (a semaphore's or reader/writer lock's): its key says so to the store.
@@ -32,7 +33,7 @@ pub(crate) struct Hold {
     /// this one, and readers joining its grant, take the tokens up to it, with no store call.
     reserved_until: u64,
     /// The last token handed to a guard of this lease: the grant's own, or that of the last
-    /// reader who joined the grant (see [`Hold::joiner_guard`]).
+    /// reader who joined the grant (see [`HeldLease::joiner_guard`]).
     last_given: u64,
     /// The guards holding this lease and not yet let go: one, or more once readers joined.
     guards: u32,
@@ -50,27 +51,47 @@ pub(crate) struct Hold {
     deadline: Instant,
     /// Renewals asked so far, and how many of them a confirmation has settled: the answer
     /// to a renewal asked before the last confirmation came is out of date (see
-    /// [`Hold::apply_renewal`]).
+    /// [`HeldLease::apply_renewal`]).
     renewals_asked: u64,
     renewals_settled: u64,
-    /// When the next renewal is due (unless one is in flight).
-    next_renewal: Instant,
-    renewal_in_flight: bool,
-    /// When the renewal in flight, still unanswered, puts the hold at risk and is sent again
-    /// (halfway from its sending to the deadline): a store that stops answering is warned
-    /// of while time is left, not only at the loss.
-    silent_at: Option<Instant>,
-    /// Since when a renewal has come back without confirming the lease (an error, or no
-    /// answer in time), if one has since the last confirmation: the hold is at risk, and as
-    /// the lease may be gone, only a store call may pass it on.
-    at_risk_since: Option<Instant>,
-    /// The last renewal error the store reported (not our own timeout), for the loss reason.
-    last_error: Option<StoreError>,
+    renewals: Renewals,
     status: HoldStatusSender,
 }
 
+/// Where the hold's renewals stand. The hold is at risk in the last two: a renewal came back
+/// without confirming the lease (an error, or no answer in time) since the last
+/// confirmation, and as the lease may be gone, only a store call may pass it on.
+enum Renewals {
+    /// Confirmed; the next renewal goes at `at`.
+    Scheduled { at: Instant },
+    /// Confirmed until now, and a renewal is out. Still unanswered at `silent_at` (halfway
+    /// from its sending to the deadline), it puts the hold at risk and is sent again: a
+    /// store that stops answering is warned of while time is left, not only at the loss.
+    Out { silent_at: Instant },
+    /// At risk since `since`; the next renewal goes at `at`. `last_error` is the last error
+    /// the store reported (not our own timeout), for the loss reason.
+    Retrying {
+        since: Instant,
+        at: Instant,
+        last_error: Option<StoreError>,
+    },
+    /// At risk since `since`, and a renewal is out (a retry, or one sent again beside a
+    /// silent one).
+    RetryOut { since: Instant },
+}
+
+impl Renewals {
+    /// Since when the hold is at risk, if it is.
+    fn at_risk_since(&self) -> Option<Instant> {
+        match self {
+            Self::Retrying { since, .. } | Self::RetryOut { since } => Some(*since),
+            Self::Scheduled { .. } | Self::Out { .. } => None,
+        }
+    }
+}
+
 /// What the hold's one timer found due.
-pub(crate) enum HoldDue {
+pub(crate) enum LeaseDue {
     /// The loss deadline passed.
     Deadline,
     /// The renewal in flight has gone unanswered for half the time it had until the
@@ -78,11 +99,11 @@ pub(crate) enum HoldDue {
     Silent,
     /// A renewal is due now.
     Renewal,
-    /// Nothing yet (the timer is re-armed for [`Hold::timer_at`]).
+    /// Nothing yet (the timer is re-armed for [`HeldLease::timer_at`]).
     Nothing,
 }
 
-impl Hold {
+impl HeldLease {
     pub(crate) fn new(
         lease: LeaseId,
         (token, reserved_until): (u64, u64),
@@ -91,7 +112,9 @@ impl Hold {
         sent_at: Instant,
     ) -> Self {
         let deadline = sent_at + options.renew_deadline();
-        let next_renewal = sent_at + options.renew_interval();
+        let renewals = Renewals::Scheduled {
+            at: sent_at + options.renew_interval(),
+        };
         Self {
             lease,
             access: Access::Exclusive,
@@ -106,11 +129,7 @@ impl Hold {
             deadline,
             renewals_asked: 0,
             renewals_settled: 0,
-            next_renewal,
-            renewal_in_flight: false,
-            silent_at: None,
-            at_risk_since: None,
-            last_error: None,
+            renewals,
             status: HoldStatusSender::new(sent_at),
         }
     }
@@ -152,18 +171,35 @@ impl Hold {
 
     /// Whether the lease can pass to a local waiter asking for `options` without a store
     /// call: a reserved token is left and the lease may serve the waiter locally (see
-    /// [`Hold::serves_locally`]).
+    /// [`HeldLease::serves_locally`]).
     pub(crate) fn can_pass_locally(&self, options: &LockOptions, now: Instant) -> bool {
         self.token < self.reserved_until && self.serves_locally(options, now)
     }
 
-    /// Whether a reader waiting here with `options` since `arrived` may join this read as
-    /// it is granted, sharing its lease under the next reserved token: a reserved token is
-    /// left and the lease may serve the waiter locally — or, in arrival order, the grant's
-    /// answer said readers that arrived before `readers_arrived_before` are ahead of every
-    /// writer waiting elsewhere, and this one did. Only readers that wait when a read's
-    /// grant comes back join (see `engine::holds`, which asks only of a read), so joining
-    /// never keeps a read going past its guards' own critical sections.
+    /// Whether this hold takes readers joining it at all: it is a read, and other processes
+    /// have not waited the fairness bound for its place (`others_starving`: then it goes back
+    /// to the store plainly). The first part of [`HeldLease::can_join`]'s rule, asked before
+    /// the waiters are looked at.
+    pub(crate) fn takes_joiners(&self, others_starving: bool) -> bool {
+        self.access == Access::Read && !others_starving
+    }
+
+    /// When a reader waiting here (with `options`, since `arrived`) may join this read as it
+    /// is granted, sharing its lease under the next reserved token — the rule, stated once.
+    /// One store call then admits a process's waiting readers together instead of one each.
+    /// A reader joins if all of these hold:
+    ///
+    /// - the hold takes joiners ([`HeldLease::takes_joiners`]);
+    /// - the reader waits here now, and is next in this process's order: the next of a
+    ///   readers' turn, or else the first waiter, never past a writer queued ahead of it (the
+    ///   waiters offer no other: `Waiters::deliver_to_joiner`). As the hold takes no guards
+    ///   later, joining never keeps a read going past its guards' own critical sections;
+    /// - a reserved token is left;
+    /// - in arrival order (the lease's and the reader's), the grant's answer said readers
+    ///   that arrived before `readers_arrived_before` are ahead of every writer waiting
+    ///   elsewhere, this one did, and it shares the lease's terms
+    ///   ([`HeldLease::shares_terms`]), so it overtakes no writer; otherwise the lease may
+    ///   serve it locally ([`HeldLease::serves_locally`]).
     pub(crate) fn can_join(
         &self,
         options: &LockOptions,
@@ -182,7 +218,7 @@ impl Hold {
 
     /// Whether the lease may serve a local waiter asking for `options` without a store
     /// call: neither the lease nor the waiter is in arrival order (where the store decides
-    /// every turn), and [`Hold::shares_terms`].
+    /// every turn), and [`HeldLease::shares_terms`].
     fn serves_locally(&self, options: &LockOptions, now: Instant) -> bool {
         !self.options.in_arrival_order()
             && !options.in_arrival_order()
@@ -198,7 +234,7 @@ impl Hold {
     /// for paused time's whole-millisecond timers.
     fn shares_terms(&self, options: &LockOptions, now: Instant) -> bool {
         self.is_valid_at(now)
-            && self.at_risk_since.is_none()
+            && self.renewals.at_risk_since().is_none()
             && now < self.passes_locally_until
             && options.same_lease_terms(&self.options)
     }
@@ -240,8 +276,8 @@ impl Hold {
         )
     }
 
-    /// A guard for a reader joining this read (see [`Hold::can_join`]), under the next
-    /// reserved token. It counts as a holder once [`Hold::joined`] says it was delivered;
+    /// A guard for a reader joining this read (see [`HeldLease::can_join`]), under the next
+    /// reserved token. It counts as a holder once [`HeldLease::joined`] says it was delivered;
     /// a guard its reader could not take leaves its token unused.
     pub(crate) fn joiner_guard(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> LockGuard {
         self.last_given += 1;
@@ -279,19 +315,20 @@ impl Hold {
     /// Schedules the first renewal.
     pub(crate) fn granted(&mut self, next_renewal: Instant) {
         self.metrics.held(1.0);
-        self.next_renewal = next_renewal;
+        self.renewals = Renewals::Scheduled { at: next_renewal };
     }
 
     /// What the hold's timer should do at `now`.
-    pub(crate) fn due(&self, now: Instant) -> HoldDue {
+    pub(crate) fn due(&self, now: Instant) -> LeaseDue {
         if now >= self.deadline {
-            HoldDue::Deadline
-        } else if self.silent_at.is_some_and(|at| now >= at) {
-            HoldDue::Silent
-        } else if !self.renewal_in_flight && now >= self.next_renewal {
-            HoldDue::Renewal
-        } else {
-            HoldDue::Nothing
+            return LeaseDue::Deadline;
+        }
+        match self.renewals {
+            Renewals::Out { silent_at } if now >= silent_at => LeaseDue::Silent,
+            Renewals::Scheduled { at } | Renewals::Retrying { at, .. } if now >= at => {
+                LeaseDue::Renewal
+            }
+            _ => LeaseDue::Nothing,
         }
     }
 
@@ -300,31 +337,36 @@ impl Hold {
     /// renewal is always due before the deadline, so the deadline is armed whenever a store
     /// call could hang).
     pub(crate) fn timer_at(&self) -> Instant {
-        if self.renewal_in_flight {
-            self.silent_at.unwrap_or(self.deadline).min(self.deadline)
-        } else {
-            self.next_renewal.min(self.deadline)
+        match self.renewals {
+            Renewals::Scheduled { at } | Renewals::Retrying { at, .. } => at.min(self.deadline),
+            Renewals::Out { silent_at } => silent_at.min(self.deadline),
+            Renewals::RetryOut { .. } => self.deadline,
         }
     }
 
     /// The renewal to send now for this hold of `name`, answering to `actor`, bounded by
     /// the loss deadline (a later answer is useless anyway).
     pub(crate) fn renewal(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
-        self.renewal_in_flight = true;
         self.renewals_asked += 1;
-        // Halfway to the deadline: late enough that a loaded store's slow answer is not a
-        // false alarm, early enough that half the time left remains to act on the warning.
-        let now = Instant::now();
-        self.silent_at = self
-            .at_risk_since
-            .is_none()
-            .then(|| now + self.deadline.saturating_duration_since(now) / 2);
+        let at_risk_since = self.renewals.at_risk_since();
+        self.renewals = match at_risk_since {
+            Some(since) => Renewals::RetryOut { since },
+            // Halfway to the deadline: late enough that a loaded store's slow answer is not
+            // a false alarm, early enough that half the time left remains to act on the
+            // warning.
+            None => {
+                let now = Instant::now();
+                Renewals::Out {
+                    silent_at: now + self.deadline.saturating_duration_since(now) / 2,
+                }
+            }
+        };
         Renewal {
             request: ExtendRequest::new(self.key(name), self.options.lease_duration()),
             deadline: self.deadline,
             actor: actor.clone(),
             number: self.renewals_asked,
-            again: self.at_risk_since.is_some(),
+            again: at_risk_since.is_some(),
         }
     }
 
@@ -333,7 +375,7 @@ impl Hold {
     /// hold at risk until the deadline decides. Returns the loss reason when the store
     /// says the lease is gone.
     ///
-    /// Two renewals can be out at once (see [`Hold::store_silent`]). The first confirmed
+    /// Two renewals can be out at once (see [`HeldLease::store_silent`]). The first confirmed
     /// settles every renewal asked until then; a later answer to one of those is out of
     /// date. Its confirmation still counts for the deadline, from its own send time, but
     /// schedules nothing; its failure or timeout says nothing of a lease just renewed and is
@@ -359,15 +401,13 @@ impl Hold {
                     return None;
                 }
                 self.renewals_settled = self.renewals_asked;
-                self.silent_at = None;
-                self.renewal_in_flight = false;
-                self.last_error = None;
-                if self.at_risk_since.take().is_some() {
+                if self.renewals.at_risk_since().is_some() {
                     self.metrics.at_risk(-1.0);
                     self.status.recovered();
                 }
                 let interval = self.options.renew_interval();
-                self.next_renewal = renewer.align(self.next_renewal_after(sent_at), interval);
+                let at = renewer.align(self.next_renewal_after(sent_at), interval);
+                self.renewals = Renewals::Scheduled { at };
                 None
             }
             Ok(ExtendOutcome::NotOwner) => {
@@ -380,18 +420,20 @@ impl Hold {
             }
             Err(_) if out_of_date => None,
             Err(error) => {
-                self.silent_at = None;
-                self.renewal_in_flight = false;
                 tracing::warn!(lock = %name, token = self.token, %error, "lease renewal failed; retrying until the renew deadline");
                 self.metrics.renewal(RenewalResult::Error);
                 // A renewal our own timeout cut short went unanswered: that is a silent
                 // store, not a failing one.
-                self.last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
-                self.mark_at_risk();
+                let last_error = (!matches!(error, StoreError::Timeout(_))).then_some(error);
+                let since = self.mark_at_risk(last_error.as_ref());
                 // Retried a quarter cadence later, never past the deadline (its timer
                 // decides the loss).
                 let retry = (self.options.renew_interval() / 4).max(Duration::from_millis(1));
-                self.next_renewal = (Instant::now() + retry).min(self.deadline);
+                self.renewals = Renewals::Retrying {
+                    since,
+                    at: (Instant::now() + retry).min(self.deadline),
+                    last_error,
+                };
                 None
             }
         }
@@ -403,23 +445,27 @@ impl Hold {
     /// store answers others again; without a second renewal the lease would be lost at its
     /// deadline with the store answering all along. Both are owner-checked extends of the
     /// same lease: the first confirmed moves the deadline, from its own send time, and the
-    /// other's answer is then out of date (see [`Hold::apply_renewal`]). The renewer sends
+    /// other's answer is then out of date (see [`HeldLease::apply_renewal`]). The renewer sends
     /// the second only while the first is in a command out (see `Renewal::again`).
     pub(crate) fn store_silent(&mut self, name: &LockName, actor: &ActorRef<LockMsg>) -> Renewal {
-        self.mark_at_risk();
+        let since = self.mark_at_risk(None);
+        self.renewals = Renewals::RetryOut { since };
         self.renewal(name, actor)
     }
 
-    fn mark_at_risk(&mut self) {
-        let since = *self.at_risk_since.get_or_insert_with(|| {
+    /// Tells the holder the hold is at risk, with the store's `last_error` if it reported
+    /// one: since when it is, counted from now unless it already was.
+    fn mark_at_risk(&self, last_error: Option<&StoreError>) -> Instant {
+        let since = self.renewals.at_risk_since().unwrap_or_else(|| {
             self.metrics.at_risk(1.0);
             Instant::now()
         });
         self.status.at_risk(AtRisk {
             since,
             deadline: self.deadline,
-            last_error: self.last_error.as_ref().map(StoreError::report),
+            last_error: last_error.map(StoreError::report),
         });
+        since
     }
 
     /// When the next renewal should be sent after one sent at `sent_at` succeeded.
@@ -429,8 +475,11 @@ impl Hold {
 
     /// Why the lock is lost if the deadline passes now.
     pub(crate) fn deadline_reason(&self) -> LossReason {
-        match (&self.last_error, self.renewal_in_flight) {
-            (Some(error), false) => LossReason::StoreErrors {
+        match &self.renewals {
+            Renewals::Retrying {
+                last_error: Some(error),
+                ..
+            } => LossReason::StoreErrors {
                 last_error: error.report(),
             },
             _ => LossReason::DeadlineExceeded,
@@ -438,8 +487,8 @@ impl Hold {
     }
 
     /// Tells every guard of this hold that it is lost. The lease itself is left to the
-    /// returned [`LostHold`]: it must stay on the store while the guard may still act.
-    pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostHold {
+    /// returned [`LostLease`]: it must stay on the store while the guard may still act.
+    pub(crate) fn lose(self, name: &LockName, reason: &LossReason) -> LostLease {
         self.metrics.loss(reason);
         self.end();
         self.status.lost(reason.clone());
@@ -450,7 +499,7 @@ impl Hold {
             .options
             .lease_duration()
             .saturating_sub(self.options.renew_deadline());
-        LostHold {
+        LostLease {
             key: self.key(name),
             timeout: self.options.renew_deadline(),
             free_at: Instant::now() + margin,
@@ -460,7 +509,7 @@ impl Hold {
 
     /// The hold ends: it counts no more in the gauges (at risk too, if it was).
     fn end(&self) {
-        if self.at_risk_since.is_some() {
+        if self.renewals.at_risk_since().is_some() {
             self.metrics.at_risk(-1.0);
         }
         for _ in 0..self.guards {
@@ -480,14 +529,14 @@ impl Hold {
 /// margin would be zero. So the lease is freed only once the holder acknowledges the loss (its
 /// guard and loss signals are dropped) or, at the latest, once the margin has passed — the
 /// moment it would have expired on the store anyway.
-pub(crate) struct LostHold {
+pub(crate) struct LostLease {
     key: LeaseKey,
     status: HoldStatusSender,
     free_at: Instant,
     timeout: Duration,
 }
 
-impl LostHold {
+impl LostLease {
     /// On its own task: waits for the acknowledgement (or the end of the margin), then
     /// releases the lease (owner-checked: a lease somebody else replaced is left alone).
     pub(crate) fn spawn_release(self, store: &Arc<dyn LockStore>) {
@@ -546,7 +595,7 @@ mod tests {
             let options = Arc::new(LockOptions::default());
             let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
             let granted_at = Instant::now();
-            let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
+            let mut hold = HeldLease::new(LeaseId::new(), (1, 16), options, metrics, granted_at);
             tokio::time::advance(Duration::from_secs(10)).await;
             let first = hold.renewal(&name, &actor);
             let first_sent = (first.number, Instant::now());
@@ -563,21 +612,22 @@ mod tests {
             let renewed =
                 hold.apply_renewal(&name, confirmed, Ok(ExtendOutcome::Extended), &renewer);
             assert_eq!(renewed, None);
-            assert!(hold.at_risk_since.is_none(), "recovered");
+            assert!(hold.renewals.at_risk_since().is_none(), "recovered");
             let _next = hold.renewal(&name, &actor); // the next renewal is out
-            let (deadline, next_renewal) = (hold.deadline, hold.next_renewal);
+            let (deadline, timer_at) = (hold.deadline, hold.timer_at());
             assert_eq!(hold.apply_renewal(&name, other, timeout(), &renewer), None);
             assert!(
-                hold.at_risk_since.is_none(),
+                hold.renewals.at_risk_since().is_none(),
                 "warned by an out-of-date answer"
             );
-            assert!(hold.renewal_in_flight, "the renewal out was forgotten");
-            assert_eq!((hold.deadline, hold.next_renewal), (deadline, next_renewal));
+            let out = |hold: &HeldLease| matches!(hold.renewals, Renewals::Out { .. });
+            assert!(out(&hold), "the renewal out was forgotten");
+            assert_eq!((hold.deadline, hold.timer_at()), (deadline, timer_at));
             assert_eq!(
                 hold.apply_renewal(&name, other, Ok(ExtendOutcome::Extended), &renewer),
                 None
             );
-            assert!(hold.renewal_in_flight, "the renewal out was forgotten");
+            assert!(out(&hold), "the renewal out was forgotten");
             assert_eq!(
                 hold.deadline,
                 deadline.max(other.1 + hold.options.renew_deadline()),
@@ -596,7 +646,7 @@ mod tests {
         let (actor, _messages) = crate::lock::timer::tests::probe::<LockMsg>().await;
         let options = Arc::new(LockOptions::default());
         let metrics = LockMetrics::new(&name, &LockNameLabel::Off);
-        let mut hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, Instant::now());
+        let mut hold = HeldLease::new(LeaseId::new(), (1, 16), options, metrics, Instant::now());
         tokio::time::advance(Duration::from_secs(10)).await;
         let renewal = hold.renewal(&name, &actor);
         let sent = (renewal.number, Instant::now());
@@ -618,8 +668,9 @@ mod tests {
             ] {
                 let options = Arc::new(LockOptions::default().with_fairness(fairness));
                 let metrics = LockMetrics::for_access(&name, &LockNameLabel::Off, access);
-                let hold = Hold::new(LeaseId::new(), (1, 16), options, metrics, Instant::now())
-                    .with_access(access);
+                let hold =
+                    HeldLease::new(LeaseId::new(), (1, 16), options, metrics, Instant::now())
+                        .with_access(access);
                 let key = hold.key(&name);
                 assert_eq!(key.lease, hold.lease());
                 assert_eq!(key.shared, access.kind().is_shared(), "{access:?}");

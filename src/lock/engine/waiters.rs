@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::guard::LockGuard;
-use super::message::GuardReply;
 use crate::error::LockError;
 use crate::kind::Access;
+use crate::lock::guard::LockGuard;
+use crate::lock::message::GuardReply;
 use crate::metrics::LockMetrics;
 use crate::options::LockOptions;
 
@@ -213,13 +213,13 @@ impl Waiters {
         }
     }
 
-    /// Hands a guard to the next reader that may join a read granted just now: during a
-    /// readers' turn the next of the turn's readers, otherwise the first waiter if it reads
-    /// (a reader queued behind a writer waits for that writer). `make_guard` is given the
-    /// reader's options and arrival and makes its guard, or `None` if the read cannot take
-    /// it. Returns
-    /// `None` when no reader joins, else whether the reader took the guard (a guard it
-    /// could not take is disarmed).
+    /// Offers a read granted just now to the one reader this process's order allows next
+    /// (the order part of `HeldLease::can_join`'s rule): during a readers' turn the next of
+    /// the turn's readers, otherwise the first waiter if it reads (a reader queued behind a
+    /// writer waits for that writer). `make_guard` is given the reader's options and
+    /// arrival and makes its guard, or `None` if the read cannot take it. Returns `None`
+    /// when no reader joins, else whether the reader took the guard (a guard it could not
+    /// take is disarmed).
     pub(crate) fn deliver_to_joiner(
         &mut self,
         make_guard: impl FnOnce(&LockOptions, Instant) -> Option<LockGuard>,
@@ -322,7 +322,7 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::lock::hold::Hold;
+    use crate::lock::engine::held_lease::HeldLease;
     use crate::lock::message::LockMsg;
     use crate::name::LockName;
     use crate::store::LeaseId;
@@ -412,7 +412,7 @@ mod tests {
         let name = LockName::new("turns").unwrap();
         let options = Arc::new(LockOptions::default());
         let metrics = LockMetrics::for_access(&name, options.lock_name_label(), Access::Exclusive);
-        let hold = Hold::new(
+        let hold = HeldLease::new(
             LeaseId::new(),
             (1, 16),
             options.clone(),
