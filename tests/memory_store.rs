@@ -1678,7 +1678,6 @@ async fn a_writer_refused_after_it_gave_up_holds_back_no_reader() {
 /// readers held, gets in then, not at the manager's next attempt (a second or more with
 /// this backoff) and its own next retry.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 56: a manager keeps its oldest waiter's place (access, arrival) until its next attempt; the fix belongs in src/lock/engine (on_waiter_left)"]
 async fn in_arrival_order_a_writer_that_gives_up_leaves_its_place_to_the_reader_behind_it() {
     use mongolock::{Fairness, LockManager};
     use std::time::Duration;

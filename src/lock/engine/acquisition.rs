@@ -391,8 +391,12 @@ impl NameState {
     /// attempt still waiting for renewals is not sent, and going idle takes this manager's
     /// place out of the line (an attempt in flight does the same when it comes back).
     pub(super) fn on_waiter_left(&mut self, myself: &ActorRef<LockMsg>) {
+        let first_left = self.waiters.first_left();
         if self.waiters.prune() {
             self.withdraw_mark_if_no_writer_waits();
+            if first_left {
+                self.give_place_to_next_waiter(myself);
+            }
             return;
         }
         self.advance(|this, phase| match phase {

@@ -273,23 +273,46 @@ impl NameState {
         }
     }
 
-    /// Takes this manager's place and writers' mark off the name's record. Nobody waits
-    /// for the answer: a withdrawal that fails costs those behind at most what is left of
-    /// the place's or mark's life, which also bounds how long the call may take. One that
-    /// lands after a new refusal of this manager takes that refusal's mark or place off
-    /// too, which costs that waiter its turn in order until its next attempt, never safety.
+    /// The waiter this manager's place in line stood for gave up while others stay: the
+    /// place (that waiter's access and arrival) goes at once, waking whoever it held back
+    /// (a writer's place holds other processes' readers back, though only readers are
+    /// left here), and once it is gone the next waiter asks for a place of its own, with
+    /// its own access and arrival. Asking before the withdrawal is answered could have the
+    /// withdrawal take the new place off.
+    pub(super) fn give_place_to_next_waiter(&mut self, myself: &ActorRef<LockMsg>) {
+        if !self.listing.is_in_line() {
+            return;
+        }
+        if let Some(lasts) = self.listing.take() {
+            self.withdraw_then_wake(lasts, Some(myself.clone()));
+        }
+    }
+
     fn withdraw(&self, lasts: Duration) {
+        self.withdraw_then_wake(lasts, None);
+    }
+
+    /// Takes this manager's place and writers' mark off the name's record; once answered
+    /// (or failed), wakes `then` if given. Nobody waits for the answer: a withdrawal that
+    /// fails costs those behind at most what is left of the place's or mark's life, which
+    /// also bounds how long the call may take. One that lands after a new refusal of this
+    /// manager takes that refusal's mark or place off too, which costs that waiter its turn
+    /// in order until its next attempt, never safety.
+    fn withdraw_then_wake(&self, lasts: Duration, then: Option<ActorRef<LockMsg>>) {
         let (store, name, holder) = (self.store.clone(), self.name.clone(), self.holder.clone());
         let call = async move { store.withdraw(&name, &holder).await };
-        let log = |result: Result<(), StoreError>| {
+        let done = move |result: Result<(), StoreError>| {
             if let Err(error) = result {
                 tracing::debug!(%error, "withdrawing from a lock's line failed; the place expires");
             }
+            if let Some(actor) = then {
+                let _ = actor.send_message(LockMsg::Wake);
+            }
         };
         match store_call::start(call) {
-            (_, Started::Answered(result)) => log(result),
+            (_, Started::Answered(result)) => done(result),
             (_, Started::Running(call)) => {
-                tokio::spawn(async move { log(store_call::timed(lasts, call).await) });
+                tokio::spawn(async move { done(store_call::timed(lasts, call).await) });
             }
         }
     }

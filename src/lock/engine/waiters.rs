@@ -134,6 +134,14 @@ impl Waiters {
         self.reported_oldest = oldest;
     }
 
+    /// Whether the first waiter in line went away (cancelled or timed out) and is not yet
+    /// pruned: the waiter a place in the name's line stands for.
+    pub(crate) fn first_left(&self) -> bool {
+        self.queue
+            .front()
+            .is_some_and(|waiter| waiter.reply.is_closed())
+    }
+
     /// Drops waiters whose caller went away (cancelled or timed out); returns whether any
     /// waiter is left.
     pub(crate) fn prune(&mut self) -> bool {
