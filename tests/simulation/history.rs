@@ -46,6 +46,10 @@
 //!    waiters of the count they were asked for, so a handle of a stale count (after
 //!    `set_permits`) queues apart.
 //!
+//! 10. **A late release is a loss:** a release (a multi-lock's: its members' detaches)
+//!     asked past the hold's oracle deadline is never answered `Ok`, whether or not
+//!     anyone took the lock meanwhile: the critical section may not have been exclusive.
+//!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
 //! on, and their process may still pass a lease to its own waiters only until the renew
@@ -755,6 +759,34 @@ impl History {
         if !foreign.is_empty() {
             self.violation(format!(
                 "{who:?}'s release of {name} token {token} was answered Ok, but tokens {foreign:?} were granted its place meanwhile"
+            ));
+        }
+    }
+
+    /// Rule 10: what `who`, letting go now to release, holds past its oracle deadline: each
+    /// name, token and by how much.
+    pub(crate) fn past_deadline(&self, who: Who) -> Vec<(String, u64, Duration)> {
+        let now = Instant::now();
+        self.holders
+            .iter()
+            .filter(|((holder, _), _)| *holder == who)
+            .filter_map(|((_, name), holder)| {
+                let deadline = self.deadline_of(holder.lease)?;
+                (now > deadline + INSTANT).then(|| (name.clone(), holder.token, now - deadline))
+            })
+            .collect()
+    }
+
+    /// Rule 10: `who`'s release was answered `Ok` although it asked past the deadline of
+    /// what `overdue` lists (see [`History::past_deadline`]).
+    pub(crate) fn released_ok_past_deadline(
+        &mut self,
+        who: Who,
+        overdue: &[(String, u64, Duration)],
+    ) {
+        for (name, token, late) in overdue {
+            self.violation(format!(
+                "{who:?}'s release of {name} token {token} was answered Ok, though asked {late:?} past the hold's deadline"
             ));
         }
     }

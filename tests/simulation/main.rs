@@ -222,6 +222,7 @@ fn kind_of(violation: &str) -> String {
         ("holds it untold", "granted while another holds untold"),
         ("plus the margin", "granted within the loss margin"),
         ("not above", "token not increasing"),
+        ("past the hold's deadline", "release Ok past the deadline"),
         ("answered Ok", "release Ok after a foreign grant"),
         ("not told of its loss", "not told by the deadline"),
         ("no owner", "lease held by nobody"),

@@ -102,7 +102,8 @@ enum ClientPhase {
 struct ClientEntry {
     task: JoinHandle<()>,
     phase: Arc<Mutex<ClientPhase>>,
-    release_now: Option<oneshot::Sender<()>>,
+    /// Lets the holder go now: `true` releases even where its plan would drop the guard.
+    release_now: Option<oneshot::Sender<bool>>,
 }
 
 struct Candidate {
@@ -405,7 +406,7 @@ impl World {
     }
 
     async fn step(&mut self) {
-        match self.rng.random_range(0..100) {
+        match self.rng.random_range(0..102) {
             0..=23 => self.spawn_mutex_client(),
             24..=31 => self.spawn_semaphore_client(),
             32..=39 => self.spawn_rw_client(),
@@ -426,6 +427,7 @@ impl World {
             95 => self.operator_sets_permits().await,
             96..=97 => self.spawn_readers(),
             98 => self.spawn_mutex_crowd(),
+            99..=101 => self.pause_holder().await,
             _ => {}
         }
     }
@@ -648,7 +650,7 @@ impl World {
         if let Some(id) = self.pick_client(ClientPhase::Holding)
             && let Some(signal) = self.clients[id].release_now.take()
         {
-            let _ = signal.send(());
+            let _ = signal.send(false);
         }
     }
 
@@ -734,6 +736,31 @@ impl World {
         self.history().paused(jump);
         for name in HELD_NAMES {
             self.intruder_grab(name).await;
+        }
+    }
+
+    /// A holder's process stops right after its task asked to release (a multi-lock's:
+    /// to detach its members and release them together), until past the hold's loss
+    /// deadline; the other processes may meanwhile take what expired. When it runs again,
+    /// the release reaches its actor before the deadline's own timer is handled, and must
+    /// be answered as a loss (rule 10), whether or not anyone took the lock.
+    async fn pause_holder(&mut self) {
+        let Some(id) = self.pick_client(ClientPhase::Holding) else {
+            return;
+        };
+        let Some(signal) = self.clients[id].release_now.take() else {
+            return;
+        };
+        let _ = signal.send(true);
+        let jump = self.options.renew_deadline() + Duration::from_millis(1) + self.duration(1_500);
+        let _ = tokio::time::advance(jump).now_or_never();
+        self.history()
+            .note(format!("client {id} releases; its process is paused"));
+        self.history().paused(jump);
+        if self.rng.random_bool(0.5) {
+            for name in HELD_NAMES {
+                self.intruder_grab(name).await;
+            }
         }
     }
 
@@ -1077,7 +1104,7 @@ struct ClientRun {
     plan: Plan,
     history: Shared,
     phase: Arc<Mutex<ClientPhase>>,
-    release_signal: oneshot::Receiver<()>,
+    release_signal: oneshot::Receiver<bool>,
     renew_deadline: Duration,
 }
 
@@ -1220,18 +1247,24 @@ async fn client(run: ClientRun) {
             *lock_phase(&phase) = ClientPhase::Done;
             drop(held);
         }
-        _ = async {
+        forced = async {
             tokio::select! {
-                _ = tokio::time::sleep(plan.hold) => {}
-                _ = &mut release_signal => {}
+                _ = tokio::time::sleep(plan.hold) => false,
+                forced = &mut release_signal => forced.unwrap_or(false),
             }
         } => {
-            history(&shared).letting_go(who);
+            let overdue = {
+                let mut history = history(&shared);
+                let overdue = history.past_deadline(who);
+                history.letting_go(who);
+                overdue
+            };
             *lock_phase(&phase) = ClientPhase::Done;
-            if plan.release {
+            if plan.release || forced {
                 match held.release().await {
                     Ok(()) => {
                         let mut history = history(&shared);
+                        history.released_ok_past_deadline(who, &overdue);
                         for ((name, token), place) in tokens.iter().zip(places) {
                             history.released_ok(who, name, *token, place);
                         }
