@@ -48,7 +48,9 @@
 //!
 //! 10. **A late release is a loss:** a release (a multi-lock's: its members' detaches)
 //!     asked past the hold's oracle deadline is never answered `Ok`, whether or not
-//!     anyone took the lock meanwhile: the critical section may not have been exclusive.
+//!     anyone took the lock meanwhile: the critical section may not have been exclusive;
+//!     and a hold let go (released or dropped) past its deadline is never passed on to a
+//!     local waiter.
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
@@ -164,6 +166,8 @@ pub(crate) struct History {
     members_taken_earlier: bool,
     /// Tasks waiting in line (arrival order), by client: rule 9.
     waiting_in_line: BTreeMap<usize, LineWaiter>,
+    /// Leases whose holder let go past their deadline, with its token: rule 10.
+    let_go_late: HashMap<LeaseId, u64>,
 }
 
 /// A task waiting in line for one name (rule 9).
@@ -199,6 +203,7 @@ impl History {
             pauses: Vec::new(),
             members_taken_earlier: false,
             waiting_in_line: BTreeMap::new(),
+            let_go_late: HashMap::new(),
         }
     }
 
@@ -362,6 +367,16 @@ impl History {
         } else {
             self.check_exclusion(who, name, access, token, lease, now)
         };
+        // 10. Nothing passes on a hold let go past its deadline.
+        if let Some(late) = lease
+            .and_then(|lease| self.let_go_late.get(&lease))
+            .copied()
+            && token > late
+        {
+            self.violation(format!(
+                "{who:?} got token {token} on {name} by a local pass from token {late}, let go past its deadline"
+            ));
+        }
         // 2. Tokens increase.
         if !exempt {
             self.check_token(who, name, access, token, lease, now);
@@ -763,18 +778,24 @@ impl History {
         }
     }
 
-    /// Rule 10: what `who`, letting go now to release, holds past its oracle deadline: each
-    /// name, token and by how much.
-    pub(crate) fn past_deadline(&self, who: Who) -> Vec<(String, u64, Duration)> {
+    /// Rule 10: what `who`, letting go now, holds past its oracle deadline: each name,
+    /// token and by how much. Those leases are never passed on from then.
+    pub(crate) fn past_deadline(&mut self, who: Who) -> Vec<(String, u64, Duration)> {
         let now = Instant::now();
-        self.holders
-            .iter()
-            .filter(|((holder, _), _)| *holder == who)
-            .filter_map(|((_, name), holder)| {
-                let deadline = self.deadline_of(holder.lease)?;
-                (now > deadline + INSTANT).then(|| (name.clone(), holder.token, now - deadline))
-            })
-            .collect()
+        let mut overdue = Vec::new();
+        for ((holder_who, name), holder) in &self.holders {
+            if *holder_who != who {
+                continue;
+            }
+            if let (Some(lease), Some(deadline)) = (holder.lease, self.deadline_of(holder.lease))
+                && now > deadline + INSTANT
+            {
+                overdue.push((name.clone(), holder.token, now - deadline));
+                let last = self.let_go_late.entry(lease).or_insert(holder.token);
+                *last = (*last).max(holder.token);
+            }
+        }
+        overdue
     }
 
     /// Rule 10: `who`'s release was answered `Ok` although it asked past the deadline of

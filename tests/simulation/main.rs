@@ -205,6 +205,10 @@ fn kind_of(violation: &str) -> String {
     let text = violation.split(" VIOLATION ").nth(1).unwrap_or(violation);
     for (needle, kind) in [
         // The more specific wordings first.
+        (
+            "let go past its deadline",
+            "local pass of a hold let go past its deadline",
+        ),
         ("partial multi-lock", "partial multi-lock left held"),
         ("already lost", "multi-lock acquired with a member lost"),
         ("not told of a loss hold it", "more than N permits untold"),
