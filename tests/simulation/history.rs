@@ -52,6 +52,13 @@
 //!     and a hold let go (released or dropped) past its deadline is never passed on to a
 //!     local waiter.
 //!
+//! 11. **The wake rule** (checked by the witness, see `wakes`): a mutex's release wakes
+//!     only the manager of the earliest place in the name's line as the store's answers
+//!     built it (arrival order's places and the default mode's listings alike), or every
+//!     manager when nobody is listed; a hand-over that grants wakes nobody; and a woken
+//!     manager goes — its next attempt is not refused unless somebody took the name in
+//!     between.
+//!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
 //! on, and their process may still pass a lease to its own waiters only until the renew
@@ -670,9 +677,35 @@ impl History {
 
     /// What the witness found wrong in the store's own order.
     pub(crate) fn check_store(&mut self) {
-        let problems = recorder::lock(&self.ledger).take_store_violations();
+        let (problems, cannot_go) = {
+            let mut ledger = recorder::lock(&self.ledger);
+            (
+                ledger.take_store_violations(),
+                ledger.wakes.take_cannot_go(),
+            )
+        };
         for problem in problems {
             self.violation(problem);
+        }
+        // Rule 11: a woken manager goes, unless its store misbehaved meanwhile (an attempt
+        // applied long after it was sent claims a later arrival than its place).
+        for woken in cannot_go {
+            let manager = woken
+                .holder
+                .as_str()
+                .strip_prefix("manager-")
+                .and_then(|id| id.parse().ok());
+            let what = format!(
+                "{} was woken by a release of {} {:?} ago, and its next attempt was refused though nobody took the name meanwhile: a woken manager that cannot go",
+                woken.holder,
+                woken.name,
+                Instant::now() - woken.woken
+            );
+            if manager.is_some_and(|manager| self.faulty_since(manager, woken.woken)) {
+                self.note(format!("{what} (its store misbehaved)"));
+            } else {
+                self.violation(what);
+            }
         }
     }
 

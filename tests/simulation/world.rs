@@ -47,7 +47,8 @@ const ALL_NAMES: [&str; 6] = ["alpha", "beta", "gamma", SEMAPHORE, RW_LOCK, ELEC
 /// Names a task or the intruder may hold.
 const HELD_NAMES: [&str; 5] = ["alpha", "beta", "gamma", SEMAPHORE, RW_LOCK];
 const ELECTION: &str = "leader";
-const SLOTS: usize = 3;
+/// The most managers a schedule runs at once (a fleet on a few names).
+const MAX_SLOTS: usize = 8;
 const STEPS: usize = 60;
 /// The longest a stalled store call waits before it is applied.
 const MAX_STALL: Duration = Duration::from_millis(2_000);
@@ -238,7 +239,7 @@ pub(crate) struct World {
     history: Shared,
     managers: Vec<ManagerEntry>,
     /// Which manager each slot runs (`None` once shut down, until restarted).
-    slots: [Option<usize>; SLOTS],
+    slots: Vec<Option<usize>>,
     clients: Vec<ClientEntry>,
     candidates: Vec<Candidate>,
     /// The intruder process: raw store calls with its own identity.
@@ -269,6 +270,17 @@ fn bulk_limit_of(seed: u64) -> Option<usize> {
         0 => Some(2),
         1 => Some(3),
         _ => None,
+    }
+}
+
+/// How many managers a schedule runs at once: three, or in a quarter of the schedules five
+/// and in another quarter eight, so that a release finds many managers waiting for it
+/// (whom it wakes is rule 11). Read from the seed, as `bulk_limit_of` is.
+fn slots_of(seed: u64) -> usize {
+    match (seed >> 2) % 4 {
+        0 => MAX_SLOTS,
+        1 => 5,
+        _ => 3,
     }
 }
 
@@ -314,7 +326,7 @@ impl World {
             ledger,
             history,
             managers: Vec::new(),
-            slots: [None; SLOTS],
+            slots: vec![None; slots_of(seed)],
             clients: Vec::new(),
             candidates: Vec::new(),
             intruder,
@@ -325,12 +337,13 @@ impl World {
             bulk_limit: bulk_limit_of(seed),
         };
         self::history(&world.history).note(format!(
-            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}; bulk renewals of at most {:?} leases",
+            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}; bulk renewals of at most {:?} leases; {} managers at once",
             world.options.fairness_bound(),
             world.fairness,
-            world.bulk_limit
+            world.bulk_limit,
+            world.slots.len()
         ));
-        for slot in 0..SLOTS {
+        for slot in 0..world.slots.len() {
             world.start_manager(slot).await;
         }
         world
@@ -685,6 +698,8 @@ impl World {
         let name = self.held_name();
         let leases = self.leases_in_record(name).await;
         let removed = self.store.remove(&lock_name(name));
+        // The deletion woke every manager: their feeds hear of it now.
+        self.witnessed.hand_on();
         if removed {
             // The deleted record took its line with it: nobody is ahead of a newcomer.
             recorder::lock(&self.ledger).line_deleted(name);
@@ -716,7 +731,11 @@ impl World {
     /// asking for a count the record had before are held to the new one.
     async fn operator_sets_permits(&mut self) {
         let permits = self.rng.random_range(2..=4);
-        if let Ok(old) = self.store.set_permits(&lock_name(SEMAPHORE), permits).await {
+        if let Ok(old) = self
+            .witnessed
+            .set_permits(&lock_name(SEMAPHORE), permits)
+            .await
+        {
             self.permits = permits;
             self.history().note(format!(
                 "operator sets {SEMAPHORE} to {permits} permits (was {old:?})"
@@ -1002,13 +1021,19 @@ impl World {
         for name in HELD_NAMES {
             self.intruder_release(name).await;
         }
-        self.history().note("the end: faults healed");
+        let (releases, wakeups) = {
+            let ledger = recorder::lock(&self.ledger);
+            (ledger.wakes.releases, ledger.wakes.wakeups)
+        };
+        self.history().note(format!(
+            "the end: faults healed; {releases} mutex releases woke {wakeups} managers"
+        ));
         tokio::time::sleep(Duration::from_secs(5)).await;
         self.check().await;
         for manager in 0..self.managers.len() {
             self.shut_down(manager);
         }
-        self.slots = [None; SLOTS];
+        self.slots.fill(None);
         // Everything still waiting is answered by the shutdown.
         tokio::time::sleep(Duration::from_secs(5)).await;
         self.check().await;
