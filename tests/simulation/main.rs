@@ -1,12 +1,14 @@
-//! Deterministic simulation: several lock managers over one shared in-memory store under
-//! Tokio's paused clock, driven by a seed through acquisitions — of mutexes, semaphore
-//! permits, read and write locks, and multi-locks over several mutexes in any order —
-//! timeouts, cancellations, releases and drops with local waiters queued, elections with
-//! slow bound actors, shutdowns at any point, store faults at any point (hang then heal,
-//! stall then apply, errors), operators deleting records and changing a semaphore's count,
-//! and every process paused while another takes the expired places. After every step the
-//! history is checked (see `history` for the rules); at the end, that everything falls
-//! quiet.
+//! Deterministic simulation: three lock managers (five or eight in half the schedules) over
+//! one shared in-memory store under Tokio's paused clock, driven by a seed through
+//! acquisitions — of mutexes, semaphore permits, read and write locks, and multi-locks over
+//! several mutexes in any order — timeouts, cancellations, releases and drops with local
+//! waiters queued, elections with slow bound actors, shutdowns at any point, store faults at
+//! any point (hang then heal, stall then apply, errors), operators deleting records and
+//! changing a semaphore's count, every process paused while another takes the expired
+//! places, and a holder paused past its deadline with its release or detach on the way
+//! (under a fairness bound longer than the renew deadline in a quarter of the schedules).
+//! After every step the history is checked (see `history` for the rules, `wakes` for whom
+//! each mutex release wakes); at the end, that everything falls quiet.
 //!
 //! ```text
 //! cargo test --all-features --test simulation                     # the seeds CI runs

@@ -3,9 +3,10 @@
 //! permits, read and write locks and multi-locks (over mutex names, in any caller order,
 //! now and then with a name of another kind that must fail them cleanly), an intruder
 //! process that takes expired places with raw store calls, an operator deleting records and
-//! changing a semaphore's count, elections with slow bound actors, and in half the
-//! schedules bulk renewals small enough to fall behind — driven one random step at a time
-//! from a seed, under Tokio's paused clock.
+//! changing a semaphore's count, elections with slow bound actors, holders paused past
+//! their deadline with their release on the way, in half the schedules bulk renewals small
+//! enough to fall behind, and in half five or eight managers at once — driven one random
+//! step at a time from a seed, under Tokio's paused clock.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
