@@ -171,9 +171,13 @@ impl WakeLedger {
                 )
             })
         } else {
-            // Nobody when none of them has a feed (shut down); else exactly one of them.
-            let wakes_one = !expected.is_disjoint(feeds);
-            (woken.len() != usize::from(wakes_one) || !woken.is_subset(expected)).then(|| {
+            // One of them; nobody only if one of them has no feed (its manager shut down
+            // and left its place to end by itself: the store may have picked that one).
+            let may_wake_nobody = !expected.is_subset(feeds);
+            let wrong = woken.len() > 1
+                || !woken.is_subset(expected)
+                || (woken.is_empty() && !may_wake_nobody);
+            wrong.then(|| {
                 format!(
                     "a release of {name} woke [{}], but the store's rule lets in [{}] next (one of them)",
                     names(woken),

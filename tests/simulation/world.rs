@@ -106,6 +106,8 @@ struct ClientEntry {
     phase: Arc<Mutex<ClientPhase>>,
     /// Lets the holder go now: `true` releases even where its plan would drop the guard.
     release_now: Option<oneshot::Sender<bool>>,
+    /// A multi-lock's task (its release detaches its members).
+    multi: bool,
 }
 
 struct Candidate {
@@ -613,7 +615,8 @@ impl World {
             }
         }
         let renew_deadline = self.options.renew_deadline();
-        let in_line = self.fairness == Fairness::ArrivalOrder && !matches!(target, Target::All(_));
+        let multi = matches!(target, Target::All(_));
+        let in_line = self.fairness == Fairness::ArrivalOrder && !multi;
         let task = tokio::spawn(client(ClientRun {
             id,
             manager,
@@ -630,6 +633,7 @@ impl World {
             task,
             phase,
             release_now: Some(release_now),
+            multi,
         });
     }
 
@@ -767,15 +771,29 @@ impl World {
     /// deadline; the other processes may meanwhile take what expired. When it runs again,
     /// the release reaches its actor before the deadline's own timer is handled, and must
     /// be answered as a loss (rule 10), whether or not anyone took the lock.
+    ///
+    /// Half the time a multi-lock's task, if one holds (fewer hold than single locks). The
+    /// jump is at most 600 ms past the longest the deadline can be ahead, so that a release
+    /// still comes within a long fairness bound of its grant (rule 10's second half).
     async fn pause_holder(&mut self) {
-        let Some(id) = self.pick_client(ClientPhase::Holding) else {
+        let multis: Vec<usize> = (0..self.clients.len())
+            .filter(|&id| {
+                self.clients[id].multi
+                    && *lock_phase(&self.clients[id].phase) == ClientPhase::Holding
+            })
+            .collect();
+        let id = if !multis.is_empty() && self.rng.random_bool(0.5) {
+            multis[self.rng.random_range(0..multis.len())]
+        } else if let Some(id) = self.pick_client(ClientPhase::Holding) {
+            id
+        } else {
             return;
         };
         let Some(signal) = self.clients[id].release_now.take() else {
             return;
         };
         let _ = signal.send(true);
-        let jump = self.options.renew_deadline() + Duration::from_millis(1) + self.duration(1_500);
+        let jump = self.options.renew_deadline() + Duration::from_millis(1) + self.duration(600);
         let _ = tokio::time::advance(jump).now_or_never();
         self.history()
             .note(format!("client {id} releases; its process is paused"));
