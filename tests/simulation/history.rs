@@ -46,6 +46,19 @@
 //!    waiters of the count they were asked for, so a handle of a stale count (after
 //!    `set_permits`) queues apart.
 //!
+//! 10. **A late release is a loss:** a release (a multi-lock's: its members' detaches)
+//!     asked past the hold's oracle deadline is never answered `Ok`, whether or not
+//!     anyone took the lock meanwhile: the critical section may not have been exclusive;
+//!     and a hold let go (released or dropped) past its deadline is never passed on to a
+//!     local waiter.
+//!
+//! 11. **The wake rule** (checked by the witness, see `wakes`): a mutex's release wakes
+//!     only the manager of the earliest place in the name's line as the store's answers
+//!     built it (arrival order's places and the default mode's listings alike), or every
+//!     manager when nobody is listed; a hand-over that grants wakes nobody; and a woken
+//!     manager goes — its next attempt is not refused unless somebody took the name in
+//!     between.
+//!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then
 //! on, and their process may still pass a lease to its own waiters only until the renew
@@ -162,6 +175,8 @@ pub(crate) struct History {
     members_taken_earlier: bool,
     /// Tasks waiting in line (arrival order), by client: rule 9.
     waiting_in_line: BTreeMap<usize, LineWaiter>,
+    /// Leases whose holder let go past their deadline, with its token: rule 10.
+    let_go_late: HashMap<LeaseId, u64>,
 }
 
 /// A task waiting in line for one name (rule 9).
@@ -197,6 +212,7 @@ impl History {
             pauses: Vec::new(),
             members_taken_earlier: false,
             waiting_in_line: BTreeMap::new(),
+            let_go_late: HashMap::new(),
         }
     }
 
@@ -370,6 +386,16 @@ impl History {
         } else {
             self.check_exclusion(who, name, access, token, lease, now)
         };
+        // 10. Nothing passes on a hold let go past its deadline.
+        if let Some(late) = lease
+            .and_then(|lease| self.let_go_late.get(&lease))
+            .copied()
+            && token > late
+        {
+            self.violation(format!(
+                "{who:?} got token {token} on {name} by a local pass from token {late}, let go past its deadline"
+            ));
+        }
         // 2. Tokens increase.
         if !exempt {
             self.check_token(who, name, access, token, lease, now);
@@ -667,9 +693,35 @@ impl History {
 
     /// What the witness found wrong in the store's own order.
     pub(crate) fn check_store(&mut self) {
-        let problems = recorder::lock(&self.ledger).take_store_violations();
+        let (problems, cannot_go) = {
+            let mut ledger = recorder::lock(&self.ledger);
+            (
+                ledger.take_store_violations(),
+                ledger.wakes.take_cannot_go(),
+            )
+        };
         for problem in problems {
             self.violation(problem);
+        }
+        // Rule 11: a woken manager goes, unless its store misbehaved meanwhile (an attempt
+        // applied long after it was sent claims a later arrival than its place).
+        for woken in cannot_go {
+            let manager = woken
+                .holder
+                .as_str()
+                .strip_prefix("manager-")
+                .and_then(|id| id.parse().ok());
+            let what = format!(
+                "{} was woken by a release of {} {:?} ago, and its next attempt was refused though nobody took the name meanwhile: a woken manager that cannot go",
+                woken.holder,
+                woken.name,
+                Instant::now() - woken.woken
+            );
+            if manager.is_some_and(|manager| self.faulty_since(manager, woken.woken)) {
+                self.note(format!("{what} (its store misbehaved)"));
+            } else {
+                self.violation(what);
+            }
         }
     }
 
@@ -771,6 +823,40 @@ impl History {
         if !foreign.is_empty() {
             self.violation(format!(
                 "{who:?}'s release of {name} token {token} was answered Ok, but tokens {foreign:?} were granted its place meanwhile"
+            ));
+        }
+    }
+
+    /// Rule 10: what `who`, letting go now, holds past its oracle deadline: each name,
+    /// token and by how much. Those leases are never passed on from then.
+    pub(crate) fn past_deadline(&mut self, who: Who) -> Vec<(String, u64, Duration)> {
+        let now = Instant::now();
+        let mut overdue = Vec::new();
+        for ((holder_who, name), holder) in &self.holders {
+            if *holder_who != who {
+                continue;
+            }
+            if let (Some(lease), Some(deadline)) = (holder.lease, self.deadline_of(holder.lease))
+                && now > deadline + INSTANT
+            {
+                overdue.push((name.clone(), holder.token, now - deadline));
+                let last = self.let_go_late.entry(lease).or_insert(holder.token);
+                *last = (*last).max(holder.token);
+            }
+        }
+        overdue
+    }
+
+    /// Rule 10: `who`'s release was answered `Ok` although it asked past the deadline of
+    /// what `overdue` lists (see [`History::past_deadline`]).
+    pub(crate) fn released_ok_past_deadline(
+        &mut self,
+        who: Who,
+        overdue: &[(String, u64, Duration)],
+    ) {
+        for (name, token, late) in overdue {
+            self.violation(format!(
+                "{who:?}'s release of {name} token {token} was answered Ok, though asked {late:?} past the hold's deadline"
             ));
         }
     }

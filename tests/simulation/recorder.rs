@@ -9,7 +9,7 @@
 //! or not the asker still waited for the answer, so tokens can be checked in the store's
 //! own order (answers reach managers in another order when calls stall).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ use mongolock::{
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use super::wakes::WakeLedger;
 
 /// A store call, for counting what a manager still sends after its shutdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,6 +66,8 @@ pub(crate) struct Ledger {
     /// manager live in line when the store granted it (`None`: none was): the readers of
     /// its manager that share it must have arrived before.
     writers_behind_read: HashMap<LeaseId, Option<Instant>>,
+    /// Whom each mutex release woke, against the line the store's answers built.
+    pub(crate) wakes: WakeLedger,
 }
 
 struct LeaseFacts {
@@ -233,6 +237,7 @@ impl Ledger {
     /// An operator deleted `name`'s record, and its line with it.
     pub(crate) fn line_deleted(&mut self, name: &str) {
         self.lines.remove(name);
+        self.wakes.deleted(name);
     }
 
     /// The store released `lease` now (the first time counts).
@@ -449,17 +454,97 @@ impl<S: LockStore> LockStore for Recorder<S> {
     }
 }
 
-/// Sees every grant as the shared store applies it (see the module docs); forwards every
-/// call unchanged.
+/// Room in a release feed the witness hands on (the memory store's own is as large).
+const FEED_CAPACITY: usize = 1024;
+
+/// Sees every grant as the shared store applies it (see the module docs), and whom each
+/// release woke; forwards every call unchanged, and every feed's reports as the call
+/// that made them returns.
 #[derive(Clone)]
 pub(crate) struct Witness<S> {
     inner: S,
     ledger: Arc<Mutex<Ledger>>,
+    /// Every manager's release feed, which the witness hands on as each call returns.
+    feeds: Arc<Mutex<Vec<Feed>>>,
+}
+
+/// A manager's release feed, between the store and the manager: what the store reports
+/// on it is noted, then passed on at once.
+struct Feed {
+    holder: Option<HolderId>,
+    from_store: mpsc::Receiver<LockName>,
+    to_manager: mpsc::Sender<LockName>,
+}
+
+/// Which managers' feeds each name was reported to by one store call, among every
+/// manager's feed.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    by_name: BTreeMap<String, BTreeSet<String>>,
+    feeds: BTreeSet<String>,
+}
+
+impl Wakes {
+    fn of(&self, name: &str) -> (&BTreeSet<String>, &BTreeSet<String>) {
+        static NOBODY: BTreeSet<String> = BTreeSet::new();
+        (self.by_name.get(name).unwrap_or(&NOBODY), &self.feeds)
+    }
 }
 
 impl<S> Witness<S> {
     pub(crate) fn new(inner: S, ledger: Arc<Mutex<Ledger>>) -> Self {
-        Self { inner, ledger }
+        Self {
+            inner,
+            ledger,
+            feeds: Arc::default(),
+        }
+    }
+
+    /// Passes on what the store reported to each manager's release feed and says who got
+    /// which names. The memory store reports as it applies a call, without yielding, so
+    /// whatever is found right after a call came from it. A feed its manager closed goes.
+    pub(crate) fn hand_on(&self) -> Wakes {
+        let mut wakes = Wakes::default();
+        let mut feeds = self
+            .feeds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        feeds.retain_mut(|feed| {
+            let mut open = true;
+            if let Some(holder) = &feed.holder {
+                wakes.feeds.insert(holder.as_str().to_owned());
+            }
+            while let Ok(name) = feed.from_store.try_recv() {
+                if let Some(holder) = &feed.holder {
+                    wakes
+                        .by_name
+                        .entry(name.as_str().to_owned())
+                        .or_default()
+                        .insert(holder.as_str().to_owned());
+                }
+                // A full feed loses the hint, as the store's own does.
+                open &= !matches!(
+                    feed.to_manager.try_send(name),
+                    Err(mpsc::error::TrySendError::Closed(_))
+                );
+            }
+            open && !feed.to_manager.is_closed()
+        });
+        wakes
+    }
+
+    /// Rule 11 for a mutex release of `name` that woke `wakes`, `expected` being whom the
+    /// line let in next as it came.
+    fn judge_release(&self, name: &LockName, expected: &BTreeSet<String>, wakes: &Wakes) {
+        let mut ledger = lock(&self.ledger);
+        if let Some(problem) = ledger.wakes.judge(
+            name.as_str(),
+            expected,
+            wakes.of(name.as_str()),
+            Instant::now(),
+        ) {
+            ledger.store_violations.push(problem);
+        }
     }
 }
 
@@ -489,9 +574,16 @@ impl<S: LockStore> LockStore for Witness<S> {
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         let result = self.inner.try_acquire(request).await;
+        self.hand_on();
         if let Ok(outcome) = &result {
             let granted = matches!(outcome, AcquireOutcome::Acquired { .. });
-            lock(&self.ledger).answered_in_line(request, granted);
+            let mut ledger = lock(&self.ledger);
+            ledger.answered_in_line(request, granted);
+            if granted {
+                ledger.wakes.granted(request.name.as_str(), &request.holder);
+            } else {
+                ledger.wakes.refused(request, Instant::now());
+            }
         }
         if let Ok(AcquireOutcome::Acquired { token, .. }) = &result {
             lock(&self.ledger).issued(&request.name, *token);
@@ -516,26 +608,45 @@ impl<S: LockStore> LockStore for Witness<S> {
     }
 
     async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+        let expected = lock(&self.ledger)
+            .wakes
+            .next(key.name.as_str(), Instant::now());
         let result = self.inner.release(key).await;
+        let wakes = self.hand_on();
         if let Ok(ReleaseOutcome::Released { .. }) = &result {
             lock(&self.ledger).released(key.lease);
+            if !key.shared {
+                self.judge_release(&key.name, &expected, &wakes);
+            }
         }
         result
     }
 
     async fn release_many(&self, keys: &[LeaseKey]) -> Vec<Result<ReleaseOutcome, StoreError>> {
+        let expected: Vec<BTreeSet<String>> = {
+            let ledger = lock(&self.ledger);
+            let now = Instant::now();
+            keys.iter()
+                .map(|key| ledger.wakes.next(key.name.as_str(), now))
+                .collect()
+        };
         let results = self.inner.release_many(keys).await;
-        let mut ledger = lock(&self.ledger);
-        for (key, result) in keys.iter().zip(&results) {
+        let wakes = self.hand_on();
+        for ((key, result), expected) in keys.iter().zip(&results).zip(&expected) {
             if let Ok(ReleaseOutcome::Released { .. }) = result {
-                ledger.released(key.lease);
+                lock(&self.ledger).released(key.lease);
+                if !key.shared {
+                    self.judge_release(&key.name, expected, &wakes);
+                }
             }
         }
         results
     }
 
     async fn set_permits(&self, name: &LockName, permits: u32) -> Result<Option<u32>, StoreError> {
-        self.inner.set_permits(name, permits).await
+        let result = self.inner.set_permits(name, permits).await;
+        self.hand_on();
+        result
     }
 
     async fn hand_over(
@@ -543,10 +654,32 @@ impl<S: LockStore> LockStore for Witness<S> {
         from: &LeaseKey,
         to: &AcquireRequest,
     ) -> Result<HandOverOutcome, StoreError> {
+        let expected = lock(&self.ledger)
+            .wakes
+            .next(from.name.as_str(), Instant::now());
         let result = self.inner.hand_over(from, to).await;
+        let wakes = self.hand_on();
         match &result {
-            Ok(HandOverOutcome::HandedOver { .. }) => lock(&self.ledger).answered_in_line(to, true),
-            Ok(HandOverOutcome::Released { .. }) => lock(&self.ledger).answered_in_line(to, false),
+            Ok(HandOverOutcome::HandedOver { .. }) => {
+                let mut ledger = lock(&self.ledger);
+                ledger.answered_in_line(to, true);
+                ledger.wakes.granted(to.name.as_str(), &to.holder);
+                if !from.shared
+                    && let Some(problem) = ledger
+                        .wakes
+                        .judge_handed_over(to.name.as_str(), wakes.of(to.name.as_str()).0)
+                {
+                    ledger.store_violations.push(problem);
+                }
+            }
+            Ok(HandOverOutcome::Released { .. }) => {
+                if !from.shared {
+                    self.judge_release(&from.name, &expected, &wakes);
+                }
+                let mut ledger = lock(&self.ledger);
+                ledger.answered_in_line(to, false);
+                ledger.wakes.hand_over_refused(to, Instant::now());
+            }
             _ => {}
         }
         if let Ok(HandOverOutcome::HandedOver { token, .. }) = &result {
@@ -566,10 +699,13 @@ impl<S: LockStore> LockStore for Witness<S> {
 
     async fn withdraw(&self, name: &LockName, holder: &HolderId) -> Result<(), StoreError> {
         let result = self.inner.withdraw(name, holder).await;
-        if result.is_ok()
-            && let Some(line) = lock(&self.ledger).lines.get_mut(name.as_str())
-        {
-            line.remove(holder);
+        self.hand_on();
+        if result.is_ok() {
+            let mut ledger = lock(&self.ledger);
+            ledger.wakes.withdrawn(name.as_str(), holder);
+            if let Some(line) = ledger.lines.get_mut(name.as_str()) {
+                line.remove(holder);
+            }
         }
         result
     }
@@ -578,8 +714,20 @@ impl<S: LockStore> LockStore for Witness<S> {
         self.inner.inspect(name).await
     }
 
+    /// The store's feed, handed on by [`Witness::hand_on`] after each call.
     async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
-        self.inner.watch_releases(demand).await
+        let holder = demand.holder().cloned();
+        let from_store = self.inner.watch_releases(demand).await?;
+        let (to_manager, receiver) = mpsc::channel(FEED_CAPACITY);
+        self.feeds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Feed {
+                holder,
+                from_store,
+                to_manager,
+            });
+        Some(receiver)
     }
 
     async fn watch_records(&self, names: &[LockName]) -> Option<mpsc::Receiver<RecordEvent>> {

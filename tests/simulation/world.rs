@@ -3,9 +3,10 @@
 //! permits, read and write locks and multi-locks (over mutex names, in any caller order,
 //! now and then with a name of another kind that must fail them cleanly), an intruder
 //! process that takes expired places with raw store calls, an operator deleting records and
-//! changing a semaphore's count, elections with slow bound actors, and in half the
-//! schedules bulk renewals small enough to fall behind — driven one random step at a time
-//! from a seed, under Tokio's paused clock.
+//! changing a semaphore's count, elections with slow bound actors, holders paused past
+//! their deadline with their release on the way, in half the schedules bulk renewals small
+//! enough to fall behind, and in half five or eight managers at once — driven one random
+//! step at a time from a seed, under Tokio's paused clock.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,7 +48,8 @@ const ALL_NAMES: [&str; 6] = ["alpha", "beta", "gamma", SEMAPHORE, RW_LOCK, ELEC
 /// Names a task or the intruder may hold.
 const HELD_NAMES: [&str; 5] = ["alpha", "beta", "gamma", SEMAPHORE, RW_LOCK];
 const ELECTION: &str = "leader";
-const SLOTS: usize = 3;
+/// The most managers a schedule runs at once (a fleet on a few names).
+const MAX_SLOTS: usize = 8;
 const STEPS: usize = 60;
 /// The longest a stalled store call waits before it is applied.
 const MAX_STALL: Duration = Duration::from_millis(2_000);
@@ -102,7 +104,10 @@ enum ClientPhase {
 struct ClientEntry {
     task: JoinHandle<()>,
     phase: Arc<Mutex<ClientPhase>>,
-    release_now: Option<oneshot::Sender<()>>,
+    /// Lets the holder go now: `true` releases even where its plan would drop the guard.
+    release_now: Option<oneshot::Sender<bool>>,
+    /// A multi-lock's task (its release detaches its members).
+    multi: bool,
 }
 
 struct Candidate {
@@ -237,7 +242,7 @@ pub(crate) struct World {
     history: Shared,
     managers: Vec<ManagerEntry>,
     /// Which manager each slot runs (`None` once shut down, until restarted).
-    slots: [Option<usize>; SLOTS],
+    slots: Vec<Option<usize>>,
     clients: Vec<ClientEntry>,
     candidates: Vec<Candidate>,
     /// The intruder process: raw store calls with its own identity.
@@ -271,16 +276,30 @@ fn bulk_limit_of(seed: u64) -> Option<usize> {
     }
 }
 
+/// How many managers a schedule runs at once: three, or in a quarter of the schedules five
+/// and in another quarter eight, so that a release finds many managers waiting for it
+/// (whom it wakes is rule 11). Read from the seed, as `bulk_limit_of` is.
+fn slots_of(seed: u64) -> usize {
+    match (seed >> 2) % 4 {
+        0 => MAX_SLOTS,
+        1 => 5,
+        _ => 3,
+    }
+}
+
 impl World {
     pub(crate) async fn new(seed: u64) -> Self {
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let mut rng = StdRng::seed_from_u64(seed);
         let permits = rng.random_range(2..=4);
+        // The last is longer than the renew deadline: nothing but the hold's own deadline
+        // check then stops a release past that deadline passing the lease on locally.
         let fairness_bound = [
             None,
             Some(Duration::from_millis(40)),
             Some(Duration::from_millis(400)),
-        ][rng.random_range(0..3)];
+            Some(Duration::from_millis(2_000)),
+        ][rng.random_range(0..4)];
         let options = options(fairness_bound);
         // Tasks wait in line in a third of the schedules (multi-locks are left out then).
         let fairness = if rng.random_bool(0.33) {
@@ -310,7 +329,7 @@ impl World {
             ledger,
             history,
             managers: Vec::new(),
-            slots: [None; SLOTS],
+            slots: vec![None; slots_of(seed)],
             clients: Vec::new(),
             candidates: Vec::new(),
             intruder,
@@ -321,12 +340,13 @@ impl World {
             bulk_limit: bulk_limit_of(seed),
         };
         self::history(&world.history).note(format!(
-            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}; bulk renewals of at most {:?} leases",
+            "{SEMAPHORE} has {permits} permits; fairness bound {:?}; mutex tasks {:?}; bulk renewals of at most {:?} leases; {} managers at once",
             world.options.fairness_bound(),
             world.fairness,
-            world.bulk_limit
+            world.bulk_limit,
+            world.slots.len()
         ));
-        for slot in 0..SLOTS {
+        for slot in 0..world.slots.len() {
             world.start_manager(slot).await;
         }
         world
@@ -405,7 +425,7 @@ impl World {
     }
 
     async fn step(&mut self) {
-        match self.rng.random_range(0..100) {
+        match self.rng.random_range(0..102) {
             0..=23 => self.spawn_mutex_client(),
             24..=31 => self.spawn_semaphore_client(),
             32..=39 => self.spawn_rw_client(),
@@ -426,6 +446,7 @@ impl World {
             95 => self.operator_sets_permits().await,
             96..=97 => self.spawn_readers(),
             98 => self.spawn_mutex_crowd(),
+            99..=101 => self.pause_holder().await,
             _ => {}
         }
     }
@@ -594,7 +615,8 @@ impl World {
             }
         }
         let renew_deadline = self.options.renew_deadline();
-        let in_line = self.fairness == Fairness::ArrivalOrder && !matches!(target, Target::All(_));
+        let multi = matches!(target, Target::All(_));
+        let in_line = self.fairness == Fairness::ArrivalOrder && !multi;
         let task = tokio::spawn(client(ClientRun {
             id,
             manager,
@@ -611,6 +633,7 @@ impl World {
             task,
             phase,
             release_now: Some(release_now),
+            multi,
         });
     }
 
@@ -648,7 +671,7 @@ impl World {
         if let Some(id) = self.pick_client(ClientPhase::Holding)
             && let Some(signal) = self.clients[id].release_now.take()
         {
-            let _ = signal.send(());
+            let _ = signal.send(false);
         }
     }
 
@@ -680,6 +703,8 @@ impl World {
         let name = self.held_name();
         let leases = self.leases_in_record(name).await;
         let removed = self.store.remove(&lock_name(name));
+        // The deletion woke every manager: their feeds hear of it now.
+        self.witnessed.hand_on();
         if removed {
             // The deleted record took its line with it: nobody is ahead of a newcomer.
             recorder::lock(&self.ledger).line_deleted(name);
@@ -711,7 +736,11 @@ impl World {
     /// asking for a count the record had before are held to the new one.
     async fn operator_sets_permits(&mut self) {
         let permits = self.rng.random_range(2..=4);
-        if let Ok(old) = self.store.set_permits(&lock_name(SEMAPHORE), permits).await {
+        if let Ok(old) = self
+            .witnessed
+            .set_permits(&lock_name(SEMAPHORE), permits)
+            .await
+        {
             self.permits = permits;
             self.history().note(format!(
                 "operator sets {SEMAPHORE} to {permits} permits (was {old:?})"
@@ -734,6 +763,45 @@ impl World {
         self.history().paused(jump);
         for name in HELD_NAMES {
             self.intruder_grab(name).await;
+        }
+    }
+
+    /// A holder's process stops right after its task asked to release (a multi-lock's:
+    /// to detach its members and release them together), until past the hold's loss
+    /// deadline; the other processes may meanwhile take what expired. When it runs again,
+    /// the release reaches its actor before the deadline's own timer is handled, and must
+    /// be answered as a loss (rule 10), whether or not anyone took the lock.
+    ///
+    /// Half the time a multi-lock's task, if one holds (fewer hold than single locks). The
+    /// jump is at most 600 ms past the longest the deadline can be ahead, so that a release
+    /// still comes within a long fairness bound of its grant (rule 10's second half).
+    async fn pause_holder(&mut self) {
+        let multis: Vec<usize> = (0..self.clients.len())
+            .filter(|&id| {
+                self.clients[id].multi
+                    && *lock_phase(&self.clients[id].phase) == ClientPhase::Holding
+            })
+            .collect();
+        let id = if !multis.is_empty() && self.rng.random_bool(0.5) {
+            multis[self.rng.random_range(0..multis.len())]
+        } else if let Some(id) = self.pick_client(ClientPhase::Holding) {
+            id
+        } else {
+            return;
+        };
+        let Some(signal) = self.clients[id].release_now.take() else {
+            return;
+        };
+        let _ = signal.send(true);
+        let jump = self.options.renew_deadline() + Duration::from_millis(1) + self.duration(600);
+        let _ = tokio::time::advance(jump).now_or_never();
+        self.history()
+            .note(format!("client {id} releases; its process is paused"));
+        self.history().paused(jump);
+        if self.rng.random_bool(0.5) {
+            for name in HELD_NAMES {
+                self.intruder_grab(name).await;
+            }
         }
     }
 
@@ -972,13 +1040,19 @@ impl World {
         for name in HELD_NAMES {
             self.intruder_release(name).await;
         }
-        self.history().note("the end: faults healed");
+        let (releases, wakeups) = {
+            let ledger = recorder::lock(&self.ledger);
+            (ledger.wakes.releases, ledger.wakes.wakeups)
+        };
+        self.history().note(format!(
+            "the end: faults healed; {releases} mutex releases woke {wakeups} managers"
+        ));
         tokio::time::sleep(Duration::from_secs(5)).await;
         self.check().await;
         for manager in 0..self.managers.len() {
             self.shut_down(manager);
         }
-        self.slots = [None; SLOTS];
+        self.slots.fill(None);
         // Everything still waiting is answered by the shutdown.
         tokio::time::sleep(Duration::from_secs(5)).await;
         self.check().await;
@@ -1077,7 +1151,7 @@ struct ClientRun {
     plan: Plan,
     history: Shared,
     phase: Arc<Mutex<ClientPhase>>,
-    release_signal: oneshot::Receiver<()>,
+    release_signal: oneshot::Receiver<bool>,
     renew_deadline: Duration,
 }
 
@@ -1220,18 +1294,24 @@ async fn client(run: ClientRun) {
             *lock_phase(&phase) = ClientPhase::Done;
             drop(held);
         }
-        _ = async {
+        forced = async {
             tokio::select! {
-                _ = tokio::time::sleep(plan.hold) => {}
-                _ = &mut release_signal => {}
+                _ = tokio::time::sleep(plan.hold) => false,
+                forced = &mut release_signal => forced.unwrap_or(false),
             }
         } => {
-            history(&shared).letting_go(who);
+            let overdue = {
+                let mut history = history(&shared);
+                let overdue = history.past_deadline(who);
+                history.letting_go(who);
+                overdue
+            };
             *lock_phase(&phase) = ClientPhase::Done;
-            if plan.release {
+            if plan.release || forced {
                 match held.release().await {
                     Ok(()) => {
                         let mut history = history(&shared);
+                        history.released_ok_past_deadline(who, &overdue);
                         for ((name, token), place) in tokens.iter().zip(places) {
                             history.released_ok(who, name, *token, place);
                         }
