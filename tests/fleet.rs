@@ -193,3 +193,40 @@ async fn waiting_in_line_a_process_asks_only_to_keep_its_place() {
         task.abort();
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn scratch_arrival_fleet() {
+    let store = MemoryStore::new();
+    let options = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
+    let procs: usize = std::env::var("P").map_or(8, |p| p.parse().unwrap());
+    let stall: u64 = std::env::var("STALL").map_or(2, |p| p.parse().unwrap());
+    let mut ps = Vec::new();
+    for _ in 0..procs {
+        let p = process(&store, options.clone()).await;
+        p.store.stall(Duration::from_millis(stall));
+        ps.push(p);
+    }
+    let waits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..procs * 2 {
+        let lock = ps[i / 2].manager.lock("fleet").unwrap();
+        let waits = waits.clone();
+        tasks.push(tokio::spawn(async move {
+            let end = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < end {
+                let asked = Instant::now();
+                let guard = lock.acquire().await.unwrap();
+                waits.lock().unwrap().push((asked.elapsed(), i, asked));
+                sleep(Duration::from_millis(1)).await;
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks { t.await.unwrap(); }
+    let mut w = waits.lock().unwrap().clone();
+    let n = w.len();
+    w.sort();
+    let calls: u64 = ps.iter().map(|p| p.store.acquire_calls()).sum();
+    println!("acq {n} ({}/s), calls/acq {:.2}, p50 {:?} p99 {:?} max {:?}", n / 20, calls as f64 / n as f64, w[n / 2].0, w[n * 99 / 100].0, w[n - 1].0);
+    for x in &w[n - 5..] { println!("  long: {:?} task {}", x.0, x.1); }
+}
