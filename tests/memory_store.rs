@@ -1730,6 +1730,44 @@ async fn in_arrival_order_a_writer_that_gives_up_leaves_its_place_to_the_reader_
     third.shutdown().await;
 }
 
+/// A reader that gives up while another reader of its process still waits leaves nothing to
+/// take back (a refused reader marks the readers' wait, which the others still need, and no
+/// writer's): its manager sends the store nothing for it.
+#[tokio::test(start_paused = true)]
+async fn a_reader_that_gives_up_beside_another_withdraws_nothing() {
+    use std::time::Duration;
+
+    let (store, elsewhere, manager) = here_and_elsewhere(&common::fast_options()).await;
+    let held = elsewhere.rw_lock("files").unwrap().write().await.unwrap();
+    let files = manager.rw_lock("files").unwrap();
+    let leaving = {
+        let files = files.clone();
+        tokio::spawn(async move { files.read_timeout(Duration::from_millis(300)).await })
+    };
+    let staying = {
+        let files = files.clone();
+        tokio::spawn(async move { files.read().await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(store.acquire_calls() > 0, "the readers were refused");
+    let other_calls = || store.calls() - store.acquire_calls();
+    let before = other_calls();
+    assert!(
+        leaving.await.unwrap().is_err(),
+        "the first reader gave up while the write was held"
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        other_calls(),
+        before,
+        "no withdrawal: the reader that left had nothing of its own on the record"
+    );
+    held.release().await.unwrap();
+    staying.await.unwrap().unwrap().release().await.unwrap();
+    manager.shutdown().await;
+    elsewhere.shutdown().await;
+}
+
 /// A writer that waited and then got in leaves no mark to withdraw (its grant ended it): once
 /// it releases, its manager sends the store nothing more.
 #[tokio::test(start_paused = true)]

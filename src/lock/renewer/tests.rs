@@ -287,6 +287,30 @@ async fn attempts_wait_while_renewals_are_left_behind() {
     holder.stop(None);
 }
 
+/// A renewal that arrives while the bulk command is out and another is left behind it does
+/// not end the wait: acquisition attempts still wait until a command takes what was left.
+#[tokio::test(start_paused = true)]
+async fn a_renewal_arriving_while_one_is_left_behind_keeps_attempts_waiting() {
+    let start = Instant::now();
+    let (_store, renewer, holder, mut answered) =
+        one_left_behind(start + Duration::from_secs(2)).await;
+    let wait = Duration::from_secs(60);
+    assert!(
+        renewer.behind(wait).is_some(),
+        "one of three is left behind"
+    );
+    renewer.renew(renewal_for(&holder, start + Duration::from_secs(30)));
+    tokio::time::sleep(COALESCE * 2).await;
+    assert!(
+        renewer.behind(wait).is_some(),
+        "still behind: the bulk command is out, and the renewal left behind still waits"
+    );
+    for _ in 0..4 {
+        answered.recv().await.expect("every renewal is answered");
+    }
+    holder.stop(None);
+}
+
 /// Renewals left behind and taken by an urgent command (one due sooner went and took
 /// them along) are no longer behind: attempts stop waiting then, not when the bulk
 /// command out comes back.
