@@ -208,12 +208,12 @@ impl NameState {
         !self.kind.is_shared() && !options.in_arrival_order() && self.release_waiters.is_feed_live()
     }
 
-    /// Whether a refused attempt left a mutex's waiter in line (arrival order) with the
-    /// store's release feed watching, so that a release wakes it when its turn comes.
+    /// Whether a refused attempt left a mutex's waiter in line (arrival order: every
+    /// waiting attempt takes a place; a single try never gets here) with the store's
+    /// release feed watching, so that a release wakes it when its turn comes.
     fn waits_in_line(&self, attempt: &Attempt) -> bool {
         !self.kind.is_shared()
             && attempt.options.in_arrival_order()
-            && attempt.listed_for > Duration::ZERO
             && self.release_waiters.is_feed_live()
     }
 
