@@ -8,7 +8,8 @@
 #
 # The oracle is what pins those paths without a server: the crate's unit tests, the
 # conformance suite on the memory store (paused time), the metrics test (the gauges a hold
-# moves must come back) and the deterministic simulator (MONGOLOCK_SIM_SCHEDULES schedules
+# moves must come back), the fleet tests (how often waiting processes ask, and whom a
+# release wakes) and the deterministic simulator (MONGOLOCK_SIM_SCHEDULES schedules
 # per mutant, 400 by default; scripts/test.sh runs 4,000).
 #
 #   scripts/mutants.sh                        every mutant of src/lock and src/store/memory
@@ -74,7 +75,7 @@ status=0
 started=$(mktemp)
 cargo mutants --all-features "${copy[@]}" "${timeout[@]}" \
     --cargo-arg=--lib --cargo-arg=--test=memory_store --cargo-arg=--test=metrics \
-    --cargo-arg=--test=simulation \
+    --cargo-arg=--test=simulation --cargo-arg=--test=fleet \
     "${files[@]}" "$@" || status=$?
 # cargo-mutants exits 2 when a mutant was missed, 3 when one timed out: still a score. An
 # outcomes.json older than this run (refused arguments, --list) is a previous run's.
