@@ -160,8 +160,13 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   to the feed of the manager with the earliest-arrived live place of either sort, and to
 ///   feeds that serve no particular manager ([`ReleaseDemand::holder`]), not to the feeds
 ///   of other managers: with many processes waiting for one lock, a turn costs one wake-up.
-///   With no live place, every feed hears it. Shared records' releases, withdrawals, count
-///   changes and deletions are reported to every feed.
+///   With no live place, every feed hears it. A request in arrival order refused only by
+///   an earlier place (the lease had ended) wakes the manager of the earliest live place
+///   the same way, unless the name's last wake named it already: the manager a release
+///   woke may have been overtaken by the time its attempt comes (a retry's arrival is
+///   stamped again from its wait, so it moves with each call's latency), and the lock must
+///   not stay free until the manager that overtook it asks again. Shared records' releases,
+///   withdrawals, count changes and deletions are reported to every feed.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need

@@ -165,6 +165,7 @@ macro_rules! conformance_suite {
             shared_records::rule_2_mutex_hand_over_is_owner_checked,
             shared_records::rule_5_requests_at_the_edges_are_answered_not_panicked,
             waking::rule_22_a_release_wakes_only_the_longest_waiting_manager,
+            waking::rule_22_a_request_refused_only_by_the_line_wakes_the_earliest_place,
             arrival_order::rule_16_the_earliest_place_in_line_goes_first,
             arrival_order::rule_20_places_in_line_end_or_are_withdrawn,
             arrival_order::rule_15_readers_in_line_go_in_together_behind_earlier_writers,

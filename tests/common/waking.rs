@@ -133,3 +133,55 @@ pub(crate) async fn rule_22_a_release_wakes_only_the_longest_waiting_manager<B: 
     assert!(feed_reports(&mut early_feed, &unlisted, FEED_WITHIN).await);
     assert!(feed_reports(&mut late_feed, &unlisted, FEED_WITHIN).await);
 }
+
+/// A waiting attempt of `caller` for the mutex `name` in arrival order, begun `waited` ago.
+fn in_line(caller: &Caller, name: &LockName, waited: Duration) -> AcquireRequest {
+    waiting(caller, name, waited).with_arrival_order(true)
+}
+
+/// The manager a release woke may be overtaken before its attempt comes: a retry's arrival
+/// is stamped again from its wait, so it moves with each call's latency. Its refusal, with
+/// the lock free and only an earlier place in the way, passes the wake on to that place's
+/// manager, so the lock does not sit free until the one that overtook it asks again; a
+/// refusal while that manager comes does not wake it twice.
+pub(crate) async fn rule_22_a_request_refused_only_by_the_line_wakes_the_earliest_place<
+    B: Backend,
+>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, first, second) = (Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut first_feed), Some(mut second_feed)) = (
+        feed_of(backend, &store, &first).await,
+        feed_of(backend, &store, &second).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let lock = name("wake-passed-on");
+    let (held, _) = granted(&store, &holder.request(&lock, Access::Exclusive, LONG)).await;
+    refused(&store, &in_line(&first, &lock, Duration::from_secs(5))).await;
+    refused(&store, &in_line(&second, &lock, Duration::from_secs(1))).await;
+    released(&store, &held).await;
+    assert!(
+        feed_reports(&mut first_feed, &lock, FEED_WITHIN).await,
+        "the release wakes the earliest place"
+    );
+    assert!(!feed_reports(&mut second_feed, &lock, FEED_QUIET).await);
+
+    // The woken manager comes with a later arrival than the second place's.
+    refused(&store, &in_line(&first, &lock, Duration::ZERO)).await;
+    assert!(
+        feed_reports(&mut second_feed, &lock, FEED_WITHIN).await,
+        "a refusal by the line alone wakes the manager that goes first now"
+    );
+    assert!(
+        !feed_reports(&mut first_feed, &lock, FEED_QUIET).await,
+        "nor does it wake the refused manager"
+    );
+    refused(&store, &in_line(&first, &lock, Duration::ZERO)).await;
+    assert!(
+        !feed_reports(&mut second_feed, &lock, FEED_QUIET).await,
+        "a manager already woken is not woken again"
+    );
+    granted(&store, &in_line(&second, &lock, Duration::from_secs(2))).await;
+}

@@ -24,6 +24,10 @@ struct Place {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct WaitingLine {
     places: Vec<Place>,
+    /// The manager the name's last wake went to (`None`: everyone, or no wake yet), so a
+    /// wake passed on by a refusal reaches a manager once, as MongoDB's unchanged `wake`
+    /// field is not reported again.
+    pub(super) last_woken: Option<HolderId>,
 }
 
 impl WaitingLine {

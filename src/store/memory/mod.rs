@@ -383,14 +383,35 @@ impl MemoryState {
     /// listed.
     fn wake_longest_waiting(&mut self, name: &LockName, now: Instant) {
         // Rule 22.
-        let woken = self
-            .lines
-            .get(name)
-            .and_then(|line| line.earliest(now))
-            .cloned();
+        let woken = self.lines.get_mut(name).and_then(|line| {
+            line.last_woken = line.earliest(now).cloned();
+            line.last_woken.clone()
+        });
         // Nobody listed (a waiter refused only once is not): every waiting manager may go.
         self.tell_watchers(name, |served| {
             woken.is_none() || served.is_none_or(|served| Some(served) == woken.as_ref())
+        });
+    }
+
+    /// A mutex request refused only by an earlier place (the lease had ended) wakes the
+    /// manager of the earliest live place, unless the name's last wake went to it already:
+    /// the manager a release woke may have been overtaken by the time its attempt came (its
+    /// arrival is stamped again from its wait), and the lock must not sit free until the one
+    /// that overtook it asks again.
+    fn pass_wake_on(&mut self, name: &LockName, now: Instant) {
+        // Rule 22.
+        let Some(line) = self.lines.get_mut(name) else {
+            return;
+        };
+        let Some(earliest) = line.earliest(now).cloned() else {
+            return;
+        };
+        if line.last_woken.as_ref() == Some(&earliest) {
+            return;
+        }
+        line.last_woken = Some(earliest.clone());
+        self.tell_watchers(name, |served| {
+            served.is_none_or(|served| *served == earliest)
         });
     }
 
@@ -649,6 +670,7 @@ impl LockStore for MemoryStore {
         // Rule 16: an earlier place of another manager goes first.
         if state.behind_in_line(request, now) {
             state.place_in_line(request, now);
+            state.pass_wake_on(&request.name, now);
             return Ok(AcquireOutcome::busy(None));
         }
         // Rule 16: a grant removes its holder's place.

@@ -113,6 +113,9 @@ pub(super) const RELEASED_LEASES: &str = "leases";
 
 /// Temporary field of the acquire pipeline: whether the lock was free when the update ran.
 pub(super) const FREE: &str = "_mongolockFree";
+/// Temporary field of the arrival-order acquire pipeline: whether the lease had ended and
+/// only an earlier place held the request back, so the wake passes to that place.
+pub(super) const PASSES_WAKE: &str = "_mongolockPassesWake";
 /// Temporary field of the arrival-order pipelines: the other managers' live places in line.
 pub(super) const OTHERS_IN_LINE: &str = "_mongolockOthersInLine";
 /// Temporary field of the shared acquire pipeline: the token a grant would take.

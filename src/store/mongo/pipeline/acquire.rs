@@ -6,6 +6,7 @@ use std::time::Duration;
 use mongodb::bson::{Bson, DateTime, Document, doc};
 
 use super::holders::{count_with_access, record_expiry, unexpired_holders};
+use super::release::wake_next;
 use super::token::{next_reserved_until, next_token};
 use crate::kind::{Access, MAX_PERMITS};
 use crate::store::TOKENS_PER_GRANT;
@@ -14,9 +15,9 @@ use crate::store::mongo::expression::{
 };
 use crate::store::mongo::fields::{
     ACCESS, ACQUIRED_AT, CONTENDED_AT, CONTENDERS, EXPIRES_AT, FREE, GRANTED_HOLDER, GRANTED_TOKEN,
-    HOLDER, HOLDERS, KIND, LEASE, LEASE_ID, NEXT_TOKEN, OTHERS_IN_LINE, PERMITS, READERS_TURN_FROM,
-    READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL, TOKEN, WRITE,
-    WRITER_WAITING_UNTIL, WRITERS_MARKED_BY,
+    HOLDER, HOLDERS, KIND, LEASE, LEASE_ID, NEXT_TOKEN, OTHERS_IN_LINE, PASSES_WAKE, PERMITS,
+    READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL, TOKEN, WAKE,
+    WRITE, WRITER_WAITING_UNTIL, WRITERS_MARKED_BY,
 };
 use crate::store::mongo::line;
 use crate::store::mongo::writers_marks;
@@ -32,8 +33,10 @@ use crate::store::request::{AcquireRequest, mark_length};
 ///
 /// In arrival order (`in_line`: the request's `retry_within`), the lock is free only if no
 /// other manager's live place in the line arrived earlier; a grant takes the requester's
-/// place out, a refusal puts it in (see `line.rs`). Without it the line is neither read
-/// nor written, so the plain cycle's pipeline stays as it was.
+/// place out, a refusal puts it in (see `line.rs`), and a refusal by the line alone (the
+/// lease had ended) names the earliest place's manager in `wake`, for its release feed.
+/// Without it the line is neither read nor written, so the plain cycle's pipeline stays as
+/// it was.
 pub(in crate::store::mongo) fn acquire(
     lease: &Bson,
     holder: &str,
@@ -47,22 +50,26 @@ pub(in crate::store::mongo) fn acquire(
     // When this requester started waiting, by the server's clock.
     let waiting_since = waiting_since(waited);
     // Rule 1: free if the record is a mutex's with no lease, or one expired by the server's clock.
-    let mut free = vec![
-        Bson::Document(is_mutex.clone()),
-        doc! { "$or": [
-            { "$lte": [{ "$ifNull": [field(EXPIRES_AT), DateTime::from_millis(0)] }, "$$NOW"] },
-            { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
-        ] }
-        .into(),
-    ];
+    let lease_ended = doc! { "$or": [
+        { "$lte": [{ "$ifNull": [field(EXPIRES_AT), DateTime::from_millis(0)] }, "$$NOW"] },
+        { "$eq": [{ "$ifNull": [field(LEASE_ID), Bson::Null] }, Bson::Null] },
+    ] };
+    let mut free = vec![Bson::Document(is_mutex.clone()), lease_ended.clone().into()];
     let mut stages = Vec::with_capacity(4);
+    let mut decided = doc! {};
     if let Waits::InLine(_) = waits {
         // Rule 16: an earlier place of another manager holds the request back.
         stages.push(doc! { "$set": { OTHERS_IN_LINE: line::others_in_line(holder) } });
         let earlier = line::earlier_in(field(OTHERS_IN_LINE), Access::Exclusive, &waiting_since);
-        free.push(doc! { "$not": [earlier] }.into());
+        free.push(doc! { "$not": [&earlier] }.into());
+        // Rule 22: refused only by the line, the request passes the wake on.
+        decided.insert(
+            PASSES_WAKE,
+            doc! { "$and": [&is_mutex, lease_ended, earlier] },
+        );
     }
-    stages.push(doc! { "$set": { FREE: { "$and": free } } });
+    decided.insert(FREE, doc! { "$and": free });
+    stages.push(doc! { "$set": decided });
     let mut fields = doc! {
         LEASE_ID: when_free(literal(lease.clone()), field(LEASE_ID).into()),
         HOLDER: when_free(literal(holder.into()), field(HOLDER).into()),
@@ -90,7 +97,13 @@ pub(in crate::store::mongo) fn acquire(
             let placed = line::with_place(others.clone(), place, &waiting_since, retry_within);
             fields.insert(
                 line::LINE,
-                doc! { "$cond": [&is_mutex, when_free(others.into(), placed.into()), field(line::LINE)] },
+                doc! { "$cond": [&is_mutex, when_free(others.clone().into(), placed.into()), field(line::LINE)] },
+            );
+            // The value changes only when the earliest place does, so a manager already
+            // woken is not woken again by every refusal while it comes.
+            fields.insert(
+                WAKE,
+                doc! { "$cond": [field(PASSES_WAKE), wake_next(others), field(WAKE)] },
             );
         }
         Waits::Listed(retry_within) => {
@@ -110,7 +123,7 @@ pub(in crate::store::mongo) fn acquire(
     stages.push(doc! { "$set": fields });
     if let Waits::InLine(_) = waits {
         stages.push(released_mutex_outlasts_its_line());
-        stages.push(doc! { "$unset": [FREE, OTHERS_IN_LINE] });
+        stages.push(doc! { "$unset": [FREE, OTHERS_IN_LINE, PASSES_WAKE] });
     } else {
         stages.push(doc! { "$unset": FREE });
     }
