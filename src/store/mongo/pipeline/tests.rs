@@ -204,7 +204,7 @@ fn only_a_release_that_may_free_a_write_carries_the_readers_turn() {
     for (released, turn) in [(Released::NoWrite, false), (Released::MaybeAWrite, true)] {
         let release = shared_release(&[Bson::Null], None, false, released);
         assert_eq!(mentions_turn(&release), turn, "{release:?}");
-        let hand_over = shared_hand_over(&Bson::Null, released, &Bson::Null, Vec::new());
+        let hand_over = shared_hand_over((&Bson::Null, released), &Bson::Null, Vec::new(), false);
         assert_eq!(mentions_turn(&hand_over), turn, "{hand_over:?}");
     }
 }
