@@ -133,3 +133,211 @@ pub(crate) async fn rule_22_a_release_wakes_only_the_longest_waiting_manager<B: 
     assert!(feed_reports(&mut early_feed, &unlisted, FEED_WITHIN).await);
     assert!(feed_reports(&mut late_feed, &unlisted, FEED_WITHIN).await);
 }
+
+/// An attempt of `caller` for `access` of the shared lock `name` in arrival order that
+/// began `waited` ago: refused, its manager takes a place in the line.
+fn in_line(caller: &Caller, name: &LockName, access: Access, waited: Duration) -> AcquireRequest {
+    caller
+        .request(name, access, LONG)
+        .with_waited(waited)
+        .with_retry_within(LONG)
+        .with_arrival_order(true)
+}
+
+/// Which of `feeds` report `lock`: those expected to within [`FEED_WITHIN`], the others not
+/// within [`FEED_QUIET`] (after the expected ones were heard).
+async fn reported(feeds: &mut [(&str, &mut Receiver<LockName>, bool)], lock: &LockName) {
+    for (who, feed, _) in feeds.iter_mut().filter(|(_, _, expected)| *expected) {
+        assert!(
+            feed_reports(feed, lock, FEED_WITHIN).await,
+            "the release of {lock} wakes {who}"
+        );
+    }
+    for (who, feed, _) in feeds.iter_mut().filter(|(_, _, expected)| !*expected) {
+        assert!(
+            !feed_reports(feed, lock, FEED_QUIET).await,
+            "the release of {lock} wakes nobody but whom its kind lets in next, not {who}"
+        );
+    }
+}
+
+/// A semaphore's release wakes the managers of the earliest places in line, as many as
+/// permits are free (here one of a count of 2, with three places), and nobody else; a feed
+/// serving no manager hears it too. With no place in line, every manager hears it.
+pub(crate) async fn rule_22_a_semaphore_release_wakes_the_earliest_places_it_frees<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, first, second, third) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut first_feed), Some(mut second_feed), Some(mut third_feed)) = (
+        feed_of(backend, &store, &first).await,
+        feed_of(backend, &store, &second).await,
+        feed_of(backend, &store, &third).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let mut every_feed = open_feed(backend, &store)
+        .await
+        .expect("a store with a feed has one for everyone too");
+    let pool = name("wake-a-permit");
+    let permit = Access::Permit { permits: 2 };
+    let secs = Duration::from_secs;
+    let (held, _) = granted(&store, &in_line(&holder, &pool, permit, Duration::ZERO)).await;
+    granted(&store, &in_line(&holder, &pool, permit, Duration::ZERO)).await;
+    // Asked in an order other than their arrivals': the places are ordered by arrival.
+    refused(&store, &in_line(&second, &pool, permit, secs(20))).await;
+    refused(&store, &in_line(&third, &pool, permit, secs(10))).await;
+    refused(&store, &in_line(&first, &pool, permit, secs(30))).await;
+    released(&store, &held).await;
+    reported(
+        &mut [
+            ("the earliest place's manager", &mut first_feed, true),
+            ("a feed serving no manager", &mut every_feed, true),
+            ("the second place's manager", &mut second_feed, false),
+            ("the third place's manager", &mut third_feed, false),
+        ],
+        &pool,
+    )
+    .await;
+
+    // Nobody in line (waiters of the default mode take no place): every manager hears it.
+    let unlined = name("wake-every-permit");
+    let one = Access::Permit { permits: 1 };
+    let (held, _) = granted(&store, &in_line(&holder, &unlined, one, Duration::ZERO)).await;
+    refused(
+        &store,
+        &first.request(&unlined, one, LONG).with_retry_within(LONG),
+    )
+    .await;
+    refused(
+        &store,
+        &second.request(&unlined, one, LONG).with_retry_within(LONG),
+    )
+    .await;
+    released(&store, &held).await;
+    reported(
+        &mut [
+            ("a waiter without a place", &mut first_feed, true),
+            ("another waiter without a place", &mut second_feed, true),
+            (
+                "a manager not waiting, with no place in line",
+                &mut third_feed,
+                true,
+            ),
+        ],
+        &unlined,
+    )
+    .await;
+}
+
+/// A reader/writer lock's writer releases with places read, read, write in line: the
+/// release wakes both readers' managers (a readers' batch goes in together) and not the
+/// writer's, behind them.
+pub(crate) async fn rule_22_a_writers_release_wakes_the_readers_batch<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (holder, reader, other_reader, writer) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut reader_feed), Some(mut other_reader_feed), Some(mut writer_feed)) = (
+        feed_of(backend, &store, &reader).await,
+        feed_of(backend, &store, &other_reader).await,
+        feed_of(backend, &store, &writer).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let secs = Duration::from_secs;
+
+    // A readers' batch: both readers ahead of the writer go in together.
+    let batch = name("wake-a-readers-batch");
+    let (wrote, _) = granted(
+        &store,
+        &in_line(&holder, &batch, Access::Write, Duration::ZERO),
+    )
+    .await;
+    refused(&store, &in_line(&writer, &batch, Access::Write, secs(10))).await;
+    refused(&store, &in_line(&reader, &batch, Access::Read, secs(30))).await;
+    refused(
+        &store,
+        &in_line(&other_reader, &batch, Access::Read, secs(20)),
+    )
+    .await;
+    released(&store, &wrote).await;
+    reported(
+        &mut [
+            ("the first reader's manager", &mut reader_feed, true),
+            ("the second reader's manager", &mut other_reader_feed, true),
+            (
+                "the writer's manager, behind the readers",
+                &mut writer_feed,
+                false,
+            ),
+        ],
+        &batch,
+    )
+    .await;
+}
+
+/// Readers hold a reader/writer lock and a writer's place is first in line: a reader's
+/// release while another reader holds lets nobody in, and wakes nobody; the last reader's
+/// lets the writer in, and wakes its manager, not that of the reader behind it.
+pub(crate) async fn rule_22_a_readers_release_wakes_nobody_while_readers_hold<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, reader, other_reader, writer) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut reader_feed), Some(mut writer_feed)) = (
+        feed_of(backend, &store, &reader).await,
+        feed_of(backend, &store, &writer).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let secs = Duration::from_secs;
+    let readers = name("wake-behind-readers");
+    let (read, _) = granted(
+        &store,
+        &in_line(&holder, &readers, Access::Read, Duration::ZERO),
+    )
+    .await;
+    let (other_read, _) = granted(
+        &store,
+        &in_line(&other_reader, &readers, Access::Read, Duration::ZERO),
+    )
+    .await;
+    refused(&store, &in_line(&writer, &readers, Access::Write, secs(30))).await;
+    refused(&store, &in_line(&reader, &readers, Access::Read, secs(10))).await;
+    released(&store, &read).await;
+    reported(
+        &mut [
+            (
+                "the writer's manager, while a reader holds",
+                &mut writer_feed,
+                false,
+            ),
+            (
+                "the reader's manager, behind the writer",
+                &mut reader_feed,
+                false,
+            ),
+        ],
+        &readers,
+    )
+    .await;
+    released(&store, &other_read).await;
+    reported(
+        &mut [
+            (
+                "the writer's manager, once nobody holds",
+                &mut writer_feed,
+                true,
+            ),
+            (
+                "the reader's manager, behind the writer",
+                &mut reader_feed,
+                false,
+            ),
+        ],
+        &readers,
+    )
+    .await;
+}

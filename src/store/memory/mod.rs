@@ -162,10 +162,10 @@ impl MemoryState {
                 _ => return ReleaseOutcome::NotOwner,
             }
         };
-        // Rule 22: a mutex's release wakes the manager listed longest, a shared record's every
-        // feed.
+        // Rule 22: a mutex's release wakes the manager listed longest, a shared record's those
+        // its kind lets in next (a lease of the default mode's: every feed).
         if key.shared {
-            self.freed(&key.name);
+            self.wake_let_in(&key.name, key.in_arrival_order, now);
         } else {
             self.wake_longest_waiting(&key.name, now);
         }
@@ -361,7 +361,7 @@ impl MemoryState {
             },
             // Refused, or another kind asked for (which writes nothing): the place is free.
             Ok(AcquireOutcome::Busy { .. }) | Err(_) => {
-                self.freed(&from.name);
+                self.wake_let_in(&from.name, from.in_arrival_order, now);
                 self.recorded(&RecordEvent::Released {
                     name: from.name.clone(),
                     forced: false,
@@ -391,6 +391,22 @@ impl MemoryState {
         // Nobody listed (a waiter refused only once is not): every waiting manager may go.
         self.tell_watchers(name, |served| {
             woken.is_none() || served.is_none_or(|served| Some(served) == woken.as_ref())
+        });
+    }
+
+    /// A shared record's `name` was released: with `in_line` (a lease of arrival order),
+    /// tells the feeds of the managers its kind lets in next (and those that hear every
+    /// release), nobody else's; every feed when no place is live or without `in_line`.
+    fn wake_let_in(&mut self, name: &LockName, in_line: bool, now: Instant) {
+        // Rule 22.
+        let admits = self.shared.get(name).map(|record| record.admits(now));
+        let woken: Option<Vec<HolderId>> = admits
+            .filter(|_| in_line)
+            .and_then(|admits| self.lines.get(name)?.let_in_next(admits, now))
+            .map(|woken| woken.into_iter().cloned().collect());
+        self.tell_watchers(name, |served| match (&woken, served) {
+            (Some(woken), Some(served)) => woken.contains(served),
+            _ => true,
         });
     }
 
