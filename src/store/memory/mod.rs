@@ -298,7 +298,14 @@ impl MemoryState {
                 record.contended(request, now);
             }
             self.place_in_line(request, now);
-            return Ok(AcquireOutcome::busy(None));
+            let lease_left = self
+                .shared
+                .get(&request.name)
+                .and_then(|record| record.first_lease_end(now));
+            return Ok(AcquireOutcome::Busy {
+                holder: None,
+                lease_left,
+            });
         }
         let Self {
             shared, last_token, ..
@@ -322,10 +329,10 @@ impl MemoryState {
                     readers_waited_over,
                 })
             }
-            SharedGrant::Busy(holder) => {
+            SharedGrant::Busy(holder, lease_left) => {
                 // Rule 18.
                 self.place_in_line(request, now);
-                Ok(AcquireOutcome::busy(holder))
+                Ok(AcquireOutcome::Busy { holder, lease_left })
             }
         }
     }

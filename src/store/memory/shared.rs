@@ -75,7 +75,8 @@ pub(super) enum Admits {
 /// What an acquisition found.
 pub(super) enum SharedGrant {
     Granted(u64),
-    Busy(Option<HolderId>),
+    /// Refused: the first holder, and how long the lease that ends first has left.
+    Busy(Option<HolderId>, Option<Duration>),
 }
 
 fn live(until: Option<Instant>, now: Instant) -> bool {
@@ -279,7 +280,10 @@ impl SharedRecord {
                     _ => {}
                 }
             }
-            return SharedGrant::Busy(self.holders.first().map(|first| first.holder.clone()));
+            return SharedGrant::Busy(
+                self.holders.first().map(|first| first.holder.clone()),
+                self.first_lease_end(now),
+            );
         }
         // Rule 14.
         let token = reserve();
@@ -359,6 +363,16 @@ impl SharedRecord {
                 .filter(|_| others_wait)
                 .map(|since| now - since),
         )
+    }
+
+    /// How long the unexpired holder whose lease ends first has left at `now`: when a
+    /// place may come free without a release.
+    pub(super) fn first_lease_end(&self, now: Instant) -> Option<Duration> {
+        self.holders
+            .iter()
+            .filter(|holder| holder.expires_at > now)
+            .map(|holder| holder.expires_at - now)
+            .min()
     }
 
     /// Whom the record lets in next at `now`, by its unexpired holders.
