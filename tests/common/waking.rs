@@ -10,6 +10,7 @@ use mongolock::{Access, LockName};
 use tokio::sync::mpsc::Receiver;
 
 use super::Backend;
+use super::arrival_order::shared_in_line;
 use super::shared_records::{
     Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, inspect, name, open_feed,
     refused, released,
@@ -134,16 +135,6 @@ pub(crate) async fn rule_22_a_release_wakes_only_the_longest_waiting_manager<B: 
     assert!(feed_reports(&mut late_feed, &unlisted, FEED_WITHIN).await);
 }
 
-/// An attempt of `caller` for `access` of the shared lock `name` in arrival order that
-/// began `waited` ago: refused, its manager takes a place in the line.
-fn in_line(caller: &Caller, name: &LockName, access: Access, waited: Duration) -> AcquireRequest {
-    caller
-        .request(name, access, LONG)
-        .with_waited(waited)
-        .with_retry_within(LONG)
-        .with_arrival_order(true)
-}
-
 /// Which of `feeds` report `lock`: those expected to within [`FEED_WITHIN`], the others not
 /// within [`FEED_QUIET`] (after the expected ones were heard).
 async fn reported(feeds: &mut [(&str, &mut Receiver<LockName>, bool)], lock: &LockName) {
@@ -183,12 +174,20 @@ pub(crate) async fn rule_22_a_semaphore_release_wakes_the_earliest_places_it_fre
     let pool = name("wake-a-permit");
     let permit = Access::Permit { permits: 2 };
     let secs = Duration::from_secs;
-    let (held, _) = granted(&store, &in_line(&holder, &pool, permit, Duration::ZERO)).await;
-    granted(&store, &in_line(&holder, &pool, permit, Duration::ZERO)).await;
+    let (held, _) = granted(
+        &store,
+        &shared_in_line(&holder, &pool, permit, Duration::ZERO),
+    )
+    .await;
+    granted(
+        &store,
+        &shared_in_line(&holder, &pool, permit, Duration::ZERO),
+    )
+    .await;
     // Asked in an order other than their arrivals': the places are ordered by arrival.
-    refused(&store, &in_line(&second, &pool, permit, secs(20))).await;
-    refused(&store, &in_line(&third, &pool, permit, secs(10))).await;
-    refused(&store, &in_line(&first, &pool, permit, secs(30))).await;
+    refused(&store, &shared_in_line(&second, &pool, permit, secs(20))).await;
+    refused(&store, &shared_in_line(&third, &pool, permit, secs(10))).await;
+    refused(&store, &shared_in_line(&first, &pool, permit, secs(30))).await;
     released(&store, &held).await;
     reported(
         &mut [
@@ -204,7 +203,11 @@ pub(crate) async fn rule_22_a_semaphore_release_wakes_the_earliest_places_it_fre
     // Nobody in line (waiters of the default mode take no place): every manager hears it.
     let unlined = name("wake-every-permit");
     let one = Access::Permit { permits: 1 };
-    let (held, _) = granted(&store, &in_line(&holder, &unlined, one, Duration::ZERO)).await;
+    let (held, _) = granted(
+        &store,
+        &shared_in_line(&holder, &unlined, one, Duration::ZERO),
+    )
+    .await;
     refused(
         &store,
         &first.request(&unlined, one, LONG).with_retry_within(LONG),
@@ -251,14 +254,22 @@ pub(crate) async fn rule_22_a_writers_release_wakes_the_readers_batch<B: Backend
     let batch = name("wake-a-readers-batch");
     let (wrote, _) = granted(
         &store,
-        &in_line(&holder, &batch, Access::Write, Duration::ZERO),
+        &shared_in_line(&holder, &batch, Access::Write, Duration::ZERO),
     )
     .await;
-    refused(&store, &in_line(&writer, &batch, Access::Write, secs(10))).await;
-    refused(&store, &in_line(&reader, &batch, Access::Read, secs(30))).await;
     refused(
         &store,
-        &in_line(&other_reader, &batch, Access::Read, secs(20)),
+        &shared_in_line(&writer, &batch, Access::Write, secs(10)),
+    )
+    .await;
+    refused(
+        &store,
+        &shared_in_line(&reader, &batch, Access::Read, secs(30)),
+    )
+    .await;
+    refused(
+        &store,
+        &shared_in_line(&other_reader, &batch, Access::Read, secs(20)),
     )
     .await;
     released(&store, &wrote).await;
@@ -296,16 +307,24 @@ pub(crate) async fn rule_22_a_readers_release_wakes_nobody_while_readers_hold<B:
     let readers = name("wake-behind-readers");
     let (read, _) = granted(
         &store,
-        &in_line(&holder, &readers, Access::Read, Duration::ZERO),
+        &shared_in_line(&holder, &readers, Access::Read, Duration::ZERO),
     )
     .await;
     let (other_read, _) = granted(
         &store,
-        &in_line(&other_reader, &readers, Access::Read, Duration::ZERO),
+        &shared_in_line(&other_reader, &readers, Access::Read, Duration::ZERO),
     )
     .await;
-    refused(&store, &in_line(&writer, &readers, Access::Write, secs(30))).await;
-    refused(&store, &in_line(&reader, &readers, Access::Read, secs(10))).await;
+    refused(
+        &store,
+        &shared_in_line(&writer, &readers, Access::Write, secs(30)),
+    )
+    .await;
+    refused(
+        &store,
+        &shared_in_line(&reader, &readers, Access::Read, secs(10)),
+    )
+    .await;
     released(&store, &read).await;
     reported(
         &mut [
