@@ -5,15 +5,15 @@
 
 use std::time::Duration;
 
-use mongolock::store::{AcquireRequest, LockStore, ReleaseDemand};
+use mongolock::store::{AcquireRequest, HandOverOutcome, LockStore, ReleaseDemand};
 use mongolock::{Access, LockName};
 use tokio::sync::mpsc::Receiver;
 
 use super::Backend;
 use super::arrival_order::shared_in_line;
 use super::shared_records::{
-    Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, inspect, name, open_feed,
-    refused, released,
+    Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, hand_over, inspect, name,
+    open_feed, refused, released,
 };
 
 /// A waiting attempt of `caller` for the mutex `name` that began `waited` ago (default
@@ -357,6 +357,61 @@ pub(crate) async fn rule_22_a_readers_release_wakes_nobody_while_readers_hold<B:
             ),
         ],
         &readers,
+    )
+    .await;
+}
+
+/// A shared record's hand-over in arrival order to a waiter behind an earlier place of
+/// another manager releases the permit (rule 19) and wakes whom the record then lets in:
+/// the earliest place's manager, not the later one's (nor the hand-over's own, now in line
+/// behind both). A hand-over that grants is no release and wakes nobody.
+pub(crate) async fn rule_22_a_shared_hand_over_that_releases_wakes_the_earliest_place<
+    B: Backend,
+>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, early, late) = (Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut early_feed), Some(mut late_feed)) = (
+        feed_of(backend, &store, &early).await,
+        feed_of(backend, &store, &late).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let secs = Duration::from_secs;
+    let one = Access::Permit { permits: 1 };
+
+    // Nobody else in line: the hand-over grants, and no feed hears of it.
+    let pool = name("wake-after-a-hand-over");
+    let (held, _) = granted(&store, &shared_in_line(&holder, &pool, one, Duration::ZERO)).await;
+    let next = shared_in_line(&holder, &pool, one, Duration::ZERO);
+    assert!(matches!(
+        hand_over(&store, &held, &next).await,
+        HandOverOutcome::HandedOver { .. }
+    ));
+    reported(
+        &mut [
+            ("a manager not waiting", &mut early_feed, false),
+            ("another manager not waiting", &mut late_feed, false),
+        ],
+        &pool,
+    )
+    .await;
+    let held = next.key();
+    refused(&store, &shared_in_line(&late, &pool, one, secs(10))).await;
+    refused(&store, &shared_in_line(&early, &pool, one, secs(30))).await;
+    // Hands over to a waiter that arrived after both places: released instead.
+    let behind = shared_in_line(&holder, &pool, one, Duration::ZERO);
+    assert!(matches!(
+        hand_over(&store, &held, &behind).await,
+        HandOverOutcome::Released { .. }
+    ));
+    reported(
+        &mut [
+            ("the earliest place's manager", &mut early_feed, true),
+            ("the later place's manager", &mut late_feed, false),
+        ],
+        &pool,
     )
     .await;
 }
