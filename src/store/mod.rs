@@ -180,6 +180,10 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   record, a waiter without a place hears of a release only then or when no place is
 ///   live, and otherwise finds room by its backoff. Withdrawals, count changes
 ///   ([`set_permits`](LockStore::set_permits)) and deletions are reported to every feed.
+///   A store may also report a release to a manager whose [`HolderId`] is a part, between
+///   spaces, of a woken manager's (MongoDB's feeds match the woken in one string): a
+///   spurious wake, which costs that manager one attempt; a manager to wake is never
+///   missed.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need

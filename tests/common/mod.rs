@@ -169,6 +169,7 @@ macro_rules! conformance_suite {
             waking::rule_22_a_writers_release_wakes_the_readers_batch,
             waking::rule_22_a_readers_release_wakes_nobody_while_readers_hold,
             waking::rule_22_a_shared_hand_over_that_releases_wakes_the_earliest_place,
+            waking::rule_4_22_a_holder_id_of_any_text_is_woken_as_written,
             arrival_order::rule_16_the_earliest_place_in_line_goes_first,
             arrival_order::rule_20_places_in_line_end_or_are_withdrawn,
             arrival_order::rule_15_readers_in_line_go_in_together_behind_earlier_writers,

@@ -415,3 +415,40 @@ pub(crate) async fn rule_22_a_shared_hand_over_that_releases_wakes_the_earliest_
     )
     .await;
 }
+
+/// Holder ids are values in whom a release wakes (rule 4): a waiting manager whose id has
+/// spaces and pattern characters is woken when its place is first, and a manager whose id
+/// only starts that one's is not. (One whose id is a part of it between spaces, say
+/// `p q.*`, may be: a spurious wake rule 22 allows.)
+pub(crate) async fn rule_4_22_a_holder_id_of_any_text_is_woken_as_written<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let caller = |id: &str| Caller {
+        holder: mongolock::HolderId::from_string(id.to_owned()),
+    };
+    let (holder, first, prefix) = (Caller::new(), caller("p q.* (|x)$"), caller("p q"));
+    let (Some(mut first_feed), Some(mut prefix_feed)) = (
+        feed_of(backend, &store, &first).await,
+        feed_of(backend, &store, &prefix).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let pool = name("wake-an-odd-holder");
+    let one = Access::Permit { permits: 1 };
+    let secs = Duration::from_secs;
+    let (held, _) = granted(&store, &shared_in_line(&holder, &pool, one, Duration::ZERO)).await;
+    refused(&store, &shared_in_line(&first, &pool, one, secs(30))).await;
+    refused(&store, &shared_in_line(&prefix, &pool, one, secs(20))).await;
+    released(&store, &held).await;
+    reported(
+        &mut [
+            ("the first place's manager", &mut first_feed, true),
+            (
+                "a manager whose id starts the first's",
+                &mut prefix_feed,
+                false,
+            ),
+        ],
+        &pool,
+    )
+    .await;
+}
