@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mongolock::store::{AcquireRequest, HandOverOutcome, LockStore, ReleaseDemand};
+use mongolock::store::{AcquireRequest, HandOverOutcome, LeaseKey, LockStore, ReleaseDemand};
 use mongolock::{Access, LockName};
 use tokio::sync::mpsc::Receiver;
 
@@ -135,6 +135,30 @@ pub(crate) async fn rule_22_a_release_wakes_only_the_longest_waiting_manager<B: 
     assert!(feed_reports(&mut late_feed, &unlisted, FEED_WITHIN).await);
 }
 
+/// `caller` refused in line for `access` of the shared lock `name`, having waited
+/// `waited`: its manager takes a place.
+async fn placed(
+    store: &impl LockStore,
+    caller: &Caller,
+    name: &LockName,
+    access: Access,
+    waited: Duration,
+) {
+    refused(store, &shared_in_line(caller, name, access, waited)).await;
+}
+
+/// `caller` granted `access` of the shared lock `name` in line at its first attempt.
+async fn holds(
+    store: &impl LockStore,
+    caller: &Caller,
+    name: &LockName,
+    access: Access,
+) -> LeaseKey {
+    granted(store, &shared_in_line(caller, name, access, Duration::ZERO))
+        .await
+        .0
+}
+
 /// Which of `feeds` report `lock`: those expected to within [`FEED_WITHIN`], the others not
 /// within [`FEED_QUIET`] (after the expected ones were heard).
 async fn reported(feeds: &mut [(&str, &mut Receiver<LockName>, bool)], lock: &LockName) {
@@ -174,20 +198,12 @@ pub(crate) async fn rule_22_a_semaphore_release_wakes_the_earliest_places_it_fre
     let pool = name("wake-a-permit");
     let permit = Access::Permit { permits: 2 };
     let secs = Duration::from_secs;
-    let (held, _) = granted(
-        &store,
-        &shared_in_line(&holder, &pool, permit, Duration::ZERO),
-    )
-    .await;
-    granted(
-        &store,
-        &shared_in_line(&holder, &pool, permit, Duration::ZERO),
-    )
-    .await;
+    let held = holds(&store, &holder, &pool, permit).await;
+    holds(&store, &holder, &pool, permit).await;
     // Asked in an order other than their arrivals': the places are ordered by arrival.
-    refused(&store, &shared_in_line(&second, &pool, permit, secs(20))).await;
-    refused(&store, &shared_in_line(&third, &pool, permit, secs(10))).await;
-    refused(&store, &shared_in_line(&first, &pool, permit, secs(30))).await;
+    placed(&store, &second, &pool, permit, secs(20)).await;
+    placed(&store, &third, &pool, permit, secs(10)).await;
+    placed(&store, &first, &pool, permit, secs(30)).await;
     released(&store, &held).await;
     reported(
         &mut [
@@ -203,11 +219,7 @@ pub(crate) async fn rule_22_a_semaphore_release_wakes_the_earliest_places_it_fre
     // Nobody in line (waiters of the default mode take no place): every manager hears it.
     let unlined = name("wake-every-permit");
     let one = Access::Permit { permits: 1 };
-    let (held, _) = granted(
-        &store,
-        &shared_in_line(&holder, &unlined, one, Duration::ZERO),
-    )
-    .await;
+    let held = holds(&store, &holder, &unlined, one).await;
     refused(
         &store,
         &first.request(&unlined, one, LONG).with_retry_within(LONG),
@@ -252,26 +264,10 @@ pub(crate) async fn rule_22_a_writers_release_wakes_the_readers_batch<B: Backend
 
     // A readers' batch: both readers ahead of the writer go in together.
     let batch = name("wake-a-readers-batch");
-    let (wrote, _) = granted(
-        &store,
-        &shared_in_line(&holder, &batch, Access::Write, Duration::ZERO),
-    )
-    .await;
-    refused(
-        &store,
-        &shared_in_line(&writer, &batch, Access::Write, secs(10)),
-    )
-    .await;
-    refused(
-        &store,
-        &shared_in_line(&reader, &batch, Access::Read, secs(30)),
-    )
-    .await;
-    refused(
-        &store,
-        &shared_in_line(&other_reader, &batch, Access::Read, secs(20)),
-    )
-    .await;
+    let wrote = holds(&store, &holder, &batch, Access::Write).await;
+    placed(&store, &writer, &batch, Access::Write, secs(10)).await;
+    placed(&store, &reader, &batch, Access::Read, secs(30)).await;
+    placed(&store, &other_reader, &batch, Access::Read, secs(20)).await;
     released(&store, &wrote).await;
     reported(
         &mut [
@@ -305,26 +301,10 @@ pub(crate) async fn rule_22_a_readers_release_wakes_nobody_while_readers_hold<B:
     };
     let secs = Duration::from_secs;
     let readers = name("wake-behind-readers");
-    let (read, _) = granted(
-        &store,
-        &shared_in_line(&holder, &readers, Access::Read, Duration::ZERO),
-    )
-    .await;
-    let (other_read, _) = granted(
-        &store,
-        &shared_in_line(&other_reader, &readers, Access::Read, Duration::ZERO),
-    )
-    .await;
-    refused(
-        &store,
-        &shared_in_line(&writer, &readers, Access::Write, secs(30)),
-    )
-    .await;
-    refused(
-        &store,
-        &shared_in_line(&reader, &readers, Access::Read, secs(10)),
-    )
-    .await;
+    let read = holds(&store, &holder, &readers, Access::Read).await;
+    let other_read = holds(&store, &other_reader, &readers, Access::Read).await;
+    placed(&store, &writer, &readers, Access::Write, secs(30)).await;
+    placed(&store, &reader, &readers, Access::Read, secs(10)).await;
     released(&store, &read).await;
     reported(
         &mut [
@@ -383,7 +363,7 @@ pub(crate) async fn rule_22_a_shared_hand_over_that_releases_wakes_the_earliest_
 
     // Nobody else in line: the hand-over grants, and no feed hears of it.
     let pool = name("wake-after-a-hand-over");
-    let (held, _) = granted(&store, &shared_in_line(&holder, &pool, one, Duration::ZERO)).await;
+    let held = holds(&store, &holder, &pool, one).await;
     let next = shared_in_line(&holder, &pool, one, Duration::ZERO);
     assert!(matches!(
         hand_over(&store, &held, &next).await,
@@ -398,8 +378,8 @@ pub(crate) async fn rule_22_a_shared_hand_over_that_releases_wakes_the_earliest_
     )
     .await;
     let held = next.key();
-    refused(&store, &shared_in_line(&late, &pool, one, secs(10))).await;
-    refused(&store, &shared_in_line(&early, &pool, one, secs(30))).await;
+    placed(&store, &late, &pool, one, secs(10)).await;
+    placed(&store, &early, &pool, one, secs(30)).await;
     // Hands over to a waiter that arrived after both places: released instead.
     let behind = shared_in_line(&holder, &pool, one, Duration::ZERO);
     assert!(matches!(
@@ -435,9 +415,9 @@ pub(crate) async fn rule_4_22_a_holder_id_of_any_text_is_woken_as_written<B: Bac
     let pool = name("wake-an-odd-holder");
     let one = Access::Permit { permits: 1 };
     let secs = Duration::from_secs;
-    let (held, _) = granted(&store, &shared_in_line(&holder, &pool, one, Duration::ZERO)).await;
-    refused(&store, &shared_in_line(&first, &pool, one, secs(30))).await;
-    refused(&store, &shared_in_line(&prefix, &pool, one, secs(20))).await;
+    let held = holds(&store, &holder, &pool, one).await;
+    placed(&store, &first, &pool, one, secs(30)).await;
+    placed(&store, &prefix, &pool, one, secs(20)).await;
     released(&store, &held).await;
     reported(
         &mut [
