@@ -48,9 +48,7 @@ async fn leader_and_waiting(
 }
 
 /// Each of `waiting` processes asks for "leader" with one task; returns their tasks.
-fn wait_for_leader(
-    waiting: &[Process],
-) -> Vec<JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>> {
+fn wait_for_leader(waiting: &[Process]) -> Waiting {
     waiting
         .iter()
         .map(|process| {
@@ -65,6 +63,57 @@ fn attempts(waiting: &[Process]) -> u64 {
         .iter()
         .map(|process| process.store.acquire_calls())
         .sum()
+}
+
+/// The tasks of waiting processes, each asking for one lock or permit.
+type Waiting = Vec<JoinHandle<Result<mongolock::LockGuard, mongolock::LockError>>>;
+
+/// Seven processes wait in line for 3 s (a distinct arrival each): each asks only to keep
+/// its place — its first attempt, then one per 0.64–0.8 s — not at a backoff's ramp from
+/// 10 ms, about 12 times each. Then `held`'s release wakes the head of the line, whose one
+/// attempt takes `what`: it goes in arrival order, and nobody else asks.
+async fn quiet_in_line_then_one_attempt(
+    held: mongolock::LockGuard,
+    waiting: &[Process],
+    tasks: Waiting,
+    what: &str,
+) {
+    let waited = Duration::from_secs(3);
+    sleep(waited).await;
+    let asked = attempts(waiting);
+    assert!(
+        asked <= 7 * 6,
+        "7 processes in line for {what} asked {asked} times in {waited:?} (a backoff's ramp: ~84)"
+    );
+
+    let before = attempts(waiting);
+    held.release().await.unwrap();
+    let (granted, first, others) = futures::future::select_all(tasks).await;
+    let guard = granted.unwrap().unwrap();
+    assert_eq!(first, 0, "{what} went to the first to arrive");
+    assert_eq!(
+        attempts(waiting) - before,
+        1,
+        "the release woke the head of the line, whose attempt took {what}"
+    );
+    drop(guard);
+    for task in others {
+        task.abort();
+    }
+}
+
+/// One of `tasks` is granted within `bound` of the holder's crash at `crashed`.
+async fn taken_within(tasks: Waiting, crashed: Instant, bound: Duration) {
+    let (granted, _, others) = futures::future::select_all(tasks).await;
+    let _taken = granted.unwrap().unwrap();
+    assert!(
+        crashed.elapsed() <= bound,
+        "taken over {:?} after the crash (bound {bound:?})",
+        crashed.elapsed()
+    );
+    for task in others {
+        task.abort();
+    }
 }
 
 /// One holder renewing for a minute, seven processes waiting: each asks about once per
@@ -111,19 +160,8 @@ async fn a_crashed_holders_lock_is_taken_over_within_a_backoff_of_its_lease_end(
     let tasks = wait_for_leader(&waiting);
     sleep(Duration::from_secs(10)).await; // renewed all along
     leader.store.hang();
-    let crashed = Instant::now();
-    let (granted, _, others) = futures::future::select_all(tasks).await;
-    let _taken = granted.unwrap().unwrap();
     // The last renewal went out at most a renew interval before the crash.
-    let bound = lease + longest_backoff;
-    assert!(
-        crashed.elapsed() <= bound,
-        "taken over {:?} after the crash (bound {bound:?})",
-        crashed.elapsed()
-    );
-    for task in others {
-        task.abort();
-    }
+    taken_within(tasks, Instant::now(), lease + longest_backoff).await;
 }
 
 /// A process that shuts down while waiting in arrival order gives its place in the line up
@@ -169,27 +207,64 @@ async fn waiting_in_line_a_process_asks_only_to_keep_its_place() {
         tasks.push(tokio::spawn(async move { lock.acquire().await }));
         sleep(Duration::from_millis(1)).await; // a distinct arrival each
     }
-    let waited = Duration::from_secs(3);
-    sleep(waited).await;
-    let asked = attempts(&waiting);
-    // Each: its first attempt, then one per 0.64–0.8 s.
-    assert!(
-        asked <= 7 * 6,
-        "7 processes in line asked {asked} times in {waited:?} (a backoff's ramp: ~84)"
-    );
+    quiet_in_line_then_one_attempt(held, &waiting, tasks, "the lock").await;
+}
 
-    let before = attempts(&waiting);
-    held.release().await.unwrap();
-    let (granted, first, others) = futures::future::select_all(tasks).await;
-    let guard = granted.unwrap().unwrap();
-    assert_eq!(first, 0, "the lock went to the first to arrive");
-    assert_eq!(
-        attempts(&waiting) - before,
-        1,
-        "the release woke the head of the line, whose attempt took the lock"
-    );
-    drop(guard);
-    for task in others {
-        task.abort();
+/// A process holding a permit of the semaphore "pool" of one, and `waiting` more processes
+/// each asking for a permit with one task, all in arrival order on one store (a distinct
+/// arrival each); returns the holder's process and guard, the waiting processes and their
+/// tasks.
+async fn permit_held_and_waiting(
+    options: &LockOptions,
+    waiting: usize,
+) -> (Process, mongolock::LockGuard, Vec<Process>, Waiting) {
+    let store = MemoryStore::new();
+    let holder = process(&store, options.clone()).await;
+    let held = holder
+        .manager
+        .semaphore("pool", 1)
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let mut others = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..waiting {
+        let process = process(&store, options.clone()).await;
+        let permits = process.manager.semaphore("pool", 1).expect("a valid name");
+        tasks.push(tokio::spawn(async move { permits.acquire().await }));
+        others.push(process);
+        sleep(Duration::from_millis(1)).await;
     }
+    (holder, held, others, tasks)
+}
+
+/// In arrival order a process waiting for a semaphore's permit is in line as a mutex's
+/// waiter is, and a release wakes only the head of it (the store's rule 22 for shared
+/// records): it asks only to keep its place, not at a backoff's ramp from 10 ms, and the
+/// release costs one attempt, the head's.
+#[tokio::test(start_paused = true)]
+async fn waiting_in_line_for_a_permit_a_process_asks_only_to_keep_its_place() {
+    let in_order = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
+    let (_holder, held, waiting, tasks) = permit_held_and_waiting(&in_order, 7).await;
+    quiet_in_line_then_one_attempt(held, &waiting, tasks, "the permit").await;
+}
+
+/// A permit's holder crashes while processes wait for it quietly in line: told when the
+/// holder's lease ends (`Busy`'s `lease_left` on a shared record), one of them takes the
+/// permit within its longest backoff of that end, as when it polled — here a backoff of
+/// 100 ms at most, shorter than the half second between renewals of a place.
+#[tokio::test(start_paused = true)]
+async fn a_crashed_permit_holders_place_is_taken_within_a_backoff_of_its_lease_end() {
+    let lease = Duration::from_secs(3);
+    let options = LockOptions::default()
+        .with_lease_duration(lease)
+        .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(100))
+        .with_fairness(mongolock::Fairness::ArrivalOrder);
+    let longest_backoff = options.retry_backoff().1;
+    let (holder, _held, _waiting, tasks) = permit_held_and_waiting(&options, 3).await;
+    sleep(Duration::from_secs(10)).await; // renewed all along
+    holder.store.hang();
+    // The last renewal went out at most a renew interval before the crash.
+    taken_within(tasks, Instant::now(), lease + longest_backoff).await;
 }

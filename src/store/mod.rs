@@ -155,18 +155,41 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   *lists* its holder on the line instead: a place (one per [`HolderId`], arrival and end
 ///   as in rule 15) that holds nobody back, and that `inspect`'s queue does not show, but
 ///   that a release reads.
-/// - **Rule 22 (whom a release wakes).** A mutex's release (a hand-over that releases for an
+/// - **Rule 22 (whom a release wakes).** A release (a hand-over that releases for an
 ///   earlier place included) is reported by [`watch_releases`](LockStore::watch_releases)
-///   to the feed of the manager with the earliest-arrived live place of either sort, and to
-///   feeds that serve no particular manager ([`ReleaseDemand::holder`]), not to the feeds
-///   of other managers: with many processes waiting for one lock, a turn costs one wake-up.
-///   With no live place, every feed hears it. A request in arrival order refused only by
-///   an earlier place (the lease had ended) wakes the manager of the earliest live place
-///   the same way, unless the name's last wake named it already: the manager a release
-///   woke may have been overtaken by the time its attempt comes (a retry's arrival is
-///   stamped again from its wait, so it moves with each call's latency), and the lock must
-///   not stay free until the manager that overtook it asks again. Shared records' releases,
-///   withdrawals, count changes and deletions are reported to every feed.
+///   to the feeds of the managers the record lets in next, and to feeds that serve no
+///   particular manager ([`ReleaseDemand::holder`]), not to the feeds of other managers:
+///   with many processes waiting for one lock, a turn costs one wake-up per manager that
+///   can go. Who is let in next is read from the record as the release leaves it, among the
+///   live places of its line (a place *arrived before* another if its arrival is strictly
+///   earlier):
+///   - a mutex: the manager of the earliest-arrived live place of either sort;
+///   - a semaphore of count `c` that `h` unexpired holders still hold: the managers of the
+///     places that fewer than `c − h` live places arrived before (the earliest `c − h`, in
+///     arrival order; ties go together), nobody when `h ≥ c`;
+///   - a reader/writer lock: the manager of a write place that no live place arrived
+///     before, if no unexpired holder remains; and the managers of the read places that no
+///     live write place arrived before (the leading run of reads, up to the first write),
+///     if no unexpired writer holds and fewer than [`MAX_PERMITS`] readers do.
+///
+///   With no live place, every feed hears it; with live places of which none is let in, no
+///   manager's feed does. A mutex request in arrival order refused only by an
+///   earlier place (the lease had ended) wakes the manager of the earliest live place the
+///   same way, unless the name's last wake named it already: the manager a release woke
+///   may have been overtaken by the time its attempt comes (a retry's arrival is stamped
+///   again from its wait, so it moves with each call's latency), and the lock must not stay
+///   free until the manager that overtook it asks again. A shared record's hand-over that
+///   grants its waiter is no release and wakes nobody. A shared lease granted without
+///   arrival order
+///   ([`LeaseKey::in_arrival_order`] unset: its release leaves the line alone, so that the
+///   plain cycle stays small) has its release reported to every feed; so, on a shared
+///   record, a waiter without a place hears of a release only then or when no place is
+///   live, and otherwise finds room by its backoff. Withdrawals, count changes
+///   ([`set_permits`](LockStore::set_permits)) and deletions are reported to every feed.
+///   A store may also report a release to a manager whose [`HolderId`] is a part, between
+///   spaces, of a woken manager's (MongoDB's feeds match the woken in one string): a
+///   spurious wake, which costs that manager one attempt; a manager to wake is never
+///   missed.
 ///
 /// The runtime bounds every call with a timeout shorter than the remaining lease and treats a
 /// timed-out acquire as "maybe granted" (it releases that lease id), so implementations need

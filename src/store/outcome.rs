@@ -32,8 +32,10 @@ pub enum AcquireOutcome {
         /// The current holder, when the store knows it.
         holder: Option<HolderId>,
         /// How long the lease that refused the attempt had left, by the store's clock, when
-        /// the store knows it (a mutex's; `None` for shared records). A waiter told of
-        /// releases by the store's feed need not ask again before then.
+        /// the store knows it: a mutex's; on a shared record, that of the unexpired holder
+        /// whose lease ends first (the first place that may come free without a release),
+        /// `None` when no holder is left (refused by the line). A waiter told of releases
+        /// by the store's feed need not ask again before then.
         lease_left: Option<Duration>,
     },
 }

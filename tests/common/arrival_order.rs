@@ -165,7 +165,7 @@ pub(crate) async fn rule_20_places_in_line_end_or_are_withdrawn<B: Backend>(back
 }
 
 /// An attempt in line for `access` of the shared lock `name` (see [`in_line`]).
-fn shared_in_line(
+pub(super) fn shared_in_line(
     caller: &Caller,
     name: &LockName,
     access: Access,

@@ -5,14 +5,15 @@
 
 use std::time::Duration;
 
-use mongolock::store::{AcquireRequest, LockStore, ReleaseDemand};
+use mongolock::store::{AcquireRequest, HandOverOutcome, LeaseKey, LockStore, ReleaseDemand};
 use mongolock::{Access, LockName};
 use tokio::sync::mpsc::Receiver;
 
 use super::Backend;
+use super::arrival_order::shared_in_line;
 use super::shared_records::{
-    Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, inspect, name, open_feed,
-    refused, released,
+    Caller, FEED_QUIET, FEED_WITHIN, LONG, feed_reports, granted, hand_over, inspect, name,
+    open_feed, refused, released,
 };
 
 /// A waiting attempt of `caller` for the mutex `name` that began `waited` ago (default
@@ -132,6 +133,304 @@ pub(crate) async fn rule_22_a_release_wakes_only_the_longest_waiting_manager<B: 
     released(&store, &held).await;
     assert!(feed_reports(&mut early_feed, &unlisted, FEED_WITHIN).await);
     assert!(feed_reports(&mut late_feed, &unlisted, FEED_WITHIN).await);
+}
+
+/// `caller` refused in line for `access` of the shared lock `name`, having waited
+/// `waited`: its manager takes a place.
+async fn placed(
+    store: &impl LockStore,
+    caller: &Caller,
+    name: &LockName,
+    access: Access,
+    waited: Duration,
+) {
+    refused(store, &shared_in_line(caller, name, access, waited)).await;
+}
+
+/// `caller` granted `access` of the shared lock `name` in line at its first attempt.
+async fn holds(
+    store: &impl LockStore,
+    caller: &Caller,
+    name: &LockName,
+    access: Access,
+) -> LeaseKey {
+    granted(store, &shared_in_line(caller, name, access, Duration::ZERO))
+        .await
+        .0
+}
+
+/// Which of `feeds` report `lock`: those expected to within [`FEED_WITHIN`], the others not
+/// within [`FEED_QUIET`] (after the expected ones were heard).
+async fn reported(feeds: &mut [(&str, &mut Receiver<LockName>, bool)], lock: &LockName) {
+    for (who, feed, _) in feeds.iter_mut().filter(|(_, _, expected)| *expected) {
+        assert!(
+            feed_reports(feed, lock, FEED_WITHIN).await,
+            "the release of {lock} wakes {who}"
+        );
+    }
+    for (who, feed, _) in feeds.iter_mut().filter(|(_, _, expected)| !*expected) {
+        assert!(
+            !feed_reports(feed, lock, FEED_QUIET).await,
+            "the release of {lock} wakes nobody but whom its kind lets in next, not {who}"
+        );
+    }
+}
+
+/// A semaphore's release wakes the managers of the earliest places in line, as many as
+/// permits are free (here one of a count of 2, with three places), and nobody else; a feed
+/// serving no manager hears it too. With no place in line, every manager hears it.
+pub(crate) async fn rule_22_a_semaphore_release_wakes_the_earliest_places_it_frees<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, first, second, third) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut first_feed), Some(mut second_feed), Some(mut third_feed)) = (
+        feed_of(backend, &store, &first).await,
+        feed_of(backend, &store, &second).await,
+        feed_of(backend, &store, &third).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let mut every_feed = open_feed(backend, &store)
+        .await
+        .expect("a store with a feed has one for everyone too");
+    let pool = name("wake-a-permit");
+    let permit = Access::Permit { permits: 2 };
+    let secs = Duration::from_secs;
+    let held = holds(&store, &holder, &pool, permit).await;
+    holds(&store, &holder, &pool, permit).await;
+    // Asked in an order other than their arrivals': the places are ordered by arrival.
+    placed(&store, &second, &pool, permit, secs(20)).await;
+    placed(&store, &third, &pool, permit, secs(10)).await;
+    placed(&store, &first, &pool, permit, secs(30)).await;
+    released(&store, &held).await;
+    reported(
+        &mut [
+            ("the earliest place's manager", &mut first_feed, true),
+            ("a feed serving no manager", &mut every_feed, true),
+            ("the second place's manager", &mut second_feed, false),
+            ("the third place's manager", &mut third_feed, false),
+        ],
+        &pool,
+    )
+    .await;
+
+    // Nobody in line (waiters of the default mode take no place): every manager hears it.
+    let unlined = name("wake-every-permit");
+    let one = Access::Permit { permits: 1 };
+    let held = holds(&store, &holder, &unlined, one).await;
+    refused(
+        &store,
+        &first.request(&unlined, one, LONG).with_retry_within(LONG),
+    )
+    .await;
+    refused(
+        &store,
+        &second.request(&unlined, one, LONG).with_retry_within(LONG),
+    )
+    .await;
+    released(&store, &held).await;
+    reported(
+        &mut [
+            ("a waiter without a place", &mut first_feed, true),
+            ("another waiter without a place", &mut second_feed, true),
+            (
+                "a manager not waiting, with no place in line",
+                &mut third_feed,
+                true,
+            ),
+        ],
+        &unlined,
+    )
+    .await;
+}
+
+/// A reader/writer lock's writer releases with places read, read, write in line: the
+/// release wakes both readers' managers (a readers' batch goes in together) and not the
+/// writer's, behind them.
+pub(crate) async fn rule_22_a_writers_release_wakes_the_readers_batch<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let (holder, reader, other_reader, writer) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut reader_feed), Some(mut other_reader_feed), Some(mut writer_feed)) = (
+        feed_of(backend, &store, &reader).await,
+        feed_of(backend, &store, &other_reader).await,
+        feed_of(backend, &store, &writer).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let secs = Duration::from_secs;
+
+    // A readers' batch: both readers ahead of the writer go in together.
+    let batch = name("wake-a-readers-batch");
+    let wrote = holds(&store, &holder, &batch, Access::Write).await;
+    placed(&store, &writer, &batch, Access::Write, secs(10)).await;
+    placed(&store, &reader, &batch, Access::Read, secs(30)).await;
+    placed(&store, &other_reader, &batch, Access::Read, secs(20)).await;
+    released(&store, &wrote).await;
+    reported(
+        &mut [
+            ("the first reader's manager", &mut reader_feed, true),
+            ("the second reader's manager", &mut other_reader_feed, true),
+            (
+                "the writer's manager, behind the readers",
+                &mut writer_feed,
+                false,
+            ),
+        ],
+        &batch,
+    )
+    .await;
+}
+
+/// Readers hold a reader/writer lock and a writer's place is first in line: a reader's
+/// release while another reader holds lets nobody in, and wakes nobody; the last reader's
+/// lets the writer in, and wakes its manager, not that of the reader behind it.
+pub(crate) async fn rule_22_a_readers_release_wakes_nobody_while_readers_hold<B: Backend>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, reader, other_reader, writer) =
+        (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut reader_feed), Some(mut writer_feed)) = (
+        feed_of(backend, &store, &reader).await,
+        feed_of(backend, &store, &writer).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let secs = Duration::from_secs;
+    let readers = name("wake-behind-readers");
+    let read = holds(&store, &holder, &readers, Access::Read).await;
+    let other_read = holds(&store, &other_reader, &readers, Access::Read).await;
+    placed(&store, &writer, &readers, Access::Write, secs(30)).await;
+    placed(&store, &reader, &readers, Access::Read, secs(10)).await;
+    released(&store, &read).await;
+    reported(
+        &mut [
+            (
+                "the writer's manager, while a reader holds",
+                &mut writer_feed,
+                false,
+            ),
+            (
+                "the reader's manager, behind the writer",
+                &mut reader_feed,
+                false,
+            ),
+        ],
+        &readers,
+    )
+    .await;
+    released(&store, &other_read).await;
+    reported(
+        &mut [
+            (
+                "the writer's manager, once nobody holds",
+                &mut writer_feed,
+                true,
+            ),
+            (
+                "the reader's manager, behind the writer",
+                &mut reader_feed,
+                false,
+            ),
+        ],
+        &readers,
+    )
+    .await;
+}
+
+/// A shared record's hand-over in arrival order to a waiter behind an earlier place of
+/// another manager releases the permit (rule 19) and wakes whom the record then lets in:
+/// the earliest place's manager, not the later one's (nor the hand-over's own, now in line
+/// behind both). A hand-over that grants is no release and wakes nobody.
+pub(crate) async fn rule_22_a_shared_hand_over_that_releases_wakes_the_earliest_place<
+    B: Backend,
+>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, early, late) = (Caller::new(), Caller::new(), Caller::new());
+    let (Some(mut early_feed), Some(mut late_feed)) = (
+        feed_of(backend, &store, &early).await,
+        feed_of(backend, &store, &late).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let secs = Duration::from_secs;
+    let one = Access::Permit { permits: 1 };
+
+    // Nobody else in line: the hand-over grants, and no feed hears of it.
+    let pool = name("wake-after-a-hand-over");
+    let held = holds(&store, &holder, &pool, one).await;
+    let next = shared_in_line(&holder, &pool, one, Duration::ZERO);
+    assert!(matches!(
+        hand_over(&store, &held, &next).await,
+        HandOverOutcome::HandedOver { .. }
+    ));
+    reported(
+        &mut [
+            ("a manager not waiting", &mut early_feed, false),
+            ("another manager not waiting", &mut late_feed, false),
+        ],
+        &pool,
+    )
+    .await;
+    let held = next.key();
+    placed(&store, &late, &pool, one, secs(10)).await;
+    placed(&store, &early, &pool, one, secs(30)).await;
+    // Hands over to a waiter that arrived after both places: released instead.
+    let behind = shared_in_line(&holder, &pool, one, Duration::ZERO);
+    assert!(matches!(
+        hand_over(&store, &held, &behind).await,
+        HandOverOutcome::Released { .. }
+    ));
+    reported(
+        &mut [
+            ("the earliest place's manager", &mut early_feed, true),
+            ("the later place's manager", &mut late_feed, false),
+        ],
+        &pool,
+    )
+    .await;
+}
+
+/// Holder ids are values in whom a release wakes (rule 4): a waiting manager whose id has
+/// spaces and pattern characters is woken when its place is first, and a manager whose id
+/// only starts that one's is not. (One whose id is a part of it between spaces, say
+/// `p q.*`, may be: a spurious wake rule 22 allows.)
+pub(crate) async fn rule_4_22_a_holder_id_of_any_text_is_woken_as_written<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let caller = |id: &str| Caller {
+        holder: mongolock::HolderId::from_string(id.to_owned()),
+    };
+    let (holder, first, prefix) = (Caller::new(), caller("p q.* (|x)$"), caller("p q"));
+    let (Some(mut first_feed), Some(mut prefix_feed)) = (
+        feed_of(backend, &store, &first).await,
+        feed_of(backend, &store, &prefix).await,
+    ) else {
+        return; // a backend without a feed: waiters poll, nobody is woken
+    };
+    let pool = name("wake-an-odd-holder");
+    let one = Access::Permit { permits: 1 };
+    let secs = Duration::from_secs;
+    let held = holds(&store, &holder, &pool, one).await;
+    placed(&store, &first, &pool, one, secs(30)).await;
+    placed(&store, &prefix, &pool, one, secs(20)).await;
+    released(&store, &held).await;
+    reported(
+        &mut [
+            ("the first place's manager", &mut first_feed, true),
+            (
+                "a manager whose id starts the first's",
+                &mut prefix_feed,
+                false,
+            ),
+        ],
+        &pool,
+    )
+    .await;
 }
 
 /// A waiting attempt of `caller` for the mutex `name` in arrival order, begun `waited` ago.

@@ -55,9 +55,11 @@
 //! 11. **The wake rule** (checked by the witness, see `wakes`): a mutex's release wakes
 //!     only the manager of the earliest place in the name's line as the store's answers
 //!     built it (arrival order's places and the default mode's listings alike), or every
-//!     manager when nobody is listed; a hand-over that grants wakes nobody; and a woken
+//!     manager when nobody is listed; a shared record's release of arrival order wakes
+//!     exactly the managers whose places its kind lets in next (nobody if none may go,
+//!     everyone if no place is live); a hand-over that grants wakes nobody; and a woken
 //!     manager goes — its next attempt is not refused unless somebody took the name in
-//!     between.
+//!     between (or, woken with an earlier place it waits behind, that one has not gone).
 //!
 //! The exception, as documented: an operator's deletion of a record (or a force-release)
 //! frees its leases behind their holders' backs. Those holders are exempt from 1–3 from then

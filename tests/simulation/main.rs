@@ -8,7 +8,7 @@
 //! places, and a holder paused past its deadline with its release or detach on the way
 //! (under a fairness bound longer than the renew deadline in a quarter of the schedules).
 //! After every step the history is checked (see `history` for the rules, `wakes` for whom
-//! each mutex release wakes); at the end, that everything falls quiet.
+//! each release wakes); at the end, that everything falls quiet.
 //!
 //! ```text
 //! cargo test --all-features --test simulation                     # the seeds CI runs

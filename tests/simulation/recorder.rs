@@ -66,7 +66,7 @@ pub(crate) struct Ledger {
     /// manager live in line when the store granted it (`None`: none was): the readers of
     /// its manager that share it must have arrived before.
     writers_behind_read: HashMap<LeaseId, Option<Instant>>,
-    /// Whom each mutex release woke, against the line the store's answers built.
+    /// Whom each release woke, against the line the store's answers built.
     pub(crate) wakes: WakeLedger,
 }
 
@@ -549,6 +549,31 @@ impl<S> Witness<S> {
 }
 
 impl<S: LockStore> Witness<S> {
+    /// Rule 11 for a shared record's release of `name` (`in_line`: of a lease of arrival
+    /// order) that woke `wakes`: judged against the record as the release left it, read
+    /// right after (the memory store answers without yielding, so nothing runs between).
+    async fn judge_shared_release(&self, name: &LockName, in_line: bool, wakes: &Wakes) {
+        // A lease of the default mode leaves the line alone: its release wakes everyone.
+        let record = if in_line {
+            self.inner.inspect(name).await.ok().flatten()
+        } else {
+            None
+        };
+        let now = Instant::now();
+        let mut ledger = lock(&self.ledger);
+        let expected = record
+            .as_ref()
+            .and_then(|record| ledger.wakes.next_shared(name.as_str(), record, now));
+        if let Some(problem) = ledger.wakes.judge_shared(
+            name.as_str(),
+            expected.as_ref(),
+            wakes.of(name.as_str()),
+            now,
+        ) {
+            ledger.store_violations.push(problem);
+        }
+    }
+
     /// Notes the count a permit grant of `token` was decided by: the record's, read right
     /// after the grant (the memory store answers without yielding, so nothing runs
     /// between the two calls).
@@ -615,7 +640,10 @@ impl<S: LockStore> LockStore for Witness<S> {
         let wakes = self.hand_on();
         if let Ok(ReleaseOutcome::Released { .. }) = &result {
             lock(&self.ledger).released(key.lease);
-            if !key.shared {
+            if key.shared {
+                self.judge_shared_release(&key.name, key.in_arrival_order, &wakes)
+                    .await;
+            } else {
                 self.judge_release(&key.name, &expected, &wakes);
             }
         }
@@ -632,13 +660,21 @@ impl<S: LockStore> LockStore for Witness<S> {
         };
         let results = self.inner.release_many(keys).await;
         let wakes = self.hand_on();
+        // A shared record's releases in one batch wake, together, whom the record lets in
+        // once they are all done: each admits no fewer than the one before.
+        let mut shared_released: BTreeMap<&LockName, bool> = BTreeMap::new();
         for ((key, result), expected) in keys.iter().zip(&results).zip(&expected) {
             if let Ok(ReleaseOutcome::Released { .. }) = result {
                 lock(&self.ledger).released(key.lease);
-                if !key.shared {
+                if key.shared {
+                    *shared_released.entry(&key.name).or_default() |= key.in_arrival_order;
+                } else {
                     self.judge_release(&key.name, expected, &wakes);
                 }
             }
+        }
+        for (name, in_line) in shared_released {
+            self.judge_shared_release(name, in_line, &wakes).await;
         }
         results
     }
@@ -664,10 +700,9 @@ impl<S: LockStore> LockStore for Witness<S> {
                 let mut ledger = lock(&self.ledger);
                 ledger.answered_in_line(to, true);
                 ledger.wakes.granted(to.name.as_str(), &to.holder);
-                if !from.shared
-                    && let Some(problem) = ledger
-                        .wakes
-                        .judge_handed_over(to.name.as_str(), wakes.of(to.name.as_str()).0)
+                if let Some(problem) = ledger
+                    .wakes
+                    .judge_handed_over(to.name.as_str(), wakes.of(to.name.as_str()).0)
                 {
                     ledger.store_violations.push(problem);
                 }
@@ -676,9 +711,16 @@ impl<S: LockStore> LockStore for Witness<S> {
                 if !from.shared {
                     self.judge_release(&from.name, &expected, &wakes);
                 }
-                let mut ledger = lock(&self.ledger);
-                ledger.answered_in_line(to, false);
-                ledger.wakes.hand_over_refused(to, Instant::now());
+                {
+                    let mut ledger = lock(&self.ledger);
+                    ledger.answered_in_line(to, false);
+                    ledger.wakes.hand_over_refused(to, Instant::now());
+                }
+                // The store placed `to`'s manager before it judged whom to wake.
+                if from.shared {
+                    self.judge_shared_release(&from.name, from.in_arrival_order, &wakes)
+                        .await;
+                }
             }
             _ => {}
         }

@@ -2,7 +2,12 @@
 //! only the manager the store's rule lets in next — the earliest-arrived live place in the
 //! name's line, where arrival order's waiters take places from their first refusal and
 //! the default mode's are listed from a refusal that says how long they will wait — and
-//! every manager when nobody is listed. A hand-over that grants wakes nobody.
+//! every manager when nobody is listed. A shared record's release (of a lease of arrival
+//! order) wakes exactly the managers whose places its kind lets in next, read from the
+//! record as the release left it: the earliest places as many as permits are free, or a
+//! first write place when nobody holds, or the reads ahead of every write place while no
+//! writer holds; nobody if places are live but none may go, everyone if none is live. A
+//! hand-over that grants wakes nobody.
 //!
 //! The line is built here from the store's answers alone, independently of the store's
 //! own. A woken manager whose next attempt at the name is refused while nobody took it
@@ -15,11 +20,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use mongolock::store::AcquireRequest;
-use mongolock::{HolderId, MAX_LEASE_DURATION};
+use mongolock::{Access, HolderId, LockKind, LockRecord, MAX_LEASE_DURATION, MAX_PERMITS};
 use tokio::time::Instant;
 
 /// One manager's place in a name's line.
 struct Place {
+    /// The access its manager's attempt asked for.
+    access: Access,
     arrival: Instant,
     until: Instant,
     /// Arrival order's place, which holds later arrivals back; a default-mode listing
@@ -60,14 +67,20 @@ impl WakeLedger {
             .remove(&(name.clone(), request.holder.as_str().to_owned()))
         {
             // Overtaken by a place that arrived earlier but was made known only after the
-            // wake: the rule could not have let that one in.
+            // wake: the rule could not have let that one in. Or woken with an earlier place
+            // it waits behind (a semaphore's release wakes as many places as permits came
+            // free), whose manager has not attempted yet: that one goes first.
             let overtaken = self.lines.get(&name).is_some_and(|line| {
                 line.iter().any(|(holder, place)| {
                     *holder != request.holder
                         && place.ordered
                         && place.until > now
                         && place.arrival < arrival
-                        && place.placed >= woken
+                        && (place.placed >= woken
+                            || (!(request.access == Access::Read && place.access == Access::Read)
+                                && self
+                                    .woken
+                                    .contains_key(&(name.clone(), holder.as_str().to_owned()))))
                 })
             });
             if !overtaken {
@@ -80,12 +93,13 @@ impl WakeLedger {
         }
         let until = now + request.retry_within.min(MAX_LEASE_DURATION);
         let ordered = request.in_arrival_order;
-        let listed = ordered
-            || (request.access == mongolock::Access::Exclusive && !request.retry_within.is_zero());
+        let listed =
+            ordered || (request.access == Access::Exclusive && !request.retry_within.is_zero());
         if listed {
             self.lines.entry(name).or_default().insert(
                 request.holder.clone(),
                 Place {
+                    access: request.access,
                     arrival,
                     until,
                     ordered,
@@ -185,6 +199,86 @@ impl WakeLedger {
                 )
             })
         }
+    }
+
+    /// Whom a release of the shared record `name` now wakes, `record` being the record as
+    /// the release left it: the managers of the live places its kind lets in next (a place
+    /// waits only behind places that arrived strictly before it), `None` when no place is
+    /// live (everyone).
+    pub(crate) fn next_shared(
+        &self,
+        name: &str,
+        record: &LockRecord,
+        now: Instant,
+    ) -> Option<BTreeSet<String>> {
+        let line = self.lines.get(name)?;
+        let live: Vec<(&HolderId, &Place)> =
+            line.iter().filter(|(_, place)| place.until > now).collect();
+        if live.is_empty() {
+            return None;
+        }
+        let before = |place: &Place, counts: &dyn Fn(&Place) -> bool| {
+            live.iter()
+                .filter(|(_, earlier)| earlier.arrival < place.arrival && counts(earlier))
+                .count()
+        };
+        let held = record.holders.len();
+        let writer_holds = record
+            .holders
+            .iter()
+            .any(|holding| holding.access == Access::Write);
+        let admitted = |place: &Place| match (record.kind, place.access) {
+            (LockKind::Semaphore { permits }, _) => {
+                before(place, &|_| true) < (permits as usize).saturating_sub(held)
+            }
+            (_, Access::Read) => {
+                !writer_holds
+                    && held < MAX_PERMITS as usize
+                    && before(place, &|earlier| earlier.access == Access::Write) == 0
+            }
+            _ => held == 0 && before(place, &|_| true) == 0,
+        };
+        Some(
+            live.iter()
+                .filter(|(_, place)| admitted(place))
+                .map(|(holder, _)| holder.as_str().to_owned())
+                .collect(),
+        )
+    }
+
+    /// A release of the shared record `name` woke the feeds of `woken` among every
+    /// manager's `feeds`; `expected` is [`WakeLedger::next_shared`] as the release left the
+    /// record (`None`: everyone). Returns what broke the rule.
+    pub(crate) fn judge_shared(
+        &mut self,
+        name: &str,
+        expected: Option<&BTreeSet<String>>,
+        (woken, feeds): (&BTreeSet<String>, &BTreeSet<String>),
+        now: Instant,
+    ) -> Option<String> {
+        let Some(expected) = expected else {
+            let problem = self.judge(name, &BTreeSet::new(), (woken, feeds), now);
+            // Everyone woke, of whom a few may go: the others' refusals are no defect.
+            for holder in woken {
+                self.woken.remove(&(name.to_owned(), holder.clone()));
+            }
+            return problem;
+        };
+        self.releases += 1;
+        self.wakeups += woken.len() as u64;
+        for holder in woken {
+            self.woken.insert((name.to_owned(), holder.clone()), now);
+        }
+        // A manager that shut down has no feed left to wake.
+        let reachable: BTreeSet<String> = expected.intersection(feeds).cloned().collect();
+        (*woken != reachable).then(|| {
+            let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>().join(", ");
+            format!(
+                "a shared release of {name} woke [{}], but its kind lets in [{}] next (all of them)",
+                names(woken),
+                names(&reachable)
+            )
+        })
     }
 
     /// A hand-over granted `name`: it must wake nobody.

@@ -1045,7 +1045,7 @@ impl World {
             (ledger.wakes.releases, ledger.wakes.wakeups)
         };
         self.history().note(format!(
-            "the end: faults healed; {releases} mutex releases woke {wakeups} managers"
+            "the end: faults healed; {releases} releases woke {wakeups} managers"
         ));
         tokio::time::sleep(Duration::from_secs(5)).await;
         self.check().await;

@@ -208,13 +208,12 @@ impl NameState {
         !self.kind.is_shared() && !options.in_arrival_order() && self.release_waiters.is_feed_live()
     }
 
-    /// Whether a refused attempt left a mutex's waiter in line (arrival order: every
-    /// waiting attempt takes a place; a single try never gets here) with the store's
-    /// release feed watching, so that a release wakes it when its turn comes.
+    /// Whether a refused attempt left a waiter in line (arrival order: every waiting attempt
+    /// takes a place; a single try never gets here) with the store's release feed watching,
+    /// so that a release wakes it when its kind lets it in (a mutex's turn, a permit come
+    /// free, a readers' batch): the store's rule 22 wakes exactly those, of any kind.
     fn waits_in_line(&self, attempt: &Attempt) -> bool {
-        !self.kind.is_shared()
-            && attempt.options.in_arrival_order()
-            && self.release_waiters.is_feed_live()
+        attempt.options.in_arrival_order() && self.release_waiters.is_feed_live()
     }
 
     pub(super) fn on_attempt_done(
@@ -342,7 +341,8 @@ impl NameState {
             delay += lease_left.map_or(QUIET_POLL, |left| left.min(QUIET_POLL));
         } else if held_elsewhere && self.waits_in_line(&attempt) {
             // In line: woken when its turn comes; until then it renews its place (or asks
-            // at the lease's end, when a crashed holder's lock comes free).
+            // at the lease's end, when a crashed holder's place comes free: on a shared
+            // record, the lease that ends first).
             let renew_place =
                 crate::random::with_rng(|rng| renew_place_after(&attempt.options, rng));
             let at_lease_end = lease_left.map_or(renew_place, |left| left + delay);

@@ -4,6 +4,7 @@
 
 use tokio::time::Instant;
 
+use super::shared::Admits;
 use crate::kind::Access;
 use crate::store::outcome::QueuedWaiter;
 use crate::store::request::HolderId;
@@ -115,6 +116,39 @@ impl WaitingLine {
             .filter(|place| place.until > now)
             .min_by_key(|place| place.arrival)
             .map(|place| &place.holder)
+    }
+
+    /// The managers of the live places a shared record that `admits` lets in next (rule
+    /// 22), or `None` when no place is live (every manager may go). A place waits only
+    /// behind places that arrived strictly before it, as rule 16 judges it.
+    pub(super) fn let_in_next(&self, admits: Admits, now: Instant) -> Option<Vec<&HolderId>> {
+        // Rule 22.
+        let live: Vec<&Place> = self
+            .places
+            .iter()
+            .filter(|place| place.until > now)
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        let before = |place: &Place, also: fn(&Place) -> bool| {
+            live.iter()
+                .filter(|earlier| earlier.arrival < place.arrival && also(earlier))
+                .count()
+        };
+        let admitted = |place: &Place| match (admits, place.access) {
+            (Admits::Permits(room), _) => before(place, |_| true) < room,
+            (Admits::Access { read, .. }, Access::Read) => {
+                read && before(place, |earlier| earlier.access == Access::Write) == 0
+            }
+            (Admits::Access { write, .. }, _) => write && before(place, |_| true) == 0,
+        };
+        Some(
+            live.iter()
+                .filter(|place| admitted(place))
+                .map(|place| &place.holder)
+                .collect(),
+        )
     }
 
     /// Whether `holder` has a place here, live or ended but not dropped yet (then its

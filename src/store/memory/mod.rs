@@ -162,10 +162,10 @@ impl MemoryState {
                 _ => return ReleaseOutcome::NotOwner,
             }
         };
-        // Rule 22: a mutex's release wakes the manager listed longest, a shared record's every
-        // feed.
+        // Rule 22: a mutex's release wakes the manager listed longest, a shared record's those
+        // its kind lets in next (a lease of the default mode's: every feed).
         if key.shared {
-            self.freed(&key.name);
+            self.wake_let_in(&key.name, key.in_arrival_order, now);
         } else {
             self.wake_longest_waiting(&key.name, now);
         }
@@ -298,7 +298,14 @@ impl MemoryState {
                 record.contended(request, now);
             }
             self.place_in_line(request, now);
-            return Ok(AcquireOutcome::busy(None));
+            let lease_left = self
+                .shared
+                .get(&request.name)
+                .and_then(|record| record.first_lease_end(now));
+            return Ok(AcquireOutcome::Busy {
+                holder: None,
+                lease_left,
+            });
         }
         let Self {
             shared, last_token, ..
@@ -322,10 +329,10 @@ impl MemoryState {
                     readers_waited_over,
                 })
             }
-            SharedGrant::Busy(holder) => {
+            SharedGrant::Busy(holder, lease_left) => {
                 // Rule 18.
                 self.place_in_line(request, now);
-                Ok(AcquireOutcome::busy(holder))
+                Ok(AcquireOutcome::Busy { holder, lease_left })
             }
         }
     }
@@ -361,7 +368,7 @@ impl MemoryState {
             },
             // Refused, or another kind asked for (which writes nothing): the place is free.
             Ok(AcquireOutcome::Busy { .. }) | Err(_) => {
-                self.freed(&from.name);
+                self.wake_let_in(&from.name, from.in_arrival_order, now);
                 self.recorded(&RecordEvent::Released {
                     name: from.name.clone(),
                     forced: false,
@@ -412,6 +419,22 @@ impl MemoryState {
         line.last_woken = Some(earliest.clone());
         self.tell_watchers(name, |served| {
             served.is_none_or(|served| *served == earliest)
+        });
+    }
+
+    /// A shared record's `name` was released: with `in_line` (a lease of arrival order),
+    /// tells the feeds of the managers its kind lets in next (and those that hear every
+    /// release), nobody else's; every feed when no place is live or without `in_line`.
+    fn wake_let_in(&mut self, name: &LockName, in_line: bool, now: Instant) {
+        // Rule 22.
+        let admits = self.shared.get(name).map(|record| record.admits(now));
+        let woken: Option<Vec<HolderId>> = admits
+            .filter(|_| in_line)
+            .and_then(|admits| self.lines.get(name)?.let_in_next(admits, now))
+            .map(|woken| woken.into_iter().cloned().collect());
+        self.tell_watchers(name, |served| match (&woken, served) {
+            (Some(woken), Some(served)) => woken.contains(served),
+            _ => true,
         });
     }
 

@@ -61,10 +61,22 @@ struct WriterMark {
     until: Instant,
 }
 
+/// Whom a shared record lets in next, as far as its holders go (rule 22 reads the line
+/// against it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admits {
+    /// A semaphore with this many permits free.
+    Permits(usize),
+    /// A reader/writer lock: whether a write may go (nobody holds), and whether reads may
+    /// (no writer holds, fewer than `MAX_PERMITS` read).
+    Access { write: bool, read: bool },
+}
+
 /// What an acquisition found.
 pub(super) enum SharedGrant {
     Granted(u64),
-    Busy(Option<HolderId>),
+    /// Refused: the first holder, and how long the lease that ends first has left.
+    Busy(Option<HolderId>, Option<Duration>),
 }
 
 fn live(until: Option<Instant>, now: Instant) -> bool {
@@ -268,7 +280,10 @@ impl SharedRecord {
                     _ => {}
                 }
             }
-            return SharedGrant::Busy(self.holders.first().map(|first| first.holder.clone()));
+            return SharedGrant::Busy(
+                self.holders.first().map(|first| first.holder.clone()),
+                self.first_lease_end(now),
+            );
         }
         // Rule 14.
         let token = reserve();
@@ -348,6 +363,32 @@ impl SharedRecord {
                 .filter(|_| others_wait)
                 .map(|since| now - since),
         )
+    }
+
+    /// How long the unexpired holder whose lease ends first has left at `now`: when a
+    /// place may come free without a release.
+    pub(super) fn first_lease_end(&self, now: Instant) -> Option<Duration> {
+        self.holders
+            .iter()
+            .filter(|holder| holder.expires_at > now)
+            .map(|holder| holder.expires_at - now)
+            .min()
+    }
+
+    /// Whom the record lets in next at `now`, by its unexpired holders.
+    pub(super) fn admits(&self, now: Instant) -> Admits {
+        let holding = || self.holders.iter().filter(|holder| holder.expires_at > now);
+        let held = holding().count();
+        match self.kind {
+            LockKind::Semaphore { permits } => {
+                Admits::Permits((permits as usize).saturating_sub(held))
+            }
+            _ => Admits::Access {
+                write: held == 0,
+                read: !holding().any(|holder| holder.access.excludes_all())
+                    && held < MAX_PERMITS as usize,
+            },
+        }
     }
 
     /// The record as inspection shows it.

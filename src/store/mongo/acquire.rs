@@ -75,6 +75,9 @@ impl MongoStore {
         let lease = document::lease_value(request.lease);
         let readers_of = (request.in_arrival_order && request.access == Access::Read)
             .then_some(request.holder.as_str());
+        // Refused in line, the place's end carries the server's clock.
+        let placed = (request.in_arrival_order && !request.retry_within.is_zero())
+            .then(|| (request.holder.as_str(), request.retry_within));
         for _ in 0..2 {
             let returned = self
                 .collection
@@ -100,7 +103,7 @@ impl MongoStore {
                     return document::shared_acquire_outcome(
                         Some(returned),
                         request.lease,
-                        readers_of,
+                        (readers_of, placed),
                     );
                 }
                 // MongoDB always returns the upserted or updated document here. The test
@@ -109,7 +112,11 @@ impl MongoStore {
                 // held by nobody who knows it.
                 Ok(None) => {
                     let found = self.read_record(&request.name).await?;
-                    return document::shared_acquire_outcome(found, request.lease, readers_of);
+                    return document::shared_acquire_outcome(
+                        found,
+                        request.lease,
+                        (readers_of, None),
+                    );
                 }
                 Err(error) if errors::is_duplicate_key(&error) => {
                     self.refuse_other_kind(&request.name, request.access.kind())

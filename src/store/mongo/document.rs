@@ -309,7 +309,7 @@ fn holder_entries(document: &Document) -> Result<Vec<&Document>, StoreError> {
 pub(super) fn shared_acquire_outcome(
     returned: Option<Document>,
     lease: LeaseId,
-    readers_of: Option<&str>,
+    (readers_of, placed): (Option<&str>, Option<(&str, Duration)>),
 ) -> Result<AcquireOutcome, StoreError> {
     let Some(document) = returned else {
         return Ok(AcquireOutcome::busy(None));
@@ -333,9 +333,22 @@ pub(super) fn shared_acquire_outcome(
             }),
         };
     }
-    Ok(AcquireOutcome::busy(
-        entries.first().and_then(|first| holder(first)),
-    ))
+    // The holder whose lease ends first, by the server's clock its place was stamped with.
+    let lease_left = placed
+        .and_then(|(holder, retry_within)| line::placed_at(&document, holder, retry_within))
+        .and_then(|now| {
+            entries
+                .iter()
+                .filter_map(|entry| entry.get_datetime(EXPIRES_AT).ok())
+                .map(|expires| expires.timestamp_millis().saturating_sub(now))
+                .filter(|left| *left > 0)
+                .min()
+        })
+        .map(|left| Duration::from_millis(left.unsigned_abs()));
+    Ok(AcquireOutcome::Busy {
+        holder: entries.first().and_then(|first| holder(first)),
+        lease_left,
+    })
 }
 
 /// Reads the answer of a shared hand-over's `findAndModify` (the record after it, which
@@ -351,7 +364,7 @@ pub(super) fn shared_hand_over_outcome(
     };
     let contended_for = last_contended(&document);
     Ok(Some(
-        match shared_acquire_outcome(Some(document), to, None)? {
+        match shared_acquire_outcome(Some(document), to, (None, None))? {
             AcquireOutcome::Acquired { token, .. } => HandOverOutcome::HandedOver {
                 token,
                 contended_for,
@@ -589,16 +602,50 @@ mod tests {
             HOLDERS: [entry(theirs, "them", 5, PERMIT, 9), entry(ours, "me", 21, PERMIT, 9)],
         };
         assert_eq!(
-            shared_acquire_outcome(Some(returned.clone()), ours, None).unwrap(),
+            shared_acquire_outcome(Some(returned.clone()), ours, (None, None)).unwrap(),
             AcquireOutcome::acquired(21)
         );
         assert_eq!(
-            shared_acquire_outcome(Some(returned), LeaseId::new(), None).unwrap(),
+            shared_acquire_outcome(Some(returned), LeaseId::new(), (None, None)).unwrap(),
             AcquireOutcome::busy(Some(HolderId::from_string("them".into())))
         );
         assert_eq!(
-            shared_acquire_outcome(None, ours, None).unwrap(),
+            shared_acquire_outcome(None, ours, (None, None)).unwrap(),
             AcquireOutcome::busy(None)
+        );
+    }
+
+    /// Refused in line on a shared record, the answer says how long the unexpired holder
+    /// whose lease ends first had left, by the server's clock its place was stamped with
+    /// (its end minus the request's `retry_within`); an expired entry does not count, and
+    /// without a place the clock is not known.
+    #[test]
+    fn a_shared_refusal_in_line_tells_the_first_lease_end() {
+        let (me, retry_within) = ("me", Duration::from_millis(500));
+        // Placed at 1 000 ms, so its place ends at 1 500 ms.
+        let place = doc! { HOLDER: me, ACCESS: PERMIT, "arrival": DateTime::from_millis(900), "until": DateTime::from_millis(1_500) };
+        let returned = doc! {
+            ID: "s", KIND: SEMAPHORE, PERMITS: 2_i64,
+            HOLDERS: [
+                entry(LeaseId::new(), "a", 5, PERMIT, 4_000),
+                entry(LeaseId::new(), "b", 21, PERMIT, 800),
+                entry(LeaseId::new(), "c", 37, PERMIT, 2_500),
+            ],
+            "line": [place],
+        };
+        let refused = |placed| {
+            shared_acquire_outcome(Some(returned.clone()), LeaseId::new(), (None, placed)).unwrap()
+        };
+        assert_eq!(
+            refused(Some((me, retry_within))),
+            AcquireOutcome::Busy {
+                holder: Some(HolderId::from_string("a".into())),
+                lease_left: Some(Duration::from_millis(1_500)),
+            }
+        );
+        assert_eq!(
+            refused(None),
+            AcquireOutcome::busy(Some(HolderId::from_string("a".into())))
         );
     }
 
@@ -618,7 +665,7 @@ mod tests {
             let returned = doc! {
                 ID: "rw", KIND: RWLOCK, HOLDERS: [granted.clone()], "line": line,
             };
-            shared_acquire_outcome(Some(returned), ours, Some("me")).unwrap()
+            shared_acquire_outcome(Some(returned), ours, (Some("me"), None)).unwrap()
         };
         let told = |waited: u64| AcquireOutcome::Acquired {
             token: 30,

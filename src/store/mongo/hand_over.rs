@@ -67,7 +67,12 @@ impl MongoStore {
             .collection
             .find_one_and_update(
                 pipeline::filter::shared_hand_over_filter(&from.name, old, to.access),
-                pipeline::hand_over::shared_hand_over(old, Released::of([from]), new, acquire),
+                pipeline::hand_over::shared_hand_over(
+                    (old, Released::of([from])),
+                    new,
+                    acquire,
+                    from.in_arrival_order,
+                ),
             )
             .return_document(ReturnDocument::After)
             .await

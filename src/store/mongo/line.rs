@@ -168,6 +168,63 @@ pub(super) fn earliest_holder(line: impl Into<Bson>) -> Document {
     } }
 }
 
+/// Whom a shared record's release wakes, as the end of its [`WAKE`](super::fields::WAKE):
+/// `" <holder>"` for each manager whose live place in the line the record lets in next
+/// (places in stored order, each manager once), [`EVERYONE`] after a space when no place
+/// is live, and nothing when places are live but none may go. `semaphore` says the
+/// record's kind; `room` is how many more may hold a permit, `nobody_holds` whether a
+/// write may go and `readers_may` whether reads may, all from the record as the release
+/// leaves it (expressions).
+pub(super) fn shared_woken(
+    semaphore: impl Into<Bson>,
+    room: impl Into<Bson>,
+    nobody_holds: impl Into<Bson>,
+    readers_may: impl Into<Bson>,
+) -> Document {
+    // Rule 22: the places the kind's rule lets in next, judged as rule 16 judges each one
+    // (a place waits only behind places that arrived strictly before it).
+    let live = doc! { "$filter": {
+        "input": { "$ifNull": [format!("${LINE}"), []] },
+        "as": PLACE,
+        "cond": { "$gt": [format!("$${PLACE}.{UNTIL}"), "$$NOW"] },
+    } };
+    let before = |also: Option<Document>| {
+        let earlier =
+            doc! { "$lt": [format!("$$earlier.{ARRIVAL}"), format!("$${PLACE}.{ARRIVAL}")] };
+        let cond = match also {
+            Some(also) => doc! { "$and": [earlier, also] },
+            None => earlier,
+        };
+        doc! { "$size": { "$filter": { "input": "$$live", "as": "earlier", "cond": cond } } }
+    };
+    let first = doc! { "$eq": [before(None), 0] };
+    let admitted = doc! { "$cond": [
+        semaphore.into(),
+        { "$lt": [before(None), room.into()] },
+        { "$cond": [
+            { "$eq": [format!("$${PLACE}.{ACCESS}"), READ] },
+            { "$and": [
+                readers_may.into(),
+                { "$eq": [before(Some(doc! { "$eq": [format!("$$earlier.{ACCESS}"), WRITE] })), 0] },
+            ] },
+            { "$and": [nobody_holds.into(), first] },
+        ] },
+    ] };
+    let woken = doc! { "$reduce": {
+        "input": { "$filter": { "input": "$$live", "as": PLACE, "cond": admitted } },
+        "initialValue": "",
+        "in": { "$concat": ["$$value", " ", format!("$$this.{HOLDER}")] },
+    } };
+    doc! { "$let": {
+        "vars": { "live": live },
+        "in": { "$cond": [
+            { "$eq": [{ "$size": "$$live" }, 0] },
+            format!(" {EVERYONE}"),
+            woken,
+        ] },
+    } }
+}
+
 /// For a read granted at `granted_at` (the server's `$$NOW`) to `holder`, from the
 /// document after the grant: how long the earliest live place of another manager that a
 /// reader waits behind (a writer's) had waited (zero if no such place is live). A reader

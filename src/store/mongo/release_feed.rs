@@ -1,7 +1,9 @@
 //! The release feed: one change stream on the lock collection per manager, reporting the
-//! names of locks that became free for it (a mutex's release names in `wake` the manager
-//! that waited longest, and only that manager's stream reports it; a release stamps a
-//! shared record's `releasedAt` as it removes holders; a withdrawal stamps `withdrawnAt` as
+//! names of locks that became free for it (a release names in `wake` the managers the
+//! record lets in next — a mutex's the one that waited longest, a shared record's those
+//! its kind admits in arrival order — and only those managers' streams report it; a shared
+//! release that names nobody, of a lease granted without arrival order or written by an
+//! older version, stamps `releasedAt`, which every stream reports; a withdrawal stamps `withdrawnAt` as
 //! it takes off a place or writers' mark whose waiters gave up; `set_permits` changes a
 //! semaphore's `permits`, which may make room; an operator or the TTL monitor deletes the
 //! document), so
@@ -142,16 +144,21 @@ pub(super) async fn run(
     }
 }
 
-/// Deletions; a mutex's releases that wake `holder` (its [`WAKE`] names it or `*`; every
-/// one when no holder is given), and those written by versions that did not name whom they
-/// wake (the lease id set to null, no [`WAKE`]); updates that stamp `releasedAt` (a shared
-/// record losing holders) or `withdrawnAt` (a manager's waiters gave up) or change
-/// `permits` (a semaphore's count); replacements; and the events that end a collection's
-/// stream (the collection or its database dropped, the collection renamed).
+/// Deletions; releases that wake `holder` (their [`WAKE`] names it or `*`; every one when
+/// no holder is given); a mutex's releases written by versions that did not name whom they
+/// wake (the lease id set to null, no [`WAKE`]); updates that stamp `releasedAt` without a
+/// [`WAKE`] (a shared record losing holders, by a lease of the default mode or a version
+/// that did not name whom it wakes: mixed versions stay live) or stamp `withdrawnAt` (a
+/// manager's waiters gave up) or change `permits` (a semaphore's count); replacements; and
+/// the events that end a collection's stream (the collection or its database dropped, the
+/// collection renamed).
 ///
-/// The filter runs on the server, so a manager's stream carries only the mutex releases
-/// meant for it: with many processes waiting for one lock, a release wakes the one that
-/// waited longest rather than all of them.
+/// The filter runs on the server, so a manager's stream carries only the releases meant
+/// for it: with many processes waiting for one lock, a release wakes the one that waited
+/// longest (or, on a shared record, those that can go) rather than all of them. [`WAKE`]
+/// stays one string, not an array of holders: MongoDB may describe an array's change as
+/// paths of its elements (`wake.1`) in `updatedFields`, which a filter on the whole field
+/// would miss.
 ///
 /// The store never replaces a document, but MongoDB logs a pipeline update whose change
 /// description would be larger than the document as a whole-document replacement, which a
@@ -160,7 +167,7 @@ pub(super) async fn run(
 /// spurious hint costs a waiter one attempt; a missed one a poll interval).
 fn releases(holder: Option<&HolderId>) -> Vec<Document> {
     let changed = |field: &str| format!("updateDescription.updatedFields.{field}");
-    // Rule 22: a mutex's release only for the manager it names, or for everyone.
+    // Rule 22: a release only for the managers it names, or for everyone.
     let wakes: Bson = match holder {
         Some(holder) => doc! { "$regex": wake_pattern(holder) }.into(),
         None => doc! { "$exists": true }.into(),
@@ -176,7 +183,11 @@ fn releases(holder: Option<&HolderId>) -> Vec<Document> {
                 changed(LEASE_ID): { "$type": "null" },
                 changed(WAKE): { "$exists": false },
             },
-            { "operationType": "update", changed(RELEASED_AT): { "$exists": true } },
+            {
+                "operationType": "update",
+                changed(RELEASED_AT): { "$exists": true },
+                changed(WAKE): { "$exists": false },
+            },
             { "operationType": "update", changed(PERMITS): { "$exists": true } },
             { "operationType": "update", changed(WITHDRAWN_AT): { "$exists": true } },
         ] } },
@@ -184,10 +195,13 @@ fn releases(holder: Option<&HolderId>) -> Vec<Document> {
     ]
 }
 
-/// The regular expression that a [`WAKE`] meant for `holder` matches: after the token's
-/// space, to the end, the holder — with every character that is not a letter or digit
-/// escaped (a holder id is a value, never a pattern) — or `*` (nobody was listed: every
-/// waiting manager may go).
+/// The regular expression that a [`WAKE`] meant for `holder` matches: after a space, the
+/// holder — with every character that is not a letter or digit escaped (a holder id is a
+/// value, never a pattern) — or `*` (nobody was listed: every waiting manager may go),
+/// then a space or the end. A wake is the token (digits), then a space and a holder per
+/// manager woken, so a holder named in it is always preceded by a space and followed by
+/// one or the end: never missed, whatever its id. An id that contains a space can at worst
+/// match inside another manager's (`a b` holds ` b`): a spurious wake, one extra attempt.
 fn wake_pattern(holder: &HolderId) -> String {
     let mut pattern = String::from(" (\\*|");
     for character in holder.as_str().chars() {
@@ -196,7 +210,7 @@ fn wake_pattern(holder: &HolderId) -> String {
         }
         pattern.push(character);
     }
-    pattern.push_str(")$");
+    pattern.push_str(")( |$)");
     pattern
 }
 

@@ -8,7 +8,9 @@ use mongodb::bson::{Bson, Document, doc};
 
 use super::acquire::released_mutex_outlasts_its_line;
 use super::holders::{ENTRY, entry_field, holders};
-use super::release::{Released, contended_ms, released_fields, removal_stages, wake_next};
+use super::release::{
+    Released, contended_ms, released_fields, removal_stages, shared_wake, wake_next,
+};
 use super::token::{next_reserved_until, next_token};
 use crate::kind::Access;
 use crate::store::mongo::expression::{expires_from_now, field, literal, waiting_since};
@@ -103,12 +105,13 @@ pub(in crate::store::mongo) fn hand_over(
 /// [`shared_hand_over_filter`](super::filter::shared_hand_over_filter): removes `from`'s entry
 /// as a release does, then decides `to` by the grant rules in the same write. `releasedAt` is
 /// stamped only when `to` was refused, so the release feeds wake other processes' waiters only
-/// when a place is free. Granted iff the returned holders include `to`.
+/// when a place is free; `in_line` (a lease of arrival order) then also names in `wake` whom
+/// the release lets in next. Granted iff the returned holders include `to`.
 pub(in crate::store::mongo) fn shared_hand_over(
-    from: &Bson,
-    released: Released,
+    (from, released): (&Bson, Released),
     to: &Bson,
     acquire: Vec<Document>,
+    in_line: bool,
 ) -> Vec<Document> {
     let gone = doc! { "$eq": [entry_field(LEASE), literal(from.clone())] };
     let granted = doc! { "$in": [literal(to.clone()), { "$map": {
@@ -118,9 +121,15 @@ pub(in crate::store::mongo) fn shared_hand_over(
     } }] };
     let mut stages = removal_stages(gone, None, false, released);
     stages.extend(acquire);
-    stages.push(
-        doc! { "$set": { RELEASED_AT: { "$cond": [granted, field(RELEASED_AT), "$$NOW"] } } },
-    );
+    let mut stamps = doc! { RELEASED_AT: { "$cond": [&granted, field(RELEASED_AT), "$$NOW"] } };
+    if in_line {
+        // Rule 22: a hand-over that granted is no release, and wakes nobody.
+        stamps.insert(
+            WAKE,
+            doc! { "$cond": [&granted, field(WAKE), shared_wake()] },
+        );
+    }
+    stages.push(doc! { "$set": stamps });
     stages.push(released.unset_temporaries());
     stages
 }

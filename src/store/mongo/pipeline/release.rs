@@ -5,13 +5,13 @@
 use mongodb::bson::{Bson, Document, doc};
 
 use super::holders::{ENTRY, entry_field, listed_holders_where, record_expiry, unexpired_holders};
-use crate::kind::Access;
+use crate::kind::{Access, MAX_PERMITS};
 use crate::store::mongo::expression::{field, literal, live};
 use crate::store::mongo::fields::{
     ACCESS, CONTENDED_AT, CONTENDERS, EXPIRES_AT, FORCED_AT, FORCED_EXPIRES_AT, FORCED_RELEASE,
-    GONE, GRANTED_TOKEN, HOLDER, HOLDERS, LAST_CONTENDED_MS, LEASE, LEASE_ID, READERS_TURN_FROM,
-    READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL, RELEASED, RELEASED_AT,
-    RELEASED_BATCH, RELEASED_LEASES, TOKEN, TURN_BEGINS, WAKE, WRITE,
+    GONE, GRANTED_TOKEN, HOLDER, HOLDERS, KIND, LAST_CONTENDED_MS, LEASE, LEASE_ID, PERMITS,
+    READERS_TURN_FROM, READERS_TURN_SERVED, READERS_TURN_UNTIL, READERS_WAITING_UNTIL, RELEASED,
+    RELEASED_AT, RELEASED_BATCH, RELEASED_LEASES, SEMAPHORE, TOKEN, TURN_BEGINS, WAKE, WRITE,
 };
 use crate::store::mongo::line;
 use crate::store::request::LeaseKey;
@@ -106,7 +106,13 @@ fn shared_release_where(
     released: Released,
 ) -> Vec<Document> {
     let mut stages = removal_stages(gone, trace, true, released);
-    stages.push(doc! { "$set": { EXPIRES_AT: record_expiry(keep_line) } });
+    let mut after = doc! { EXPIRES_AT: record_expiry(keep_line) };
+    if keep_line {
+        // Rule 22: only a lease of arrival order reads the line; the plain cycle's release
+        // wakes every feed by its `releasedAt`.
+        after.insert(WAKE, shared_wake());
+    }
+    stages.push(doc! { "$set": after });
     stages.push(released.unset_temporaries());
     stages
 }
@@ -228,6 +234,41 @@ pub(super) fn released_fields(keep_line: bool) -> Document {
         // Rule 22.
         WAKE: wake_next(field(line::LINE)),
     }
+}
+
+/// What a shared record's release of arrival order writes in [`WAKE`], in a stage after
+/// the one that removed the released entries (it reads the holders left and the removed
+/// ones): the first released entry's token (unique to that grant, so the value changes
+/// with every release and a change stream sees it), then whom the release wakes (see
+/// [`line::shared_woken`]).
+pub(super) fn shared_wake() -> Document {
+    // Rule 22, from the record as the release leaves it.
+    let released_token = doc! { "$arrayElemAt": [
+        { "$map": { "input": field(GONE), "as": ENTRY, "in": entry_field(TOKEN) } },
+        0,
+    ] };
+    // Every caller's filter matched an entry, so one was removed; were none, the server's
+    // clock still makes the value new.
+    let token = doc! { "$toString": { "$ifNull": [released_token, { "$toLong": "$$NOW" }] } };
+    let holding = "$$holding";
+    let writes_held = doc! { "$size": { "$filter": {
+        "input": holding,
+        "as": ENTRY,
+        "cond": { "$eq": [entry_field(ACCESS), WRITE] },
+    } } };
+    let woken = line::shared_woken(
+        doc! { "$eq": [field(KIND), SEMAPHORE] },
+        doc! { "$subtract": [field(PERMITS), { "$size": holding }] },
+        doc! { "$eq": [{ "$size": holding }, 0] },
+        doc! { "$and": [
+            { "$eq": [writes_held, 0] },
+            { "$lt": [{ "$size": holding }, i64::from(MAX_PERMITS)] },
+        ] },
+    );
+    doc! { "$let": {
+        "vars": { "holding": listed_holders_where(doc! { "$gt": [entry_field(EXPIRES_AT), "$$NOW"] }) },
+        "in": { "$concat": [token, woken] },
+    } }
 }
 
 /// What a mutex's release writes in [`WAKE`]: the released grant's token (so the value

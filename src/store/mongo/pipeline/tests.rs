@@ -11,7 +11,7 @@ use crate::kind::Access;
 use crate::name::LockName;
 use crate::store::mongo::fields::{
     ACCESS, GRANTED_HOLDER, HOLDER, HOLDERS, OTHERS_IN_LINE, OWN_LEASES, READERS_TURN_FROM,
-    READERS_WAITING_UNTIL, TURN_BEGINS,
+    READERS_WAITING_UNTIL, TURN_BEGINS, WAKE,
 };
 use crate::store::mongo::line;
 use crate::store::request::LeaseKey;
@@ -204,7 +204,7 @@ fn only_a_release_that_may_free_a_write_carries_the_readers_turn() {
     for (released, turn) in [(Released::NoWrite, false), (Released::MaybeAWrite, true)] {
         let release = shared_release(&[Bson::Null], None, false, released);
         assert_eq!(mentions_turn(&release), turn, "{release:?}");
-        let hand_over = shared_hand_over(&Bson::Null, released, &Bson::Null, Vec::new());
+        let hand_over = shared_hand_over((&Bson::Null, released), &Bson::Null, Vec::new(), false);
         assert_eq!(mentions_turn(&hand_over), turn, "{hand_over:?}");
     }
 }
@@ -237,4 +237,38 @@ fn a_zero_retry_leaves_the_waiting_mark_as_it_is() {
             .as_document()
             .is_some_and(|mark| mark.contains_key("$max"))
     );
+}
+
+/// A shared release of arrival order names in `wake` whom it wakes, after the stage that
+/// removed the released entries (it reads the holders left), and so does a shared
+/// hand-over in line; the default mode's leave `wake` alone, so their `releasedAt` wakes
+/// every feed and the plain cycle stays as small as it was.
+#[test]
+fn only_a_shared_release_in_line_names_whom_it_wakes() {
+    let writes_wake = |stages: &[Document]| {
+        stages.iter().position(|stage| {
+            stage
+                .get_document("$set")
+                .is_ok_and(|set| set.contains_key(WAKE))
+        })
+    };
+    let removes = |stages: &[Document]| {
+        stages.iter().position(|stage| {
+            stage
+                .get_document("$set")
+                .is_ok_and(|set| set.contains_key(HOLDERS))
+        })
+    };
+    for released in [Released::NoWrite, Released::MaybeAWrite] {
+        let in_line = shared_release(&[Bson::Null], None, true, released);
+        assert!(writes_wake(&in_line) > removes(&in_line), "{in_line:?}");
+        assert_eq!(
+            writes_wake(&shared_release(&[Bson::Null], None, false, released)),
+            None
+        );
+        let handed =
+            |in_line| shared_hand_over((&Bson::Null, released), &Bson::Null, Vec::new(), in_line);
+        assert!(writes_wake(&handed(true)) > removes(&handed(true)));
+        assert_eq!(writes_wake(&handed(false)), None);
+    }
 }
