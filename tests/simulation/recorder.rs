@@ -599,7 +599,7 @@ impl<S: LockStore> LockStore for Witness<S> {
 
     async fn try_acquire(&self, request: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
         let result = self.inner.try_acquire(request).await;
-        self.hand_on();
+        let wakes = self.hand_on();
         if let Ok(outcome) = &result {
             let granted = matches!(outcome, AcquireOutcome::Acquired { .. });
             let mut ledger = lock(&self.ledger);
@@ -607,7 +607,8 @@ impl<S: LockStore> LockStore for Witness<S> {
             if granted {
                 ledger.wakes.granted(request.name.as_str(), &request.holder);
             } else {
-                ledger.wakes.refused(request, Instant::now());
+                let passed_to = wakes.of(request.name.as_str()).0;
+                ledger.wakes.refused(request, Instant::now(), passed_to);
             }
         }
         if let Ok(AcquireOutcome::Acquired { token, .. }) = &result {
@@ -708,13 +709,15 @@ impl<S: LockStore> LockStore for Witness<S> {
                 }
             }
             Ok(HandOverOutcome::Released { .. }) => {
-                if !from.shared {
-                    self.judge_release(&from.name, &expected, &wakes);
-                }
+                // `to` was asked before the release's wake: its refusal is not a woken
+                // manager's next attempt.
                 {
                     let mut ledger = lock(&self.ledger);
                     ledger.answered_in_line(to, false);
                     ledger.wakes.hand_over_refused(to, Instant::now());
+                }
+                if !from.shared {
+                    self.judge_release(&from.name, &expected, &wakes);
                 }
                 // The store placed `to`'s manager before it judged whom to wake.
                 if from.shared {

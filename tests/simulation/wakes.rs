@@ -48,6 +48,10 @@ pub(crate) struct WakeLedger {
     lines: BTreeMap<String, HashMap<HolderId, Place>>,
     /// Managers woken for a name that have not attempted it since: when.
     woken: HashMap<(String, String), Instant>,
+    /// Managers a shared release let in but could not wake (no feed left: shut down), by
+    /// name: their places hold later ones back until they end, as a woken manager's do
+    /// until it attempts.
+    unreachable: BTreeSet<(String, String)>,
     cannot_go: Vec<CannotGo>,
     /// Releases whose wake was judged, and how many managers they woke in all.
     pub(crate) releases: u64,
@@ -55,9 +59,17 @@ pub(crate) struct WakeLedger {
 }
 
 impl WakeLedger {
-    /// The store refused `request` now: if its manager had been woken for the name and
-    /// nobody took it since, it could not go; then its place is taken (or renewed).
-    pub(crate) fn refused(&mut self, request: &AcquireRequest, now: Instant) {
+    /// The store refused `request` now, waking `passed_to` as it did: if its manager had
+    /// been woken for the name and nobody took it since, it could not go — unless the
+    /// refusal passed the wake on to managers whose places arrived before it (rule 22: a
+    /// refusal by the line alone wakes the earliest place, whose manager is then judged
+    /// the same way); then its place is taken (or renewed).
+    pub(crate) fn refused(
+        &mut self,
+        request: &AcquireRequest,
+        now: Instant,
+        passed_to: &BTreeSet<String>,
+    ) {
         let name = request.name.as_str().to_owned();
         let arrival = now
             .checked_sub(request.waited.min(MAX_LEASE_DURATION))
@@ -78,18 +90,33 @@ impl WakeLedger {
                         && place.arrival < arrival
                         && (place.placed >= woken
                             || (!(request.access == Access::Read && place.access == Access::Read)
-                                && self
-                                    .woken
-                                    .contains_key(&(name.clone(), holder.as_str().to_owned()))))
+                                && {
+                                    let key = (name.clone(), holder.as_str().to_owned());
+                                    self.woken.contains_key(&key) || self.unreachable.contains(&key)
+                                }))
                 })
             });
-            if !overtaken {
+            let passed_on = !passed_to.is_empty()
+                && passed_to.iter().all(|woken| {
+                    self.lines.get(&name).is_some_and(|line| {
+                        line.iter().any(|(holder, place)| {
+                            holder.as_str() == woken
+                                && place.ordered
+                                && place.until > now
+                                && place.arrival < arrival
+                        })
+                    })
+                });
+            if !overtaken && !passed_on {
                 self.cannot_go.push(CannotGo {
                     holder: request.holder.as_str().to_owned(),
                     name: name.clone(),
                     woken,
                 });
             }
+        }
+        for woken in passed_to {
+            self.woken.insert((name.clone(), woken.clone()), now);
         }
         let until = now + request.retry_within.min(MAX_LEASE_DURATION);
         let ordered = request.in_arrival_order;
@@ -113,7 +140,7 @@ impl WakeLedger {
     /// goes first): in arrival order the waiter's manager takes its place.
     pub(crate) fn hand_over_refused(&mut self, request: &AcquireRequest, now: Instant) {
         if request.in_arrival_order {
-            self.refused(request, now);
+            self.refused(request, now, &BTreeSet::new());
         } else {
             self.woken.remove(&(
                 request.name.as_str().to_owned(),
@@ -129,6 +156,7 @@ impl WakeLedger {
             line.remove(holder);
         }
         self.woken.retain(|(woken_for, _), _| woken_for != name);
+        self.unreachable.retain(|(woken_for, _)| woken_for != name);
     }
 
     /// `holder`'s waiters for `name` gave up.
@@ -142,6 +170,7 @@ impl WakeLedger {
     pub(crate) fn deleted(&mut self, name: &str) {
         self.lines.remove(name);
         self.woken.retain(|(woken_for, _), _| woken_for != name);
+        self.unreachable.retain(|(woken_for, _)| woken_for != name);
     }
 
     /// Whom a release of `name` now may wake: the managers of the earliest-arrived live
@@ -271,6 +300,9 @@ impl WakeLedger {
         }
         // A manager that shut down has no feed left to wake.
         let reachable: BTreeSet<String> = expected.intersection(feeds).cloned().collect();
+        for holder in expected.difference(feeds) {
+            self.unreachable.insert((name.to_owned(), holder.clone()));
+        }
         (*woken != reachable).then(|| {
             let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>().join(", ");
             format!(
