@@ -99,6 +99,29 @@ async fn waiting_processes_stay_quiet_and_a_release_costs_one_attempt() {
     }
 }
 
+/// A waiting process's first attempt does not list it on the record (the uncontended
+/// acquire stays small), so nothing would wake it first at a release: it asks again at the
+/// backoff's first step (10 ms by default), which lists it, and only then waits quietly
+/// for the release feed. Not at the pace of a place in line (0.64–0.8 s), which is arrival
+/// order's, nor after a quiet interval, which is for a waiter already listed.
+#[tokio::test(start_paused = true)]
+async fn a_refused_waiter_asks_again_at_once_to_be_listed_then_waits_quietly() {
+    let (_leader, held, waiting) = leader_and_waiting(&LockOptions::default(), 1).await;
+    let tasks = wait_for_leader(&waiting);
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        attempts(&waiting),
+        2,
+        "the first refusal is retried within a backoff's first step, and the retry lists it"
+    );
+    sleep(Duration::from_secs(4)).await;
+    assert_eq!(attempts(&waiting), 2, "listed, it waits quietly");
+    drop(held);
+    for task in tasks {
+        task.abort();
+    }
+}
+
 /// The holder's process stops answering (crashed): its lease runs out on the store, and a
 /// waiting process, told the lease's end when it was refused, takes the lock within its
 /// longest backoff of that end, as it did when it polled.
