@@ -179,18 +179,10 @@ async fn a_waiter_listed_before_the_feed_watched_asks_again_once_it_does() {
 
     let options = LockOptions::default()
         .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(2500));
-    let inner = MemoryStore::new();
-    let leader = process(&inner, options.clone()).await;
-    let _held = leader
-        .manager
-        .lock("leader")
-        .unwrap()
-        .acquire()
-        .await
-        .unwrap();
+    let (leader, _held, _) = leader_and_waiting(&options, 0).await;
     let opened = Arc::new(Notify::new());
     let store = FaultyStore::new(LateFeed {
-        inner,
+        inner: leader.store.inner().clone(),
         opened: opened.clone(),
     });
     let manager = LockManager::start(store.clone(), options).await.unwrap();
