@@ -148,6 +148,120 @@ async fn waiting_processes_stay_quiet_and_a_release_costs_one_attempt() {
     }
 }
 
+/// A waiting process's first attempt does not list it on the record (the uncontended
+/// acquire stays small), so nothing would wake it first at a release: it asks again at the
+/// backoff's first step (10 ms by default), which lists it, and only then waits quietly
+/// for the release feed. Not at the pace of a place in line (0.64–0.8 s), which is arrival
+/// order's, nor after a quiet interval, which is for a waiter already listed.
+#[tokio::test(start_paused = true)]
+async fn a_refused_waiter_asks_again_at_once_to_be_listed_then_waits_quietly() {
+    let (_leader, held, waiting) = leader_and_waiting(&LockOptions::default(), 1).await;
+    let tasks = wait_for_leader(&waiting);
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        attempts(&waiting),
+        2,
+        "the first refusal is retried within a backoff's first step, and the retry lists it"
+    );
+    sleep(Duration::from_secs(4)).await;
+    assert_eq!(attempts(&waiting), 2, "listed, it waits quietly");
+    drop(held);
+    for task in tasks {
+        task.abort();
+    }
+}
+
+/// A waiter listed before its manager's release feed was watching is listed only for its
+/// backoff's time (here exactly a quiet interval, 5 s): the feed's start wakes every
+/// waiter (releases before it went unseen), so refused once the feed watches, it asks
+/// again at once, and that attempt lists it for the quiet wait.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_listed_before_the_feed_watched_asks_again_once_it_does() {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use mongolock::store::{
+        AcquireOutcome, AcquireRequest, ExtendOutcome, ExtendRequest, LeaseKey, LockStore,
+        ReleaseDemand, ReleaseOutcome,
+    };
+    use mongolock::{LockName, LockRecord, StoreError};
+    use tokio::sync::{Notify, mpsc};
+
+    /// The memory store, whose release feed starts watching only once `opened`.
+    #[derive(Clone)]
+    struct LateFeed {
+        inner: MemoryStore,
+        opened: Arc<Notify>,
+    }
+
+    #[async_trait]
+    impl LockStore for LateFeed {
+        async fn try_acquire(&self, r: &AcquireRequest) -> Result<AcquireOutcome, StoreError> {
+            self.inner.try_acquire(r).await
+        }
+        async fn extend(&self, r: &ExtendRequest) -> Result<ExtendOutcome, StoreError> {
+            self.inner.extend(r).await
+        }
+        async fn release(&self, key: &LeaseKey) -> Result<ReleaseOutcome, StoreError> {
+            self.inner.release(key).await
+        }
+        async fn inspect(&self, name: &LockName) -> Result<Option<LockRecord>, StoreError> {
+            self.inner.inspect(name).await
+        }
+        async fn watch_releases(&self, demand: ReleaseDemand) -> Option<mpsc::Receiver<LockName>> {
+            let (inner, opened) = (self.inner.clone(), self.opened.clone());
+            let (names, feed) = mpsc::channel(16);
+            tokio::spawn(async move {
+                opened.notified().await;
+                let Some(mut released) = inner.watch_releases(demand).await else {
+                    return;
+                };
+                while let Some(name) = released.recv().await {
+                    if names.send(name).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Some(feed)
+        }
+    }
+
+    let options = LockOptions::default()
+        .with_retry_backoff(Duration::from_millis(10), Duration::from_millis(2500));
+    let (leader, _held, _) = leader_and_waiting(&options, 0).await;
+    let opened = Arc::new(Notify::new());
+    let store = FaultyStore::new(LateFeed {
+        inner: leader.store.inner().clone(),
+        opened: opened.clone(),
+    });
+    let manager = LockManager::start(store.clone(), options).await.unwrap();
+    let lock = manager.lock("leader").unwrap();
+    let task = tokio::spawn(async move { lock.acquire().await });
+    while store.acquire_calls() == 0 {
+        sleep(Duration::from_millis(1)).await;
+    }
+    // Its second attempt lists it for twice the longest backoff; the feed starts watching
+    // while that attempt's answer is on its way.
+    let answer_after = Duration::from_millis(50);
+    store.answer_late(answer_after);
+    while store.acquire_calls() == 1 {
+        sleep(Duration::from_millis(1)).await;
+    }
+    store.heal();
+    opened.notify_one();
+    sleep(answer_after + Duration::from_millis(1)).await;
+    assert_eq!(
+        store.acquire_calls(),
+        3,
+        "refused with the feed watching, the waiter listed for a backoff's time asked again \
+         as the answer came"
+    );
+    sleep(Duration::from_secs(4)).await;
+    assert_eq!(store.acquire_calls(), 3, "listed anew, it waits quietly");
+    task.abort();
+    manager.shutdown().await;
+}
+
 /// The holder's process stops answering (crashed): its lease runs out on the store, and a
 /// waiting process, told the lease's end when it was refused, takes the lock within its
 /// longest backoff of that end, as it did when it polled.

@@ -2171,6 +2171,61 @@ async fn a_local_writers_release_lets_every_local_reader_in_before_the_next_writ
     manager.shutdown().await;
 }
 
+/// A reader of this process's readers' turn refused with nobody holding ends the turn
+/// here: the store has no turn on (none of these readers had asked when the write was
+/// released) and this process's next writer waits on the record. The turn's other readers
+/// would be refused alike, each after a backoff, with nobody left to release and wake
+/// anyone: the writer asks at once instead and gets in as the refused writer's answer
+/// comes back.
+#[tokio::test(start_paused = true)]
+async fn a_reader_refused_with_nobody_holding_ends_the_local_readers_turn() {
+    use std::time::Duration;
+
+    let options = common::fast_options();
+    let (store, manager) = on_a_faulty_store(options.clone()).await;
+    let rw = manager.rw_lock("journal").unwrap();
+    let writing = rw.write().await.unwrap();
+    // The next writer's first attempt is refused when it arrives (its mark is on the record
+    // for twice the longest backoff), and its answer comes back within that: it is still out
+    // when the write is released, so the release hands nothing over.
+    let answer_after = options.retry_backoff().1 / 2;
+    let attempts = store.acquire_calls();
+    store.answer_late(answer_after);
+    let next_writer = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().await }
+    });
+    while store.acquire_calls() == attempts {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    store.heal();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let rw = rw.clone();
+            tokio::spawn(async move { rw.read().await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // The writer leaves: the two readers waiting get a turn here, none on the store.
+    let released_at = tokio::time::Instant::now();
+    writing.release().await.unwrap();
+    let written = granted_within(10, next_writer, "the writer never got in").await;
+    assert!(
+        released_at.elapsed() <= answer_after,
+        "the writer waited for a backoff after the refused reader (took {:?})",
+        released_at.elapsed()
+    );
+    assert!(
+        readers.iter().all(|reader| !reader.is_finished()),
+        "a reader got in beside the writer"
+    );
+    written.release().await.unwrap();
+    for reader in readers {
+        drop(granted_within(10, reader, "a reader never got in").await);
+    }
+    manager.shutdown().await;
+}
+
 /// A released place is handed over only to a waiter no call in flight already asks for: a
 /// permit released while the one waiter's attempt is out, or a read released while the
 /// writer's attempt is out, is released plainly (the attempt takes the place).

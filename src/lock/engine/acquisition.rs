@@ -333,7 +333,10 @@ impl NameState {
         backoff.follow(&attempt.options);
         let mut delay = crate::random::with_rng(|rng| backoff.next_delay(rng));
         // Only a waiter listed for longer than it may sleep: one that asked before the feed
-        // was watching is listed for a backoff's time, and polls once more first.
+        // was watching is listed for a backoff's time, and polls once more first. A `>=`
+        // mutant survives, equivalent: it differs only for a listing of exactly `QUIET_POLL`
+        // (a longest backoff of half of it), which needs the feed to have started while the
+        // attempt was out, and a feed's start wakes every waiter, ending that quiet wait.
         if held_elsewhere && attempt.listed_for > QUIET_POLL && self.waits_quietly(&attempt.options)
         {
             // Nothing to ask until a release wakes it or the lease ends; the backoff's

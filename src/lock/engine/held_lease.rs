@@ -200,6 +200,11 @@ impl HeldLease {
     ///   elsewhere, this one did, and it shares the lease's terms
     ///   ([`HeldLease::shares_terms`]), so it overtakes no writer; otherwise the lease may
     ///   serve it locally ([`HeldLease::serves_locally`]).
+    ///
+    /// Letting in a reader that arrived at the very instant the earliest writer elsewhere did
+    /// (`<=`) is a surviving mutant: the store admits such a tie too (rule 16 waits only
+    /// behind an earlier arrival), so the reader's own attempt, sent at once after the
+    /// grant, gets in as joining would have, one store call later.
     pub(crate) fn can_join(
         &self,
         options: &LockOptions,
