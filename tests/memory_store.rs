@@ -282,6 +282,94 @@ async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() 
     manager.shutdown().await;
 }
 
+/// A process paused after the runtime handed a grant to its caller's channel and before the
+/// caller took it: by then the loss deadline has passed and another process may hold the
+/// expired lock. `acquire` lets such a grant go and waits again; it never returns it.
+#[tokio::test(start_paused = true)]
+async fn a_grant_taken_after_a_pause_past_its_deadline_is_let_go_and_asked_again() {
+    let (manager, lock, other_token) = paused_past_the_deadline_while_granted(|lock| {
+        Box::pin(async move { lock.acquire().await.map(Some) })
+    })
+    .await;
+    let guard = lock.unwrap().expect("acquire waits for the lock");
+    assert!(
+        guard.token() > other_token,
+        "acquire returned token {} while another process held {other_token}",
+        guard.token()
+    );
+    manager.shutdown().await;
+}
+
+/// The same for `try_acquire`: a grant taken past its deadline is not won.
+#[tokio::test(start_paused = true)]
+async fn a_try_taken_after_a_pause_past_its_deadline_is_not_won() {
+    let (manager, outcome, _) = paused_past_the_deadline_while_granted(|lock| {
+        Box::pin(async move { lock.try_acquire().await })
+    })
+    .await;
+    assert!(
+        outcome.unwrap().is_none(),
+        "try_acquire returned a grant another process had taken over"
+    );
+    manager.shutdown().await;
+}
+
+type Acquiring = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = Result<Option<mongolock::LockGuard>, mongolock::LockError>>,
+    >,
+>;
+
+/// Starts `acquire` on a fresh manager, lets the store grant and the runtime hand the guard
+/// on, then pauses the whole process past the lease (the caller has not taken the guard)
+/// while another process takes the expired lock: the manager, what `acquire` returned, and
+/// the other process's token.
+async fn paused_past_the_deadline_while_granted(
+    acquire: impl FnOnce(mongolock::Lock) -> Acquiring,
+) -> (
+    mongolock::LockManager,
+    Result<Option<mongolock::LockGuard>, mongolock::LockError>,
+    u64,
+) {
+    use futures::FutureExt;
+    use mongolock::HolderId;
+    use mongolock::LockManager;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let options = common::fast_options();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let name = LockName::new("paused-caller").unwrap();
+    let mut acquiring = acquire(manager.lock(name.as_str()).unwrap());
+    assert!(futures::poll!(acquiring.as_mut()).is_pending());
+    // The store grants and the runtime hands the guard on; this task does not take it yet.
+    while store.inspect(&name).await.unwrap().is_none() {
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+
+    // The pause: the clock jumps past the lease, and another process takes the expired lock.
+    let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
+    let other = AcquireRequest::new(
+        name.clone(),
+        LeaseId::new(),
+        HolderId::generate(),
+        Duration::from_secs(60),
+    );
+    let AcquireOutcome::Acquired {
+        token: other_token, ..
+    } = store.try_acquire(&other).await.unwrap()
+    else {
+        panic!("the expired lock was not free for another process");
+    };
+    (manager, acquiring.await, other_token)
+}
+
 /// A store without a bulk write — it keeps the trait's one-by-one `extend_many` — whose
 /// every call takes 20 ms. Its renewals must be sent as separate calls, side by side, each
 /// under its own timeout: sent as one batch under one timeout, 600 leases took 12 s per

@@ -153,6 +153,12 @@ impl LockGuard {
         self.loss.last_confirmed()
     }
 
+    /// Whether the hold's loss deadline passed before the runtime could say so (the process
+    /// was paused): the lease may be someone else's already.
+    pub(crate) fn deadline_passed(&self) -> bool {
+        self.loss.deadline_passed()
+    }
+
     /// Resolves when the lock is lost, with the reason; never resolves while it is held.
     /// Called after the loss, it resolves at once. A release is not a loss.
     ///

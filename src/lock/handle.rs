@@ -94,7 +94,9 @@ impl Lock {
 
     /// Waits until the lock is held. Local waiters are served first come, first served; while
     /// another process holds the lock, one store attempt per backoff interval is made for all
-    /// of them together.
+    /// of them together. A grant that reaches the caller only after its loss deadline (the
+    /// process was paused in between) may be someone else's lock by then: it is let go and
+    /// asked for again, in the same place, so the guard returned is always live.
     ///
     /// # Errors
     ///
@@ -132,23 +134,34 @@ impl Lock {
             token = tracing::field::Empty
         );
         async {
-            let (reply, answer) = oneshot::channel();
-            self.send(LockMsg::Acquire {
-                access,
-                options: self.options.clone(),
-                requested_at: Instant::now(),
-                reply,
-            })?;
-            let mut waiting = TellsWhenLeaving {
-                lock: self,
-                answer,
-                armed: true,
-            };
-            let guard = self.answer(&mut waiting.answer).await;
-            waiting.armed = false;
-            let guard = guard??;
-            tracing::Span::current().record("token", guard.token());
-            Ok(guard)
+            let requested_at = Instant::now();
+            loop {
+                let (reply, answer) = oneshot::channel();
+                self.send(LockMsg::Acquire {
+                    access,
+                    options: self.options.clone(),
+                    requested_at,
+                    reply,
+                })?;
+                let mut waiting = TellsWhenLeaving {
+                    lock: self,
+                    answer,
+                    armed: true,
+                };
+                let guard = self.answer(&mut waiting.answer).await;
+                waiting.armed = false;
+                let guard = guard??;
+                if guard.deadline_passed() {
+                    // Granted, then the process was paused past the loss deadline before
+                    // this task took the guard: someone else may hold the lock now. Let it
+                    // go and wait again, in the same place.
+                    tracing::warn!(lock = %self.name, token = guard.token(), "a grant reached its caller after its loss deadline; asking again");
+                    drop(guard);
+                    continue;
+                }
+                tracing::Span::current().record("token", guard.token());
+                return Ok(guard);
+            }
         }
         .instrument(span)
         .await
@@ -193,7 +206,8 @@ impl Lock {
     }
 
     /// Exactly one store attempt: `Some(guard)` if it won, `None` if the lock is held
-    /// elsewhere. Returns `None` without a store call when this process already holds the
+    /// elsewhere (or if the grant reached the caller only after its loss deadline: a paused
+    /// process). Returns `None` without a store call when this process already holds the
     /// lock or has tasks waiting for it (locks are not re-entrant, and it does not jump the
     /// local queue).
     ///
@@ -231,7 +245,12 @@ impl Lock {
             options: self.options.clone(),
             reply,
         })?;
-        self.answer(answer).await?
+        // A grant that reached this task after its loss deadline (a paused process) may be
+        // someone else's already: not won.
+        Ok(self
+            .answer(answer)
+            .await??
+            .filter(|guard| !guard.deadline_passed()))
     }
 
     /// What the store says about this lock: holder identity, last token, time left.

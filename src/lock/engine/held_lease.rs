@@ -112,6 +112,7 @@ impl HeldLease {
         sent_at: Instant,
     ) -> Self {
         let deadline = sent_at + options.renew_deadline();
+        let status = HoldStatusSender::new(sent_at).with_renew_deadline(options.renew_deadline());
         let renewals = Renewals::Scheduled {
             at: sent_at + options.renew_interval(),
         };
@@ -130,7 +131,7 @@ impl HeldLease {
             renewals_asked: 0,
             renewals_settled: 0,
             renewals,
-            status: HoldStatusSender::new(sent_at),
+            status,
         }
     }
 

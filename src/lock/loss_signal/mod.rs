@@ -109,6 +109,9 @@ pub(crate) enum HoldChange {
 pub(crate) struct HoldStatusSender {
     status: watch::Sender<HoldStatus>,
     confirmed: Arc<Mutex<Instant>>,
+    /// How long after the last confirmed send the hold is lost (`None`: a combination of
+    /// holds, each with its own).
+    renew_deadline: Option<Duration>,
 }
 
 impl HoldStatusSender {
@@ -117,13 +120,24 @@ impl HoldStatusSender {
         Self {
             status: watch::channel(HoldStatus::Held).0,
             confirmed: Arc::new(Mutex::new(sent_at)),
+            renew_deadline: None,
         }
+    }
+
+    /// The hold is lost `renew_deadline` after its last confirmed send, which its guards
+    /// can then tell by themselves (see [`LossSignal::deadline_passed`]).
+    pub(crate) fn with_renew_deadline(mut self, renew_deadline: Duration) -> Self {
+        self.renew_deadline = Some(renew_deadline);
+        self
     }
 
     /// The sender for the next hold of the same lease (passed to a local waiter): it starts
     /// from this one's last confirmed renewal.
     pub(crate) fn successor(&self) -> Self {
-        Self::new(*confirmed(&self.confirmed))
+        Self {
+            renew_deadline: self.renew_deadline,
+            ..Self::new(*confirmed(&self.confirmed))
+        }
     }
 
     /// A receiving half for a guard or a watcher.
@@ -131,6 +145,7 @@ impl HoldStatusSender {
         LossSignal {
             receiver: self.status.subscribe(),
             confirmed: self.confirmed.clone(),
+            renew_deadline: self.renew_deadline,
         }
     }
 
@@ -260,12 +275,20 @@ pub struct LossSignal {
     receiver: watch::Receiver<HoldStatus>,
     /// When the last confirmed acquire or renewal was sent.
     confirmed: Arc<Mutex<Instant>>,
+    renew_deadline: Option<Duration>,
 }
 
 impl LossSignal {
     /// When the last acquire or renewal the store confirmed was sent.
     pub(crate) fn last_confirmed(&self) -> Instant {
         *confirmed(&self.confirmed)
+    }
+
+    /// Whether the hold's loss deadline has passed, whether or not the runtime has said so
+    /// yet: a process paused past it resumes with its tasks in no particular order.
+    pub(crate) fn deadline_passed(&self) -> bool {
+        self.renew_deadline
+            .is_some_and(|deadline| Instant::now() >= self.last_confirmed() + deadline)
     }
 
     /// Resolves when the hold is lost, with the reason; never while it is held. Resolves at
