@@ -231,9 +231,7 @@ async fn a_release_the_store_keeps_failing_is_given_up_with_its_lease() {
 #[tokio::test(start_paused = true)]
 async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() {
     use futures::FutureExt;
-    use mongolock::HolderId;
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId};
-    use mongolock::{LockError, LockManager, LossReason, store::LockStore};
+    use mongolock::{LockError, LockManager, LossReason};
     use std::time::Duration;
 
     let store = MemoryStore::new();
@@ -253,18 +251,7 @@ async fn a_release_after_a_pause_past_the_deadline_is_a_loss_not_a_local_pass() 
     // this process runs until the other process has taken the expired lock.
     let release = tokio::spawn(holder.release());
     let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
-    let other = AcquireRequest::new(
-        LockName::new("paused").unwrap(),
-        LeaseId::new(),
-        HolderId::generate(),
-        Duration::from_secs(60),
-    );
-    let AcquireOutcome::Acquired {
-        token: other_token, ..
-    } = store.try_acquire(&other).await.unwrap()
-    else {
-        panic!("the expired lock was not free for another process");
-    };
+    let other_token = taken_by_another_process(&store, &LockName::new("paused").unwrap()).await;
 
     assert!(matches!(
         release.await.unwrap(),
@@ -332,10 +319,8 @@ async fn paused_past_the_deadline_while_granted(
     u64,
 ) {
     use futures::FutureExt;
-    use mongolock::HolderId;
     use mongolock::LockManager;
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
-    use std::time::Duration;
+    use mongolock::store::LockStore;
 
     let store = MemoryStore::new();
     let options = common::fast_options();
@@ -355,19 +340,26 @@ async fn paused_past_the_deadline_while_granted(
 
     // The pause: the clock jumps past the lease, and another process takes the expired lock.
     let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
+    let other_token = taken_by_another_process(&store, &name).await;
+    (manager, acquiring.await, other_token)
+}
+
+/// Another process takes `name`, whose lease has expired, for a minute: its token.
+async fn taken_by_another_process(store: &MemoryStore, name: &LockName) -> u64 {
+    use mongolock::HolderId;
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use std::time::Duration;
+
     let other = AcquireRequest::new(
         name.clone(),
         LeaseId::new(),
         HolderId::generate(),
         Duration::from_secs(60),
     );
-    let AcquireOutcome::Acquired {
-        token: other_token, ..
-    } = store.try_acquire(&other).await.unwrap()
-    else {
+    let AcquireOutcome::Acquired { token, .. } = store.try_acquire(&other).await.unwrap() else {
         panic!("the expired lock was not free for another process");
     };
-    (manager, acquiring.await, other_token)
+    token
 }
 
 /// A store without a bulk write — it keeps the trait's one-by-one `extend_many` — whose
