@@ -1,6 +1,7 @@
 //! [`MongoStore`]'s attempts: a mutex's `findAndModify`, a shared record's (whose filter names
 //! the kind), and what the store reads back when an upsert fails or the answer is empty.
 
+use mongodb::bson::Document;
 use mongodb::options::ReturnDocument;
 
 use super::pipeline;
@@ -42,26 +43,46 @@ impl MongoStore {
             .upsert(true)
             .return_document(ReturnDocument::After)
             .await;
-        match returned {
-            // The pipeline leaves a shared record as it was; the answer is that record.
-            Ok(Some(record)) => match document::record_kind(&record)? {
-                LockKind::Mutex => {
-                    let listed = (!request.retry_within.is_zero())
-                        .then(|| (request.holder.as_str(), request.retry_within));
-                    document::acquire_outcome(Some(record), request.lease, listed)
-                }
-                // Rule 7: a mutex request on a shared record is a mismatch.
-                found => Err(document::kind_mismatch(
-                    &request.name,
-                    found,
-                    LockKind::Mutex,
-                )),
+        let (record, answered) = match returned {
+            Ok(Some(record)) => (record, true),
+            Ok(None) => match self.read_back(&request.name).await? {
+                Some(record) => (record, false),
+                None => return Ok(AcquireOutcome::busy(None)),
             },
-            Ok(None) => document::acquire_outcome(None, request.lease, None),
             // Two first acquisitions raced to insert the document; the other one won.
-            Err(error) if errors::is_duplicate_key(&error) => Ok(AcquireOutcome::busy(None)),
-            Err(error) => Err(errors::backend("acquire (findAndModify)", error)),
+            Err(error) if errors::is_duplicate_key(&error) => {
+                return Ok(AcquireOutcome::busy(None));
+            }
+            Err(error) => return Err(errors::backend("acquire (findAndModify)", error)),
+        };
+        match document::record_kind(&record)? {
+            LockKind::Mutex => {
+                // A record read back may carry a place of an earlier request: only the
+                // answer's own place tells the server's time of this one.
+                let listed = (answered && !request.retry_within.is_zero())
+                    .then(|| (request.holder.as_str(), request.retry_within));
+                document::acquire_outcome(record, request.lease, listed)
+            }
+            // Rule 7: a mutex request on a shared record (which the pipeline leaves as it
+            // was) is a mismatch.
+            found => Err(document::kind_mismatch(
+                &request.name,
+                found,
+                LockKind::Mutex,
+            )),
         }
+    }
+
+    /// The record after an upsert `findAndModify` answered with no document, read back.
+    /// MongoDB always returns the upserted or updated document there. The test server,
+    /// when its upsert finds a record another request inserted after its own lookup,
+    /// applies the update to that record and answers with none: had the other request
+    /// released it meanwhile, the update granted it to us, and taking the empty answer
+    /// for a refusal would leave the lock held by nobody who knows it until its lease
+    /// ends.
+    async fn read_back(&self, name: &LockName) -> Result<Option<Document>, StoreError> {
+        tracing::debug!(lock = %name, "an upsert answered with no document; reading the record back");
+        self.read_record(name).await
     }
 
     /// `try_acquire` of a shared kind: one `findAndModify` (upsert) whose filter names the
@@ -106,12 +127,8 @@ impl MongoStore {
                         (readers_of, placed),
                     );
                 }
-                // MongoDB always returns the upserted or updated document here. The test
-                // server, under racing first grants, has answered with none after applying
-                // the grant: read the record back, so a place granted to us is not left
-                // held by nobody who knows it.
                 Ok(None) => {
-                    let found = self.read_record(&request.name).await?;
+                    let found = self.read_back(&request.name).await?;
                     return document::shared_acquire_outcome(
                         found,
                         request.lease,

@@ -66,14 +66,10 @@ pub(super) fn forced_leases(document: &Document) -> HashSet<LeaseId> {
 /// we sent. A refusal that listed `listed`'s holder (with its `retry_within`) on the line
 /// says how long the lease had left, by the server's clock the place was stamped with.
 pub(super) fn acquire_outcome(
-    returned: Option<Document>,
+    document: Document,
     lease: LeaseId,
     listed: Option<(&str, Duration)>,
 ) -> Result<AcquireOutcome, StoreError> {
-    let Some(document) = returned else {
-        // Seen on SecantusDB under racing upserts and deletes: nothing was written for us.
-        return Ok(AcquireOutcome::busy(None));
-    };
     if document.get(LEASE_ID) == Some(&lease_value(lease)) {
         return Ok(AcquireOutcome::acquired(granted_token(&document)?));
     }
@@ -556,24 +552,20 @@ mod tests {
             ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", GRANTED_TOKEN: 7_i64, TOKEN: 22_i64,
         };
         assert_eq!(
-            acquire_outcome(Some(returned), ours, None).unwrap(),
+            acquire_outcome(returned, ours, None).unwrap(),
             AcquireOutcome::acquired(7)
         );
         // Written by a version that reserves no block: its token is the grant's.
         let unreserved = doc! { ID: "a", LEASE_ID: lease_value(ours), HOLDER: "me", TOKEN: 7_i64 };
         assert_eq!(
-            acquire_outcome(Some(unreserved), ours, None).unwrap(),
+            acquire_outcome(unreserved, ours, None).unwrap(),
             AcquireOutcome::acquired(7)
         );
         let theirs =
             doc! { ID: "a", LEASE_ID: lease_value(LeaseId::new()), HOLDER: "them", TOKEN: 7_i64 };
         assert_eq!(
-            acquire_outcome(Some(theirs), ours, None).unwrap(),
+            acquire_outcome(theirs, ours, None).unwrap(),
             AcquireOutcome::busy(Some(HolderId::from_string("them".into())))
-        );
-        assert_eq!(
-            acquire_outcome(None, ours, None).unwrap(),
-            AcquireOutcome::busy(None)
         );
     }
 
