@@ -13,7 +13,7 @@
 #   scripts/bench.sh --quick        smoke test: short criterion runs and one short repetition
 #                                   of each scenario (about 5 minutes plus the build)
 #   scripts/bench.sh --only=s3,s5   only these scenario groups (s1 s2 s3 s4 s5 s6 p1 p2 p3 p4
-#                                   explain s7 s8 s9); implies --no-criterion. The fleets alone,
+#                                   explain feeds s7 s8 s9); implies --no-criterion. The fleets alone,
 #                                   --only=s7,s8,s9, take about 7 minutes (quick: 2)
 #   scripts/bench.sh --no-criterion skip the criterion benches
 #

@@ -22,6 +22,7 @@ mod child;
 mod contention;
 mod explain;
 mod failover;
+mod feeds;
 mod fleet;
 mod fleet_worker;
 mod job;
@@ -173,6 +174,7 @@ fn run_child(args: &[String]) -> ExitCode {
         "p3" => runtime.block_on(shared_contention::p3(&args)),
         "p4" => runtime.block_on(primitives::p4(&args)),
         "explain" => runtime.block_on(explain::explain_scenario(&args)),
+        "feeds" => runtime.block_on(feeds::feeds(&args)),
         "s7" => runtime.block_on(fleet::s7(&args)),
         "s8" => runtime.block_on(fleet::s8(&args)),
         "s9" => runtime.block_on(fleet::s9(&args)),

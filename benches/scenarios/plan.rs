@@ -182,6 +182,17 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         1,
         180,
     ));
+    let writes = match mode {
+        Mode::Smoke => 50,
+        Mode::Quick | Mode::Full => 300,
+    };
+    jobs.push(job(
+        "feeds",
+        "feeds",
+        &args(&format!("feeds streams=1,2,8,32,64 writes={writes}")),
+        1,
+        180,
+    ));
     jobs.extend(crate::fleet::jobs(mode));
     jobs
 }

@@ -479,17 +479,28 @@ fn render_s(results: &Results) -> String {
     out.push_str("\n## S5: one manager holding N locks (expiry 6 s, cadence 2 s)\n\n");
     out.push_str(&t.text);
 
-    // The explain investigation.
-    if let Some(run) = runs(results, "explain").first() {
-        out.push_str("\n## Extend filter and batched renewal on the server (`explain`)\n\n");
-        let mut t = Table::new(&["figure", "value"]);
-        for (key, value) in &run.values {
-            t.row(&[format!("`{key}`"), value.clone()]);
+    // The probes of the server's own costs.
+    for (label, heading) in [
+        (
+            "explain",
+            "Extend filter and batched renewal on the server (`explain`)",
+        ),
+        (
+            "feeds",
+            "A change stream's event after its write, by open streams (`feeds`)",
+        ),
+    ] {
+        if let Some(run) = runs(results, label).first() {
+            out.push_str(&format!("\n## {heading}\n\n"));
+            let mut t = Table::new(&["figure", "value"]);
+            for (key, value) in &run.values {
+                t.row(&[format!("`{key}`"), value.clone()]);
+            }
+            if let Some(failure) = &run.failure {
+                t.row(&["failure".into(), failure.clone()]);
+            }
+            out.push_str(&t.text);
         }
-        if let Some(failure) = &run.failure {
-            t.row(&["failure".into(), failure.clone()]);
-        }
-        out.push_str(&t.text);
     }
     out
 }
