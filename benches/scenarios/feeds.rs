@@ -157,7 +157,8 @@ pub(crate) async fn feeds(args: &Args) -> Result<(), String> {
         );
         emit(
             &format!("streams_{count}_server_cpu_per_write_ms"),
-            format!("{:.3}", cpu.unwrap_or(-1.0)),
+            // Unmeasured without the server's pid (a server given by MONGODB_URI alone).
+            cpu.map_or_else(|| "unmeasured".to_owned(), |cpu| format!("{cpu:.3}")),
         );
         emit(
             &format!("streams_{count}_writes_per_s"),

@@ -182,14 +182,14 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         1,
         180,
     ));
-    let writes = match mode {
-        Mode::Smoke => 50,
-        Mode::Quick | Mode::Full => 300,
+    let (streams, writes) = match mode {
+        Mode::Smoke => ("1,8", 50),
+        Mode::Quick | Mode::Full => ("1,2,8,32,64", 300),
     };
     jobs.push(job(
         "feeds",
         "feeds",
-        &args(&format!("feeds streams=1,2,8,32,64 writes={writes}")),
+        &args(&format!("feeds streams={streams} writes={writes}")),
         1,
         180,
     ));
