@@ -378,6 +378,48 @@ async fn paused_past_the_deadline_while_granted(
     (manager, acquiring.await, other_token)
 }
 
+/// A waiter that lets a grant go because it took it past the loss deadline (the process was
+/// paused) asks again in its own place: a task of its process that asked after it does not
+/// go first. Queued behind it, the later task got the next grant.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_lets_a_late_grant_go_keeps_its_place_among_its_process_waiters() {
+    use futures::FutureExt;
+    use mongolock::LockManager;
+
+    let store = MemoryStore::new();
+    let options = common::fast_options();
+    let manager = LockManager::start(store.clone(), options.clone())
+        .await
+        .unwrap();
+    let name = LockName::new("paused-place").unwrap();
+    let lock = manager.lock(name.as_str()).unwrap();
+    let held = lock.acquire().await.unwrap();
+    let mut first = std::pin::pin!(lock.acquire());
+    assert!(futures::poll!(first.as_mut()).is_pending());
+    // Passed on locally: the guard waits in the channel of a task that does not take it yet.
+    held.release().await.unwrap();
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    // Later by the clock too: tasks asking at the same instant have no order to keep.
+    tokio::time::advance(std::time::Duration::from_millis(1)).await;
+    let mut second = std::pin::pin!(lock.acquire());
+    assert!(futures::poll!(second.as_mut()).is_pending());
+
+    let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
+    let other_token = taken_by_another_process(&store, &name).await;
+    tokio::select! {
+        biased;
+        guard = &mut first => {
+            let guard = guard.unwrap();
+            assert!(guard.token() > other_token);
+            assert!(futures::poll!(second.as_mut()).is_pending());
+        }
+        guard = &mut second => panic!("the task that asked later got the lock first: {:?} other {other_token}", guard.map(|g| g.token())),
+    }
+    manager.shutdown().await;
+}
+
 /// Another process takes `name`, whose lease has expired, for a minute: its token.
 async fn taken_by_another_process(store: &MemoryStore, name: &LockName) -> u64 {
     use mongolock::HolderId;

@@ -676,6 +676,11 @@ impl History {
             return;
         }
         match claimed {
+            // Asked for a later task of its process: this one had let its own grant go (it
+            // reached it past the loss deadline, the process paused) and asked again with its
+            // arrival while that attempt was out. The store let the later arrival in, so
+            // nobody that arrived before either task was overtaken.
+            Some(claimed) if claimed > asked + INSTANT && self.let_own_grant_go(name, asked, token) => {}
             Some(claimed) if claimed > asked + INSTANT => self.violation(format!(
                 "{who:?} got {name} (token {token}) in arrival order from a grant asked for a task that arrived {:?} after it",
                 claimed - asked
@@ -691,6 +696,18 @@ impl History {
                 "{who:?} got {name} (token {token}) in arrival order from a grant not asked in arrival order"
             )),
         }
+    }
+
+    /// Whether `name` was granted before `token` for a task that arrived at `asked` and
+    /// nobody entered with that grant: the task it was asked for let it go.
+    fn let_own_grant_go(&self, name: &str, asked: Instant, token: u64) -> bool {
+        let delivered = self.delivered.get(name);
+        recorder::lock(&self.ledger)
+            .grants_claiming(name, asked, INSTANT)
+            .into_iter()
+            .any(|granted| {
+                granted < token && delivered.is_none_or(|tokens| !tokens.contains(&granted))
+            })
     }
 
     /// What the witness found wrong in the store's own order.

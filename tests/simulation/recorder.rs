@@ -169,6 +169,27 @@ impl Ledger {
         self.leases.get(&lease)?.claimed_arrival
     }
 
+    /// The grant tokens of `name`'s leases asked for in arrival order for a task that
+    /// arrived within `slack` of `arrival`.
+    pub(crate) fn grants_claiming(
+        &self,
+        name: &str,
+        arrival: Instant,
+        slack: Duration,
+    ) -> Vec<u64> {
+        let Some(grants) = self.by_token.get(name) else {
+            return Vec::new();
+        };
+        grants
+            .iter()
+            .filter(|(_, lease)| {
+                self.claimed_arrival(**lease)
+                    .is_some_and(|claimed| claimed.max(arrival) - claimed.min(arrival) <= slack)
+            })
+            .map(|(token, _)| *token)
+            .collect()
+    }
+
     /// For a read granted in arrival order as `lease`: the arrival of the earliest writer
     /// of another manager that was live in line at the grant (`Some(None)`: none was).
     pub(crate) fn writers_behind_read(&self, lease: LeaseId) -> Option<Option<Instant>> {

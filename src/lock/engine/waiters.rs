@@ -93,9 +93,18 @@ impl Default for Waiters {
 }
 
 impl Waiters {
+    /// Queues `waiter` behind every waiter that asked no later than it did. A new request
+    /// asked last and goes to the back; one asked again with its first arrival (its grant
+    /// reached it past the loss deadline, the process paused, and was let go) goes back to
+    /// its place, not behind the waiters that asked while it held that grant.
     pub(crate) fn push(&mut self, waiter: Waiter) {
         waiter.metrics.waiters(1.0);
-        self.queue.push_back(waiter);
+        let place = self
+            .queue
+            .iter()
+            .rposition(|queued| queued.requested_at <= waiter.requested_at)
+            .map_or(0, |before| before + 1);
+        self.queue.insert(place, waiter);
         self.report_oldest();
     }
 
