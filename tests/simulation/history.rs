@@ -1127,11 +1127,22 @@ impl History {
     }
 
     /// Rule 6: terms of different candidates never overlap. An open term ends now, unless
-    /// its candidate is stepping down: then its end is known once reported.
+    /// its candidate is stepping down: then its end is known once reported. As a lock
+    /// holder's, a term is believed in only until its lease's oracle deadline: a candidate
+    /// paused past it learns of the loss as it resumes, in whatever order its tasks run
+    /// then, and rule 4 holds it to being told in time otherwise.
     pub(crate) fn check_terms(&mut self) {
         let now = Instant::now();
         let unknown_end = |candidate: &usize, end: &Option<Instant>| {
             end.is_none() && self.resigning.contains(candidate)
+        };
+        let believed_until = |election: &str, token: u64, end: Option<Instant>| {
+            let lease = recorder::lock(&self.ledger).lease_of(election, token, self.timings.block);
+            [Some(end.unwrap_or(now)), self.deadline_of(lease)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now)
         };
         let mut problems = Vec::new();
         for (i, (e1, c1, t1, s1, end1)) in self.terms.iter().enumerate() {
@@ -1139,7 +1150,10 @@ impl History {
                 if e1 != e2 || c1 == c2 || unknown_end(c1, end1) || unknown_end(c2, end2) {
                     continue;
                 }
-                let (end1, end2) = (end1.unwrap_or(now), end2.unwrap_or(now));
+                let (end1, end2) = (
+                    believed_until(e1, *t1, *end1),
+                    believed_until(e2, *t2, *end2),
+                );
                 if *s1 < end2 && *s2 < end1 {
                     let key = format!("{e1}/{c1}/{t1}/{c2}/{t2}");
                     problems.push((key, format!(
@@ -1225,6 +1239,40 @@ mod tests {
             .violations()
             .iter()
             .any(|line| line.contains(needle))
+    }
+
+    /// Rule 6 judges a term as the exclusion rules judge a holder: believed in until its
+    /// candidate is told of the loss or its lease's deadline passes, whichever is first.
+    #[test]
+    fn terms_overlap_only_while_both_candidates_may_believe_they_lead() {
+        paused(async {
+            let (mut history, ledger) = history();
+            let name = LockName::new("leader").expect("a valid name");
+            recorder::lock(&ledger).granted(&name, 1, LeaseId::new(), Instant::now());
+            history.term_began("leader", 0, 0, 1);
+            tokio::time::advance(Duration::from_millis(100)).await;
+            recorder::lock(&ledger).granted(&name, 17, LeaseId::new(), Instant::now());
+            history.term_began("leader", 1, 1, 17);
+            tokio::time::advance(Duration::from_millis(100)).await;
+            history.check_terms();
+            assert!(
+                flagged(&history, "candidate 0's term (token 1"),
+                "a second leader within the first's deadline: {:?}",
+                history.violations()
+            );
+
+            // Paused past its deadline, told only afterwards: no longer a leader by then.
+            let (mut history, ledger) = self::history();
+            recorder::lock(&ledger).granted(&name, 1, LeaseId::new(), Instant::now());
+            history.term_began("leader", 0, 0, 1);
+            tokio::time::advance(Duration::from_millis(1_000)).await;
+            recorder::lock(&ledger).granted(&name, 17, LeaseId::new(), Instant::now());
+            history.term_began("leader", 1, 1, 17);
+            tokio::time::advance(Duration::from_millis(100)).await;
+            history.term_ended("leader", 0, 1, false, "deposed");
+            history.check_terms();
+            assert!(!flagged(&history, "overlaps"), "{:?}", history.violations());
+        });
     }
 
     #[test]
