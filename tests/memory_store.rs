@@ -301,40 +301,6 @@ async fn a_try_taken_after_a_pause_past_its_deadline_is_not_won() {
     manager.shutdown().await;
 }
 
-/// The same for a lock passed on within the process: a waiter that takes the passed guard
-/// only after a pause past the lease's loss deadline lets it go and waits again.
-#[tokio::test(start_paused = true)]
-async fn a_local_pass_taken_after_a_pause_past_its_deadline_is_let_go_and_asked_again() {
-    use futures::FutureExt;
-    use mongolock::LockManager;
-
-    let store = MemoryStore::new();
-    let options = common::fast_options();
-    let manager = LockManager::start(store.clone(), options.clone())
-        .await
-        .unwrap();
-    let name = LockName::new("paused-pass").unwrap();
-    let lock = manager.lock(name.as_str()).unwrap();
-    let held = lock.acquire().await.unwrap();
-    let mut waiting = std::pin::pin!(lock.acquire());
-    assert!(futures::poll!(waiting.as_mut()).is_pending());
-    // Passed on locally: the guard waits in the channel of a task that does not take it yet.
-    held.release().await.unwrap();
-    for _ in 0..50 {
-        tokio::task::yield_now().await;
-    }
-
-    let _ = tokio::time::advance(options.lease_duration() * 2).now_or_never();
-    let other_token = taken_by_another_process(&store, &name).await;
-    let guard = waiting.await.unwrap();
-    assert!(
-        guard.token() > other_token,
-        "acquire returned token {} while another process held {other_token}",
-        guard.token()
-    );
-    manager.shutdown().await;
-}
-
 type Acquiring = std::pin::Pin<
     Box<
         dyn std::future::Future<Output = Result<Option<mongolock::LockGuard>, mongolock::LockError>>,
@@ -378,11 +344,12 @@ async fn paused_past_the_deadline_while_granted(
     (manager, acquiring.await, other_token)
 }
 
-/// A waiter that lets a grant go because it took it past the loss deadline (the process was
-/// paused) asks again in its own place: a task of its process that asked after it does not
-/// go first. Queued behind it, the later task got the next grant.
+/// The same for a lock passed on within the process: a waiter that takes the passed guard
+/// only after a pause past the lease's loss deadline lets it go and asks again — in its own
+/// place, so a task of its process that asked after it does not go first (queued behind
+/// it, the later task got the next grant).
 #[tokio::test(start_paused = true)]
-async fn a_waiter_that_lets_a_late_grant_go_keeps_its_place_among_its_process_waiters() {
+async fn a_local_pass_taken_after_a_pause_past_its_deadline_is_let_go_and_asked_again_in_place() {
     use futures::FutureExt;
     use mongolock::LockManager;
 
@@ -412,7 +379,11 @@ async fn a_waiter_that_lets_a_late_grant_go_keeps_its_place_among_its_process_wa
         biased;
         guard = &mut first => {
             let guard = guard.unwrap();
-            assert!(guard.token() > other_token);
+            assert!(
+                guard.token() > other_token,
+                "acquire returned token {} while another process held {other_token}",
+                guard.token()
+            );
             assert!(futures::poll!(second.as_mut()).is_pending());
         }
         guard = &mut second => panic!("the task that asked later got the lock first: {:?} other {other_token}", guard.map(|g| g.token())),

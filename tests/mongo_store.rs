@@ -233,33 +233,57 @@ async fn many_clients_contending_never_overlap() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
+/// `count` stores on one new collection, each on a client of its own (as processes are).
+async fn stores_on_clients_of_their_own(count: usize) -> Vec<MongoStore> {
     let collection = unique_collection();
-    let mut stores = Vec::new();
-    for _ in 0..8 {
+    let mut stores = Vec::with_capacity(count);
+    for _ in 0..count {
         stores.push(store_on(&client().await, &collection));
     }
-    for round in 0..20 {
-        let name = LockName::new(format!("first-{round}")).unwrap();
-        let barrier = Arc::new(tokio::sync::Barrier::new(stores.len()));
-        let mut tasks = Vec::new();
-        for store in &stores {
-            let (store, barrier, name) = (store.clone(), barrier.clone(), name.clone());
-            tasks.push(tokio::spawn(async move {
-                let request = AcquireRequest::new(
-                    name,
-                    LeaseId::new(),
-                    HolderId::generate(),
-                    Duration::from_secs(30),
-                );
+    stores
+}
+
+/// Every store sends its `request` for `name` at once (behind a barrier); their answers.
+async fn racing_first_acquires(
+    stores: &[MongoStore],
+    name: &LockName,
+    request: fn(LockName) -> AcquireRequest,
+) -> Vec<Result<AcquireOutcome, StoreError>> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(stores.len()));
+    let tasks: Vec<_> = stores
+        .iter()
+        .map(|store| {
+            let (store, barrier, request) = (store.clone(), barrier.clone(), request(name.clone()));
+            tokio::spawn(async move {
                 barrier.wait().await;
                 store.try_acquire(&request).await
-            }));
-        }
+            })
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
+    let stores = stores_on_clients_of_their_own(8).await;
+    for round in 0..20 {
+        let name = LockName::new(format!("first-{round}")).unwrap();
+        let answers = racing_first_acquires(&stores, &name, |name| {
+            AcquireRequest::new(
+                name,
+                LeaseId::new(),
+                HolderId::generate(),
+                Duration::from_secs(30),
+            )
+        })
+        .await;
         let mut winners = 0;
-        for task in tasks {
-            match task.await.unwrap() {
+        for answer in answers {
+            match answer {
                 Ok(AcquireOutcome::Acquired { .. }) => winners += 1,
                 Ok(AcquireOutcome::Busy { .. }) => {}
                 Ok(other) => panic!("round {round}: unexpected outcome {other:?}"),
@@ -1574,33 +1598,23 @@ async fn expiry_outlasts_the_line(store: &MongoStore, name: &LockName, places: u
 /// for the whole 30 s lease). Without the read-back, 4 of 5 runs of 100 rounds failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_racing_first_acquire_granted_by_an_upsert_that_answered_nothing_knows_it() {
-    let collection = unique_collection();
-    let mut stores = Vec::new();
-    for _ in 0..16 {
-        stores.push(store_on(&client().await, &collection));
-    }
+    let stores = stores_on_clients_of_their_own(16).await;
     for round in 0..300 {
         let name = LockName::new(format!("first-{round}")).unwrap();
-        let barrier = Arc::new(tokio::sync::Barrier::new(stores.len()));
-        let mut tasks = Vec::new();
-        for store in &stores {
-            let (store, barrier, name) = (store.clone(), barrier.clone(), name.clone());
-            tasks.push(tokio::spawn(async move {
-                let request = AcquireRequest::new(
-                    name,
-                    LeaseId::new(),
-                    HolderId::generate(),
-                    Duration::from_millis(1),
-                )
-                .with_arrival_order(true)
-                .with_retry_within(Duration::from_millis(1600));
-                barrier.wait().await;
-                store.try_acquire(&request).await
-            }));
-        }
+        let answers = racing_first_acquires(&stores, &name, |name| {
+            AcquireRequest::new(
+                name,
+                LeaseId::new(),
+                HolderId::generate(),
+                Duration::from_millis(1),
+            )
+            .with_arrival_order(true)
+            .with_retry_within(Duration::from_millis(1600))
+        })
+        .await;
         let mut granted = Vec::new();
-        for task in tasks {
-            match task.await.unwrap() {
+        for answer in answers {
+            match answer {
                 Ok(AcquireOutcome::Acquired { token, .. }) => granted.push(token),
                 Ok(_) => {}
                 Err(error) => panic!("round {round}: a racing first acquire surfaced {error}"),
