@@ -3083,6 +3083,47 @@ async fn a_permit_expires_exactly_at_its_expiry() {
     assert_eq!(extended, ExtendOutcome::NotOwner, "renewed at its expiry");
 }
 
+/// Readers' waiting mark ends exactly its retry interval after the refused read: a write
+/// released just before that instant begins a readers' turn (a second writer is refused),
+/// one released at it does not (the second writer goes).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_readers_mark_ends_exactly_its_retry_interval_after_the_read() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey, LockStore};
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let retry = Duration::from_millis(100);
+    for (before_the_end, turn) in [(Duration::from_millis(1), true), (Duration::ZERO, false)] {
+        let name = LockName::new(format!("readers-mark-{}", before_the_end.as_millis())).unwrap();
+        let request = |access: Access, retry: Duration| {
+            AcquireRequest::new(
+                name.clone(),
+                LeaseId::new(),
+                HolderId::generate(),
+                Duration::from_secs(30),
+            )
+            .with_access(access)
+            .with_retry_within(retry)
+        };
+        let granted = |outcome| matches!(outcome, AcquireOutcome::Acquired { .. });
+        let writer = request(Access::Write, Duration::ZERO);
+        assert!(granted(store.try_acquire(&writer).await.unwrap()));
+        let reader = request(Access::Read, retry);
+        assert!(!granted(store.try_acquire(&reader).await.unwrap()));
+        tokio::time::advance(retry - before_the_end).await;
+        let key = LeaseKey::shared(name.clone(), writer.lease);
+        store.release(&key).await.unwrap();
+        let next_writer = request(Access::Write, Duration::ZERO);
+        assert_eq!(
+            !granted(store.try_acquire(&next_writer).await.unwrap()),
+            turn,
+            "released {before_the_end:?} before the readers' mark ended: a readers' turn {}",
+            if turn { "expected" } else { "not expected" }
+        );
+    }
+}
+
 /// A reader/writer lock admits at most `MAX_PERMITS` readers at once.
 #[tokio::test(start_paused = true)]
 async fn readers_are_capped_at_max_permits() {
