@@ -3124,6 +3124,37 @@ async fn a_waiting_readers_mark_ends_exactly_its_retry_interval_after_the_read()
     }
 }
 
+/// A shared record's refusal says how long the holder whose lease ends first has left, by
+/// the store's clock: a waiter that waits quietly asks again then, when a crashed holder's
+/// permit comes free. (Mutation testing found it unpinned: answering no time left passed
+/// every other test.)
+#[tokio::test(start_paused = true)]
+async fn a_shared_refusal_tells_when_the_first_lease_ends() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let name = LockName::new("first-lease-end").unwrap();
+    let request = |lease: Duration| {
+        AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
+            .with_access(Access::Permit { permits: 2 })
+    };
+    for lease in [Duration::from_secs(3), Duration::from_secs(1)] {
+        let held = store.try_acquire(&request(lease)).await.unwrap();
+        assert!(matches!(held, AcquireOutcome::Acquired { .. }), "{held:?}");
+    }
+    tokio::time::advance(Duration::from_millis(300)).await;
+    let refused = store
+        .try_acquire(&request(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let AcquireOutcome::Busy { lease_left, .. } = refused else {
+        panic!("a third permit of two was granted: {refused:?}");
+    };
+    assert_eq!(lease_left, Some(Duration::from_millis(700)));
+}
+
 /// A reader/writer lock admits at most `MAX_PERMITS` readers at once.
 #[tokio::test(start_paused = true)]
 async fn readers_are_capped_at_max_permits() {
