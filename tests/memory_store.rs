@@ -3002,27 +3002,38 @@ async fn a_raised_count_wakes_the_waiters_of_other_processes() {
     b.shutdown().await;
 }
 
+/// A request for `access` on `name` under a 30 s lease that, refused, marks the record (a
+/// waiting writer, waiting readers) for `retry`.
+fn marking(
+    name: &LockName,
+    access: mongolock::Access,
+    retry: std::time::Duration,
+) -> mongolock::store::AcquireRequest {
+    mongolock::store::AcquireRequest::new(
+        name.clone(),
+        mongolock::store::LeaseId::new(),
+        mongolock::HolderId::generate(),
+        std::time::Duration::from_secs(30),
+    )
+    .with_access(access)
+    .with_retry_within(retry)
+}
+
+fn granted(outcome: mongolock::store::AcquireOutcome) -> bool {
+    matches!(outcome, mongolock::store::AcquireOutcome::Acquired { .. })
+}
+
 /// A waiting writer's mark ends exactly its retry interval after its attempt: new readers
 /// are held back until that instant and admitted at it.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_writers_mark_ends_exactly_its_retry_interval_after_the_attempt() {
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey, LockStore};
-    use mongolock::{Access, HolderId};
+    use mongolock::Access;
+    use mongolock::store::{LeaseKey, LockStore};
     use std::time::Duration;
 
     let store = MemoryStore::new();
     let name = LockName::new("mark-end").unwrap();
-    let request = |access: Access, retry: Duration| {
-        AcquireRequest::new(
-            name.clone(),
-            LeaseId::new(),
-            HolderId::generate(),
-            Duration::from_secs(30),
-        )
-        .with_access(access)
-        .with_retry_within(retry)
-    };
-    let granted = |outcome| matches!(outcome, AcquireOutcome::Acquired { .. });
+    let request = |access: Access, retry: Duration| marking(&name, access, retry);
     let reader = request(Access::Read, Duration::ZERO);
     assert!(granted(store.try_acquire(&reader).await.unwrap()));
     let retry = Duration::from_millis(100);
@@ -3088,25 +3099,15 @@ async fn a_permit_expires_exactly_at_its_expiry() {
 /// one released at it does not (the second writer goes).
 #[tokio::test(start_paused = true)]
 async fn a_waiting_readers_mark_ends_exactly_its_retry_interval_after_the_read() {
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LeaseKey, LockStore};
-    use mongolock::{Access, HolderId};
+    use mongolock::Access;
+    use mongolock::store::{LeaseKey, LockStore};
     use std::time::Duration;
 
     let store = MemoryStore::new();
     let retry = Duration::from_millis(100);
     for (before_the_end, turn) in [(Duration::from_millis(1), true), (Duration::ZERO, false)] {
         let name = LockName::new(format!("readers-mark-{}", before_the_end.as_millis())).unwrap();
-        let request = |access: Access, retry: Duration| {
-            AcquireRequest::new(
-                name.clone(),
-                LeaseId::new(),
-                HolderId::generate(),
-                Duration::from_secs(30),
-            )
-            .with_access(access)
-            .with_retry_within(retry)
-        };
-        let granted = |outcome| matches!(outcome, AcquireOutcome::Acquired { .. });
+        let request = |access: Access, retry: Duration| marking(&name, access, retry);
         let writer = request(Access::Write, Duration::ZERO);
         assert!(granted(store.try_acquire(&writer).await.unwrap()));
         let reader = request(Access::Read, retry);

@@ -134,27 +134,19 @@ pub(crate) async fn feeds(args: &Args) -> Result<(), String> {
         for task in tasks {
             task.abort();
         }
-        let figure = |values: &[f64], q: f64| quantile(values, q).map_or(-1.0, |v| v);
-        emit(
-            &format!("streams_{count}_write_p50_ms"),
-            format!("{:.3}", figure(&round_trips, 0.5)),
-        );
-        emit(
-            &format!("streams_{count}_send_to_event_p50_ms"),
-            format!("{:.3}", figure(&from_send, 0.5)),
-        );
-        emit(
-            &format!("streams_{count}_send_to_event_p99_ms"),
-            format!("{:.3}", figure(&from_send, 0.99)),
-        );
-        emit(
-            &format!("streams_{count}_ack_to_event_p50_ms"),
-            format!("{:.3}", figure(&to_event, 0.5)),
-        );
-        emit(
-            &format!("streams_{count}_ack_to_event_p99_ms"),
-            format!("{:.3}", figure(&to_event, 0.99)),
-        );
+        for (figure, values, q) in [
+            ("write_p50", &round_trips, 0.5),
+            ("send_to_event_p50", &from_send, 0.5),
+            ("send_to_event_p99", &from_send, 0.99),
+            ("ack_to_event_p50", &to_event, 0.5),
+            ("ack_to_event_p99", &to_event, 0.99),
+        ] {
+            let value = quantile(values, q).map_or(-1.0, |v| v);
+            emit(
+                &format!("streams_{count}_{figure}_ms"),
+                format!("{value:.3}"),
+            );
+        }
         emit(
             &format!("streams_{count}_server_cpu_per_write_ms"),
             // Unmeasured without the server's pid (a server given by MONGODB_URI alone).
