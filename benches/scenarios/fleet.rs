@@ -598,7 +598,8 @@ async fn quiet_waiting(fleet: &mut Fleet, args: &Args) -> Result<(), String> {
     let window = args.millis("millis", 10_000);
     let rounds = args.get("rounds", 3_usize).clamp(1, p - 1);
     let cpu = fleet.window(window).await;
-    let mut handovers_ms = Vec::new();
+    let (mut handovers_ms, mut release_calls_ms, mut after_release_ms) =
+        (Vec::new(), Vec::new(), Vec::new());
     let mut holder = 0;
     for round in 0..rounds {
         if round > 0 {
@@ -619,6 +620,16 @@ async fn quiet_waiting(fleet: &mut Fleet, args: &Args) -> Result<(), String> {
             granted.value.parse().unwrap_or(0),
         );
         handovers_ms.push(to.saturating_sub(from) as f64 / 1e6);
+        // Where the hand-over's time goes: the holder's release command, then the rest (the
+        // release event reaching the woken process, its attempt, the runtime's hops).
+        if let Some(released) = fleet
+            .take(holder, "released", Duration::from_secs(10))
+            .await
+        {
+            let at: u128 = released.value.parse().unwrap_or(0);
+            release_calls_ms.push(at.saturating_sub(from) as f64 / 1e6);
+            after_release_ms.push(to.saturating_sub(at) as f64 / 1e6);
+        }
         holder = granted.worker;
     }
     fleet.stop(0..p).await?;
@@ -656,6 +667,14 @@ async fn quiet_waiting(fleet: &mut Fleet, args: &Args) -> Result<(), String> {
         emit("handover_p50_ms", format!("{p50:.1}"));
         emit("handover_max_ms", format!("{max:.1}"));
         emit("rounds", handovers_ms.len());
+    }
+    for (key, times) in [
+        ("handover_release_call_p50_ms", &release_calls_ms),
+        ("handover_after_release_p50_ms", &after_release_ms),
+    ] {
+        if let Some(p50) = quantile(times, 0.5) {
+            emit(key, format!("{p50:.1}"));
+        }
     }
     Ok(())
 }

@@ -437,6 +437,7 @@ fn s9_details(results: &Results, sizes: &[usize]) -> String {
         "holder's commands/s",
         "server CPU while waiting, ms per s",
         "release → next grant: first / median / max",
+        "of the median: the release command + the rest",
         "commands of the waiters in the window",
     ]);
     for mode in FLEET_MODES {
@@ -459,6 +460,11 @@ fn s9_details(results: &Results, sizes: &[usize]) -> String {
                     show(results, &k, "handover_p50_ms", 1, ""),
                     show(results, &k, "handover_max_ms", 1, " ms"),
                     show(results, &k, "rounds", 0, "")
+                ),
+                format!(
+                    "{} + {}",
+                    show(results, &k, "handover_release_call_p50_ms", 1, ""),
+                    show(results, &k, "handover_after_release_p50_ms", 1, " ms"),
                 ),
                 last_text(results, &k, "commands"),
             ]);
@@ -490,7 +496,10 @@ fn s9_details(results: &Results, sizes: &[usize]) -> String {
         "\n## S9: one process holds the lock (renewing), P − 1 processes of one task wait\n\n\
          The window starts once every waiter has asked. After it, the holder releases and the \
          time to the next waiter's grant is measured (release called → grant returned, wall \
-         clock across processes); the new holder then releases in turn, a second apart.\n\n\
+         clock across processes); the new holder then releases in turn, a second apart. \
+         The median splits into the holder's release command (called → answered) and the \
+         rest (the release event reaching the woken process, its attempt, the hops between \
+         the runtime's tasks).\n\n\
          {}\n### S9: a crashed holder (killed with SIGKILL while P − 1 wait)\n\n{}",
         t.text, crash.text
     )
