@@ -25,6 +25,9 @@ use crate::support::stats::{millis, quantile};
 const COLLECTION: &str = "feed_locks";
 const DOCUMENT: &str = "probe";
 
+/// How long the server holds a `getMore` with nothing to report: the release feed's.
+const QUIET_GET_MORE: Duration = Duration::from_secs(30);
+
 /// The longest a write's event is waited for before it counts as lost.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -60,6 +63,7 @@ async fn watchers(
         let mut stream = collection
             .watch()
             .pipeline(wakes(index))
+            .max_await_time(QUIET_GET_MORE)
             .await
             .map_err(|e| format!("watch: {e}"))?;
         let sender = sender.clone();
@@ -75,8 +79,10 @@ async fn watchers(
     Ok((tasks, events))
 }
 
-/// Per count of streams: the write's round trip, its sending and its acknowledgement → the
-/// named watcher's event, and the server's CPU per write (when `MONGOLOCK_BENCH_SERVER_PID` is set).
+/// Per count of streams: the server's CPU per second while they are open and nothing is
+/// written, the write's round trip, its sending and its acknowledgement → the named
+/// watcher's event, and the server's CPU per write (both CPU figures when
+/// `MONGOLOCK_BENCH_SERVER_PID` is set).
 pub(crate) async fn feeds(args: &Args) -> Result<(), String> {
     let counts: Vec<usize> = args
         .text("streams", "1,8,32,64")
@@ -84,6 +90,7 @@ pub(crate) async fn feeds(args: &Args) -> Result<(), String> {
         .filter_map(|n| n.parse().ok())
         .collect();
     let writes = args.get("writes", 300_usize);
+    let idle = args.millis("idle_ms", 5000);
     let database = scratch_name("feeds");
     let side = Side::connect("feeds", &database).await?;
     let collection: Collection<Document> = side.database.collection(COLLECTION);
@@ -93,6 +100,13 @@ pub(crate) async fn feeds(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("insert: {e}"))?;
     for &count in &counts {
         let (tasks, mut events) = watchers(&database, count).await?;
+        // The floor under any waiting: every stream open, every client connected, nothing
+        // written (what S9's waiters cost the server before any of them asks).
+        let idle_before = probe::server_cpu();
+        tokio::time::sleep(idle).await;
+        let idle_cpu = probe::server_cpu()
+            .zip(idle_before)
+            .map(|(after, before)| millis(after.saturating_sub(before)) / idle.as_secs_f64());
         let (mut round_trips, mut to_event, mut lost) = (Vec::new(), Vec::new(), 0_usize);
         let mut from_send = Vec::new();
         let cpu_before = probe::server_cpu();
@@ -151,6 +165,10 @@ pub(crate) async fn feeds(args: &Args) -> Result<(), String> {
             &format!("streams_{count}_server_cpu_per_write_ms"),
             // Unmeasured without the server's pid (a server given by MONGODB_URI alone).
             cpu.map_or_else(|| "unmeasured".to_owned(), |cpu| format!("{cpu:.3}")),
+        );
+        emit(
+            &format!("streams_{count}_idle_server_cpu_ms_per_s"),
+            idle_cpu.map_or_else(|| "unmeasured".to_owned(), |cpu| format!("{cpu:.2}")),
         );
         emit(
             &format!("streams_{count}_writes_per_s"),

@@ -182,14 +182,16 @@ pub(crate) fn jobs(mode: Mode) -> Vec<Job> {
         1,
         180,
     ));
-    let (streams, writes) = match mode {
-        Mode::Smoke => ("1,8", 50),
-        Mode::Quick | Mode::Full => ("1,2,8,32,64", 300),
+    let (streams, writes, idle_ms) = match mode {
+        Mode::Smoke => ("1,8", 50, 1000),
+        Mode::Quick | Mode::Full => ("1,2,8,32,64", 300, 5000),
     };
     jobs.push(job(
         "feeds",
         "feeds",
-        &args(&format!("feeds streams={streams} writes={writes}")),
+        &args(&format!(
+            "feeds streams={streams} writes={writes} idle_ms={idle_ms}"
+        )),
         1,
         180,
     ));
