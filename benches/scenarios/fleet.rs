@@ -349,6 +349,15 @@ impl Fleet {
         }
     }
 
+    /// Worker `worker`'s figure `key`, a comma-separated list of numbers (empty when absent).
+    fn list(&self, worker: usize, key: &str) -> Vec<f64> {
+        self.values[worker].get(key).map_or_else(Vec::new, |list| {
+            list.split(',')
+                .filter_map(|value| value.parse().ok())
+                .collect()
+        })
+    }
+
     /// Worker `worker`'s figure `key`, as a number (0 when absent).
     fn number(&self, worker: usize, key: &str) -> f64 {
         self.values[worker]
@@ -526,17 +535,18 @@ fn report_cycling(fleet: &Fleet, tasks: usize, window: Duration, cpu: Option<Dur
         emit("least_most", format!("{:.2}", least / most));
     }
     let waits: Vec<f64> = (0..p)
-        .flat_map(|worker| {
-            fleet.values[worker]
-                .get("waits_ms")
-                .map(|list| {
-                    list.split(',')
-                        .filter_map(|wait| wait.parse::<f64>().ok())
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        })
+        .flat_map(|worker| fleet.list(worker, "waits_ms"))
         .collect();
+    // How late the release feed's events came: the fairness bound assumes a woken process
+    // hears of a release within the releasing process's step back.
+    let delays: Vec<f64> = (0..p)
+        .flat_map(|worker| fleet.list(worker, "feed_delays_ms"))
+        .collect();
+    for (figure, q) in [("p50", 0.5), ("p99", 0.99), ("max", 1.0)] {
+        if let Some(delay) = quantile(&delays, q) {
+            emit(&format!("feed_delay_{figure}_ms"), format!("{delay:.0}"));
+        }
+    }
     let max = waits.iter().copied().fold(0.0_f64, f64::max);
     if let (Some(p50), Some(p99)) = (quantile(&waits, 0.5), quantile(&waits, 0.99)) {
         emit("wait_p50_ms", format!("{p50:.1}"));

@@ -99,13 +99,25 @@ pub(crate) async fn worker(args: &Args) -> Result<(), String> {
 /// The change events this process's release feed received: the documents of the batches
 /// its change streams' `aggregate` (first batch) and `getMore` (next batch) answered. Unlike
 /// the number of `getMore`s, which falls as a busy server batches more events into each
-/// answer, it counts every release the process read.
+/// answer, it counts every release the process read. With them, each event's delay: from
+/// the write's time on the server (the event's `wallTime`) to the batch's arrival here, in
+/// milliseconds, by this machine's clock, which is the server's (one machine).
 #[derive(Debug, Clone, Default)]
-struct FeedEvents(Arc<AtomicU64>);
+struct FeedEvents {
+    received: Arc<AtomicU64>,
+    delays_ms: Arc<Mutex<Vec<i64>>>,
+}
 
 impl FeedEvents {
-    fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+    /// The events received so far, and how many delays were recorded.
+    fn get(&self) -> (u64, usize) {
+        (self.received.load(Ordering::Relaxed), self.delays().len())
+    }
+
+    fn delays(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
+        self.delays_ms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -117,12 +129,11 @@ async fn connect(app: &str, database: &str) -> Result<(Side, FeedEvents), String
         return Err("the command log's handler is not a callback".to_owned());
     };
     let feed = FeedEvents::default();
-    let received = Arc::clone(&feed.0);
+    let counted = feed.clone();
     let handler = EventHandler::callback(move |event: CommandEvent| {
         if let CommandEvent::Succeeded(succeeded) = &event
             && FEED_COMMANDS.contains(&succeeded.command_name.as_str())
-        {
-            let batch = succeeded
+            && let Some(batch) = succeeded
                 .reply
                 .get_document("cursor")
                 .ok()
@@ -131,11 +142,21 @@ async fn connect(app: &str, database: &str) -> Result<(Side, FeedEvents), String
                         .get_array("nextBatch")
                         .or_else(|_| cursor.get_array("firstBatch"))
                         .ok()
-                });
-            received.fetch_add(
-                batch.map_or(0, |batch| batch.len() as u64),
-                Ordering::Relaxed,
-            );
+                })
+        {
+            counted
+                .received
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let now_ms = i64::try_from(wall_nanos() / 1_000_000).unwrap_or(i64::MAX);
+            let written_ms = batch.iter().filter_map(|event| {
+                event
+                    .as_document()
+                    .and_then(|event| event.get_datetime("wallTime").ok())
+                    .map(|written| written.timestamp_millis())
+            });
+            counted
+                .delays()
+                .extend(written_ms.map(|written| now_ms - written));
         }
         count(event);
     });
@@ -183,7 +204,7 @@ async fn serve<C: Contender>(
     let release = Arc::new(Notify::new());
     let timeline = Arc::new(Mutex::new(Timeline::default()));
     let mut tasks = JoinSet::new();
-    let mut marks: Vec<(Instant, CommandCounts, u64)> = Vec::new();
+    let mut marks: Vec<(Instant, CommandCounts, (u64, usize))> = Vec::new();
     emit("ready", 1);
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines
@@ -233,7 +254,17 @@ async fn serve<C: Contender>(
         let timeline = timeline.lock().unwrap_or_else(PoisonError::into_inner);
         report_window(&timeline, *from, *to);
         report_commands(&at_to.since(at_from));
-        emit("feed_events", events_to.saturating_sub(*events_from));
+        emit("feed_events", events_to.0.saturating_sub(events_from.0));
+        let delays = feed.delays();
+        let window = delays.get(events_from.1..events_to.1).unwrap_or_default();
+        emit(
+            "feed_delays_ms",
+            window
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        );
     }
     emit("done", 1);
     Ok(())

@@ -323,6 +323,18 @@ fn mode_label(mode: &str) -> &'static str {
     }
 }
 
+/// The column of the release feed's event delays (S7, S8).
+const FEED_DELAY: &str = "release-feed event delay p50 / p99 / max";
+
+fn feed_delay(results: &Results, k: &str) -> String {
+    format!(
+        "{} / {} / {}",
+        show(results, k, "feed_delay_p50_ms", 0, ""),
+        show(results, k, "feed_delay_p99_ms", 0, ""),
+        show(results, k, "feed_delay_max_ms", 0, " ms")
+    )
+}
+
 fn s7_details(results: &Results, sizes: &[usize]) -> String {
     let mut t = Table::new(&[
         "P processes",
@@ -337,6 +349,7 @@ fn s7_details(results: &Results, sizes: &[usize]) -> String {
         "p99 wait ÷ fair share",
         "longest ÷ fair share",
         "least ÷ most acquisitions per process",
+        FEED_DELAY,
         "commands (all processes)",
     ]);
     for mode in ["default", "arrival", "dl"] {
@@ -367,6 +380,7 @@ fn s7_details(results: &Results, sizes: &[usize]) -> String {
                 show(results, &k, "wait_p99_fair", 2, "×"),
                 show(results, &k, "wait_max_fair", 2, "×"),
                 show(results, &k, "least_most", 2, ""),
+                feed_delay(results, &k),
                 last_text(results, &k, "commands"),
             ]);
         }
@@ -394,6 +408,8 @@ fn s8_details(results: &Results, sizes: &[usize]) -> String {
         "÷ the same at P = 2",
         "server CPU / acquisition",
         "least ÷ most acquisitions per process",
+        "wait p99 / longest",
+        FEED_DELAY,
         "commands (all processes)",
     ]);
     for &p in sizes {
@@ -414,6 +430,12 @@ fn s8_details(results: &Results, sizes: &[usize]) -> String {
                 .map_or_else(|| "—".to_owned(), |g| format!("{g:.2}×")),
             show(results, &k, "cpu_ms_per_acq", 3, " ms"),
             show(results, &k, "least_most", 2, ""),
+            format!(
+                "{} / {}",
+                show(results, &k, "wait_p99_ms", 0, ""),
+                show(results, &k, "wait_max_ms", 0, " ms")
+            ),
+            feed_delay(results, &k),
             last_text(results, &k, "commands"),
         ]);
     }
@@ -422,7 +444,10 @@ fn s8_details(results: &Results, sizes: &[usize]) -> String {
          *Release-feed events*: the change events every process's release feed received \
          (the documents in its change streams' batches); *commands*: the `getMore`s reading \
          them and the `aggregate`s opening the streams. A busy server packs more events into \
-         each `getMore`'s answer, so the commands can fall while the events grow.\n\n{}",
+         each `getMore`'s answer, so the commands can fall while the events grow. *Event \
+         delay*: from the write's time on the server (the event's `wallTime`) to the batch's \
+         arrival in the process; the fairness bound holds only while it stays under the \
+         releasing process's step back (100 ms).\n\n{}",
         t.text
     )
 }

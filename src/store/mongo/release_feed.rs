@@ -191,7 +191,7 @@ fn releases(holder: Option<&HolderId>) -> Vec<Document> {
             { "operationType": "update", changed(PERMITS): { "$exists": true } },
             { "operationType": "update", changed(WITHDRAWN_AT): { "$exists": true } },
         ] } },
-        doc! { "$project": { "operationType": 1, "documentKey": 1 } },
+        doc! { "$project": { "operationType": 1, "documentKey": 1, "wallTime": 1 } },
     ]
 }
 
