@@ -431,9 +431,11 @@ fn worker_args(args: &Args, database: &str, label: &str) -> Vec<String> {
         format!("fairness={}", args.text("fairness", "default")),
         format!("critical_ms={}", args.get("critical_ms", 1_u64)),
     ];
-    match args.get("lease_ms", 0_u64) {
-        0 => {}
-        lease => shared.push(format!("lease_ms={lease}")),
+    for key in ["lease_ms", "fairness_bound_ms"] {
+        match args.get(key, 0_u64) {
+            0 => {}
+            value => shared.push(format!("{key}={value}")),
+        }
     }
     shared
 }

@@ -39,13 +39,17 @@ use crate::support::stats::millis;
 /// `getMore` reads the next batch of it.
 pub(crate) const FEED_COMMANDS: [&str; 2] = ["aggregate", "getMore"];
 
-/// The lock options of a fleet run: `fairness=arrival` for `Fairness::ArrivalOrder`, and
-/// `lease_ms` for a lease other than the default (the crashed-holder takeover uses a short
-/// one, so it is measured in seconds).
+/// The lock options of a fleet run: `fairness=arrival` for `Fairness::ArrivalOrder`,
+/// `fairness_bound_ms` for a bound other than the default, and `lease_ms` for a lease other
+/// than the default (the crashed-holder takeover uses a short one, so it is measured in
+/// seconds).
 pub(crate) fn options(args: &Args) -> LockOptions {
     let mut options = LockOptions::default();
     if args.text("fairness", "default") == "arrival" {
         options = options.with_fairness(Fairness::ArrivalOrder);
+    }
+    if let bound @ 1.. = args.get("fairness_bound_ms", 0_u64) {
+        options = options.with_fairness_bound(Duration::from_millis(bound));
     }
     match args.get("lease_ms", 0_u64) {
         0 => options,
