@@ -3156,6 +3156,100 @@ async fn a_shared_refusal_tells_when_the_first_lease_ends() {
     assert_eq!(lease_left, Some(Duration::from_millis(700)));
 }
 
+/// A holder whose lease ends exactly as a refusal is answered no longer holds: a request
+/// refused by the line then is told when the next holder's lease ends, not that one ends
+/// now.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_by_the_line_at_a_lease_end_tells_the_next_one() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let name = LockName::new("next-lease-end").unwrap();
+    let request = |lease: Duration| {
+        AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
+            .with_access(Access::Permit { permits: 2 })
+            .with_arrival_order(true)
+            .with_retry_within(Duration::from_secs(30))
+    };
+    for lease in [Duration::from_secs(1), Duration::from_secs(3)] {
+        let held = store.try_acquire(&request(lease)).await.unwrap();
+        assert!(matches!(held, AcquireOutcome::Acquired { .. }), "{held:?}");
+    }
+    let first = store
+        .try_acquire(&request(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    assert!(matches!(first, AcquireOutcome::Busy { .. }), "{first:?}");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    // A permit is free now, but the first place in line goes first.
+    let refused = store
+        .try_acquire(&request(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let AcquireOutcome::Busy { lease_left, .. } = refused else {
+        panic!("a later arrival went before an earlier place: {refused:?}");
+    };
+    assert_eq!(lease_left, Some(Duration::from_secs(2)));
+}
+
+/// A semaphore's release made exactly as another permit's lease ends frees both permits:
+/// the release wakes the managers of the first two places in line, not only the first.
+#[tokio::test(start_paused = true)]
+async fn a_release_at_another_lease_end_wakes_as_many_places_as_permits_are_free() {
+    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore, ReleaseDemand};
+    use mongolock::{Access, HolderId};
+    use std::time::Duration;
+
+    let store = MemoryStore::new();
+    let name = LockName::new("two-permits-free").unwrap();
+    let permit = Access::Permit { permits: 2 };
+    let long = Duration::from_secs(30);
+    let request = |holder: &HolderId, lease: Duration| {
+        AcquireRequest::new(name.clone(), LeaseId::new(), holder.clone(), lease)
+            .with_access(permit)
+            .with_arrival_order(true)
+            .with_retry_within(long)
+    };
+    let (ending, releasing) = (HolderId::generate(), HolderId::generate());
+    store
+        .try_acquire(&request(&ending, Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let held = request(&releasing, long);
+    let granted = store.try_acquire(&held).await.unwrap();
+    assert!(
+        matches!(granted, AcquireOutcome::Acquired { .. }),
+        "{granted:?}"
+    );
+    let (first, second) = (HolderId::generate(), HolderId::generate());
+    let mut feeds = Vec::new();
+    for waiter in [&first, &second] {
+        feeds.push(
+            store
+                .watch_releases(ReleaseDemand::for_holder(waiter.clone()))
+                .await
+                .expect("the memory store has a release feed"),
+        );
+        let refused = store.try_acquire(&request(waiter, long)).await.unwrap();
+        assert!(
+            matches!(refused, AcquireOutcome::Busy { .. }),
+            "{refused:?}"
+        );
+        // Places of one instant share it: each would be let in as the first.
+        tokio::time::advance(Duration::from_millis(1)).await;
+    }
+    tokio::time::advance(Duration::from_millis(998)).await;
+    store.release(&held.key()).await.unwrap();
+    for (who, feed) in ["the first place", "the second place"]
+        .iter()
+        .zip(&mut feeds)
+    {
+        assert_eq!(feed.try_recv().ok(), Some(name.clone()), "{who} is woken");
+    }
+}
+
 /// A reader/writer lock admits at most `MAX_PERMITS` readers at once.
 #[tokio::test(start_paused = true)]
 async fn readers_are_capped_at_max_permits() {
