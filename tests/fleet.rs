@@ -148,27 +148,44 @@ async fn waiting_processes_stay_quiet_and_a_release_costs_one_attempt() {
     }
 }
 
-/// A waiting process's first attempt does not list it on the record (the uncontended
-/// acquire stays small), so nothing would wake it first at a release: it asks again at the
-/// backoff's first step (10 ms by default), which lists it, and only then waits quietly
-/// for the release feed. Not at the pace of a place in line (0.64–0.8 s), which is arrival
-/// order's, nor after a quiet interval, which is for a waiter already listed.
+/// A waiting process whose release feed is watching is listed on the record by its first
+/// refused attempt, so a release wakes it first if it waited longest, and it waits quietly
+/// from then on: one attempt, not a retry at the backoff's first step (10 ms by default) to
+/// be listed, and not one per backoff. (Its feed watches only once the manager has met
+/// contention: an uncontended acquire stays as small as it can be; a waiter refused before
+/// the feed watches is listed by its retry, below.)
 #[tokio::test(start_paused = true)]
-async fn a_refused_waiter_asks_again_at_once_to_be_listed_then_waits_quietly() {
+async fn a_refused_waiter_whose_feed_watches_is_listed_at_once_then_waits_quietly() {
     let (_leader, held, waiting) = leader_and_waiting(&LockOptions::default(), 1).await;
     let tasks = wait_for_leader(&waiting);
     sleep(Duration::from_millis(100)).await;
     assert_eq!(
         attempts(&waiting),
-        2,
-        "the first refusal is retried within a backoff's first step, and the retry lists it"
+        1,
+        "refused with the feed watching, the first attempt lists it"
+    );
+    let record = waiting[0]
+        .manager
+        .lock("leader")
+        .unwrap()
+        .inspect()
+        .await
+        .unwrap();
+    assert!(
+        record.is_some_and(|record| record.contended_for.is_some()),
+        "the refusal is recorded as contention"
     );
     sleep(Duration::from_secs(4)).await;
-    assert_eq!(attempts(&waiting), 2, "listed, it waits quietly");
+    assert_eq!(attempts(&waiting), 1, "listed, it waits quietly");
     drop(held);
     for task in tasks {
-        task.abort();
+        let guard = tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("the release wakes the listed waiter at once")
+            .expect("the waiting task runs to its end");
+        assert!(guard.is_ok(), "{guard:?}");
     }
+    assert_eq!(attempts(&waiting), 2, "woken, one attempt takes the lock");
 }
 
 /// A waiter listed before its manager's release feed was watching is listed only for its

@@ -183,10 +183,16 @@ impl NameState {
         // waiting reader or writer on a shared record; a mutex's waiter of the default mode
         // is listed (for a release to wake it first if it waited longest) from its second
         // attempt on, so the uncontended cycle's acquire stays as small as it can be (a
-        // release with nobody listed wakes everyone). A single try comes back only if its
-        // caller asks again: it marks nothing (in line, its place ends as it is taken).
-        let marks_record =
-            next.access.kind().is_shared() || next.options.in_arrival_order() || refused_before;
+        // release with nobody listed wakes everyone) — and from its first while the release
+        // feed watches, which it does only while this manager has met contention: a process
+        // back from its fairness step back is refused by the one it let in, and unlisted
+        // until its retry, a release made meanwhile would wake every waiting process. A
+        // single try comes back only if its caller asks again: it marks nothing (in line,
+        // its place ends as it is taken).
+        let marks_record = next.access.kind().is_shared()
+            || next.options.in_arrival_order()
+            || refused_before
+            || self.waits_quietly(&next.options);
         if single_try || !marks_record {
             return request;
         }
