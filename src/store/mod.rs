@@ -67,8 +67,11 @@ const TOKENS_PER_GRANT: u64 = 16;
 ///   of its `from`) change nothing unless the record still carries the caller's lease.
 /// - **Rule 3 (contention).** A `try_acquire` that finds the lock held marks the current
 ///   grant as contended since its "now" minus `request.waited` (keeping the earliest);
-///   `release` reports how long that was and `inspect` shows it (a new grant clears the
-///   mark). On a shared record a release (or hand-over) reports it only if a manager other
+///   `release` reports how long that was and `inspect` shows it. A new grant clears the
+///   mark, except that a mutex granted to a request that waits (in line, or with a
+///   `retry_within`) while other managers' places are live in the line (listed or in line)
+///   is contended from the start, since the earliest of them arrived: they wait for it as
+///   if they had just asked. On a shared record a release (or hand-over) reports it only if a manager other
 ///   than the releasing lease's was refused since the last grant: a manager's own waiters
 ///   are served by its own releases.
 /// - **Rule 4 (names are values).** Lock names are opaque values, never interpreted as keys,

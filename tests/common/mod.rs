@@ -164,6 +164,7 @@ macro_rules! conformance_suite {
             shared_records::shared_records_hand_over_is_a_release_and_an_attempt_in_one,
             shared_records::rule_2_mutex_hand_over_is_owner_checked,
             shared_records::rule_5_requests_at_the_edges_are_answered_not_panicked,
+            waking::rule_3_21_a_grant_while_others_are_listed_is_contended_from_the_start,
             waking::rule_22_a_release_wakes_only_the_longest_waiting_manager,
             waking::rule_22_a_request_refused_only_by_the_line_wakes_the_earliest_place,
             waking::rule_22_a_semaphore_release_wakes_the_earliest_places_it_frees,

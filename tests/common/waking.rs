@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use mongolock::store::{AcquireRequest, HandOverOutcome, LeaseKey, LockStore, ReleaseDemand};
+use mongolock::store::{
+    AcquireRequest, HandOverOutcome, LeaseKey, LockStore, ReleaseDemand, ReleaseOutcome,
+};
 use mongolock::{Access, LockName};
 use tokio::sync::mpsc::Receiver;
 
@@ -483,4 +485,47 @@ pub(crate) async fn rule_22_a_request_refused_only_by_the_line_wakes_the_earlies
         "a manager already woken is not woken again"
     );
     granted(&store, &in_line(&second, &lock, Duration::from_secs(2))).await;
+}
+
+/// A mutex granted to a listed waiter while another manager is still listed is contended
+/// from the start, since that manager began to wait: its release (or first hand-over)
+/// says so, and its holder lets the others have their turn then, rather than when one of
+/// them, waiting quietly for a wake, asks again. A grant to a request that waits on
+/// nothing (no `retry_within`: a single try, a first attempt) leaves the mark clear.
+pub(crate) async fn rule_3_21_a_grant_while_others_are_listed_is_contended_from_the_start<
+    B: Backend,
+>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let (holder, next, other, plain) = (Caller::new(), Caller::new(), Caller::new(), Caller::new());
+    let lock = name("contended-from-the-start");
+    let (held, _) = granted(&store, &holder.request(&lock, Access::Exclusive, LONG)).await;
+    // The one granted next began to wait first: its own place does not count.
+    let (own_wait, waited) = (Duration::from_secs(40), Duration::from_secs(20));
+    refused(&store, &waiting(&next, &lock, own_wait)).await;
+    refused(&store, &waiting(&other, &lock, waited)).await;
+    released(&store, &held).await;
+
+    let (next_held, _) = granted(&store, &waiting(&next, &lock, own_wait)).await;
+    match store.release(&next_held).await {
+        Ok(ReleaseOutcome::Released {
+            contended_for: Some(contended_for),
+        }) => assert!(
+            contended_for >= waited && contended_for < own_wait,
+            "contended since the other listed manager began to wait ({waited:?} ago), \
+             not since its own holder did ({own_wait:?}): {contended_for:?}"
+        ),
+        outcome => panic!("a grant made while another manager is listed is contended: {outcome:?}"),
+    }
+
+    // `other` is still listed, but a request that waits on nothing leaves the mark clear.
+    let (plain_held, _) = granted(&store, &plain.request(&lock, Access::Exclusive, LONG)).await;
+    match store.release(&plain_held).await {
+        Ok(ReleaseOutcome::Released { contended_for }) => assert_eq!(
+            contended_for, None,
+            "a grant to a request that waits on nothing starts uncontended"
+        ),
+        outcome => panic!("the plain grant's release: {outcome:?}"),
+    }
 }

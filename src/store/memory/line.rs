@@ -66,6 +66,20 @@ impl WaitingLine {
             .min()
     }
 
+    /// The earliest arrival of a live place, listed or in line, of a manager other than
+    /// `holder`: since when others wait for a grant to `holder` (rule 3).
+    pub(super) fn earliest_waiting_elsewhere(
+        &self,
+        holder: &HolderId,
+        now: Instant,
+    ) -> Option<Instant> {
+        self.places
+            .iter()
+            .filter(|place| place.until > now && place.holder != *holder)
+            .map(|place| place.arrival)
+            .min()
+    }
+
     /// Puts `holder` in line as arriving at `arrival`, until `until` (replacing its place,
     /// and dropping places that ended).
     pub(super) fn place(

@@ -696,6 +696,15 @@ impl LockStore for MemoryStore {
             state.pass_wake_on(&request.name, now);
             return Ok(AcquireOutcome::busy(None));
         }
+        // Rule 3: a grant made while others wait in the line (listed or in line) is
+        // contended since the earliest of them arrived; a request that waits on nothing
+        // (it has no `retry_within`) leaves the mark clear, as MongoDB's plain cycle does.
+        let waits = request.in_arrival_order || !request.retry_within.is_zero();
+        let contended_since = state
+            .lines
+            .get(&request.name)
+            .filter(|_| waits)
+            .and_then(|line| line.earliest_waiting_elsewhere(&request.holder, now));
         // Rule 16: a grant removes its holder's place.
         state.leave_line(&request.name, &request.holder, now);
         // Rules 1 and 6: one counter for the whole store, a block per grant.
@@ -707,7 +716,7 @@ impl LockStore for MemoryStore {
                 holder: request.holder.clone(),
                 token,
                 expires_at: now + request.lease_duration,
-                contended_since: None,
+                contended_since,
             },
         );
         state.recorded(&RecordEvent::Granted {

@@ -21,7 +21,9 @@ pub(super) const TOKEN: &str = "token";
 /// [`TOKEN`].
 pub(super) const GRANTED_TOKEN: &str = "grantedToken";
 /// When another manager first failed to acquire the current grant (server time), or null
-/// while uncontended. Set by the acquire pipeline, cleared by the next grant and by release.
+/// while uncontended. Set by the acquire pipeline, cleared by release and by the next grant
+/// (which a waiting request is given, while other managers' places are live in the line,
+/// as the earliest of their arrivals: rule 3).
 pub(super) const CONTENDED_AT: &str = "contendedAt";
 /// On a shared record, the managers refused since the last grant (null after a grant): a
 /// release reports the contention only to a holder some other manager waits for.

@@ -54,6 +54,11 @@ pub(super) fn others_in_line(holder: &str) -> Document {
     } }
 }
 
+/// The arrival of `place` (an expression for one place of the line).
+pub(super) fn arrival_of(place: &str) -> String {
+    format!("{place}.{ARRIVAL}")
+}
+
 /// The server's now, or when the line's last place ends if that is later: a released
 /// record's `expiresAt` is at least this, because `expiresAt` is what the TTL index deletes
 /// a document by, and a record deleted with its line would let whoever asks next go ahead

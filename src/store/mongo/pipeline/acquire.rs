@@ -80,7 +80,7 @@ pub(in crate::store::mongo) fn acquire(
         TOKEN: when_free(next_reserved_until().into(), field(TOKEN).into()),
         // Rule 3.
         CONTENDED_AT: when_free(
-            Bson::Null,
+            contended_at_grant(holder, waits),
             doc! { "$cond": [
                 &is_mutex,
                 { "$min": [field(CONTENDED_AT), &waiting_since] },
@@ -128,6 +128,26 @@ pub(in crate::store::mongo) fn acquire(
         stages.push(doc! { "$unset": FREE });
     }
     stages
+}
+
+/// A mutex grant's contention mark (rule 3): the earliest arrival of another manager's live
+/// place in the line, listed or in line, or null. A grant made while others wait for it is
+/// contended from the start: its holder, told at its first hand-over or release, lets them
+/// have their turns then, rather than when one of them, waiting quietly, asks again. A
+/// request that waits on nothing (an unlisted first attempt, a single try) leaves the mark
+/// null, so the plain cycle's pipeline stays as it was.
+fn contended_at_grant(holder: &str, waits: Waits) -> Bson {
+    match waits {
+        Waits::Unlisted => Bson::Null,
+        Waits::InLine(_) | Waits::Listed(_) => doc! { "$cond": [
+            { "$isArray": field(line::LINE) },
+            { "$min": {
+                "$map": { "input": line::others_in_line(holder), "in": line::arrival_of("$$this") },
+            } },
+            Bson::Null,
+        ] }
+        .into(),
+    }
 }
 
 /// Where a refused mutex request puts its manager on the record's line.
