@@ -58,6 +58,17 @@ fn wait_for_leader(waiting: &[Process]) -> Waiting {
         .collect()
 }
 
+/// The record of "leader" as `process` inspects it.
+async fn leader_record(process: &Process) -> Option<mongolock::LockRecord> {
+    process
+        .manager
+        .lock("leader")
+        .expect("a valid name")
+        .inspect()
+        .await
+        .expect("the memory store answers")
+}
+
 fn attempts(waiting: &[Process]) -> u64 {
     waiting
         .iter()
@@ -164,15 +175,10 @@ async fn a_refused_waiter_whose_feed_watches_is_listed_at_once_then_waits_quietl
         1,
         "refused with the feed watching, the first attempt lists it"
     );
-    let record = waiting[0]
-        .manager
-        .lock("leader")
-        .unwrap()
-        .inspect()
-        .await
-        .unwrap();
     assert!(
-        record.is_some_and(|record| record.contended_for.is_some()),
+        leader_record(&waiting[0])
+            .await
+            .is_some_and(|record| record.contended_for.is_some()),
         "the refusal is recorded as contention"
     );
     sleep(Duration::from_secs(4)).await;
@@ -303,14 +309,9 @@ async fn a_process_shutting_down_leaves_the_line_at_once() {
     let (leader, _held, waiting) = leader_and_waiting(&in_order, 1).await;
     let tasks = wait_for_leader(&waiting);
     let in_line = async || {
-        let record = leader
-            .manager
-            .lock("leader")
-            .unwrap()
-            .inspect()
+        leader_record(&leader)
             .await
-            .unwrap();
-        record.map_or(0, |record| record.queue.len())
+            .map_or(0, |record| record.queue.len())
     };
     while in_line().await == 0 {
         sleep(Duration::from_millis(10)).await;

@@ -3131,7 +3131,7 @@ async fn a_waiting_readers_mark_ends_exactly_its_retry_interval_after_the_read()
 /// every other test.)
 #[tokio::test(start_paused = true)]
 async fn a_shared_refusal_tells_when_the_first_lease_ends() {
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::store::{AcquireRequest, LeaseId};
     use mongolock::{Access, HolderId};
     use std::time::Duration;
 
@@ -3141,19 +3141,38 @@ async fn a_shared_refusal_tells_when_the_first_lease_ends() {
         AcquireRequest::new(name.clone(), LeaseId::new(), HolderId::generate(), lease)
             .with_access(Access::Permit { permits: 2 })
     };
-    for lease in [Duration::from_secs(3), Duration::from_secs(1)] {
-        let held = store.try_acquire(&request(lease)).await.unwrap();
+    granted_each(
+        &store,
+        [3, 1].map(|secs| request(Duration::from_secs(secs))),
+    )
+    .await;
+    tokio::time::advance(Duration::from_millis(300)).await;
+    let lease_left = refusal_lease_left(&store, &request(Duration::from_secs(1))).await;
+    assert_eq!(lease_left, Some(Duration::from_millis(700)));
+}
+
+/// Runs each of `requests`, which must all be granted.
+async fn granted_each(
+    store: &MemoryStore,
+    requests: impl IntoIterator<Item = mongolock::store::AcquireRequest>,
+) {
+    use mongolock::store::{AcquireOutcome, LockStore};
+    for request in requests {
+        let held = store.try_acquire(&request).await.unwrap();
         assert!(matches!(held, AcquireOutcome::Acquired { .. }), "{held:?}");
     }
-    tokio::time::advance(Duration::from_millis(300)).await;
-    let refused = store
-        .try_acquire(&request(Duration::from_secs(1)))
-        .await
-        .unwrap();
-    let AcquireOutcome::Busy { lease_left, .. } = refused else {
-        panic!("a third permit of two was granted: {refused:?}");
-    };
-    assert_eq!(lease_left, Some(Duration::from_millis(700)));
+}
+
+/// Runs `request`, which must be refused: the time its refusal says the first lease has left.
+async fn refusal_lease_left(
+    store: &MemoryStore,
+    request: &mongolock::store::AcquireRequest,
+) -> Option<std::time::Duration> {
+    use mongolock::store::{AcquireOutcome, LockStore};
+    match store.try_acquire(request).await.unwrap() {
+        AcquireOutcome::Busy { lease_left, .. } => lease_left,
+        granted => panic!("expected a refusal: {granted:?}"),
+    }
 }
 
 /// A holder whose lease ends exactly as a refusal is answered no longer holds: a request
@@ -3161,7 +3180,7 @@ async fn a_shared_refusal_tells_when_the_first_lease_ends() {
 /// now.
 #[tokio::test(start_paused = true)]
 async fn a_refusal_by_the_line_at_a_lease_end_tells_the_next_one() {
-    use mongolock::store::{AcquireOutcome, AcquireRequest, LeaseId, LockStore};
+    use mongolock::store::{AcquireRequest, LeaseId};
     use mongolock::{Access, HolderId};
     use std::time::Duration;
 
@@ -3173,24 +3192,15 @@ async fn a_refusal_by_the_line_at_a_lease_end_tells_the_next_one() {
             .with_arrival_order(true)
             .with_retry_within(Duration::from_secs(30))
     };
-    for lease in [Duration::from_secs(1), Duration::from_secs(3)] {
-        let held = store.try_acquire(&request(lease)).await.unwrap();
-        assert!(matches!(held, AcquireOutcome::Acquired { .. }), "{held:?}");
-    }
-    let first = store
-        .try_acquire(&request(Duration::from_secs(1)))
-        .await
-        .unwrap();
-    assert!(matches!(first, AcquireOutcome::Busy { .. }), "{first:?}");
+    granted_each(
+        &store,
+        [1, 3].map(|secs| request(Duration::from_secs(secs))),
+    )
+    .await;
+    refusal_lease_left(&store, &request(Duration::from_secs(1))).await;
     tokio::time::advance(Duration::from_secs(1)).await;
     // A permit is free now, but the first place in line goes first.
-    let refused = store
-        .try_acquire(&request(Duration::from_secs(1)))
-        .await
-        .unwrap();
-    let AcquireOutcome::Busy { lease_left, .. } = refused else {
-        panic!("a later arrival went before an earlier place: {refused:?}");
-    };
+    let lease_left = refusal_lease_left(&store, &request(Duration::from_secs(1))).await;
     assert_eq!(lease_left, Some(Duration::from_secs(2)));
 }
 
