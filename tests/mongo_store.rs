@@ -267,18 +267,18 @@ async fn racing_first_acquires(
     answers
 }
 
+/// A request for `name` by a manager of its own, under a new lease of `lease`.
+fn fresh_request(name: LockName, lease: Duration) -> AcquireRequest {
+    AcquireRequest::new(name, LeaseId::new(), HolderId::generate(), lease)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_acquire_on_a_missing_document_has_one_winner() {
     let stores = stores_on_clients_of_their_own(8).await;
     for round in 0..20 {
         let name = LockName::new(format!("first-{round}")).unwrap();
         let answers = racing_first_acquires(&stores, &name, |name| {
-            AcquireRequest::new(
-                name,
-                LeaseId::new(),
-                HolderId::generate(),
-                Duration::from_secs(30),
-            )
+            fresh_request(name, Duration::from_secs(30))
         })
         .await;
         let mut winners = 0;
@@ -1602,14 +1602,9 @@ async fn a_racing_first_acquire_granted_by_an_upsert_that_answered_nothing_knows
     for round in 0..300 {
         let name = LockName::new(format!("first-{round}")).unwrap();
         let answers = racing_first_acquires(&stores, &name, |name| {
-            AcquireRequest::new(
-                name,
-                LeaseId::new(),
-                HolderId::generate(),
-                Duration::from_millis(1),
-            )
-            .with_arrival_order(true)
-            .with_retry_within(Duration::from_millis(1600))
+            fresh_request(name, Duration::from_millis(1))
+                .with_arrival_order(true)
+                .with_retry_within(Duration::from_millis(1600))
         })
         .await;
         let mut granted = Vec::new();

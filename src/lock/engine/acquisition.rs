@@ -189,16 +189,17 @@ impl NameState {
         // until its retry, a release made meanwhile would wake every waiting process. A
         // single try comes back only if its caller asks again: it marks nothing (in line,
         // its place ends as it is taken).
+        let quietly = self.waits_quietly(&next.options);
         let marks_record = next.access.kind().is_shared()
             || next.options.in_arrival_order()
             || refused_before
-            || self.waits_quietly(&next.options);
+            || quietly;
         if single_try || !marks_record {
             return request;
         }
         let lasts = if next.options.in_arrival_order() {
             place_lasts(&next.options)
-        } else if self.waits_quietly(&next.options) {
+        } else if quietly {
             // Listed for as long as it may wait without asking.
             QUIET_POLL + mark_lasts(&next.options)
         } else {

@@ -52,18 +52,11 @@ impl WaitingLine {
         access: Access,
         now: Instant,
     ) -> Option<Instant> {
-        self.places
-            .iter()
-            // Rule 15: a live place of another manager that `access` waits behind; a listed one
-            // (rule 21) orders nobody.
-            .filter(|place| {
-                place.ordered
-                    && place.until > now
-                    && place.holder != *holder
-                    && access.waits_behind(place.access)
-            })
-            .map(|place| place.arrival)
-            .min()
+        // Rule 15: a live place of another manager that `access` waits behind; a listed one
+        // (rule 21) orders nobody.
+        self.earliest_arrival_elsewhere(holder, now, |place| {
+            place.ordered && access.waits_behind(place.access)
+        })
     }
 
     /// The earliest arrival of a live place, listed or in line, of a manager other than
@@ -73,9 +66,20 @@ impl WaitingLine {
         holder: &HolderId,
         now: Instant,
     ) -> Option<Instant> {
+        self.earliest_arrival_elsewhere(holder, now, |_| true)
+    }
+
+    /// The earliest arrival of a live place of a manager other than `holder` for which
+    /// `counts` holds.
+    fn earliest_arrival_elsewhere(
+        &self,
+        holder: &HolderId,
+        now: Instant,
+        counts: impl Fn(&Place) -> bool,
+    ) -> Option<Instant> {
         self.places
             .iter()
-            .filter(|place| place.until > now && place.holder != *holder)
+            .filter(|place| place.until > now && place.holder != *holder && counts(place))
             .map(|place| place.arrival)
             .min()
     }

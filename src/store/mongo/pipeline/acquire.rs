@@ -137,17 +137,18 @@ pub(in crate::store::mongo) fn acquire(
 /// request that waits on nothing (an unlisted first attempt, a single try) leaves the mark
 /// null, so the plain cycle's pipeline stays as it was.
 fn contended_at_grant(holder: &str, waits: Waits) -> Bson {
-    match waits {
-        Waits::Unlisted => Bson::Null,
-        Waits::InLine(_) | Waits::Listed(_) => doc! { "$cond": [
-            { "$isArray": field(line::LINE) },
-            { "$min": {
-                "$map": { "input": line::others_in_line(holder), "in": line::arrival_of("$$this") },
-            } },
-            Bson::Null,
-        ] }
-        .into(),
-    }
+    let others: Bson = match waits {
+        Waits::Unlisted => return Bson::Null,
+        // Already worked out by the stage before, for the line's own rule.
+        Waits::InLine(_) => field(OTHERS_IN_LINE).into(),
+        Waits::Listed(_) => line::others_in_line(holder).into(),
+    };
+    doc! { "$cond": [
+        { "$isArray": field(line::LINE) },
+        { "$min": { "$map": { "input": others, "in": line::arrival_of("$$this") } } },
+        Bson::Null,
+    ] }
+    .into()
 }
 
 /// Where a refused mutex request puts its manager on the record's line.
