@@ -301,6 +301,26 @@ async fn a_crashed_holders_lock_is_taken_over_within_a_backoff_of_its_lease_end(
     taken_within(tasks, Instant::now(), lease + longest_backoff).await;
 }
 
+/// In arrival order a waiting process's first refused attempt takes its place in line: its
+/// arrival counts from then, not from a retry.
+#[tokio::test(start_paused = true)]
+async fn in_arrival_order_the_first_refusal_takes_a_place() {
+    let in_order = LockOptions::default().with_fairness(mongolock::Fairness::ArrivalOrder);
+    let (leader, _held, waiting) = leader_and_waiting(&in_order, 1).await;
+    let tasks = wait_for_leader(&waiting);
+    while attempts(&waiting) == 0 {
+        sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(attempts(&waiting), 1);
+    let queue = leader_record(&leader)
+        .await
+        .map_or(0, |record| record.queue.len());
+    assert_eq!(queue, 1, "the first refusal put its process in line");
+    for task in tasks {
+        task.abort();
+    }
+}
+
 /// A process that shuts down while waiting in arrival order gives its place in the line up
 /// at once: those behind it do not wait for the place to end.
 #[tokio::test(start_paused = true)]
